@@ -1,0 +1,100 @@
+//! `idpool-testbed`: run the local testbed shop until Ctrl-C / SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use idpool::testbed::{Modes, RateLimit, Testbed, TestbedConfig};
+
+/// The local imitation of a protected shop that idpool's tests, demo and benchmarks use.
+#[derive(Debug, Parser)]
+#[command(name = "idpool-testbed", version)]
+struct Args {
+    /// HTTPS listen address.
+    #[arg(long, default_value = "127.0.0.1:8443")]
+    https: SocketAddr,
+    /// Plain HTTP listen address.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    http: SocketAddr,
+    /// Folder for the generated CA (`ca.pem`).
+    #[arg(long, default_value = "./.idpool/testbed")]
+    state_dir: PathBuf,
+    /// Block non-browser TLS fingerprints.
+    #[arg(long)]
+    gate: bool,
+    /// Require the JS challenge's clearance cookie.
+    #[arg(long)]
+    challenge: bool,
+    /// Per-identity rate limit as MAX/WINDOW_SECS (e.g. 30/60).
+    #[arg(long, value_name = "MAX/SECS")]
+    rate_limit: Option<String>,
+}
+
+fn parse_rate(s: &str) -> Result<RateLimit, String> {
+    let (max, secs) = s
+        .split_once('/')
+        .ok_or("expected MAX/WINDOW_SECS, e.g. 30/60")?;
+    Ok(RateLimit {
+        max: max
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{max}` is not a number"))?,
+        window_secs: secs
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{secs}` is not a number"))?,
+        block_secs: 60,
+    })
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    idpool::cli::init_tracing(false);
+    let args = Args::parse();
+    let rate_limit = match args.rate_limit.as_deref().map(parse_rate).transpose() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("idpool-testbed: --rate-limit: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cfg = TestbedConfig {
+        https: args.https,
+        http: args.http,
+        state_dir: args.state_dir,
+        modes: Modes {
+            gate: args.gate,
+            challenge: args.challenge,
+            rate_limit,
+            fault: None,
+        },
+    };
+    let testbed = match Testbed::start(cfg).await {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("idpool-testbed: cannot start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // Machine-readable lines first: tests and scripts parse them.
+    println!("ca: {}", testbed.ca_path.display());
+    println!("https: {}", testbed.https_url());
+    println!("http: {}", testbed.http_url());
+    println!("ready");
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("idpool-testbed: cannot watch SIGTERM: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    testbed.shutdown().await;
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,74 @@
+//! `idpool fetch URL`: one request through the pool's HTTP tier.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::config::Config;
+use crate::http::FetchRequest;
+use crate::pool::Pool;
+
+#[derive(Debug, Args)]
+pub struct FetchArgs {
+    /// The URL to fetch (its host must be covered by a strategy or security.allowed_hosts).
+    pub url: String,
+    /// Use this slot instead of letting the router choose.
+    #[arg(long)]
+    pub slot: Option<usize>,
+    /// Write the body here instead of printing it.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+pub async fn run(config: Option<&Path>, args: FetchArgs) -> anyhow::Result<ExitCode> {
+    let cfg = Config::load(config)?;
+    let url =
+        url::Url::parse(&args.url).with_context(|| format!("`{}` is not a valid URL", args.url))?;
+    let pool = Pool::open(&cfg)?;
+    let fetched = pool.fetch(FetchRequest::get(url), args.slot).await?;
+    let r = &fetched.response;
+    let slot = &pool.slots()[fetched.slot];
+    eprintln!("status:   {}", r.status);
+    eprintln!("outcome:  {}", fetched.outcome.as_str());
+    eprintln!(
+        "slot:     {} (profile {}){}",
+        fetched.slot,
+        slot.profile.name,
+        if fetched.degraded { ", degraded" } else { "" }
+    );
+    eprintln!("strategy: {}", fetched.strategy);
+    eprintln!("final:    {}", r.final_url);
+    eprintln!(
+        "http:     {}, {} bytes in {} ms",
+        r.http_version,
+        r.body.len(),
+        r.elapsed.as_millis()
+    );
+    eprintln!(
+        "cookies:  set {} [{}]; jar holds {}",
+        r.cookies_set.len(),
+        r.cookies_set.join(", "),
+        slot.jar().count()
+    );
+    match &args.out {
+        Some(path) => {
+            std::fs::write(path, &r.body)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!("body:     written to {}", path.display());
+        }
+        None => {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            out.write_all(&r.body)?;
+            out.flush()?;
+        }
+    }
+    pool.save_jars().await;
+    Ok(if fetched.outcome.is_failure() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

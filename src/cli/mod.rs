@@ -1,0 +1,54 @@
+//! The `idpool` command line. Raw arguments live here; each subcommand resolves
+//! them into library calls and prints. `anyhow` is allowed at this edge only.
+
+mod check_config;
+mod fetch;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// idpool: a pool of browser identities for web data collection.
+#[derive(Debug, Parser)]
+#[command(name = "idpool", version, about)]
+pub struct Cli {
+    /// Config file (else $IDPOOL_CONFIG, ./idpool.toml, /etc/idpool/idpool.toml, embedded defaults).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Log as JSON lines (on stderr).
+    #[arg(long, global = true)]
+    pub log_json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate the config, every profile and every strategy; print `file:line: problem`.
+    CheckConfig,
+    /// One fetch through the pool's HTTP tier, for debugging.
+    Fetch(fetch::FetchArgs),
+}
+
+/// Run a parsed command line.
+pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::CheckConfig => Ok(check_config::run(cli.config.as_deref())),
+        Command::Fetch(args) => fetch::run(cli.config.as_deref(), args).await,
+    }
+}
+
+/// Logs go to stderr (stdout is reserved for MCP in stdio mode); `RUST_LOG` filters.
+pub fn init_tracing(json: bool) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}

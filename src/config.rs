@@ -1,0 +1,439 @@
+//! The daemon config (`idpool.toml`): where it is found, what every key means, and
+//! the checks `idpool check-config` runs over it and over the profiles and
+//! strategies it points at. Every field has a default (`serde(default)`).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::diag::{self, Diagnostic};
+use crate::profile;
+use crate::strategy::Registry;
+
+/// The whole config file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub pool: PoolConfig,
+    pub security: SecurityConfig,
+    pub breaker: BreakerConfig,
+    pub http: HttpConfig,
+    /// The file this came from; `None` for the embedded defaults.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+}
+
+/// `[server]`: where the daemon listens.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address of the MCP / control HTTP listener; loopback by default.
+    pub listen: SocketAddr,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8790)),
+        }
+    }
+}
+
+/// `[pool]`: the identity slots and where their files live.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PoolConfig {
+    /// One slot per listed profile name. Exclusive with `size`.
+    pub profiles: Option<Vec<String>>,
+    /// Number of slots made from `profile` (default 2 when nothing else is set).
+    pub size: Option<usize>,
+    /// Profile used with `size` (default `default`).
+    pub profile: Option<String>,
+    /// Explicit slots: `[[pool.slot]] id = 0, profile = "..."`. Exclusive with the above.
+    pub slot: Vec<SlotDecl>,
+    /// Slot `n` uses CDP port `base_port + n`.
+    pub base_port: u16,
+    /// Per-slot state: `<data_dir>/slots/<n>/`.
+    pub data_dir: PathBuf,
+    pub strategies_dir: PathBuf,
+    pub profiles_dir: PathBuf,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            profiles: None,
+            size: None,
+            profile: None,
+            slot: Vec::new(),
+            base_port: 19300,
+            data_dir: PathBuf::from("./.idpool"),
+            strategies_dir: PathBuf::from("./strategies"),
+            profiles_dir: PathBuf::from("./profiles"),
+        }
+    }
+}
+
+/// One `[[pool.slot]]` entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlotDecl {
+    pub id: Spanned<usize>,
+    pub profile: Spanned<String>,
+}
+
+/// `[security]`: what may be fetched and which extra roots are trusted.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SecurityConfig {
+    /// Hosts fetchable without a strategy (same pattern syntax as strategy hosts).
+    pub allowed_hosts: Vec<String>,
+    /// Allow private, loopback and link-local addresses (tests and the demo only).
+    pub allow_private_networks: bool,
+    /// PEM files trusted besides the public roots (corporate TLS proxies, the testbed).
+    pub extra_root_certs: Vec<PathBuf>,
+}
+
+/// `[breaker]`: the per-(slot, strategy) circuit breaker.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BreakerConfig {
+    /// Consecutive hard blocks that open the circuit.
+    pub threshold: u32,
+    /// First open period, in seconds; doubles on each re-open.
+    pub cooldown_secs: u64,
+    /// Cap on the open period.
+    pub max_cooldown_secs: u64,
+}
+
+impl Default for BreakerConfig {
+    fn default() -> Self {
+        BreakerConfig {
+            threshold: 3,
+            cooldown_secs: 300,
+            max_cooldown_secs: 3600,
+        }
+    }
+}
+
+/// `[http]`: the HTTP tier's limits.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    pub connect_timeout_secs: u64,
+    /// Whole-request deadline, body included.
+    pub timeout_secs: u64,
+    /// Bodies larger than this are cut off and the fetch fails.
+    pub max_body_bytes: usize,
+    pub max_redirects: usize,
+    /// How long `next_slot` may wait for a politeness interval before giving up.
+    pub max_queue_wait_secs: u64,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            connect_timeout_secs: 10,
+            timeout_secs: 30,
+            max_body_bytes: 16 * 1024 * 1024,
+            max_redirects: 10,
+            max_queue_wait_secs: 60,
+        }
+    }
+}
+
+/// A slot as resolved from the config: its number and profile name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotPlan {
+    pub id: usize,
+    pub profile: String,
+}
+
+/// Where the config came from (for `check-config` and logs).
+pub fn resolve_path(explicit: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = explicit {
+        return Some(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("IDPOOL_CONFIG").filter(|p| !p.is_empty()) {
+        return Some(PathBuf::from(p));
+    }
+    ["./idpool.toml", "/etc/idpool/idpool.toml"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+}
+
+impl Config {
+    /// Load the config by the resolution order of DESIGN.md §8; embedded defaults
+    /// when no file is found. An explicitly named file must exist.
+    pub fn load(explicit: Option<&Path>) -> Result<Config, Diagnostic> {
+        match resolve_path(explicit) {
+            Some(path) => Config::load_file(&path),
+            None => Ok(Config::default()),
+        }
+    }
+
+    /// Load one config file; relative paths in it become relative to its folder.
+    pub fn load_file(path: &Path) -> Result<Config, Diagnostic> {
+        let (mut cfg, text): (Config, String) = diag::read_toml(path)?;
+        cfg.check_slots(path, &text)?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        let base = if base.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            base
+        };
+        let rebase = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        rebase(&mut cfg.pool.data_dir);
+        rebase(&mut cfg.pool.strategies_dir);
+        rebase(&mut cfg.pool.profiles_dir);
+        cfg.security.extra_root_certs.iter_mut().for_each(rebase);
+        cfg.source = Some(path.to_path_buf());
+        Ok(cfg)
+    }
+
+    fn check_slots(&self, path: &Path, text: &str) -> Result<(), Diagnostic> {
+        let pool_pos = text.find("[pool]").map(|p| p..p);
+        let p = &self.pool;
+        if !p.slot.is_empty() && (p.profiles.is_some() || p.size.is_some() || p.profile.is_some()) {
+            return Err(Diagnostic::at(
+                path,
+                text,
+                Some(p.slot[0].id.span()),
+                "[[pool.slot]] cannot be combined with pool.profiles, pool.size or pool.profile",
+            ));
+        }
+        if p.profiles.is_some() && (p.size.is_some() || p.profile.is_some()) {
+            return Err(Diagnostic::at(
+                path,
+                text,
+                pool_pos,
+                "pool.profiles cannot be combined with pool.size / pool.profile: list the profiles, or give a size and one profile",
+            ));
+        }
+        if p.size == Some(0) || p.profiles.as_ref().is_some_and(Vec::is_empty) {
+            return Err(Diagnostic::at(
+                path,
+                text,
+                pool_pos,
+                "the pool needs at least one slot",
+            ));
+        }
+        let mut seen: Vec<&SlotDecl> = Vec::new();
+        for s in &p.slot {
+            if let Some(first) = seen.iter().find(|f| f.id.get_ref() == s.id.get_ref()) {
+                return Err(Diagnostic::at(
+                    path,
+                    text,
+                    Some(s.id.span()),
+                    format!(
+                        "duplicate slot {} (first declared on line {})",
+                        s.id.get_ref(),
+                        diag::line_of(text, first.id.span().start)
+                    ),
+                ));
+            }
+            seen.push(s);
+        }
+        let n = p.slot.len();
+        if let Some(s) = p.slot.iter().find(|s| *s.id.get_ref() >= n) {
+            return Err(Diagnostic::at(
+                path,
+                text,
+                Some(s.id.span()),
+                format!(
+                    "slot {} is out of range: {n} slots must be numbered 0..{}",
+                    s.id.get_ref(),
+                    n.saturating_sub(1)
+                ),
+            ));
+        }
+        let total = self.slot_plan().len();
+        if usize::from(p.base_port) + total > usize::from(u16::MAX) {
+            return Err(Diagnostic::at(
+                path,
+                text,
+                pool_pos,
+                format!(
+                    "base_port {} + {total} slots runs past port 65535",
+                    p.base_port
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The slots this config asks for, in order.
+    pub fn slot_plan(&self) -> Vec<SlotPlan> {
+        let p = &self.pool;
+        if !p.slot.is_empty() {
+            let mut v: Vec<SlotPlan> = p
+                .slot
+                .iter()
+                .map(|s| SlotPlan {
+                    id: *s.id.get_ref(),
+                    profile: s.profile.get_ref().clone(),
+                })
+                .collect();
+            v.sort_by_key(|s| s.id);
+            return v;
+        }
+        if let Some(list) = &p.profiles {
+            return list
+                .iter()
+                .enumerate()
+                .map(|(id, profile)| SlotPlan {
+                    id,
+                    profile: profile.clone(),
+                })
+                .collect();
+        }
+        let profile = p.profile.clone().unwrap_or_else(|| "default".into());
+        (0..p.size.unwrap_or(2))
+            .map(|id| SlotPlan {
+                id,
+                profile: profile.clone(),
+            })
+            .collect()
+    }
+
+    /// The config file name for messages (`<embedded defaults>` without one).
+    pub fn display_source(&self) -> String {
+        match &self.source {
+            Some(p) => p.display().to_string(),
+            None => "<embedded defaults>".into(),
+        }
+    }
+}
+
+/// Everything `idpool check-config` found: problems, and what loaded fine.
+#[derive(Debug, Default)]
+pub struct CheckReport {
+    pub problems: Vec<Diagnostic>,
+    pub slots: usize,
+    pub profiles: usize,
+    pub strategies: usize,
+}
+
+/// Validate the config, every profile and every strategy; collect all problems.
+pub fn check(explicit: Option<&Path>) -> CheckReport {
+    let mut report = CheckReport::default();
+    let cfg = match Config::load(explicit) {
+        Ok(c) => c,
+        Err(d) => {
+            report.problems.push(d);
+            return report;
+        }
+    };
+    let (profiles, problems) = profile::load_dir(&cfg.pool.profiles_dir);
+    report.problems.extend(problems);
+    report.profiles = profiles.len();
+    let cfg_file = cfg
+        .source
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("<embedded defaults>"));
+    let text = cfg
+        .source
+        .as_deref()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_default();
+    for plan in cfg.slot_plan() {
+        if !profiles.contains_key(&plan.profile) {
+            let span = text.find(&format!("\"{}\"", plan.profile)).map(|p| p..p);
+            report.problems.push(Diagnostic::at(
+                &cfg_file,
+                &text,
+                span,
+                format!(
+                    "slot {} uses profile `{}`, which is not in {}",
+                    plan.id,
+                    plan.profile,
+                    cfg.pool.profiles_dir.display()
+                ),
+            ));
+        }
+    }
+    report.slots = cfg.slot_plan().len();
+    for cert in &cfg.security.extra_root_certs {
+        match std::fs::read(cert) {
+            Ok(pem) if pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") => {}
+            Ok(_) => report.problems.push(Diagnostic::file(
+                cert,
+                "extra_root_certs: no PEM certificate in this file",
+            )),
+            Err(e) => report.problems.push(Diagnostic::file(
+                cert,
+                format!("extra_root_certs: cannot read ({e})"),
+            )),
+        }
+    }
+    let (registry, problems) = Registry::load_dir(&cfg.pool.strategies_dir);
+    report.problems.extend(problems);
+    report.strategies = registry.len();
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, Diagnostic> {
+        let cfg: Config = diag::parse_toml(Path::new("c.toml"), text)?;
+        cfg.check_slots(Path::new("c.toml"), text)?;
+        Ok(cfg)
+    }
+
+    #[test]
+    fn defaults_are_two_default_slots() {
+        let cfg = Config::default();
+        assert_eq!(cfg.slot_plan().len(), 2);
+        assert_eq!(cfg.pool.base_port, 19300);
+        assert_eq!(cfg.server.listen.to_string(), "127.0.0.1:8790");
+    }
+
+    #[test]
+    fn slot_forms() {
+        let c = parse("[pool]\nprofiles = [\"a\", \"b\", \"a\"]\n").unwrap();
+        assert_eq!(
+            c.slot_plan()
+                .iter()
+                .map(|s| s.profile.as_str())
+                .collect::<Vec<_>>(),
+            ["a", "b", "a"]
+        );
+        let c = parse("[pool]\nsize = 3\nprofile = \"x\"\n").unwrap();
+        assert_eq!(c.slot_plan().len(), 3);
+        let c = parse(
+            "[[pool.slot]]\nid = 1\nprofile = \"b\"\n[[pool.slot]]\nid = 0\nprofile = \"a\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.slot_plan()[0].profile, "a");
+    }
+
+    #[test]
+    fn duplicate_slot_names_its_line() {
+        let d = parse(
+            "[[pool.slot]]\nid = 0\nprofile = \"a\"\n\n[[pool.slot]]\nid = 0\nprofile = \"b\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(d.line, Some(6), "{d}");
+        assert!(
+            d.message
+                .contains("duplicate slot 0 (first declared on line 2)"),
+            "{d}"
+        );
+    }
+
+    #[test]
+    fn wrong_type_names_its_line() {
+        let d = parse("[pool]\nbase_port = \"high\"\n").unwrap_err();
+        assert_eq!(d.line, Some(2), "{d}");
+    }
+}

@@ -1,0 +1,115 @@
+//! The library's error type: what went wrong, whether retrying elsewhere can help,
+//! and the source kept for logs.
+
+use std::fmt;
+
+/// What kind of failure this is; callers branch on this, never on message text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// A config, profile or strategy file is wrong.
+    Config,
+    /// The URL or host is not allowed (SSRF guard, unknown strategy host).
+    Refused,
+    /// Connection, TLS, protocol or body error talking to a site.
+    Network,
+    /// A network wait passed its deadline.
+    Timeout,
+    /// Local I/O (data dir, jar files).
+    Io,
+    /// A caller asked for something that does not exist (slot, strategy).
+    NotFound,
+    /// Anything else that is our bug rather than the input's fault.
+    Internal,
+}
+
+impl ErrorKind {
+    /// Stable lower-case name used in JSON and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Config => "config",
+            ErrorKind::Refused => "refused",
+            ErrorKind::Network => "network",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Io => "io",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::Internal => "internal",
+        }
+    }
+}
+
+/// A library error: a short message safe to show to a client, the kind, whether a
+/// retry on another identity makes sense, and the underlying cause for logs.
+#[derive(Debug)]
+pub struct Error {
+    kind: ErrorKind,
+    retryable: bool,
+    message: String,
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+/// Result alias for the library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// A new error of `kind`; network and timeout errors are retryable by default.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error {
+            kind,
+            retryable: matches!(kind, ErrorKind::Network | ErrorKind::Timeout),
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// Attach the underlying cause.
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    /// Override whether a retry elsewhere can help.
+    pub fn retryable(mut self, retryable: bool) -> Self {
+        self.retryable = retryable;
+        self
+    }
+
+    pub fn config(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Config, message)
+    }
+    pub fn refused(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Refused, message)
+    }
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NotFound, message)
+    }
+    pub fn io(message: impl Into<String>, source: std::io::Error) -> Self {
+        Self::new(ErrorKind::Io, message).with_source(source)
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+    pub fn is_retryable(&self) -> bool {
+        self.retryable
+    }
+    /// The short message, without the source chain.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)?;
+        if let Some(source) = &self.source {
+            write!(f, ": {source}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|e| e as _)
+    }
+}

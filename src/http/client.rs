@@ -1,0 +1,271 @@
+//! Building and using one slot's impersonating client.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use http::header::{
+    ACCEPT_LANGUAGE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, SET_COOKIE, USER_AGENT,
+};
+use url::Url;
+use wreq::tls::trust::CertStore;
+
+use super::Guard;
+use crate::config::HttpConfig;
+use crate::error::{Error, ErrorKind, Result};
+use crate::pool::Jar;
+use crate::profile::Profile;
+
+/// The trusted roots: the public ones plus `security.extra_root_certs`.
+/// wreq's `tls_cert_store` replaces its defaults, so both go in here.
+#[derive(Clone)]
+pub struct RootStore(CertStore);
+
+impl RootStore {
+    /// Public roots (webpki) plus every PEM certificate in `extra`.
+    pub fn new(extra: &[PathBuf]) -> Result<Self> {
+        let mut builder = CertStore::builder().add_der_certs(
+            webpki_root_certs::TLS_SERVER_ROOT_CERTS
+                .iter()
+                .map(|c| c.as_ref()),
+        );
+        for path in extra {
+            let pem = std::fs::read(path).map_err(|e| {
+                Error::io(
+                    format!("security.extra_root_certs: cannot read {}", path.display()),
+                    e,
+                )
+            })?;
+            builder = builder.add_stack_pem_certs(pem);
+        }
+        builder.build().map(RootStore).map_err(|e| {
+            Error::config(format!(
+                "security.extra_root_certs: invalid certificate ({e})"
+            ))
+        })
+    }
+}
+
+/// One request.
+#[derive(Debug, Clone)]
+pub struct FetchRequest {
+    pub method: http::Method,
+    pub url: Url,
+    pub headers: Vec<(String, String)>,
+    pub body: Option<Bytes>,
+}
+
+impl FetchRequest {
+    pub fn get(url: Url) -> Self {
+        FetchRequest {
+            method: http::Method::GET,
+            url,
+            headers: Vec::new(),
+            body: None,
+        }
+    }
+}
+
+/// A complete response: the body has been read to the end.
+#[derive(Debug, Clone)]
+pub struct FetchResponse {
+    pub status: u16,
+    pub final_url: Url,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    /// Names of the cookies this response set.
+    pub cookies_set: Vec<String>,
+    pub elapsed: Duration,
+    pub http_version: String,
+}
+
+impl FetchResponse {
+    /// The body as text (lossy UTF-8).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn retry_after(&self) -> Option<&str> {
+        self.headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// A slot's HTTP client. Cheap to share; concurrent requests need no lock.
+#[derive(Clone)]
+pub struct HttpClient {
+    client: wreq::Client,
+    guard: Arc<Guard>,
+    cfg: HttpConfig,
+}
+
+impl HttpClient {
+    /// Build the client for `profile`, storing cookies in `jar`.
+    pub fn new(
+        profile: &Profile,
+        jar: Arc<Jar>,
+        cfg: HttpConfig,
+        roots: &RootStore,
+        guard: Arc<Guard>,
+    ) -> Result<Self> {
+        let mut emulation = wreq::IntoEmulation::into_emulation(
+            wreq_util::Emulation::builder()
+                .profile(profile.emulation.0)
+                .platform(profile.platform)
+                .build(),
+        );
+        // Override in place so the emulation's header order is kept.
+        set_header(
+            &mut emulation.headers,
+            USER_AGENT,
+            &profile.user_agent,
+            "user_agent",
+        )?;
+        set_header(
+            &mut emulation.headers,
+            ACCEPT_LANGUAGE,
+            &profile.accept_language,
+            "accept_language",
+        )?;
+        let redirect_guard = guard.clone();
+        let max_redirects = cfg.max_redirects;
+        let policy = wreq::redirect::Policy::custom(move |attempt| {
+            if attempt.previous.len() > max_redirects {
+                return attempt.error(format!("more than {max_redirects} redirects"));
+            }
+            let guard = redirect_guard.clone();
+            attempt.pending(move |attempt| async move {
+                let target = Url::parse(&attempt.uri.to_string());
+                match target {
+                    Ok(url) => match guard.check(&url).await {
+                        Ok(()) => attempt.follow(),
+                        Err(e) => {
+                            attempt.error(format!("redirect to {url} refused: {}", e.message()))
+                        }
+                    },
+                    Err(e) => attempt.error(format!("invalid redirect target ({e})")),
+                }
+            })
+        });
+        let mut builder = wreq::Client::builder()
+            .emulation(emulation)
+            .cookie_provider(jar)
+            .tls_cert_store(roots.0.clone())
+            .connect_timeout(Duration::from_secs(cfg.connect_timeout_secs))
+            .timeout(Duration::from_secs(cfg.timeout_secs))
+            .redirect(policy);
+        match &profile.proxy {
+            Some(proxy) => {
+                let p = wreq::Proxy::all(proxy.expose()).map_err(|_| {
+                    Error::config(format!("profile `{}`: invalid proxy {proxy}", profile.name))
+                })?;
+                builder = builder.proxy(p);
+            }
+            None => builder = builder.no_proxy(),
+        }
+        let client = builder.build().map_err(|e| {
+            Error::new(
+                ErrorKind::Internal,
+                format!("cannot build HTTP client for profile `{}`", profile.name),
+            )
+            .with_source(e)
+        })?;
+        Ok(HttpClient { client, guard, cfg })
+    }
+
+    /// Send `req` and read the whole body (so the connection can be reused).
+    pub async fn fetch(&self, req: FetchRequest) -> Result<FetchResponse> {
+        self.guard.check(&req.url).await?;
+        let started = Instant::now();
+        let mut builder = self.client.request(req.method.clone(), req.url.as_str());
+        for (k, v) in &req.headers {
+            builder = builder.header(k.as_str(), v.as_str());
+        }
+        if let Some(body) = req.body.clone() {
+            builder = builder.body(body);
+        }
+        let deadline = Duration::from_secs(self.cfg.timeout_secs);
+        let resp = builder.send().await.map_err(|e| net_error(&req.url, e))?;
+        let status = resp.status().as_u16();
+        let final_url = Url::parse(&resp.uri().to_string()).unwrap_or_else(|_| req.url.clone());
+        let headers = resp.headers().clone();
+        let http_version = format!("{:?}", resp.version());
+        let cookies_set = headers
+            .get_all(SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .filter_map(|s| s.split('=').next())
+            .map(|n| n.trim().to_string())
+            .collect();
+        let mut body = BytesMut::new();
+        let mut stream = resp.bytes_stream();
+        let limit = self.cfg.max_body_bytes;
+        let read = async {
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(|e| net_error(&req.url, e))?;
+                if body.len() + chunk.len() > limit {
+                    return Err(Error::new(
+                        ErrorKind::Network,
+                        format!(
+                            "response body of {} is larger than http.max_body_bytes ({limit})",
+                            req.url
+                        ),
+                    )
+                    .retryable(false));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(())
+        };
+        // The client's timeout covers the body too; this bounds a stalled stream regardless.
+        tokio::time::timeout(deadline, read).await.map_err(|_| {
+            Error::new(
+                ErrorKind::Timeout,
+                format!("reading the body of {} timed out", req.url),
+            )
+        })??;
+        Ok(FetchResponse {
+            status,
+            final_url,
+            headers,
+            body: body.freeze(),
+            cookies_set,
+            elapsed: started.elapsed(),
+            http_version,
+        })
+    }
+}
+
+fn set_header(map: &mut HeaderMap, name: HeaderName, value: &str, field: &str) -> Result<()> {
+    let v = HeaderValue::from_str(value)
+        .map_err(|_| Error::config(format!("profile {field} is not a valid header value")))?;
+    map.insert(name, v);
+    Ok(())
+}
+
+fn net_error(url: &Url, e: wreq::Error) -> Error {
+    let kind = if e.is_timeout() {
+        ErrorKind::Timeout
+    } else {
+        ErrorKind::Network
+    };
+    let what = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "connection failed"
+    } else if e.is_tls() {
+        "TLS handshake failed"
+    } else if e.is_redirect() {
+        "redirect refused"
+    } else if e.is_body() || e.is_decode() {
+        "body could not be read"
+    } else {
+        "request failed"
+    };
+    // A refused redirect is the guard speaking, not the network: don't retry it.
+    let retryable = !e.is_redirect();
+    Error::new(kind, format!("{url}: {what}"))
+        .retryable(retryable)
+        .with_source(e)
+}

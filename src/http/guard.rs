@@ -1,0 +1,172 @@
+//! The SSRF guard: a URL is fetched only when its scheme is http(s), its host is
+//! covered by a strategy or `security.allowed_hosts`, and (unless
+//! `allow_private_networks`) it does not resolve to a private, loopback or
+//! link-local address. Redirect targets go through the same check.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use url::Url;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::strategy::host_matches;
+
+/// What may be fetched.
+#[derive(Debug, Clone)]
+pub struct Guard {
+    hosts: Vec<String>,
+    allow_private: bool,
+}
+
+const DNS_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Guard {
+    /// `hosts`: every strategy host pattern plus `security.allowed_hosts`.
+    pub fn new(hosts: Vec<String>, allow_private: bool) -> Self {
+        let hosts = hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect();
+        Guard {
+            hosts,
+            allow_private,
+        }
+    }
+
+    /// Check the scheme and host of `url`, without resolving it.
+    pub fn check_static(&self, url: &Url) -> Result<()> {
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(Error::refused(format!(
+                "scheme `{}` is not allowed (http and https only)",
+                url.scheme()
+            )));
+        }
+        let host = host_of(url)?;
+        if !host_matches(&self.hosts, &host) {
+            return Err(Error::refused(format!(
+                "host `{host}` is not covered by any strategy or security.allowed_hosts"
+            )));
+        }
+        if let Ok(ip) = host.parse::<IpAddr>() {
+            self.check_ip(&host, ip)?;
+        }
+        Ok(())
+    }
+
+    /// Full check: scheme, host, and every address the host resolves to.
+    pub async fn check(&self, url: &Url) -> Result<()> {
+        self.check_static(url)?;
+        if self.allow_private {
+            return Ok(());
+        }
+        let host = host_of(url)?;
+        if host.parse::<IpAddr>().is_ok() {
+            return Ok(());
+        }
+        let port = url.port_or_known_default().unwrap_or(443);
+        let addrs =
+            tokio::time::timeout(DNS_TIMEOUT, tokio::net::lookup_host((host.as_str(), port)))
+                .await
+                .map_err(|_| {
+                    Error::new(ErrorKind::Timeout, format!("resolving `{host}` timed out"))
+                })?
+                .map_err(|e| {
+                    Error::new(ErrorKind::Network, format!("cannot resolve `{host}`"))
+                        .with_source(e)
+                })?;
+        for addr in addrs {
+            self.check_ip(&host, addr.ip())?;
+        }
+        Ok(())
+    }
+
+    fn check_ip(&self, host: &str, ip: IpAddr) -> Result<()> {
+        if !self.allow_private && is_private(ip) {
+            return Err(Error::refused(format!(
+                "`{host}` is a private, loopback or link-local address ({ip}); set security.allow_private_networks to allow it"
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn host_of(url: &Url) -> Result<String> {
+    let host = url
+        .host_str()
+        .ok_or_else(|| Error::refused("URL has no host"))?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
+    Ok(host)
+}
+
+/// Loopback, private (RFC 1918, ULA), link-local, CGNAT, unspecified, multicast,
+/// broadcast, documentation ranges, and IPv4 mapped into IPv6.
+pub fn is_private(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let o = v4.octets();
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || v4.is_documentation()
+                || (o[0] == 100 && (64..128).contains(&o[1]))
+                || o[0] == 0
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_private(IpAddr::V4(v4));
+            }
+            let s = v6.segments();
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfe80
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(s: &str) -> Url {
+        Url::parse(s).unwrap()
+    }
+
+    #[tokio::test]
+    async fn refuses_other_hosts_schemes_and_private_addresses() {
+        let g = Guard::new(vec!["127.0.0.1".into(), "*.shop.test".into()], false);
+        let e = g.check(&url("https://evil.test/")).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Refused);
+        assert!(e.to_string().contains("evil.test"));
+        let e = g.check(&url("file:///etc/passwd")).await.unwrap_err();
+        assert!(e.to_string().contains("scheme `file`"));
+        let e = g.check(&url("http://127.0.0.1:8080/")).await.unwrap_err();
+        assert!(e.to_string().contains("allow_private_networks"), "{e}");
+        let g = Guard::new(vec!["127.0.0.1".into()], true);
+        g.check(&url("http://127.0.0.1:8080/")).await.unwrap();
+    }
+
+    #[test]
+    fn private_ranges() {
+        for ip in [
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "::1",
+            "fe80::1",
+            "fd00::1",
+            "::ffff:127.0.0.1",
+            "0.0.0.0",
+        ] {
+            assert!(is_private(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["93.184.216.34", "2606:4700::1"] {
+            assert!(!is_private(ip.parse().unwrap()), "{ip}");
+        }
+    }
+}

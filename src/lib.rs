@@ -1,0 +1,33 @@
+//! idpool: a pool of browser identities for web data collection.
+//!
+//! # Layout
+//!
+//! ```text
+//! config.rs     idpool.toml: resolution order, every key, `check-config`
+//! diag.rs       `file:line: what is wrong` diagnostics
+//! profile.rs    profiles/*.toml: emulation, user agent, language, proxy, seed cookies
+//! strategy/     strategies/*.toml: hosts, warm-up, block/challenge/empty markers,
+//!               politeness; the registry; classifying a response into an Outcome
+//! http/         the HTTP tier: a wreq client impersonating the slot's browser,
+//!               trusted roots, and the SSRF guard
+//! pool/         slots (identity + jar + client), the per-(slot, strategy) circuit
+//!               breaker, politeness, and the router that leases slots
+//! testbed/      idpool-testbed: the local imitation of a protected shop that tests,
+//!               the demo and benchmarks run against (JA4 gate, JS challenge,
+//!               rate limit, review data, faults on demand)
+//! cli/          the `idpool` subcommands (thin: parse, call the library, print)
+//! ```
+//!
+//! The library returns typed [`Error`]s; `anyhow` lives only in the binaries.
+
+pub mod cli;
+pub mod config;
+pub mod diag;
+pub mod error;
+pub mod http;
+pub mod pool;
+pub mod profile;
+pub mod strategy;
+pub mod testbed;
+
+pub use error::{Error, ErrorKind, Result};

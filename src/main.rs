@@ -1,0 +1,27 @@
+//! The `idpool` binary: parse the command line, set up logging on stderr, dispatch.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = idpool::cli::Cli::parse();
+    idpool::cli::init_tracing(cli.log_json);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("idpool: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(idpool::cli::run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("idpool: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,396 @@
+//! A slot's cookie jar: `cookie_store` behind a lock, shared with the slot's wreq
+//! client through wreq's `CookieStore` trait, and persisted as JSON.
+//!
+//! The jar module alone writes cookie files. A save writes a temp file (mode 0600),
+//! fsyncs it, renames it over the jar and fsyncs the folder, so a crash at any
+//! instant leaves either the old jar or the new one, never half of one.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufReader, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use cookie_store::{Cookie as StoredCookie, CookieStore as Store};
+use http::{HeaderValue, Uri, Version};
+use parking_lot::{Mutex, RwLock};
+use serde::Deserialize;
+use url::Url;
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// One slot's cookies.
+pub struct Jar {
+    store: RwLock<Store>,
+    path: PathBuf,
+    /// Set when cookies changed since the last save.
+    dirty: AtomicBool,
+    /// Serialises savers so two saves never interleave their renames.
+    save_lock: Mutex<()>,
+    /// Unix seconds of the last successful save (0: never).
+    last_saved: AtomicU64,
+}
+
+impl std::fmt::Debug for Jar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Jar")
+            .field("path", &self.path)
+            .field("count", &self.count())
+            .finish()
+    }
+}
+
+/// What happened when a jar was opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenNote {
+    Loaded(usize),
+    Fresh,
+    Seeded(usize),
+    /// The file could not be read as a jar and was moved to this path.
+    MovedAside(PathBuf),
+}
+
+impl Jar {
+    /// Open the jar at `path`. A missing file gives an empty jar (seeded from `seed`
+    /// when given); a corrupt file is moved aside as `<name>.corrupt-<unix>`.
+    pub fn open(path: &Path, seed: Option<&Path>) -> Result<(Jar, OpenNote)> {
+        let (store, note) = match File::open(path) {
+            Ok(file) => match read_store(BufReader::new(file)) {
+                Ok(store) => {
+                    let n = store.iter_unexpired().count();
+                    (store, OpenNote::Loaded(n))
+                }
+                Err(why) => {
+                    let aside = path.with_file_name(format!(
+                        "{}.corrupt-{}",
+                        path.file_name()
+                            .and_then(|n| n.to_str())
+                            .unwrap_or("cookies.json"),
+                        unix_now()
+                    ));
+                    fs::rename(path, &aside).map_err(|e| {
+                        Error::io(
+                            format!("cannot move corrupt jar {} aside", path.display()),
+                            e,
+                        )
+                    })?;
+                    tracing::warn!(jar = %path.display(), moved_to = %aside.display(), %why, "corrupt cookie jar moved aside; the slot starts with an empty jar");
+                    (Store::new(), OpenNote::MovedAside(aside))
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match seed {
+                Some(seed) => {
+                    let store = load_seed(seed)?;
+                    let n = store.iter_unexpired().count();
+                    (store, OpenNote::Seeded(n))
+                }
+                None => (Store::new(), OpenNote::Fresh),
+            },
+            Err(e) => {
+                return Err(Error::io(
+                    format!("cannot read cookie jar {}", path.display()),
+                    e,
+                ));
+            }
+        };
+        let seeded = matches!(note, OpenNote::Seeded(_));
+        let jar = Jar {
+            store: RwLock::new(store),
+            path: path.to_path_buf(),
+            dirty: AtomicBool::new(seeded),
+            save_lock: Mutex::new(()),
+            last_saved: AtomicU64::new(0),
+        };
+        Ok((jar, note))
+    }
+
+    /// Where the jar lives.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Unexpired cookies held.
+    pub fn count(&self) -> usize {
+        self.store.read().iter_unexpired().count()
+    }
+
+    /// Whether cookies changed since the last save.
+    pub fn is_dirty(&self) -> bool {
+        self.dirty.load(Ordering::Acquire)
+    }
+
+    /// Unix time of the last save this process made, if any.
+    pub fn last_saved(&self) -> Option<u64> {
+        match self.last_saved.load(Ordering::Acquire) {
+            0 => None,
+            t => Some(t),
+        }
+    }
+
+    /// `(name, value)` pairs that would be sent to `url`.
+    pub fn cookies_for(&self, url: &Url) -> Vec<(String, String)> {
+        self.store
+            .read()
+            .get_request_values(url)
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// Store one `Set-Cookie` value as if received from `url`.
+    pub fn insert_set_cookie(&self, set_cookie: &str, url: &Url) -> bool {
+        let ok = self.store.write().parse(set_cookie, url).is_ok();
+        if ok {
+            self.dirty.store(true, Ordering::Release);
+        }
+        ok
+    }
+
+    /// Save when something changed. Returns whether a write happened.
+    pub fn save_if_dirty(&self) -> Result<bool> {
+        if !self.is_dirty() {
+            return Ok(false);
+        }
+        self.save().map(|()| true)
+    }
+
+    /// Write the jar: temp file (0600) + fsync + rename + fsync of the folder.
+    pub fn save(&self) -> Result<()> {
+        let _guard = self.save_lock.lock();
+        // Clear first: a cookie arriving while we write marks the jar dirty again.
+        self.dirty.store(false, Ordering::Release);
+        let json = {
+            let store = self.store.read();
+            let cookies: Vec<&StoredCookie<'static>> = store.iter_unexpired().collect();
+            serde_json::to_vec_pretty(&cookies)
+        }
+        .map_err(|e| {
+            Error::new(ErrorKind::Internal, "cannot serialise cookie jar").with_source(e)
+        })?;
+        let result = write_atomically(&self.path, &json);
+        match &result {
+            Ok(()) => self.last_saved.store(unix_now(), Ordering::Release),
+            Err(_) => self.dirty.store(true, Ordering::Release),
+        }
+        result
+    }
+}
+
+fn read_store(reader: impl std::io::Read) -> std::result::Result<Store, String> {
+    let cookies: Vec<StoredCookie<'static>> =
+        serde_json::from_reader(reader).map_err(|e| e.to_string())?;
+    Store::from_cookies(cookies.into_iter().map(Ok::<_, String>), false)
+}
+
+/// Seed cookies in the common browser-export shape (Playwright `storageState`
+/// cookies, EditThisCookie): `[{name, value, domain, path, expires, secure, httpOnly}]`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SeedCookie {
+    name: String,
+    value: String,
+    domain: String,
+    #[serde(default = "root_path")]
+    path: String,
+    #[serde(default)]
+    expires: Option<f64>,
+    #[serde(default, alias = "expirationDate")]
+    expiration_date: Option<f64>,
+    #[serde(default)]
+    secure: bool,
+    #[serde(default)]
+    http_only: bool,
+}
+
+fn root_path() -> String {
+    "/".into()
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum SeedFile {
+    List(Vec<SeedCookie>),
+    State { cookies: Vec<SeedCookie> },
+}
+
+fn load_seed(path: &Path) -> Result<Store> {
+    let text = fs::read_to_string(path)
+        .map_err(|e| Error::io(format!("cannot read seed cookies {}", path.display()), e))?;
+    let seeds = match serde_json::from_str::<SeedFile>(&text) {
+        Ok(SeedFile::List(v)) | Ok(SeedFile::State { cookies: v }) => v,
+        Err(e) => {
+            return Err(Error::config(format!(
+                "{}: seed cookies must be a JSON list of {{name, value, domain, path, expires, secure, httpOnly}} ({e})",
+                path.display()
+            )));
+        }
+    };
+    let mut store = Store::new();
+    for c in seeds {
+        let host = c.domain.trim_start_matches('.');
+        let Ok(url) = Url::parse(&format!("https://{host}{}", c.path)) else {
+            continue;
+        };
+        let mut s = format!("{}={}; Path={}", c.name, c.value, c.path);
+        if c.domain.starts_with('.') {
+            s.push_str(&format!("; Domain={host}"));
+        }
+        if let Some(exp) = c.expires.or(c.expiration_date).filter(|e| *e > 0.0) {
+            let max_age = exp as i64 - unix_now() as i64;
+            s.push_str(&format!("; Max-Age={}", max_age.max(0)));
+        }
+        if c.secure {
+            s.push_str("; Secure");
+        }
+        if c.http_only {
+            s.push_str("; HttpOnly");
+        }
+        let _ = store.parse(&s, &url);
+    }
+    Ok(store)
+}
+
+/// Write `bytes` to `path` so that readers see the old or the new file, never a mix.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)
+        .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp-{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("jar"),
+        std::process::id()
+    ));
+    let io = |what: &str| {
+        let what = format!("{what} {}", tmp.display());
+        move |e| Error::io(what, e)
+    };
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io("cannot create"))?;
+    f.write_all(bytes).map_err(io("cannot write"))?;
+    f.sync_all().map_err(io("cannot fsync"))?;
+    drop(f);
+    fs::rename(&tmp, path)
+        .map_err(|e| Error::io(format!("cannot rename over {}", path.display()), e))?;
+    // The rename is durable only once the folder entry is.
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// The adapter wreq needs: wreq 6 has no cookie_store integration of its own.
+impl wreq::cookie::CookieStore for Jar {
+    fn set_cookies(&self, headers: &mut dyn Iterator<Item = &HeaderValue>, uri: &Uri) {
+        let Ok(url) = Url::parse(&uri.to_string()) else {
+            return;
+        };
+        let cookies: Vec<cookie::Cookie<'static>> = headers
+            .filter_map(|h| h.to_str().ok())
+            .filter_map(|s| cookie::Cookie::parse(s.to_string()).ok())
+            .collect();
+        if cookies.is_empty() {
+            return;
+        }
+        self.store
+            .write()
+            .store_response_cookies(cookies.into_iter(), &url);
+        self.dirty.store(true, Ordering::Release);
+    }
+
+    fn cookies(&self, uri: &Uri, _version: Version) -> wreq::cookie::Cookies {
+        let Ok(url) = Url::parse(&uri.to_string()) else {
+            return wreq::cookie::Cookies::Empty;
+        };
+        let store = self.store.read();
+        let header = store
+            .get_request_values(&url)
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        if header.is_empty() {
+            return wreq::cookie::Cookies::Empty;
+        }
+        match HeaderValue::from_str(&header) {
+            Ok(v) => wreq::cookie::Cookies::Compressed(v),
+            Err(_) => wreq::cookie::Cookies::Empty,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn save_load_round_trip_with_mode_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("slots/0/cookies.json");
+        let (jar, note) = Jar::open(&path, None).unwrap();
+        assert_eq!(note, OpenNote::Fresh);
+        let url = Url::parse("https://shop.test/").unwrap();
+        assert!(jar.insert_set_cookie("sid=abc; Max-Age=3600; Path=/", &url));
+        assert!(jar.insert_set_cookie("sess=1", &url));
+        assert!(jar.save_if_dirty().unwrap());
+        assert!(!jar.save_if_dirty().unwrap());
+        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let (jar2, note) = Jar::open(&path, None).unwrap();
+        assert_eq!(note, OpenNote::Loaded(2));
+        let mut got = jar2.cookies_for(&url);
+        got.sort();
+        assert_eq!(
+            got,
+            vec![("sess".into(), "1".into()), ("sid".into(), "abc".into())]
+        );
+    }
+
+    #[test]
+    fn corrupt_jar_is_moved_aside() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cookies.json");
+        fs::write(&path, b"{ not json").unwrap();
+        let (jar, note) = Jar::open(&path, None).unwrap();
+        assert_eq!(jar.count(), 0);
+        let OpenNote::MovedAside(aside) = note else {
+            panic!("{note:?}")
+        };
+        assert!(
+            aside
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("cookies.json.corrupt-")
+        );
+        assert_eq!(fs::read(&aside).unwrap(), b"{ not json");
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn seed_cookies_load_from_browser_export() {
+        let dir = tempfile::tempdir().unwrap();
+        let seed = dir.path().join("seed.json");
+        fs::write(&seed, r#"{"cookies":[{"name":"a","value":"1","domain":".shop.test","path":"/","expires":-1,"httpOnly":true,"secure":true}]}"#).unwrap();
+        let (jar, note) = Jar::open(&dir.path().join("c.json"), Some(&seed)).unwrap();
+        assert_eq!(note, OpenNote::Seeded(1));
+        assert!(jar.is_dirty());
+        let url = Url::parse("https://www.shop.test/x").unwrap();
+        assert_eq!(
+            jar.cookies_for(&url),
+            vec![("a".to_string(), "1".to_string())]
+        );
+    }
+}

@@ -1,0 +1,451 @@
+//! The pool: identity slots and the router that hands them out.
+//!
+//! `next_slot(strategy)` goes round-robin over slots whose breaker for that strategy
+//! admits traffic and whose politeness interval has passed. When every breaker is
+//! open it answers at once with the slot that reopens first, flagged `degraded`.
+//! A [`Lease`] is the permit: taken before the work, moved into it, and released
+//! on drop, so in-flight counts and half-open trials can never leak.
+
+mod circuit;
+mod cookies;
+mod politeness;
+mod slot;
+
+pub use circuit::{Admission, Breaker, BreakerState, Verdict};
+pub use cookies::{Jar, OpenNote};
+pub use politeness::Site;
+pub use slot::{Slot, SlotEnv, SlotHealth};
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::config::{BreakerConfig, Config};
+use crate::error::{Error, ErrorKind, Result};
+use crate::http::{FetchRequest, FetchResponse, Guard, RootStore};
+use crate::profile;
+use crate::strategy::{self, Outcome, Politeness, Registry, Strategy};
+
+/// Name under which URLs covered only by `security.allowed_hosts` are routed.
+pub const DIRECT: &str = "_direct";
+
+/// The identity pool. Cheap to clone.
+#[derive(Clone)]
+pub struct Pool {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    slots: Vec<Arc<Slot>>,
+    registry: Arc<Registry>,
+    breaker: BreakerConfig,
+    max_wait: Duration,
+    router: Mutex<Router>,
+    /// Woken whenever a lease is released.
+    released: Notify,
+}
+
+#[derive(Default)]
+struct Router {
+    cursor: HashMap<String, usize>,
+    sites: HashMap<(usize, String), Site>,
+    in_flight: HashMap<String, usize>,
+}
+
+impl Router {
+    fn site(&mut self, slot: usize, strategy: &str, cfg: BreakerConfig) -> &mut Site {
+        self.sites
+            .entry((slot, strategy.to_string()))
+            .or_insert_with(|| Site::new(Breaker::new(cfg)))
+    }
+}
+
+/// Permission to use one slot for one strategy.
+pub struct Lease {
+    inner: Arc<Inner>,
+    slot: usize,
+    strategy: String,
+    admission: Admission,
+    degraded: bool,
+    finished: bool,
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("slot", &self.slot)
+            .field("strategy", &self.strategy)
+            .field("trial", &self.admission.trial)
+            .field("degraded", &self.degraded)
+            .finish()
+    }
+}
+
+/// The result of one fetch through the pool.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub slot: usize,
+    pub strategy: String,
+    pub degraded: bool,
+    pub outcome: Outcome,
+    pub response: FetchResponse,
+}
+
+/// A breaker as reported to operators.
+#[derive(Debug, Clone, Serialize)]
+pub struct BreakerReport {
+    pub state: BreakerState,
+    pub failures: u32,
+    /// Seconds until an open breaker admits a trial.
+    pub open_for_secs: Option<f64>,
+}
+
+impl Pool {
+    /// Open every slot of `cfg` with the profiles and strategies it points at.
+    /// Broken strategy files are logged and skipped; a missing profile is an error.
+    pub fn open(cfg: &Config) -> Result<Pool> {
+        let (profiles, problems) = profile::load_dir(&cfg.pool.profiles_dir);
+        for p in &problems {
+            tracing::warn!("{p}");
+        }
+        let (registry, problems) = Registry::load_dir(&cfg.pool.strategies_dir);
+        for p in &problems {
+            tracing::warn!("{p} (strategy skipped)");
+        }
+        let mut hosts: Vec<String> = registry.iter().flat_map(|s| s.hosts.clone()).collect();
+        hosts.extend(cfg.security.allowed_hosts.iter().cloned());
+        let guard = Arc::new(Guard::new(hosts, cfg.security.allow_private_networks));
+        let roots = RootStore::new(&cfg.security.extra_root_certs)?;
+        let env = SlotEnv {
+            data_dir: &cfg.pool.data_dir,
+            base_port: cfg.pool.base_port,
+            http: cfg.http,
+            roots: &roots,
+            guard,
+        };
+        let mut slots = Vec::new();
+        for plan in cfg.slot_plan() {
+            let profile = profiles.get(&plan.profile).cloned().ok_or_else(|| {
+                Error::config(format!(
+                    "slot {} uses profile `{}`, which is not in {}",
+                    plan.id,
+                    plan.profile,
+                    cfg.pool.profiles_dir.display()
+                ))
+            })?;
+            slots.push(Arc::new(Slot::open(plan.id, profile, &env)?));
+        }
+        Ok(Pool {
+            inner: Arc::new(Inner {
+                slots,
+                registry: Arc::new(registry),
+                breaker: cfg.breaker,
+                max_wait: Duration::from_secs(cfg.http.max_queue_wait_secs),
+                router: Mutex::new(Router::default()),
+                released: Notify::new(),
+            }),
+        })
+    }
+
+    pub fn slots(&self) -> &[Arc<Slot>] {
+        &self.inner.slots
+    }
+
+    pub fn slot(&self, id: usize) -> Option<&Arc<Slot>> {
+        self.inner.slots.get(id)
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.inner.registry
+    }
+
+    fn politeness(&self, strategy: &str) -> Politeness {
+        match self.inner.registry.get(strategy) {
+            Some(s) => s.politeness.clone(),
+            None => Politeness {
+                min_interval_ms: 0,
+                max_in_flight: 4,
+                global_max_in_flight: 16,
+            },
+        }
+    }
+
+    /// Lease a slot for `strategy`, waiting for politeness (bounded by
+    /// `http.max_queue_wait_secs`) but never for an open breaker.
+    pub async fn next_slot(&self, strategy: &str, pin: Option<usize>) -> Result<Lease> {
+        if let Some(p) = pin
+            && p >= self.inner.slots.len()
+        {
+            return Err(Error::not_found(format!(
+                "slot {p} does not exist (the pool has {} slots)",
+                self.inner.slots.len()
+            )));
+        }
+        if self.inner.slots.is_empty() {
+            return Err(Error::config("the pool has no slots"));
+        }
+        let pol = self.politeness(strategy);
+        let deadline = Instant::now() + self.inner.max_wait;
+        loop {
+            let released = self.inner.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            let wait = match self.try_pick(strategy, &pol, pin, Instant::now()) {
+                Pick::Lease(lease) => return Ok(lease),
+                Pick::Wait(until) => until,
+            };
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "no slot became free for strategy `{strategy}` within {}s (politeness limits)",
+                        self.inner.max_wait.as_secs()
+                    ),
+                ));
+            }
+            let until = wait.map_or(deadline, |u| u.min(deadline));
+            tokio::select! {
+                _ = &mut released => {}
+                _ = tokio::time::sleep_until(until) => {}
+            }
+        }
+    }
+
+    fn try_pick(&self, strategy: &str, pol: &Politeness, pin: Option<usize>, now: Instant) -> Pick {
+        let n = self.inner.slots.len();
+        let cfg = self.inner.breaker;
+        let mut router = self.inner.router.lock();
+        let router = &mut *router;
+        let cursor = router.cursor.get(strategy).copied().unwrap_or(0);
+        let order: Vec<usize> = match pin {
+            Some(p) => vec![p],
+            None => (0..n).map(|k| (cursor + k) % n).collect(),
+        };
+        let global = router.in_flight.get(strategy).copied().unwrap_or(0);
+        let mut any_admitted = false;
+        let mut earliest: Option<Instant> = None;
+        for &id in &order {
+            let site = router.site(id, strategy, cfg);
+            if !site.breaker.admits(now) {
+                continue;
+            }
+            any_admitted = true;
+            if !site.has_room(pol) || global >= pol.global_max_in_flight {
+                continue; // woken by a release
+            }
+            if let Some(ready) = site.ready_at(pol).filter(|r| *r > now) {
+                earliest = Some(earliest.map_or(ready, |e| e.min(ready)));
+                continue;
+            }
+            let Some(admission) = site.breaker.try_admit(now) else {
+                continue;
+            };
+            site.in_flight += 1;
+            site.last_start = Some(now);
+            *router.in_flight.entry(strategy.to_string()).or_default() += 1;
+            if pin.is_none() {
+                router.cursor.insert(strategy.to_string(), (id + 1) % n);
+            }
+            return Pick::Lease(self.lease(id, strategy, admission, false));
+        }
+        if any_admitted {
+            return Pick::Wait(earliest);
+        }
+        // Every breaker refuses: never block, never panic. Answer with the slot whose
+        // breaker reopens first, flagged degraded.
+        let id = order
+            .iter()
+            .copied()
+            .min_by_key(|&id| {
+                router
+                    .site(id, strategy, cfg)
+                    .breaker
+                    .open_until()
+                    .unwrap_or(now)
+            })
+            .unwrap_or(0);
+        let site = router.site(id, strategy, cfg);
+        site.in_flight += 1;
+        site.last_start = Some(now);
+        *router.in_flight.entry(strategy.to_string()).or_default() += 1;
+        Pick::Lease(self.lease(id, strategy, Admission { trial: false }, true))
+    }
+
+    fn lease(&self, slot: usize, strategy: &str, admission: Admission, degraded: bool) -> Lease {
+        Lease {
+            inner: self.inner.clone(),
+            slot,
+            strategy: strategy.to_string(),
+            admission,
+            degraded,
+            finished: false,
+        }
+    }
+
+    /// The strategy responsible for `url`: a registered one, or [`DIRECT`].
+    pub fn strategy_for(&self, url: &url::Url) -> Option<Arc<Strategy>> {
+        url.host_str()
+            .and_then(|h| self.inner.registry.for_host(h))
+            .cloned()
+    }
+
+    /// Fetch `req` through the pool's HTTP tier: lease a slot (or the pinned one),
+    /// fetch, classify the response under its strategy, feed the breaker.
+    pub async fn fetch(&self, req: FetchRequest, pin: Option<usize>) -> Result<Fetched> {
+        let strategy = self.strategy_for(&req.url);
+        let name = strategy
+            .as_ref()
+            .map_or(DIRECT, |s| s.name.as_str())
+            .to_string();
+        let lease = self.next_slot(&name, pin).await?;
+        lease.fetch(req).await
+    }
+
+    /// The breaker of (slot, strategy) as operators see it.
+    pub fn breaker(&self, slot: usize, strategy: &str) -> BreakerReport {
+        let now = Instant::now();
+        let mut router = self.inner.router.lock();
+        let site = router.site(slot, strategy, self.inner.breaker);
+        let state = site.breaker.state(now);
+        BreakerReport {
+            state,
+            failures: site.breaker.failures(),
+            open_for_secs: site
+                .breaker
+                .open_until()
+                .filter(|_| state == BreakerState::Open)
+                .map(|t| t.saturating_duration_since(now).as_secs_f64()),
+        }
+    }
+
+    /// Close the breakers of `slot` (all strategies, or one).
+    pub fn reset_breakers(&self, slot: usize, strategy: Option<&str>) {
+        let mut router = self.inner.router.lock();
+        for ((s, name), site) in router.sites.iter_mut() {
+            if *s == slot && strategy.is_none_or(|x| x == name) {
+                site.breaker.reset();
+            }
+        }
+        drop(router);
+        self.inner.released.notify_waiters();
+    }
+
+    /// Save every jar that changed.
+    pub async fn save_jars(&self) {
+        for slot in &self.inner.slots {
+            slot.save_jar().await;
+        }
+    }
+}
+
+enum Pick {
+    Lease(Lease),
+    /// Nothing free now: wait until this instant (politeness) or a release.
+    Wait(Option<Instant>),
+}
+
+impl Lease {
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+    pub fn strategy(&self) -> &str {
+        &self.strategy
+    }
+    /// Every breaker was open; this slot is the one that reopens first.
+    pub fn degraded(&self) -> bool {
+        self.degraded
+    }
+    /// This request is its breaker's half-open trial.
+    pub fn is_trial(&self) -> bool {
+        self.admission.trial
+    }
+
+    /// Record the outcome of the work done under this lease.
+    pub fn finish(mut self, outcome: Outcome, retry_after: Option<Duration>) {
+        let verdict = match outcome {
+            Outcome::Ok | Outcome::Empty => Verdict::Success,
+            Outcome::HardBlock => Verdict::HardBlock,
+            Outcome::Challenge | Outcome::Failed => Verdict::Neutral,
+        };
+        let now = Instant::now();
+        let cfg = self.inner.breaker;
+        let mut router = self.inner.router.lock();
+        let site = router.site(self.slot, &self.strategy, cfg);
+        site.breaker.record(self.admission, verdict, now);
+        match verdict {
+            Verdict::HardBlock => site.hard_blocks += 1,
+            Verdict::Success => site.successes += 1,
+            Verdict::Neutral => {}
+        }
+        if let Some(d) = retry_after {
+            site.retry_after_until = Some(now + d);
+        }
+        self.finished = true;
+    }
+
+    /// Fetch `req` on this lease's slot and record the outcome.
+    pub async fn fetch(self, req: FetchRequest) -> Result<Fetched> {
+        let slot = self.inner.slots[self.slot].clone();
+        let strategy = self.inner.registry.get(&self.strategy).cloned();
+        match slot.fetch(req).await {
+            Ok(response) => {
+                let body = response.text();
+                let outcome = match &strategy {
+                    Some(s) => strategy::classify(
+                        &s.markers,
+                        response.status,
+                        response.final_url.as_str(),
+                        &body,
+                    ),
+                    None => strategy::classify(
+                        &Default::default(),
+                        response.status,
+                        response.final_url.as_str(),
+                        &body,
+                    ),
+                };
+                let retry_after = if matches!(response.status, 429 | 503) {
+                    strategy::outcome::retry_after(response.retry_after())
+                } else {
+                    None
+                };
+                let (slot_id, degraded, name) = (self.slot, self.degraded, self.strategy.clone());
+                self.finish(outcome, retry_after);
+                Ok(Fetched {
+                    slot: slot_id,
+                    strategy: name,
+                    degraded,
+                    outcome,
+                    response,
+                })
+            }
+            Err(e) => {
+                self.finish(Outcome::Failed, None);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let cfg = self.inner.breaker;
+        let mut router = self.inner.router.lock();
+        let site = router.site(self.slot, &self.strategy, cfg);
+        site.in_flight = site.in_flight.saturating_sub(1);
+        if !self.finished {
+            site.breaker.release(self.admission);
+        }
+        if let Some(n) = router.in_flight.get_mut(&self.strategy) {
+            *n = n.saturating_sub(1);
+        }
+        drop(router);
+        self.inner.released.notify_waiters();
+    }
+}

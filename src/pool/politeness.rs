@@ -1,0 +1,50 @@
+//! Per-(slot, strategy) routing state: the breaker plus politeness bookkeeping
+//! (requests in flight, last start, a `Retry-After` the site asked for).
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::circuit::Breaker;
+use crate::strategy::Politeness;
+
+/// Routing state of one slot for one strategy.
+#[derive(Debug, Clone)]
+pub struct Site {
+    pub breaker: Breaker,
+    pub in_flight: usize,
+    pub last_start: Option<Instant>,
+    /// The site asked this identity to wait until then.
+    pub retry_after_until: Option<Instant>,
+    pub hard_blocks: u64,
+    pub successes: u64,
+}
+
+impl Site {
+    pub fn new(breaker: Breaker) -> Self {
+        Site {
+            breaker,
+            in_flight: 0,
+            last_start: None,
+            retry_after_until: None,
+            hard_blocks: 0,
+            successes: 0,
+        }
+    }
+
+    /// Earliest instant the politeness rules allow the next start (ignoring in-flight).
+    pub fn ready_at(&self, p: &Politeness) -> Option<Instant> {
+        let interval = self
+            .last_start
+            .map(|t| t + Duration::from_millis(p.min_interval_ms));
+        match (interval, self.retry_after_until) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether another request may be in flight on this slot.
+    pub fn has_room(&self, p: &Politeness) -> bool {
+        self.in_flight < p.max_in_flight
+    }
+}

@@ -1,0 +1,137 @@
+//! One identity slot: its profile, its HTTP client and its cookie jar.
+//! (Its Chromium arrives with the browser tier.)
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use parking_lot::Mutex;
+
+use super::cookies::{Jar, OpenNote};
+use crate::config::HttpConfig;
+use crate::error::{Error, Result};
+use crate::http::{FetchRequest, FetchResponse, Guard, HttpClient, RootStore};
+use crate::profile::Profile;
+
+/// Health counters of a slot, for status output.
+#[derive(Debug, Clone, Default)]
+pub struct SlotHealth {
+    pub requests: u64,
+    pub last_success: Option<SystemTime>,
+    pub last_error: Option<String>,
+}
+
+/// One identity.
+pub struct Slot {
+    pub id: usize,
+    pub profile: Profile,
+    /// `<data_dir>/slots/<n>`.
+    pub dir: PathBuf,
+    /// CDP port of this slot's Chromium: `base_port + n`.
+    pub cdp_port: u16,
+    jar: Arc<Jar>,
+    http: HttpClient,
+    health: Mutex<SlotHealth>,
+}
+
+impl std::fmt::Debug for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slot")
+            .field("id", &self.id)
+            .field("profile", &self.profile.name)
+            .finish()
+    }
+}
+
+/// Everything a slot needs from the pool to open.
+pub struct SlotEnv<'a> {
+    pub data_dir: &'a Path,
+    pub base_port: u16,
+    pub http: HttpConfig,
+    pub roots: &'a RootStore,
+    pub guard: Arc<Guard>,
+}
+
+impl Slot {
+    /// Open slot `id`: create its folder (0700), load its jar, build its client.
+    pub fn open(id: usize, profile: Profile, env: &SlotEnv<'_>) -> Result<Slot> {
+        let dir = env.data_dir.join("slots").join(id.to_string());
+        create_private_dir(&dir)?;
+        let (jar, note) = Jar::open(&dir.join("cookies.json"), profile.seed_cookies.as_deref())?;
+        match note {
+            OpenNote::Seeded(n) => tracing::info!(
+                slot = id,
+                cookies = n,
+                "jar seeded from the profile's seed cookies"
+            ),
+            OpenNote::Loaded(n) => tracing::debug!(slot = id, cookies = n, "jar loaded"),
+            _ => {}
+        }
+        let jar = Arc::new(jar);
+        let http = HttpClient::new(
+            &profile,
+            jar.clone(),
+            env.http,
+            env.roots,
+            env.guard.clone(),
+        )?;
+        let port = usize::from(env.base_port) + id;
+        let cdp_port = u16::try_from(port)
+            .map_err(|_| Error::config(format!("slot {id}: CDP port {port} is out of range")))?;
+        Ok(Slot {
+            id,
+            profile,
+            dir,
+            cdp_port,
+            jar,
+            http,
+            health: Mutex::new(SlotHealth::default()),
+        })
+    }
+
+    pub fn jar(&self) -> &Arc<Jar> {
+        &self.jar
+    }
+
+    pub fn health(&self) -> SlotHealth {
+        self.health.lock().clone()
+    }
+
+    /// One HTTP request through this identity; the jar is saved when it changed.
+    pub async fn fetch(&self, req: FetchRequest) -> Result<FetchResponse> {
+        let result = self.http.fetch(req).await;
+        {
+            let mut h = self.health.lock();
+            h.requests += 1;
+            match &result {
+                Ok(_) => h.last_success = Some(SystemTime::now()),
+                Err(e) => h.last_error = Some(e.to_string()),
+            }
+        }
+        self.save_jar().await;
+        result
+    }
+
+    /// Persist the jar if it changed; a failure is logged, never fatal to the request.
+    pub async fn save_jar(&self) {
+        if !self.jar.is_dirty() {
+            return;
+        }
+        let jar = self.jar.clone();
+        let saved = tokio::task::spawn_blocking(move || jar.save_if_dirty()).await;
+        match saved {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(slot = self.id, error = %e, "cookie jar not saved"),
+            Err(e) => tracing::warn!(slot = self.id, error = %e, "cookie jar save task failed"),
+        }
+    }
+}
+
+fn create_private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::io(format!("cannot create slot folder {}", dir.display()), e))
+}

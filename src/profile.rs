@@ -1,0 +1,361 @@
+//! Profiles: the static description of an identity (`profiles/*.toml`).
+//!
+//! A profile names a wreq-util browser emulation and platform, and the user agent,
+//! language, timezone, viewport, proxy and seed cookies that go with it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Deserializer};
+use wreq_util::{Platform, Profile as BrowserProfile};
+
+use crate::diag::{self, Diagnostic};
+
+/// A browser emulation by its wreq-util name (`chrome_149`, `firefox_151`, `safari_26.4`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct EmulationName(pub BrowserProfile);
+
+impl EmulationName {
+    /// Parse a wreq-util profile name.
+    pub fn parse(name: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::String(name.to_string()))
+            .ok()
+            .map(EmulationName)
+    }
+
+    /// The wreq-util name of this emulation.
+    pub fn name(self) -> String {
+        match serde_json::to_value(self.0) {
+            Ok(serde_json::Value::String(s)) => s,
+            _ => format!("{:?}", self.0),
+        }
+    }
+
+    /// Browser family: chrome, edge, opera, firefox, safari or okhttp.
+    pub fn family(self) -> &'static str {
+        let name = self.name();
+        ["chrome", "edge", "opera", "firefox", "safari", "okhttp"]
+            .into_iter()
+            .find(|f| name.starts_with(f))
+            .unwrap_or("unknown")
+    }
+
+    /// Every accepted emulation name, in wreq-util's order.
+    pub fn all_names() -> Vec<String> {
+        BrowserProfile::VARIANTS
+            .iter()
+            .map(|p| EmulationName(*p).name())
+            .collect()
+    }
+}
+
+impl fmt::Debug for EmulationName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for EmulationName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        EmulationName::parse(&name).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown emulation `{name}` (accepted names are listed in profiles/README.md, e.g. chrome_149, edge_148, firefox_151, safari_26.4)"
+            ))
+        })
+    }
+}
+
+/// The operating system the identity claims (wreq-util platform).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct PlatformName(pub Platform);
+
+impl<'de> Deserialize<'de> for PlatformName {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        serde_json::from_value(serde_json::Value::String(name.clone()))
+            .map(PlatformName)
+            .map_err(|_| {
+                serde::de::Error::custom(format!(
+                    "unknown platform `{name}` (expected windows, macos, linux, android or ios)"
+                ))
+            })
+    }
+}
+
+/// A proxy URL whose credentials never reach a log line or printout.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProxyUrl(url::Url);
+
+impl ProxyUrl {
+    /// Parse and check a proxy URL: http, https, socks5 or socks5h, with a host.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        // Never echo the input: it may hold a password.
+        let url = url::Url::parse(s).map_err(|e| format!("invalid proxy URL ({e})"))?;
+        if !matches!(url.scheme(), "http" | "https" | "socks5" | "socks5h") {
+            return Err(format!(
+                "unsupported proxy scheme `{}` (expected http, https, socks5 or socks5h)",
+                url.scheme()
+            ));
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err("proxy URL has no host".into());
+        }
+        Ok(ProxyUrl(url))
+    }
+
+    /// The full URL, credentials included: only for handing to the HTTP client.
+    pub fn expose(&self) -> &str {
+        self.0.as_str()
+    }
+
+    /// The URL with user and password replaced by `***`.
+    pub fn redacted(&self) -> String {
+        let mut u = self.0.clone();
+        if !u.username().is_empty() || u.password().is_some() {
+            let _ = u.set_username("***");
+            let _ = u.set_password(None);
+        }
+        u.to_string()
+    }
+}
+
+impl fmt::Debug for ProxyUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+impl fmt::Display for ProxyUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+impl<'de> Deserialize<'de> for ProxyUrl {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        ProxyUrl::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Browser window size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Viewport {
+    pub width: u32,
+    pub height: u32,
+}
+
+/// A profile file as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileFile {
+    /// wreq-util emulation name.
+    emulation: EmulationName,
+    /// Platform the identity claims; default windows (the most common desktop).
+    #[serde(default)]
+    platform: Option<PlatformName>,
+    /// User agent; default: the emulation's own.
+    #[serde(default)]
+    user_agent: Option<String>,
+    /// Accept-Language; default: the emulation's own.
+    #[serde(default)]
+    accept_language: Option<String>,
+    #[serde(default)]
+    timezone: Option<String>,
+    #[serde(default)]
+    viewport: Option<Viewport>,
+    #[serde(default)]
+    proxy: Option<ProxyUrl>,
+    /// Cookies loaded into a slot's jar when the slot has no jar yet.
+    #[serde(default)]
+    seed_cookies: Option<PathBuf>,
+}
+
+/// A resolved profile.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub name: String,
+    pub emulation: EmulationName,
+    pub platform: Platform,
+    pub user_agent: String,
+    pub accept_language: String,
+    pub timezone: Option<String>,
+    pub viewport: Viewport,
+    pub proxy: Option<ProxyUrl>,
+    pub seed_cookies: Option<PathBuf>,
+    /// Where it was loaded from (`None`: the built-in default).
+    pub source: Option<PathBuf>,
+}
+
+/// The emulation used when no `profiles/default.toml` exists.
+pub const DEFAULT_EMULATION: &str = "chrome_149";
+
+impl Profile {
+    /// The built-in `default` profile: Chrome 149 on Windows.
+    pub fn builtin_default() -> Self {
+        let emulation = EmulationName::parse(DEFAULT_EMULATION)
+            .unwrap_or(EmulationName(BrowserProfile::default()));
+        Self::resolve(
+            "default",
+            None,
+            ProfileFile {
+                emulation,
+                platform: None,
+                user_agent: None,
+                accept_language: None,
+                timezone: None,
+                viewport: None,
+                proxy: None,
+                seed_cookies: None,
+            },
+        )
+    }
+
+    fn resolve(name: &str, source: Option<PathBuf>, f: ProfileFile) -> Self {
+        let platform = f.platform.map(|p| p.0).unwrap_or(Platform::Windows);
+        let emu = wreq::IntoEmulation::into_emulation(
+            wreq_util::Emulation::builder()
+                .profile(f.emulation.0)
+                .platform(platform)
+                .build(),
+        );
+        let header = |h: http::header::HeaderName| {
+            emu.headers
+                .get(h)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let base = source
+            .as_deref()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf);
+        Profile {
+            name: name.to_string(),
+            emulation: f.emulation,
+            platform,
+            user_agent: f
+                .user_agent
+                .or_else(|| header(http::header::USER_AGENT))
+                .unwrap_or_default(),
+            accept_language: f
+                .accept_language
+                .or_else(|| header(http::header::ACCEPT_LANGUAGE))
+                .unwrap_or_else(|| "en-US,en;q=0.9".into()),
+            timezone: f.timezone,
+            viewport: f.viewport.unwrap_or(Viewport {
+                width: 1366,
+                height: 768,
+            }),
+            proxy: f.proxy,
+            seed_cookies: f.seed_cookies.map(|p| match &base {
+                Some(b) if p.is_relative() => b.join(p),
+                _ => p,
+            }),
+            source,
+        }
+    }
+
+    /// Load one profile file; the profile's name is the file stem.
+    pub fn load(path: &Path) -> Result<Self, Diagnostic> {
+        let name = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .ok_or_else(|| Diagnostic::file(path, "profile file name is not valid UTF-8"))?;
+        let (file, text): (ProfileFile, String) = diag::read_toml(path)?;
+        if let Some(ua) = &file.user_agent
+            && (ua.trim().is_empty() || ua.contains(['\r', '\n']))
+        {
+            let pos = text.find("user_agent");
+            return Err(Diagnostic::at(
+                path,
+                &text,
+                pos.map(|p| p..p),
+                "user_agent must be one non-empty line",
+            ));
+        }
+        if let Some(seed) = &file.seed_cookies {
+            let base = path.parent().unwrap_or(Path::new("."));
+            let seed = base.join(seed);
+            if !seed.is_file() {
+                let pos = text.find("seed_cookies");
+                return Err(Diagnostic::at(
+                    path,
+                    &text,
+                    pos.map(|p| p..p),
+                    format!("seed_cookies file {} not found", seed.display()),
+                ));
+            }
+        }
+        Ok(Self::resolve(name, Some(path.to_path_buf()), file))
+    }
+}
+
+/// Load every `*.toml` in `dir`, plus the built-in `default` when the folder has none.
+/// A missing folder is not an error: only the built-in default exists then.
+pub fn load_dir(dir: &Path) -> (BTreeMap<String, Profile>, Vec<Diagnostic>) {
+    let mut profiles = BTreeMap::new();
+    let mut problems = Vec::new();
+    for path in toml_files(dir) {
+        match Profile::load(&path) {
+            Ok(p) => {
+                profiles.insert(p.name.clone(), p);
+            }
+            Err(d) => problems.push(d),
+        }
+    }
+    profiles
+        .entry("default".to_string())
+        .or_insert_with(Profile::builtin_default);
+    (profiles, problems)
+}
+
+/// The `*.toml` files of `dir`, sorted; empty when the folder does not exist.
+pub fn toml_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml") && p.is_file())
+        .collect();
+    files.sort();
+    files
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn emulation_names_round_trip() {
+        let e = EmulationName::parse("chrome_149").unwrap();
+        assert_eq!(e.name(), "chrome_149");
+        assert_eq!(e.family(), "chrome");
+        assert_eq!(
+            EmulationName::parse("safari_26.4").unwrap().family(),
+            "safari"
+        );
+        assert!(EmulationName::parse("chrome_999").is_none());
+        assert!(EmulationName::all_names().len() > 100);
+    }
+
+    #[test]
+    fn default_user_agent_is_the_emulations_own() {
+        let p = Profile::builtin_default();
+        assert!(p.user_agent.contains("Chrome/149"), "{}", p.user_agent);
+        assert!(!p.accept_language.is_empty());
+    }
+
+    #[test]
+    fn proxy_credentials_are_redacted() {
+        let p = ProxyUrl::parse("socks5://alice:s3cret@10.0.0.1:1080").unwrap();
+        assert_eq!(p.redacted(), "socks5://***@10.0.0.1:1080");
+        assert!(!format!("{p:?} {p}").contains("s3cret"));
+        assert!(p.expose().contains("s3cret"));
+        let err = ProxyUrl::parse("ftp://bob:pw@host:1").unwrap_err();
+        assert!(err.contains("ftp") && !err.contains("pw"), "{err}");
+    }
+}

@@ -1,0 +1,116 @@
+//! Markers: how a strategy recognises a block, a challenge or an empty page.
+
+use std::path::Path;
+
+use scraper::{Html, Selector};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::diag::Diagnostic;
+
+/// A `[block]`, `[challenge]` or `[empty]` table as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(super) struct MarkerFile {
+    status: Vec<u16>,
+    body: Vec<String>,
+    url: Vec<String>,
+    selector: Option<Spanned<String>>,
+}
+
+impl MarkerFile {
+    pub(super) fn compile(
+        &self,
+        path: &Path,
+        text: &str,
+        table: &str,
+    ) -> Result<MarkerSet, Diagnostic> {
+        for s in &self.status {
+            if !(100..=599).contains(s) {
+                let pos = text.find(&format!("[{table}]")).unwrap_or(0);
+                return Err(Diagnostic::at(
+                    path,
+                    text,
+                    Some(pos..pos),
+                    format!("{table}.status: {s} is not an HTTP status code"),
+                ));
+            }
+        }
+        let selector = match &self.selector {
+            Some(s) => Some(Selector::parse(s.get_ref()).map_err(|e| {
+                Diagnostic::at(
+                    path,
+                    text,
+                    Some(s.span()),
+                    format!(
+                        "{table}.selector `{}` is not a valid CSS selector ({e})",
+                        s.get_ref()
+                    ),
+                )
+            })?),
+            None => None,
+        };
+        Ok(MarkerSet {
+            status: self.status.clone(),
+            body: self.body.clone(),
+            url: self.url.clone(),
+            selector_text: self.selector.as_ref().map(|s| s.get_ref().clone()),
+            selector,
+        })
+    }
+}
+
+/// One compiled marker set. It matches when any of its criteria matches.
+#[derive(Debug, Clone, Default)]
+pub struct MarkerSet {
+    /// Status codes that alone mean this.
+    pub status: Vec<u16>,
+    /// Body substrings.
+    pub body: Vec<String>,
+    /// Final-URL substrings.
+    pub url: Vec<String>,
+    pub selector_text: Option<String>,
+    selector: Option<Selector>,
+}
+
+impl MarkerSet {
+    /// Whether the response matches; `doc` is parsed lazily, only when a selector needs it.
+    pub fn matches(
+        &self,
+        status: u16,
+        final_url: &str,
+        body: &str,
+        doc: &mut Option<Html>,
+    ) -> bool {
+        if self.status.contains(&status) {
+            return true;
+        }
+        if self.url.iter().any(|u| final_url.contains(u.as_str())) {
+            return true;
+        }
+        if self.body.iter().any(|b| body.contains(b.as_str())) {
+            return true;
+        }
+        if let Some(sel) = &self.selector {
+            let doc = doc.get_or_insert_with(|| Html::parse_document(body));
+            return doc.select(sel).next().is_some();
+        }
+        false
+    }
+
+    /// True when nothing is configured.
+    pub fn is_empty(&self) -> bool {
+        self.status.is_empty()
+            && self.body.is_empty()
+            && self.url.is_empty()
+            && self.selector.is_none()
+    }
+}
+
+/// The three marker sets of a strategy.
+#[derive(Debug, Clone, Default)]
+pub struct Markers {
+    pub block: MarkerSet,
+    pub challenge: MarkerSet,
+    pub empty: MarkerSet,
+}

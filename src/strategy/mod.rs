@@ -1,0 +1,222 @@
+//! Strategies: per-site plugins (`strategies/*.toml`) saying which hosts they cover,
+//! how to warm an identity up, and how to tell a block, a challenge and a genuinely
+//! empty page apart. Operations (the named extractions) arrive in a later issue; the
+//! file format already reserves the `[operations.*]` tables for them.
+
+mod markers;
+pub mod outcome;
+mod registry;
+
+pub use markers::{MarkerSet, Markers};
+pub use outcome::{Outcome, classify};
+pub use registry::Registry;
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::diag::{self, Diagnostic};
+
+/// How hard a strategy may use one identity, and the site as a whole.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Politeness {
+    /// Minimum gap between two request starts on one slot, in milliseconds.
+    pub min_interval_ms: u64,
+    /// Requests in flight at once on one slot.
+    pub max_in_flight: usize,
+    /// Requests in flight at once over the whole pool.
+    pub global_max_in_flight: usize,
+}
+
+impl Default for Politeness {
+    fn default() -> Self {
+        Politeness {
+            min_interval_ms: 1000,
+            max_in_flight: 1,
+            global_max_in_flight: 8,
+        }
+    }
+}
+
+/// A strategy file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StrategyFile {
+    name: Spanned<String>,
+    hosts: Spanned<Vec<Spanned<String>>>,
+    #[serde(default)]
+    warmup_url: Option<Spanned<String>>,
+    #[serde(default)]
+    cookie_domain: Option<String>,
+    #[serde(default)]
+    politeness: Politeness,
+    #[serde(default)]
+    block: markers::MarkerFile,
+    #[serde(default)]
+    challenge: markers::MarkerFile,
+    #[serde(default)]
+    empty: markers::MarkerFile,
+    /// Named operations: reserved; validated by the operations engine when it lands.
+    #[serde(default)]
+    operations: toml::Table,
+}
+
+/// A loaded, validated strategy.
+#[derive(Debug, Clone)]
+pub struct Strategy {
+    pub name: String,
+    /// Host patterns: exact (`shop.example`) or wildcard (`*.shop.example`).
+    pub hosts: Vec<String>,
+    pub warmup_url: Option<url::Url>,
+    /// Domain whose cookies belong to this strategy (default: the first exact host).
+    pub cookie_domain: String,
+    pub politeness: Politeness,
+    pub markers: Markers,
+    pub source: Option<PathBuf>,
+}
+
+impl Strategy {
+    /// Load and validate one strategy file.
+    pub fn load(path: &Path) -> Result<Self, Diagnostic> {
+        let (file, text): (StrategyFile, String) = diag::read_toml(path)?;
+        Self::from_file(path, &text, file)
+    }
+
+    /// Parse and validate strategy TOML (`path` is used for messages only).
+    pub fn parse(path: &Path, text: &str) -> Result<Self, Diagnostic> {
+        let file: StrategyFile = diag::parse_toml(path, text)?;
+        Self::from_file(path, text, file)
+    }
+
+    fn from_file(path: &Path, text: &str, f: StrategyFile) -> Result<Self, Diagnostic> {
+        let err =
+            |span: std::ops::Range<usize>, msg: String| Diagnostic::at(path, text, Some(span), msg);
+        let name = f.name.get_ref().trim().to_string();
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(err(
+                f.name.span(),
+                format!(
+                    "strategy name `{name}` must be non-empty ASCII letters, digits, `-` or `_`"
+                ),
+            ));
+        }
+        if f.hosts.get_ref().is_empty() {
+            return Err(err(
+                f.hosts.span(),
+                "hosts must list at least one host".into(),
+            ));
+        }
+        let mut hosts = Vec::new();
+        for h in f.hosts.get_ref() {
+            let host = h.get_ref().trim().to_ascii_lowercase();
+            validate_host_pattern(&host).map_err(|m| err(h.span(), m))?;
+            hosts.push(host);
+        }
+        let warmup_url = match &f.warmup_url {
+            Some(u) => {
+                let parsed = url::Url::parse(u.get_ref())
+                    .map_err(|e| err(u.span(), format!("warmup_url is not a valid URL ({e})")))?;
+                if !matches!(parsed.scheme(), "http" | "https") {
+                    return Err(err(u.span(), "warmup_url must be http or https".into()));
+                }
+                if !parsed.host_str().is_some_and(|h| host_matches(&hosts, h)) {
+                    return Err(err(
+                        u.span(),
+                        "warmup_url's host is not one of this strategy's hosts".into(),
+                    ));
+                }
+                Some(parsed)
+            }
+            None => None,
+        };
+        let cookie_domain = f
+            .cookie_domain
+            .clone()
+            .or_else(|| hosts.iter().find(|h| !h.starts_with("*.")).cloned())
+            .unwrap_or_else(|| hosts[0].trim_start_matches("*.").to_string());
+        if f.politeness.max_in_flight == 0 || f.politeness.global_max_in_flight == 0 {
+            let pos = text.find("max_in_flight").unwrap_or(0);
+            return Err(err(
+                pos..pos,
+                "politeness: max_in_flight and global_max_in_flight must be at least 1".into(),
+            ));
+        }
+        let markers = Markers {
+            block: f.block.compile(path, text, "block")?,
+            challenge: f.challenge.compile(path, text, "challenge")?,
+            empty: f.empty.compile(path, text, "empty")?,
+        };
+        let _ = &f.operations;
+        Ok(Strategy {
+            name,
+            hosts,
+            warmup_url,
+            cookie_domain,
+            politeness: f.politeness,
+            markers,
+            source: Some(path.to_path_buf()),
+        })
+    }
+
+    /// Whether this strategy covers `host`.
+    pub fn covers(&self, host: &str) -> bool {
+        host_matches(&self.hosts, host)
+    }
+}
+
+fn validate_host_pattern(host: &str) -> Result<(), String> {
+    let bare = host.strip_prefix("*.").unwrap_or(host);
+    if bare.is_empty()
+        || bare.contains(['*', '/', ':', ' '])
+        || bare.starts_with('.')
+        || bare.ends_with('.')
+    {
+        return Err(format!(
+            "host `{host}` is not a host name (expected `example.com` or `*.example.com`, no scheme or port)"
+        ));
+    }
+    Ok(())
+}
+
+/// `*.example.com` covers every subdomain of example.com but not example.com itself.
+pub fn host_matches(patterns: &[String], host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    patterns.iter().any(|p| match p.strip_prefix("*.") {
+        Some(suffix) => {
+            host.len() > suffix.len() + 1
+                && host.ends_with(suffix)
+                && host[..host.len() - suffix.len()].ends_with('.')
+        }
+        None => *p == host,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards_cover_subdomains_only() {
+        let p = vec!["*.shop.test".to_string(), "other.test".to_string()];
+        assert!(host_matches(&p, "a.shop.test"));
+        assert!(host_matches(&p, "x.y.shop.test"));
+        assert!(!host_matches(&p, "shop.test"));
+        assert!(!host_matches(&p, "evilshop.test"));
+        assert!(host_matches(&p, "OTHER.test"));
+        assert!(!host_matches(&p, "a.other.test"));
+    }
+
+    #[test]
+    fn bad_host_names_the_line() {
+        let text = "name = \"x\"\nhosts = [\n  \"ok.test\",\n  \"https://bad.test\",\n]\n";
+        let d = Strategy::parse(Path::new("s.toml"), text).unwrap_err();
+        assert_eq!(d.line, Some(4), "{d}");
+        assert!(d.message.contains("https://bad.test"), "{d}");
+    }
+}

@@ -1,0 +1,133 @@
+//! The outcome of one response under a strategy. Only `hard_block` feeds a breaker.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::Markers;
+
+/// What a response means for the identity that fetched it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Valid content.
+    Ok,
+    /// A valid page with zero items. Never a failure.
+    Empty,
+    /// The site refuses this identity (captcha, login wall, block status).
+    HardBlock,
+    /// The site wants a real browser (JS challenge).
+    Challenge,
+    /// Network error, timeout, 5xx, or a 429 asking us to wait: try elsewhere, no breaker failure.
+    Failed,
+}
+
+impl Outcome {
+    /// A hard block, challenge or failure: the caller did not get content.
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            Outcome::HardBlock | Outcome::Challenge | Outcome::Failed
+        )
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Empty => "empty",
+            Outcome::HardBlock => "hard_block",
+            Outcome::Challenge => "challenge",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+/// Classify a complete response. Order matters: a challenge page often carries a
+/// 403/503, so challenge markers win; block markers win over a bare 429 or 5xx.
+pub fn classify(markers: &Markers, status: u16, final_url: &str, body: &str) -> Outcome {
+    let mut doc = None;
+    if markers.challenge.matches(status, final_url, body, &mut doc) {
+        return Outcome::Challenge;
+    }
+    if markers.block.matches(status, final_url, body, &mut doc) {
+        return Outcome::HardBlock;
+    }
+    if status == 429 || status >= 500 {
+        return Outcome::Failed;
+    }
+    if markers.empty.matches(status, final_url, body, &mut doc) {
+        return Outcome::Empty;
+    }
+    Outcome::Ok
+}
+
+/// Parse a `Retry-After` header given in seconds (HTTP-dates are rare from WAFs; we
+/// fall back to the politeness interval for them). Capped at one hour.
+pub fn retry_after(value: Option<&str>) -> Option<Duration> {
+    let secs: u64 = value?.trim().parse().ok()?;
+    Some(Duration::from_secs(secs.min(3600)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategy::Strategy;
+    use std::path::Path;
+
+    fn strategy() -> Strategy {
+        Strategy::parse(
+            Path::new("t.toml"),
+            r##"
+name = "t"
+hosts = ["shop.test"]
+[block]
+status = [403]
+body = ["validateCaptcha"]
+url = ["/login"]
+[challenge]
+selector = "#tb-challenge"
+[empty]
+selector = ".no-reviews"
+"##,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn outcomes() {
+        let m = &strategy().markers;
+        let u = "https://shop.test/p/1";
+        assert_eq!(
+            classify(m, 200, u, "<div class=review>x</div>"),
+            Outcome::Ok
+        );
+        assert_eq!(
+            classify(m, 200, u, "<p class=no-reviews>none</p>"),
+            Outcome::Empty
+        );
+        assert_eq!(
+            classify(m, 200, u, "<form action=/validateCaptcha>"),
+            Outcome::HardBlock
+        );
+        assert_eq!(classify(m, 403, u, "nope"), Outcome::HardBlock);
+        assert_eq!(
+            classify(m, 200, "https://shop.test/login?r=1", ""),
+            Outcome::HardBlock
+        );
+        assert_eq!(
+            classify(m, 503, u, "<div id=tb-challenge>"),
+            Outcome::Challenge
+        );
+        assert_eq!(classify(m, 503, u, "busy"), Outcome::Failed);
+        assert_eq!(classify(m, 429, u, "slow down"), Outcome::Failed);
+        assert_eq!(classify(m, 429, u, "validateCaptcha"), Outcome::HardBlock);
+    }
+
+    #[test]
+    fn retry_after_seconds() {
+        assert_eq!(retry_after(Some("7")), Some(Duration::from_secs(7)));
+        assert_eq!(retry_after(Some("99999")), Some(Duration::from_secs(3600)));
+        assert_eq!(retry_after(Some("Wed, 21 Oct 2015 07:28:00 GMT")), None);
+        assert_eq!(retry_after(None), None);
+    }
+}

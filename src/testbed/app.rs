@@ -1,0 +1,357 @@
+//! The testbed's HTTP routes: the shop, its gatekeeping (JA4 gate, JS challenge,
+//! rate limit, faults), and the control endpoint.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{Html, IntoResponse, Json, Redirect, Response};
+use axum::routing::{get, post};
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::data;
+use super::html;
+use super::ja4::ClientHello;
+use super::state::{CHALLENGE_ROUNDS, FaultKind, Modes, Shared};
+
+/// What the connection told us, attached to every request.
+#[derive(Debug, Clone, Default)]
+pub struct Conn {
+    pub tls: bool,
+    pub hello: Option<ClientHello>,
+}
+
+impl Conn {
+    fn ja4(&self) -> &str {
+        match &self.hello {
+            Some(h) => &h.ja4,
+            None if self.tls => "unparsed",
+            None => "plain-http",
+        }
+    }
+    fn family(&self) -> &str {
+        self.hello.as_ref().map_or("none", |h| h.family)
+    }
+}
+
+/// The whole testbed app.
+pub fn router(shared: Arc<Shared>) -> Router {
+    let shop = Router::new()
+        .route("/", get(home))
+        .route("/product/{id}", get(product))
+        .route("/product-reviews/{id}", get(reviews))
+        .route("/js-reviews/{id}", get(js_reviews))
+        .route("/ajax/reviews", post(ajax_reviews))
+        .route("/ap/signin", get(signin))
+        .route("/loop", get(redirect_loop))
+        .layer(middleware::from_fn_with_state(shared.clone(), gatekeeper));
+    Router::new()
+        .merge(shop)
+        .route("/whoami", get(whoami))
+        .route("/__control/state", get(control_state))
+        .route("/__control/mode", post(control_mode))
+        .route("/__control/stats", get(control_stats))
+        .route("/__control/reset", post(control_reset))
+        .with_state(shared)
+}
+
+fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+fn html_status(status: StatusCode, body: String) -> Response {
+    (status, Html(body)).into_response()
+}
+
+/// Everything that stands between a client and the shop, in the order a real WAF
+/// applies it: fingerprint gate, faults, JS challenge, per-identity rate limit.
+async fn gatekeeper(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
+    let conn = req.extensions().get::<Conn>().cloned().unwrap_or_default();
+    let path = req.uri().path().to_string();
+    let modes = shared.modes.lock().clone();
+
+    let refused =
+        modes.gate && conn.tls && !conn.hello.as_ref().is_some_and(ClientHello::is_browser);
+    shared.record(conn.ja4(), conn.family(), &path, refused);
+    if refused {
+        return html_status(StatusCode::FORBIDDEN, html::blocked(conn.ja4()));
+    }
+
+    if let Some(fault) = shared.take_fault(&path) {
+        match fault.kind {
+            FaultKind::Slow => tokio::time::sleep(Duration::from_millis(fault.delay_ms)).await,
+            FaultKind::Error => {
+                let status =
+                    StatusCode::from_u16(fault.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+                return html_status(status, html::error(status.as_u16()));
+            }
+            FaultKind::Truncate => return truncated(),
+            FaultKind::Huge => return Html(html::huge(fault.size_mb)).into_response(),
+            FaultKind::RedirectLoop => return Redirect::to("/loop?n=1").into_response(),
+            FaultKind::Reset => {} // handled below HTTP
+        }
+    }
+
+    let headers = req.headers().clone();
+    let mut new_sid = None;
+    let clearance = cookie(&headers, "tb_clearance")
+        .filter(|c| shared.clearance_ok(c))
+        .map(str::to_string);
+    if modes.challenge && clearance.is_none() {
+        shared.stats.lock().challenges += 1;
+        let nonce = shared.issue_nonce();
+        return html_status(
+            StatusCode::SERVICE_UNAVAILABLE,
+            html::challenge(&nonce, CHALLENGE_ROUNDS),
+        );
+    }
+    let identity = match (clearance, cookie(&headers, "tb_sid")) {
+        (Some(c), _) => c,
+        (None, Some(sid)) => sid.to_string(),
+        (None, None) => {
+            let sid = hex::encode(rand::random::<[u8; 12]>());
+            new_sid = Some(sid.clone());
+            sid
+        }
+    };
+    let mut resp = if shared.rate_limited(&identity, Instant::now()) {
+        shared.stats.lock().captchas += 1;
+        Html(html::captcha()).into_response()
+    } else {
+        next.run(req).await
+    };
+    if let Some(sid) = new_sid
+        && let Ok(v) = HeaderValue::from_str(&format!(
+            "tb_sid={sid}; Path=/; Max-Age=31536000; HttpOnly; SameSite=Lax"
+        ))
+    {
+        resp.headers_mut().append(header::SET_COOKIE, v);
+    }
+    resp
+}
+
+/// A body that promises more than it sends, then breaks the connection.
+fn truncated() -> Response {
+    let full = html::huge(1);
+    let half = Bytes::from(full.as_bytes()[..full.len() / 2].to_vec());
+    let stream = futures_util::stream::iter(vec![
+        Ok::<Bytes, std::io::Error>(half),
+        Err(std::io::Error::other("truncated on purpose")),
+    ]);
+    let mut resp = Response::new(Body::from_stream(stream));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    if let Ok(v) = HeaderValue::from_str(&full.len().to_string()) {
+        resp.headers_mut().insert(header::CONTENT_LENGTH, v);
+    }
+    resp
+}
+
+async fn home() -> Html<String> {
+    Html(html::home())
+}
+
+fn bad_item(id: &str) -> Option<Response> {
+    (!data::valid_item(id)).then(|| html_status(StatusCode::NOT_FOUND, html::error(404)))
+}
+
+async fn product(Path(id): Path<String>) -> Response {
+    if let Some(r) = bad_item(&id) {
+        return r;
+    }
+    if data::is_login_wall(&id) {
+        return Redirect::to(&format!("/ap/signin?return_to=/product/{id}")).into_response();
+    }
+    Html(html::product(&id)).into_response()
+}
+
+#[derive(Deserialize)]
+struct PageQuery {
+    page: Option<usize>,
+}
+
+async fn reviews(Path(id): Path<String>, Query(q): Query<PageQuery>) -> Response {
+    if let Some(r) = bad_item(&id) {
+        return r;
+    }
+    if data::is_login_wall(&id) {
+        return Redirect::to(&format!("/ap/signin?return_to=/product-reviews/{id}"))
+            .into_response();
+    }
+    Html(html::reviews(&id, q.page.unwrap_or(1).max(1))).into_response()
+}
+
+async fn js_reviews(Path(id): Path<String>, Query(q): Query<PageQuery>) -> Response {
+    if let Some(r) = bad_item(&id) {
+        return r;
+    }
+    Html(html::js_reviews(&id, q.page.unwrap_or(1).max(1))).into_response()
+}
+
+/// `POST /ajax/reviews` with a form or JSON body `{item, page}`: JSON with HTML fragments.
+async fn ajax_reviews(headers: HeaderMap, body: Bytes) -> Response {
+    #[derive(Deserialize)]
+    struct Req {
+        item: String,
+        #[serde(default)]
+        page: Option<serde_json::Value>,
+    }
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    let parsed: Result<Req, String> = if is_json {
+        serde_json::from_slice(&body).map_err(|e| e.to_string())
+    } else {
+        let pairs: Vec<(String, String)> =
+            url::form_urlencoded::parse(&body).into_owned().collect();
+        let get = |k: &str| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        get("item")
+            .map(|item| Req {
+                item,
+                page: get("page").map(Value::String),
+            })
+            .ok_or_else(|| "missing form field `item`".to_string())
+    };
+    let req = match parsed {
+        Ok(r) if data::valid_item(&r.item) => r,
+        Ok(_) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                Json(json!({"error": "invalid item id"})),
+            )
+                .into_response();
+        }
+        Err(e) => return (StatusCode::BAD_REQUEST, Json(json!({"error": e}))).into_response(),
+    };
+    if data::is_login_wall(&req.item) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"error": "login required", "redirect": "/ap/signin"})),
+        )
+            .into_response();
+    }
+    let page = match &req.page {
+        Some(Value::Number(n)) => n.as_u64().unwrap_or(1) as usize,
+        Some(Value::String(s)) => s.parse().unwrap_or(1),
+        _ => 1,
+    }
+    .max(1);
+    let (list, more) = data::page(&req.item, page);
+    Json(json!({
+        "item": req.item,
+        "page": page,
+        "total": data::review_count(&req.item),
+        "has_more": more,
+        "html": list.iter().map(html::review_fragment).collect::<Vec<_>>(),
+    }))
+    .into_response()
+}
+
+#[derive(Deserialize)]
+struct SigninQuery {
+    return_to: Option<String>,
+}
+
+async fn signin(Query(q): Query<SigninQuery>) -> Html<String> {
+    Html(html::signin(q.return_to.as_deref().unwrap_or("/")))
+}
+
+#[derive(Deserialize)]
+struct LoopQuery {
+    n: Option<u64>,
+}
+
+async fn redirect_loop(Query(q): Query<LoopQuery>) -> Redirect {
+    Redirect::to(&format!("/loop?n={}", q.n.unwrap_or(0) + 1))
+}
+
+/// What the testbed saw of this request: fingerprint, headers, cookies.
+async fn whoami(State(shared): State<Arc<Shared>>, req: Request) -> Json<Value> {
+    let conn = req.extensions().get::<Conn>().cloned().unwrap_or_default();
+    shared.record(conn.ja4(), conn.family(), "/whoami", false);
+    let h = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let headers: Vec<(String, String)> = req
+        .headers()
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("<binary>").to_string()))
+        .collect();
+    Json(json!({
+        "ja4": conn.ja4(),
+        "family": conn.family(),
+        "browser": conn.hello.as_ref().is_some_and(ClientHello::is_browser),
+        "alpn": conn.hello.as_ref().map(|h| h.alpn.clone()),
+        "http_version": format!("{:?}", req.version()),
+        "user_agent": h("user-agent"),
+        "accept_language": h("accept-language"),
+        "cookie": h("cookie"),
+        "headers": headers,
+    }))
+}
+
+async fn control_state(State(shared): State<Arc<Shared>>) -> Json<Modes> {
+    Json(shared.modes.lock().clone())
+}
+
+/// `POST /__control/mode` with any of `gate`, `challenge`, `rate_limit`, `fault`
+/// (`null` switches the latter two off). Answers with the new modes.
+async fn control_mode(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let patch: Value = match serde_json::from_slice(&body) {
+        Ok(Value::Object(m)) => Value::Object(m),
+        Ok(_) => return (StatusCode::BAD_REQUEST, "expected a JSON object").into_response(),
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("invalid JSON: {e}")).into_response(),
+    };
+    let mut modes = shared.modes.lock().clone();
+    let mut current = match serde_json::to_value(&modes) {
+        Ok(Value::Object(m)) => m,
+        _ => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    };
+    if let Value::Object(p) = patch {
+        for (k, v) in p {
+            if !current.contains_key(&k) {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    format!("unknown mode `{k}` (expected gate, challenge, rate_limit, fault)"),
+                )
+                    .into_response();
+            }
+            current.insert(k, v);
+        }
+    }
+    match serde_json::from_value::<Modes>(Value::Object(current)) {
+        Ok(m) => modes = m,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("invalid mode: {e}")).into_response(),
+    }
+    *shared.modes.lock() = modes.clone();
+    Json(modes).into_response()
+}
+
+async fn control_stats(State(shared): State<Arc<Shared>>) -> Json<Value> {
+    Json(serde_json::to_value(&*shared.stats.lock()).unwrap_or(Value::Null))
+}
+
+async fn control_reset(State(shared): State<Arc<Shared>>) -> Result<Json<Value>, Infallible> {
+    shared.reset();
+    Ok(Json(json!({"ok": true})))
+}

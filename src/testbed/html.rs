@@ -1,0 +1,213 @@
+//! The testbed's pages.
+
+use super::data::{self, Review};
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title></head>\n<body>\n{body}\n</body></html>\n",
+        esc(title)
+    )
+}
+
+pub fn home() -> String {
+    let items = ["B0TESTA1", "B0TESTB2", "B0TESTC3", "EMPTY01", "LOGIN01"];
+    let links: String = items
+        .iter()
+        .map(|i| {
+            format!(
+                "<li><a href=\"/product/{i}\">{}</a></li>\n",
+                esc(&data::product_name(i))
+            )
+        })
+        .collect();
+    page(
+        "Testbed Shop",
+        &format!("<h1>Testbed Shop</h1>\n<ul class=\"products\">\n{links}</ul>"),
+    )
+}
+
+/// One review as an HTML fragment (also used inside AJAX JSON).
+pub fn review_fragment(r: &Review) -> String {
+    format!(
+        "<div class=\"review\" data-review-id=\"{id}\">\n  <span class=\"review-author\">{author}</span>\n  <span class=\"review-rating\">{rating}.0 out of 5 stars</span>\n  <a class=\"review-title\">{title}</a>\n  <span class=\"review-date\">Reviewed on {date}</span>\n  {verified}<span class=\"review-body\">{body}</span>\n  <span class=\"review-helpful\">{helpful} people found this helpful</span>\n</div>\n",
+        id = r.id,
+        author = esc(&r.author),
+        rating = r.rating,
+        title = esc(&r.title),
+        date = r.date,
+        verified = if r.verified {
+            "<span class=\"review-verified\">Verified Purchase</span>\n  "
+        } else {
+            ""
+        },
+        body = esc(&r.body),
+        helpful = r.helpful,
+    )
+}
+
+pub fn product(item: &str) -> String {
+    let (first, _) = data::page(item, 1);
+    let total = data::review_count(item);
+    let reviews: String = first.iter().take(3).map(review_fragment).collect();
+    let empty = if total == 0 {
+        "<div class=\"no-reviews\">No customer reviews yet</div>\n"
+    } else {
+        ""
+    };
+    page(
+        &data::product_name(item),
+        &format!(
+            "<div id=\"product\" data-item=\"{item}\">\n<h1 id=\"productTitle\">{name}</h1>\n<span class=\"price\">${dollars}.{cents:02}</span>\n<span id=\"acrCustomerReviewText\">{total} ratings</span>\n<span class=\"average-rating\">{avg:.1} out of 5</span>\n</div>\n<div id=\"reviews-medley\">\n{empty}{reviews}</div>\n<a class=\"see-all-reviews\" href=\"/product-reviews/{item}?page=1\">See all reviews</a>",
+            name = esc(&data::product_name(item)),
+            dollars = data::price_cents(item) / 100,
+            cents = data::price_cents(item) % 100,
+            avg = data::average_rating(item),
+        ),
+    )
+}
+
+pub fn reviews(item: &str, n: usize) -> String {
+    let (list, more) = data::page(item, n);
+    let total = data::review_count(item);
+    let body: String = list.iter().map(review_fragment).collect();
+    let empty = if total == 0 {
+        "<div class=\"no-reviews\">No customer reviews yet</div>\n"
+    } else {
+        ""
+    };
+    let next = if more {
+        format!(
+            "<ul class=\"a-pagination\"><li class=\"a-last\"><a href=\"/product-reviews/{item}?page={}\">Next page</a></li></ul>",
+            n + 1
+        )
+    } else {
+        "<ul class=\"a-pagination\"><li class=\"a-disabled a-last\">Next page</li></ul>".into()
+    };
+    page(
+        &format!("Reviews: {}", data::product_name(item)),
+        &format!(
+            "<h1>Customer reviews</h1>\n<div id=\"cm_cr-review_list\" data-total=\"{total}\" data-page=\"{n}\">\n{empty}{body}</div>\n{next}"
+        ),
+    )
+}
+
+/// Reviews rendered by JavaScript only: the static HTML holds an encoded blob.
+pub fn js_reviews(item: &str, n: usize) -> String {
+    let (list, more) = data::page(item, n);
+    let json = serde_json::to_string(
+        &serde_json::json!({"reviews": list, "more": more, "total": data::review_count(item)}),
+    )
+    .unwrap_or_default();
+    // Reversed hex, so no review text is visible to a plain HTTP client.
+    let blob: String = hex::encode(json.as_bytes()).chars().rev().collect();
+    page(
+        &format!("Reviews: {}", data::product_name(item)),
+        &format!(
+            r#"<h1>Customer reviews</h1>
+<div id="reviews" data-state="loading">Loading reviews…</div>
+<script>
+(function () {{
+  var blob = "{blob}".split("").reverse().join("");
+  var bytes = new Uint8Array(blob.length / 2);
+  for (var i = 0; i < bytes.length; i++) bytes[i] = parseInt(blob.substr(i * 2, 2), 16);
+  var data = JSON.parse(new TextDecoder().decode(bytes));
+  var root = document.getElementById("reviews");
+  root.textContent = "";
+  if (data.total === 0) {{ root.innerHTML = '<div class="no-reviews">No customer reviews yet</div>'; }}
+  data.reviews.forEach(function (r) {{
+    var d = document.createElement("div");
+    d.className = "review"; d.setAttribute("data-review-id", r.id);
+    [["review-author", r.author], ["review-rating", r.rating + ".0 out of 5 stars"], ["review-title", r.title],
+     ["review-date", "Reviewed on " + r.date], ["review-body", r.body]].forEach(function (f) {{
+      var s = document.createElement("span"); s.className = f[0]; s.textContent = f[1]; d.appendChild(s);
+    }});
+    root.appendChild(d);
+  }});
+  root.setAttribute("data-state", "ready");
+}})();
+</script>"#
+        ),
+    )
+}
+
+pub fn captcha() -> String {
+    page(
+        "Robot Check",
+        "<h4>Enter the characters you see below</h4>\n<p>Sorry, we just need to make sure you're not a robot.</p>\n<form method=\"get\" action=\"/errors/validateCaptcha\" name=\"captcha\">\n<img src=\"/captcha.jpg\"><input type=\"text\" name=\"field-keywords\"></form>",
+    )
+}
+
+pub fn blocked(ja4: &str) -> String {
+    page(
+        "Access denied",
+        &format!(
+            "<h1 class=\"tb-blocked\">Access denied</h1>\n<p>Automated client detected. Fingerprint: <code>{}</code></p>",
+            esc(ja4)
+        ),
+    )
+}
+
+pub fn signin(return_to: &str) -> String {
+    page(
+        "Sign in",
+        &format!(
+            "<h1>Sign in</h1>\n<form name=\"signIn\" method=\"post\" action=\"/ap/signin\"><input type=\"hidden\" name=\"return_to\" value=\"{}\"><input type=\"email\" name=\"email\"><input type=\"password\" name=\"password\"></form>",
+            esc(return_to)
+        ),
+    )
+}
+
+/// The JS challenge interstitial: a browser runs the script, gets the clearance
+/// cookie and reloads; a plain HTTP client stays here.
+pub fn challenge(nonce: &str, rounds: u32) -> String {
+    page(
+        "Just a moment...",
+        &format!(
+            r#"<div id="tb-challenge"><h1>Checking your browser before accessing the shop.</h1></div>
+<script>
+(function () {{
+  var n = "{nonce}", h = 0;
+  for (var i = 0; i < {rounds}; i++) {{ h = (Math.imul(h, 31) + n.charCodeAt(i % n.length) + i) >>> 0; }}
+  document.cookie = "tb_clearance=" + n + "." + h.toString(16) + "; path=/; max-age=86400";
+  setTimeout(function () {{ location.reload(); }}, 50);
+}})();
+</script>"#
+        ),
+    )
+}
+
+/// What the challenge script computes, for the server to check.
+pub fn challenge_answer(nonce: &str, rounds: u32) -> String {
+    let bytes: Vec<u32> = nonce.encode_utf16().map(u32::from).collect();
+    if bytes.is_empty() {
+        return String::new();
+    }
+    let mut h: u32 = 0;
+    for i in 0..rounds {
+        h = h
+            .wrapping_mul(31)
+            .wrapping_add(bytes[(i as usize) % bytes.len()])
+            .wrapping_add(i);
+    }
+    format!("{h:x}")
+}
+
+pub fn error(status: u16) -> String {
+    page(
+        "Service unavailable",
+        &format!("<h1>Error {status}</h1><p>Something went wrong on our end.</p>"),
+    )
+}
+
+pub fn huge(mb: usize) -> String {
+    let line = "<p class=\"filler\">Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor.</p>\n";
+    let n = mb * 1024 * 1024 / line.len() + 1;
+    page("Huge page", &line.repeat(n))
+}

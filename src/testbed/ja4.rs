@@ -1,0 +1,312 @@
+//! JA4 TLS client fingerprints, computed from the raw ClientHello.
+//!
+//! JA4 = `a_b_c`: `a` is protocol, TLS version, SNI, cipher and extension counts
+//! and ALPN; `b` hashes the sorted cipher list; `c` hashes the sorted extension
+//! list (without SNI and ALPN) and the signature algorithms in order. GREASE
+//! values are ignored everywhere, the signature-algorithm list included.
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// What we learned from one ClientHello.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClientHello {
+    pub ja4: String,
+    /// Our guess at the client family: `chrome`, `safari`, `firefox` or `other`.
+    pub family: &'static str,
+    pub sni: Option<String>,
+    pub alpn: Vec<String>,
+    pub grease: bool,
+    pub ciphers: Vec<u16>,
+    pub extensions: Vec<u16>,
+    pub sig_algs: Vec<u16>,
+}
+
+impl ClientHello {
+    /// Browsers pass the testbed's JA4 gate; curl, rustls, Go, Python... do not.
+    pub fn is_browser(&self) -> bool {
+        self.family != "other"
+    }
+}
+
+/// GREASE values (RFC 8701): 0x?a?a with equal bytes.
+pub fn is_grease(v: u16) -> bool {
+    (v & 0x0f0f) == 0x0a0a && (v >> 8) == (v & 0xff)
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.buf.len() < n {
+            return None;
+        }
+        let (head, tail) = self.buf.split_at(n);
+        self.buf = tail;
+        Some(head)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+    fn u16(&mut self) -> Option<u16> {
+        self.take(2).map(|b| u16::from_be_bytes([b[0], b[1]]))
+    }
+    fn vec8(&mut self) -> Option<&'a [u8]> {
+        let n = self.u8()? as usize;
+        self.take(n)
+    }
+    fn vec16(&mut self) -> Option<&'a [u8]> {
+        let n = self.u16()? as usize;
+        self.take(n)
+    }
+}
+
+fn u16s(data: &[u8]) -> Vec<u16> {
+    data.chunks_exact(2)
+        .map(|c| u16::from_be_bytes([c[0], c[1]]))
+        .collect()
+}
+
+/// Parse a ClientHello handshake message body (after the 4-byte handshake header).
+pub fn parse_client_hello(body: &[u8]) -> Option<ClientHello> {
+    let mut r = Reader { buf: body };
+    let legacy_version = r.u16()?;
+    r.take(32)?; // random
+    r.vec8()?; // session id
+    let all_ciphers = u16s(r.vec16()?);
+    r.vec8()?; // compression methods
+    let mut grease = all_ciphers.iter().any(|c| is_grease(*c));
+    let ciphers: Vec<u16> = all_ciphers.into_iter().filter(|c| !is_grease(*c)).collect();
+    let mut extensions = Vec::new();
+    let mut sni = None;
+    let mut alpn = Vec::new();
+    let mut versions = Vec::new();
+    let mut sig_algs = Vec::new();
+    if let Some(exts) = r.vec16() {
+        let mut e = Reader { buf: exts };
+        while !e.buf.is_empty() {
+            let ty = e.u16()?;
+            let data = e.vec16()?;
+            if is_grease(ty) {
+                grease = true;
+                continue;
+            }
+            extensions.push(ty);
+            let mut d = Reader { buf: data };
+            match ty {
+                0x0000 => {
+                    // server_name_list: type(1) name(vec16)
+                    if let Some(list) = d.vec16() {
+                        let mut l = Reader { buf: list };
+                        if l.u8() == Some(0) {
+                            sni = l.vec16().map(|n| String::from_utf8_lossy(n).into_owned());
+                        }
+                    }
+                }
+                0x0010 => {
+                    if let Some(list) = d.vec16() {
+                        let mut l = Reader { buf: list };
+                        while let Some(p) = l.vec8() {
+                            alpn.push(String::from_utf8_lossy(p).into_owned());
+                        }
+                    }
+                }
+                0x002b => {
+                    if let Some(list) = d.vec8() {
+                        versions = u16s(list);
+                    }
+                }
+                0x000d => {
+                    if let Some(list) = d.vec16() {
+                        sig_algs = u16s(list).into_iter().filter(|s| !is_grease(*s)).collect();
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let version = versions
+        .iter()
+        .copied()
+        .filter(|v| !is_grease(*v))
+        .max()
+        .unwrap_or(legacy_version);
+    let ver = match version {
+        0x0304 => "13",
+        0x0303 => "12",
+        0x0302 => "11",
+        0x0301 => "10",
+        0x0300 => "s3",
+        _ => "00",
+    };
+    let alpn_code = match alpn.first().map(String::as_bytes) {
+        Some([]) | None => "00".to_string(),
+        Some(v) => {
+            let (first, last) = (v[0], v[v.len() - 1]);
+            if first.is_ascii_alphanumeric() && last.is_ascii_alphanumeric() {
+                format!("{}{}", first as char, last as char)
+            } else {
+                let h = hex::encode(v);
+                format!("{}{}", &h[..1], &h[h.len() - 1..])
+            }
+        }
+    };
+    let a = format!(
+        "t{ver}{}{:02}{:02}{alpn_code}",
+        if sni.is_some() { 'd' } else { 'i' },
+        ciphers.len().min(99),
+        extensions.len().min(99)
+    );
+    let b = hash12(&join_hex(&sorted(&ciphers)));
+    let c = {
+        let exts: Vec<u16> = sorted(&extensions)
+            .into_iter()
+            .filter(|e| *e != 0x0000 && *e != 0x0010)
+            .collect();
+        if exts.is_empty() {
+            "000000000000".to_string()
+        } else if sig_algs.is_empty() {
+            hash12(&join_hex(&exts))
+        } else {
+            hash12(&format!("{}_{}", join_hex(&exts), join_hex(&sig_algs)))
+        }
+    };
+    let has = |e: u16| extensions.contains(&e);
+    let family = if grease && has(0x001b) && (has(0x4469) || has(0x44cd)) {
+        "chrome"
+    } else if grease && has(0x001b) {
+        "safari"
+    } else if !grease && has(0x001c) && has(0x0022) {
+        "firefox"
+    } else {
+        "other"
+    };
+    Some(ClientHello {
+        ja4: format!("{a}_{b}_{c}"),
+        family,
+        sni,
+        alpn,
+        grease,
+        ciphers,
+        extensions,
+        sig_algs,
+    })
+}
+
+fn sorted(v: &[u16]) -> Vec<u16> {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v
+}
+
+fn join_hex(v: &[u16]) -> String {
+    v.iter()
+        .map(|x| format!("{x:04x}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn hash12(s: &str) -> String {
+    if s.is_empty() {
+        return "000000000000".into();
+    }
+    hex::encode(Sha256::digest(s.as_bytes()))[..12].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ext(ty: u16, data: &[u8]) -> Vec<u8> {
+        let mut v = ty.to_be_bytes().to_vec();
+        v.extend((data.len() as u16).to_be_bytes());
+        v.extend(data);
+        v
+    }
+
+    fn vec16(data: &[u8]) -> Vec<u8> {
+        let mut v = (data.len() as u16).to_be_bytes().to_vec();
+        v.extend(data);
+        v
+    }
+
+    /// A ClientHello shaped like the JA4 spec's worked example, with GREASE sprinkled in.
+    fn hello(grease: bool) -> Vec<u8> {
+        let mut ciphers: Vec<u16> = vec![0x1301, 0x1302, 0x1303, 0xc02b];
+        let mut sig: Vec<u16> = vec![0x0403, 0x0804, 0x0401];
+        if grease {
+            ciphers.insert(0, 0x3a3a);
+            sig.insert(1, 0x2a2a);
+        }
+        let mut exts = Vec::new();
+        if grease {
+            exts.extend(ext(0x1a1a, &[]));
+        }
+        let mut sni = vec![0u8];
+        sni.extend(vec16(b"shop.test"));
+        exts.extend(ext(0x0000, &vec16(&sni)));
+        let mut alpn = vec![2u8];
+        alpn.extend(b"h2");
+        alpn.push(8);
+        alpn.extend(b"http/1.1");
+        exts.extend(ext(0x0010, &vec16(&alpn)));
+        let mut versions = vec![];
+        if grease {
+            versions.extend(0x7a7au16.to_be_bytes());
+        }
+        versions.extend(0x0304u16.to_be_bytes());
+        versions.extend(0x0303u16.to_be_bytes());
+        let mut sv = vec![versions.len() as u8];
+        sv.extend(versions);
+        exts.extend(ext(0x002b, &sv));
+        let sig_bytes: Vec<u8> = sig.iter().flat_map(|s| s.to_be_bytes()).collect();
+        exts.extend(ext(0x000d, &vec16(&sig_bytes)));
+        exts.extend(ext(0x001b, &[2, 0, 2]));
+        exts.extend(ext(0x44cd, &[]));
+        let mut body = vec![0x03, 0x03];
+        body.extend([0u8; 32]);
+        body.push(0);
+        let c: Vec<u8> = ciphers.iter().flat_map(|s| s.to_be_bytes()).collect();
+        body.extend(vec16(&c));
+        body.extend([1, 0]);
+        body.extend(vec16(&exts));
+        body
+    }
+
+    #[test]
+    fn grease_is_ignored_everywhere() {
+        let with = parse_client_hello(&hello(true)).unwrap();
+        let without = parse_client_hello(&hello(false)).unwrap();
+        assert_eq!(with.ja4, without.ja4, "GREASE changed the fingerprint");
+        assert!(with.grease && !without.grease);
+        assert_eq!(with.sig_algs, vec![0x0403, 0x0804, 0x0401]);
+        assert!(with.ja4.starts_with("t13d0406h2_"), "{}", with.ja4);
+        assert_eq!(with.sni.as_deref(), Some("shop.test"));
+        assert_eq!(with.family, "chrome");
+        assert_eq!(without.family, "other");
+    }
+
+    #[test]
+    fn cipher_hash_matches_the_spec_construction() {
+        let h = parse_client_hello(&hello(false)).unwrap();
+        let b = h.ja4.split('_').nth(1).unwrap();
+        assert_eq!(
+            b,
+            &hex::encode(Sha256::digest(b"1301,1302,1303,c02b"))[..12]
+        );
+        let c = h.ja4.split('_').nth(2).unwrap();
+        let expect = hex::encode(Sha256::digest(b"000d,001b,002b,44cd_0403,0804,0401"));
+        assert_eq!(c, &expect[..12]);
+    }
+
+    #[test]
+    fn truncated_hello_is_none_not_a_panic() {
+        let full = hello(true);
+        for n in 0..full.len() {
+            let _ = parse_client_hello(&full[..n]);
+        }
+        assert!(parse_client_hello(&full[..10]).is_none());
+    }
+}

@@ -1,0 +1,135 @@
+//! `idpool-testbed`: a local imitation of a protected shop (DESIGN.md §9).
+//!
+//! - HTTPS with a CA generated at start (written to `<state_dir>/ca.pem`) and plain HTTP.
+//! - The JA4 of every ClientHello; with the gate on, non-browser fingerprints get a
+//!   403 block page.
+//! - A JS challenge: without a solved `tb_clearance` cookie, shop pages answer 503
+//!   with a script that computes the token, sets the cookie and reloads.
+//! - A per-identity rate limit answering with a `validateCaptcha` page.
+//! - Deterministic review data: `/product/{id}`, `/product-reviews/{id}?page=N`,
+//!   `POST /ajax/reviews`, `/js-reviews/{id}`; `EMPTY*` items have no reviews,
+//!   `LOGIN*` items sit behind a login wall.
+//! - Faults on demand (slow, 5xx, reset, truncated body, huge page, redirect loop)
+//!   and a control endpoint under `/__control/`.
+
+mod app;
+mod ca;
+pub mod data;
+mod html;
+pub mod ja4;
+mod server;
+mod state;
+
+pub use app::router;
+pub use state::{Fault, FaultKind, Modes, RateLimit, Shared, Stats};
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// How to start a testbed.
+#[derive(Debug, Clone)]
+pub struct TestbedConfig {
+    pub https: SocketAddr,
+    pub http: SocketAddr,
+    /// Where `ca.pem` is written.
+    pub state_dir: PathBuf,
+    pub modes: Modes,
+}
+
+impl TestbedConfig {
+    /// Ephemeral loopback ports, CA in `state_dir`, every mode off.
+    pub fn ephemeral(state_dir: impl Into<PathBuf>) -> Self {
+        TestbedConfig {
+            https: SocketAddr::from(([127, 0, 0, 1], 0)),
+            http: SocketAddr::from(([127, 0, 0, 1], 0)),
+            state_dir: state_dir.into(),
+            modes: Modes::default(),
+        }
+    }
+}
+
+/// A running testbed; dropping it (or [`Testbed::shutdown`]) stops it.
+pub struct Testbed {
+    pub https_addr: SocketAddr,
+    pub http_addr: SocketAddr,
+    pub ca_path: PathBuf,
+    pub ca_pem: String,
+    pub shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Testbed {
+    /// Bind both listeners, generate the CA, start serving.
+    pub async fn start(cfg: TestbedConfig) -> std::io::Result<Testbed> {
+        let tls = ca::generate(&cfg.state_dir)?;
+        let https = TcpListener::bind(cfg.https).await?;
+        let http = TcpListener::bind(cfg.http).await?;
+        let shared = Arc::new(Shared::default());
+        *shared.modes.lock() = cfg.modes;
+        let app = router(shared.clone());
+        let (stop, rx) = watch::channel(false);
+        let https_addr = https.local_addr()?;
+        let http_addr = http.local_addr()?;
+        let tasks = vec![
+            tokio::spawn(server::serve_https(
+                https,
+                tls.config,
+                app.clone(),
+                shared.clone(),
+                rx.clone(),
+            )),
+            tokio::spawn(server::serve_http(http, app, shared.clone(), rx)),
+        ];
+        Ok(Testbed {
+            https_addr,
+            http_addr,
+            ca_path: tls.ca_path,
+            ca_pem: tls.ca_pem,
+            shared,
+            stop,
+            tasks,
+        })
+    }
+
+    /// `https://127.0.0.1:<port>`
+    pub fn https_url(&self) -> String {
+        format!("https://{}", self.https_addr)
+    }
+
+    /// `http://127.0.0.1:<port>`
+    pub fn http_url(&self) -> String {
+        format!("http://{}", self.http_addr)
+    }
+
+    /// Switch modes in-process (the control endpoint does the same over HTTP).
+    pub fn set_modes(&self, f: impl FnOnce(&mut Modes)) {
+        f(&mut self.shared.modes.lock());
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.shared.stats.lock().clone()
+    }
+
+    /// Stop accepting and close every connection.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks.drain(..) {
+            let _ = t.await;
+        }
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! The testbed's switchable modes and its request counters.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+/// Per-identity rate limit: more than `max` requests in `window_secs` earns a
+/// captcha page for `block_secs`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimit {
+    pub max: u32,
+    pub window_secs: u64,
+    #[serde(default = "default_block")]
+    pub block_secs: u64,
+}
+
+fn default_block() -> u64 {
+    60
+}
+
+/// A fault to inject into shop responses.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    pub kind: FaultKind,
+    /// Only paths starting with this (default: every shop path).
+    #[serde(default)]
+    pub path_prefix: Option<String>,
+    /// Only the next N matching requests (default: until switched off).
+    #[serde(default)]
+    pub remaining: Option<u32>,
+    /// `slow`: delay before answering.
+    #[serde(default = "default_delay")]
+    pub delay_ms: u64,
+    /// `error`: the status to answer with.
+    #[serde(default = "default_status")]
+    pub status: u16,
+    /// `huge`: body size in MiB.
+    #[serde(default = "default_mb")]
+    pub size_mb: usize,
+}
+
+fn default_delay() -> u64 {
+    5000
+}
+fn default_status() -> u16 {
+    503
+}
+fn default_mb() -> usize {
+    20
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    Slow,
+    Error,
+    Reset,
+    Truncate,
+    Huge,
+    RedirectLoop,
+}
+
+/// Everything the control endpoint can switch.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Modes {
+    /// Block non-browser TLS fingerprints.
+    pub gate: bool,
+    /// Require the JS challenge's clearance cookie.
+    pub challenge: bool,
+    pub rate_limit: Option<RateLimit>,
+    pub fault: Option<Fault>,
+}
+
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Ja4Stat {
+    pub count: u64,
+    pub family: String,
+    pub blocked: u64,
+}
+
+/// Request counts, for tests and benchmarks.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Stats {
+    pub total: u64,
+    pub by_ja4: BTreeMap<String, Ja4Stat>,
+    pub by_path: BTreeMap<String, u64>,
+    pub captchas: u64,
+    pub challenges: u64,
+}
+
+#[derive(Debug)]
+struct Identity {
+    window_start: Instant,
+    count: u32,
+    blocked_until: Option<Instant>,
+}
+
+/// Shared testbed state.
+#[derive(Debug, Default)]
+pub struct Shared {
+    pub modes: Mutex<Modes>,
+    pub stats: Mutex<Stats>,
+    identities: Mutex<HashMap<String, Identity>>,
+    nonces: Mutex<HashSet<String>>,
+}
+
+/// Work rounds of the challenge script: cheap for a browser, still real JS.
+pub const CHALLENGE_ROUNDS: u32 = 20_000;
+
+impl Shared {
+    pub fn record(&self, ja4: &str, family: &str, path: &str, blocked: bool) {
+        let mut s = self.stats.lock();
+        s.total += 1;
+        let e = s.by_ja4.entry(ja4.to_string()).or_default();
+        e.count += 1;
+        e.family = family.to_string();
+        if blocked {
+            e.blocked += 1;
+        }
+        *s.by_path.entry(path.to_string()).or_default() += 1;
+    }
+
+    /// The fault for `path`, counting down `remaining`.
+    pub fn take_fault(&self, path: &str) -> Option<Fault> {
+        let mut modes = self.modes.lock();
+        let fault = modes.fault.as_mut()?;
+        if fault
+            .path_prefix
+            .as_deref()
+            .is_some_and(|p| !path.starts_with(p))
+        {
+            return None;
+        }
+        let out = fault.clone();
+        if let Some(n) = fault.remaining.as_mut() {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                modes.fault = None;
+            }
+        }
+        Some(out)
+    }
+
+    /// Only a `reset` fault (handled below HTTP, by dropping the connection).
+    pub fn take_reset(&self, path: &str) -> bool {
+        let is_reset = {
+            let modes = self.modes.lock();
+            modes.fault.as_ref().is_some_and(|f| {
+                f.kind == FaultKind::Reset
+                    && f.path_prefix.as_deref().is_none_or(|p| path.starts_with(p))
+            })
+        };
+        is_reset && self.take_fault(path).is_some()
+    }
+
+    pub fn issue_nonce(&self) -> String {
+        let nonce = hex::encode(rand::random::<[u8; 8]>());
+        let mut n = self.nonces.lock();
+        if n.len() > 100_000 {
+            n.clear();
+        }
+        n.insert(nonce.clone());
+        nonce
+    }
+
+    /// Whether a `tb_clearance` cookie value is one we issued and correctly solved.
+    pub fn clearance_ok(&self, value: &str) -> bool {
+        let Some((nonce, answer)) = value.split_once('.') else {
+            return false;
+        };
+        self.nonces.lock().contains(nonce)
+            && super::html::challenge_answer(nonce, CHALLENGE_ROUNDS) == answer
+    }
+
+    /// Count one request of `identity`; true when it must see a captcha.
+    pub fn rate_limited(&self, identity: &str, now: Instant) -> bool {
+        let Some(limit) = self.modes.lock().rate_limit else {
+            return false;
+        };
+        let mut ids = self.identities.lock();
+        let id = ids.entry(identity.to_string()).or_insert(Identity {
+            window_start: now,
+            count: 0,
+            blocked_until: None,
+        });
+        if let Some(until) = id.blocked_until {
+            if now < until {
+                return true;
+            }
+            id.blocked_until = None;
+            id.window_start = now;
+            id.count = 0;
+        }
+        if now.duration_since(id.window_start) >= Duration::from_secs(limit.window_secs) {
+            id.window_start = now;
+            id.count = 0;
+        }
+        id.count += 1;
+        if id.count > limit.max {
+            id.blocked_until = Some(now + Duration::from_secs(limit.block_secs));
+            return true;
+        }
+        false
+    }
+
+    /// Forget counters, identities and faults; modes other than the fault stay.
+    pub fn reset(&self) {
+        *self.stats.lock() = Stats::default();
+        self.identities.lock().clear();
+        self.modes.lock().fault = None;
+    }
+}

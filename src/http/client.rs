@@ -250,12 +250,16 @@ fn net_error(url: &Url, e: wreq::Error) -> Error {
     } else {
         ErrorKind::Network
     };
+    // wreq's Display stops at "client error (Connect)"; BoringSSL's reason is in Debug.
+    let detail = format!("{e:?}");
     let what = if e.is_timeout() {
         "timed out"
+    } else if detail.contains("CERTIFICATE_VERIFY_FAILED") {
+        "TLS handshake failed: certificate not trusted (add its CA to security.extra_root_certs?)"
+    } else if e.is_tls() || detail.contains("code: SSL") {
+        "TLS handshake failed"
     } else if e.is_connect() {
         "connection failed"
-    } else if e.is_tls() {
-        "TLS handshake failed"
     } else if e.is_redirect() {
         "redirect refused"
     } else if e.is_body() || e.is_decode() {

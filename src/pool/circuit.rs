@@ -3,7 +3,7 @@
 //! `closed` → `open` after `threshold` consecutive hard blocks; `open` lasts the
 //! cooldown, which doubles on every re-open up to the cap; then `half_open` admits
 //! exactly one trial: success closes (and resets the backoff), a hard block re-opens.
-//! Only hard blocks count: empty pages are successes, network errors are neutral.
+//! Only hard blocks count; empty pages and network errors are neutral.
 //! Time is tokio's, so tests drive it with paused time.
 
 use std::time::Duration;
@@ -35,11 +35,11 @@ impl BreakerState {
 /// What a finished request tells the breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// Content or a genuinely empty page.
+    /// Content.
     Success,
     /// The site refused this identity.
     HardBlock,
-    /// Network error, timeout, 5xx, challenge: says nothing about the identity.
+    /// Empty page, network error, timeout, 5xx, challenge: changes nothing.
     Neutral,
 }
 

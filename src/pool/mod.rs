@@ -368,10 +368,13 @@ impl Lease {
 
     /// Record the outcome of the work done under this lease.
     pub fn finish(mut self, outcome: Outcome, retry_after: Option<Duration>) {
+        // An empty page proves little about the identity either way (a captcha'd
+        // identity can still be served an empty listing), so it leaves the breaker as it
+        // is, like a network failure; only content closes, only hard blocks count.
         let verdict = match outcome {
-            Outcome::Ok | Outcome::Empty => Verdict::Success,
+            Outcome::Ok => Verdict::Success,
             Outcome::HardBlock => Verdict::HardBlock,
-            Outcome::Challenge | Outcome::Failed => Verdict::Neutral,
+            Outcome::Empty | Outcome::Challenge | Outcome::Failed => Verdict::Neutral,
         };
         let now = Instant::now();
         let cfg = self.inner.breaker;

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone: installs what is missing, builds from
+# scratch, checks formatting and lints, and runs every test inside a network
+# namespace that has only a loopback interface (nothing outside 127.0.0.0/8 is
+# reachable). `.ci/run` calls this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n==> %s\n' "$*" >&2; }
+
+# --- system packages --------------------------------------------------------
+# cmake + clang/libclang build BoringSSL (wreq); chromium is the browser tier;
+# curl is the "non-browser client" of the JA4 test; iproute2 + util-linux give
+# the loopback-only namespace.
+need=()
+for pkg in cmake clang libclang-dev chromium curl iproute2 util-linux ca-certificates; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ "${#need[@]}" -gt 0 ]; then
+  log "installing: ${need[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${need[@]}"
+fi
+
+command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup first" >&2; exit 1; }
+
+# --- build --------------------------------------------------------------------
+log "cargo fmt --check"
+cargo fmt --all -- --check
+
+log "build (tests included)"
+cargo test --locked --no-run
+
+log "cargo clippy"
+cargo clippy --locked --all-targets -- -D warnings
+
+# --- tests ----------------------------------------------------------------------
+run_tests() { cargo test --locked --offline --no-fail-fast; }
+
+if command -v unshare >/dev/null && unshare --net true 2>/dev/null; then
+  log "cargo test (in a loopback-only network namespace)"
+  export IDPOOL_TEST_NETNS=1
+  unshare --net bash -c 'ip link set lo up && cargo test --locked --offline --no-fail-fast'
+else
+  log "cargo test (WARNING: cannot create a network namespace here; relying on the tests' own loopback checks)"
+  run_tests
+fi
+log "all tests passed"

@@ -1,0 +1,299 @@
+//! Acceptance: `idpool check-config` names file and line for each kind of broken
+//! file (config, profile, strategy), and the message says what is wrong.
+
+use std::path::Path;
+use std::process::Command;
+
+struct Case {
+    dir: tempfile::TempDir,
+}
+
+impl Case {
+    /// A valid setup: one strategy, one profile, a config pointing at both.
+    fn new() -> Case {
+        let c = Case {
+            dir: tempfile::tempdir().expect("tempdir"),
+        };
+        c.write("idpool.toml", "[pool]\nsize = 2\nstrategies_dir = \"strategies\"\nprofiles_dir = \"profiles\"\ndata_dir = \"data\"\n");
+        c.write(
+            "profiles/default.toml",
+            "emulation = \"chrome_149\"\nplatform = \"windows\"\n",
+        );
+        c.write("strategies/shop.toml", "name = \"shop\"\nhosts = [\"shop.test\", \"*.shop.test\"]\n\n[block]\nbody = [\"validateCaptcha\"]\nselector = \"form[action*=captcha]\"\n");
+        c
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        let p = self.dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    }
+
+    /// Run check-config; returns (success, stdout + stderr).
+    fn check(&self) -> (bool, String) {
+        self.check_with(&self.dir.path().join("idpool.toml"))
+    }
+
+    fn check_with(&self, config: &Path) -> (bool, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_idpool"))
+            .arg("--config")
+            .arg(config)
+            .arg("check-config")
+            .current_dir(self.dir.path())
+            .output()
+            .expect("idpool runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    }
+
+    fn file(&self, rel: &str) -> String {
+        self.dir.path().join(rel).display().to_string()
+    }
+}
+
+fn assert_reports(c: &Case, expected: &str) {
+    let (ok, out) = c.check();
+    assert!(!ok, "check-config passed a broken setup:\n{out}");
+    assert!(out.contains(expected), "expected `{expected}` in:\n{out}");
+}
+
+#[test]
+fn valid_setup_passes() {
+    let c = Case::new();
+    let (ok, out) = c.check();
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("ok (2 slots, 1 profiles, 1 strategies)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn config_unknown_key() {
+    let c = Case::new();
+    c.write(
+        "idpool.toml",
+        "[pool]\nsize = 2\n\n[server]\nlisten = \"127.0.0.1:8790\"\nlisen = \"x\"\n",
+    );
+    assert_reports(
+        &c,
+        &format!(
+            "{}:6: unknown field `lisen`, expected `listen`",
+            c.file("idpool.toml")
+        ),
+    );
+}
+
+#[test]
+fn config_wrong_type() {
+    let c = Case::new();
+    c.write("idpool.toml", "[pool]\nbase_port = \"high\"\n");
+    assert_reports(
+        &c,
+        &format!(
+            "{}:2: invalid type: string \"high\", expected u16",
+            c.file("idpool.toml")
+        ),
+    );
+}
+
+#[test]
+fn config_duplicate_slot() {
+    let c = Case::new();
+    c.write(
+        "idpool.toml",
+        "[pool]\nprofiles_dir = \"profiles\"\n\n[[pool.slot]]\nid = 0\nprofile = \"default\"\n\n[[pool.slot]]\nid = 0\nprofile = \"default\"\n",
+    );
+    assert_reports(
+        &c,
+        &format!(
+            "{}:9: duplicate slot 0 (first declared on line 5)",
+            c.file("idpool.toml")
+        ),
+    );
+}
+
+#[test]
+fn config_missing_file() {
+    let c = Case::new();
+    let (ok, out) = c.check_with(&c.dir.path().join("nope.toml"));
+    assert!(!ok);
+    assert!(
+        out.contains(&format!("{}: file not found", c.file("nope.toml"))),
+        "{out}"
+    );
+}
+
+#[test]
+fn config_missing_root_cert_and_profile() {
+    let c = Case::new();
+    c.write(
+        "idpool.toml",
+        "[pool]\nprofiles = [\"default\", \"mobile\"]\nprofiles_dir = \"profiles\"\nstrategies_dir = \"strategies\"\n\n[security]\nextra_root_certs = [\"certs/corp.pem\"]\n",
+    );
+    let (ok, out) = c.check();
+    assert!(!ok);
+    assert!(
+        out.contains(&format!(
+            "{}:2: slot 1 uses profile `mobile`, which is not in",
+            c.file("idpool.toml")
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "{}: extra_root_certs: cannot read",
+            c.file("certs/corp.pem")
+        )),
+        "{out}"
+    );
+}
+
+#[test]
+fn profile_unknown_emulation() {
+    let c = Case::new();
+    c.write(
+        "profiles/default.toml",
+        "# a profile\nemulation = \"chrome_999\"\n",
+    );
+    assert_reports(
+        &c,
+        &format!(
+            "{}:2: unknown emulation `chrome_999`",
+            c.file("profiles/default.toml")
+        ),
+    );
+}
+
+#[test]
+fn profile_unknown_key_and_bad_proxy() {
+    let c = Case::new();
+    c.write(
+        "profiles/default.toml",
+        "emulation = \"chrome_149\"\nuser_agnet = \"x\"\n",
+    );
+    assert_reports(
+        &c,
+        &format!(
+            "{}:2: unknown field `user_agnet`",
+            c.file("profiles/default.toml")
+        ),
+    );
+    c.write(
+        "profiles/default.toml",
+        "emulation = \"chrome_149\"\nproxy = \"ftp://user:hunter2@proxy.test:21\"\n",
+    );
+    let (ok, out) = c.check();
+    assert!(!ok);
+    assert!(
+        out.contains(&format!(
+            "{}:2: unsupported proxy scheme `ftp`",
+            c.file("profiles/default.toml")
+        )),
+        "{out}"
+    );
+    assert!(!out.contains("hunter2"), "proxy password printed: {out}");
+}
+
+#[test]
+fn strategy_bad_selector() {
+    let c = Case::new();
+    c.write(
+        "strategies/shop.toml",
+        "name = \"shop\"\nhosts = [\"shop.test\"]\n\n[empty]\nselector = \"div[[\"\n",
+    );
+    assert_reports(
+        &c,
+        &format!(
+            "{}:5: empty.selector `div[[` is not a valid CSS selector",
+            c.file("strategies/shop.toml")
+        ),
+    );
+}
+
+#[test]
+fn strategy_unknown_key_and_wrong_type() {
+    let c = Case::new();
+    c.write(
+        "strategies/shop.toml",
+        "name = \"shop\"\nhosts = [\"shop.test\"]\n[block]\nbodies = [\"x\"]\n",
+    );
+    assert_reports(
+        &c,
+        &format!(
+            "{}:4: unknown field `bodies`",
+            c.file("strategies/shop.toml")
+        ),
+    );
+    c.write(
+        "strategies/shop.toml",
+        "name = \"shop\"\nhosts = \"shop.test\"\n",
+    );
+    assert_reports(
+        &c,
+        &format!(
+            "{}:2: invalid type: string \"shop.test\", expected a sequence",
+            c.file("strategies/shop.toml")
+        ),
+    );
+}
+
+#[test]
+fn strategy_duplicate_name_and_host() {
+    let c = Case::new();
+    c.write(
+        "strategies/zz.toml",
+        "name = \"other\"\nhosts = [\"shop.test\"]\n",
+    );
+    assert_reports(
+        &c,
+        &format!(
+            "{}: host `shop.test` is already covered by strategy `shop`",
+            c.file("strategies/zz.toml")
+        ),
+    );
+}
+
+#[test]
+fn every_problem_is_reported_not_just_the_first() {
+    let c = Case::new();
+    c.write("profiles/default.toml", "emulation = 149\n");
+    c.write(
+        "strategies/shop.toml",
+        "name = \"shop\"\nhosts = [\"http://shop.test/\"]\n",
+    );
+    let (ok, out) = c.check();
+    assert!(!ok);
+    assert!(
+        out.contains(&format!("{}:1:", c.file("profiles/default.toml"))),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "{}:2: host `http://shop.test/` is not a host name",
+            c.file("strategies/shop.toml")
+        )),
+        "{out}"
+    );
+}
+
+#[test]
+fn bundled_files_are_valid() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(env!("CARGO_BIN_EXE_idpool"))
+        .arg("--config")
+        .arg(root.join("idpool.example.toml"))
+        .arg("check-config")
+        .output()
+        .expect("idpool runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+}

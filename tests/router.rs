@@ -1,0 +1,151 @@
+//! The router on paused time: degraded answers when every breaker is open,
+//! politeness intervals, Retry-After, in-flight limits, pinning, lease release.
+
+use std::time::Duration;
+
+use idpool::config::Config;
+use idpool::pool::{BreakerState, Pool};
+use idpool::strategy::Outcome;
+use tokio::time::Instant;
+
+fn pool(slots: usize, min_interval_ms: u64, max_in_flight: usize) -> (tempfile::TempDir, Pool) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let w = |rel: &str, text: String| {
+        let p = dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    };
+    w(
+        "strategies/s.toml",
+        format!(
+            "name = \"s\"\nhosts = [\"s.test\"]\n[politeness]\nmin_interval_ms = {min_interval_ms}\nmax_in_flight = {max_in_flight}\nglobal_max_in_flight = 64\n"
+        ),
+    );
+    w(
+        "strategies/t.toml",
+        "name = \"t\"\nhosts = [\"t.test\"]\n[politeness]\nmin_interval_ms = 0\n".into(),
+    );
+    w(
+        "idpool.toml",
+        format!(
+            "[pool]\nsize = {slots}\ndata_dir = \"data\"\nstrategies_dir = \"strategies\"\nprofiles_dir = \"profiles\"\n"
+        ),
+    );
+    let cfg = Config::load_file(&dir.path().join("idpool.toml")).expect("config");
+    let pool = Pool::open(&cfg).expect("pool");
+    (dir, pool)
+}
+
+async fn open_breaker(pool: &Pool, slot: usize) {
+    for _ in 0..3 {
+        pool.next_slot("s", Some(slot))
+            .await
+            .expect("lease")
+            .finish(Outcome::HardBlock, None);
+    }
+    assert_eq!(pool.breaker(slot, "s").state, BreakerState::Open);
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_breaker_open_answers_at_once_with_the_earliest_reopening_slot() {
+    let (_dir, pool) = pool(3, 0, 8);
+    open_breaker(&pool, 1).await;
+    tokio::time::advance(Duration::from_secs(10)).await;
+    open_breaker(&pool, 2).await;
+    open_breaker(&pool, 0).await;
+    let before = Instant::now();
+    let lease = pool.next_slot("s", None).await.expect("lease");
+    // Paused time auto-advances on any sleep: an unchanged clock proves no wait.
+    assert_eq!(Instant::now(), before, "next_slot waited");
+    assert_eq!(lease.slot(), 1);
+    assert!(lease.degraded());
+    // Other strategies are unaffected.
+    let other = pool.next_slot("t", None).await.expect("lease");
+    assert!(!other.degraded());
+}
+
+#[tokio::test(start_paused = true)]
+async fn round_robin_over_admitted_slots() {
+    let (_dir, pool) = pool(3, 0, 8);
+    let mut seen = Vec::new();
+    for _ in 0..6 {
+        seen.push(pool.next_slot("s", None).await.expect("lease").slot());
+    }
+    assert_eq!(seen, [0, 1, 2, 0, 1, 2]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn politeness_interval_spaces_requests_per_slot() {
+    let (_dir, pool) = pool(1, 2000, 8);
+    let start = Instant::now();
+    drop(pool.next_slot("s", None).await.expect("lease"));
+    drop(pool.next_slot("s", None).await.expect("lease"));
+    assert_eq!(Instant::now() - start, Duration::from_millis(2000));
+    // Another strategy on the same slot is not held back.
+    let t0 = Instant::now();
+    drop(pool.next_slot("t", None).await.expect("lease"));
+    assert_eq!(Instant::now(), t0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retry_after_is_honoured_for_that_slot_and_strategy_only() {
+    let (_dir, pool) = pool(1, 0, 8);
+    let lease = pool.next_slot("s", None).await.expect("lease");
+    lease.finish(Outcome::Failed, Some(Duration::from_secs(30)));
+    assert_eq!(
+        pool.breaker(0, "s").failures,
+        0,
+        "429 is not a hard block by itself"
+    );
+    let start = Instant::now();
+    drop(pool.next_slot("s", None).await.expect("lease"));
+    assert_eq!(Instant::now() - start, Duration::from_secs(30));
+    let t0 = Instant::now();
+    drop(pool.next_slot("t", None).await.expect("lease"));
+    assert_eq!(Instant::now(), t0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_in_flight_waits_for_a_release() {
+    let (_dir, pool) = pool(1, 0, 1);
+    let held = pool.next_slot("s", None).await.expect("lease");
+    let p2 = pool.clone();
+    let waiter = tokio::spawn(async move { p2.next_slot("s", None).await.map(|l| l.slot()) });
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(
+        !waiter.is_finished(),
+        "second lease granted while the first is in flight"
+    );
+    drop(held);
+    assert_eq!(waiter.await.expect("join").expect("lease"), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn pinned_slot_and_unknown_slot() {
+    let (_dir, pool) = pool(2, 0, 8);
+    for _ in 0..3 {
+        assert_eq!(pool.next_slot("s", Some(1)).await.expect("lease").slot(), 1);
+    }
+    let err = pool.next_slot("s", Some(7)).await.expect_err("no slot 7");
+    assert!(err.to_string().contains("slot 7 does not exist"), "{err}");
+    open_breaker(&pool, 1).await;
+    let pinned = pool.next_slot("s", Some(1)).await.expect("lease");
+    assert!(
+        pinned.degraded(),
+        "a pinned open slot is served degraded, not refused"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropped_trial_lease_frees_the_half_open_trial() {
+    let (_dir, pool) = pool(1, 0, 8);
+    open_breaker(&pool, 0).await;
+    tokio::time::advance(Duration::from_secs(300)).await;
+    let trial = pool.next_slot("s", None).await.expect("lease");
+    assert!(trial.is_trial());
+    drop(trial); // cancelled: no verdict
+    let again = pool.next_slot("s", None).await.expect("lease");
+    assert!(again.is_trial() && !again.degraded());
+    again.finish(Outcome::Ok, None);
+    assert_eq!(pool.breaker(0, "s").state, BreakerState::Closed);
+}

@@ -6,25 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-log() { printf '\n==> %s\n' "$*" >&2; }
-
-# --- system packages --------------------------------------------------------
-# cmake + clang/libclang build BoringSSL (wreq); chromium is the browser tier;
-# curl is the "non-browser client" of the JA4 test; iproute2 + util-linux give
-# the loopback-only namespace.
-need=()
-for pkg in cmake clang libclang-dev chromium curl iproute2 util-linux ca-certificates; do
-  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
-done
-if [ "${#need[@]}" -gt 0 ]; then
-  log "installing: ${need[*]}"
-  SUDO=""
-  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-  $SUDO apt-get update
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y --no-install-recommends "${need[@]}"
-fi
-
-command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup first" >&2; exit 1; }
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+ensure_packages
+ensure_cargo
 
 # --- build --------------------------------------------------------------------
 log "cargo fmt --check"

@@ -343,6 +343,17 @@ mod tests {
     }
 
     #[test]
+    fn profiles_readme_lists_every_accepted_emulation() {
+        let readme = include_str!("../profiles/README.md");
+        for name in EmulationName::all_names() {
+            assert!(
+                readme.contains(&format!("`{name}`")),
+                "profiles/README.md misses `{name}`"
+            );
+        }
+    }
+
+    #[test]
     fn default_user_agent_is_the_emulations_own() {
         let p = Profile::builtin_default();
         assert!(p.user_agent.contains("Chrome/149"), "{}", p.user_agent);

@@ -1,0 +1,216 @@
+//! Profiles' proxies: a slot reaches the testbed through a real HTTP CONNECT proxy
+//! and a real SOCKS5 proxy (both tiny, on loopback, requiring credentials), and the
+//! credentials never appear in what idpool prints.
+
+mod common;
+
+use std::sync::Arc;
+
+use idpool::http::FetchRequest;
+use parking_lot::Mutex;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What a proxy saw: the authentication it was given and where it tunnelled to.
+#[derive(Default, Debug)]
+struct Seen {
+    auth: Vec<String>,
+    targets: Vec<String>,
+}
+
+/// An HTTP proxy that answers CONNECT only, with `Proxy-Authorization` required.
+async fn http_connect_proxy(seen: Arc<Mutex<Seen>>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut reader = BufReader::new(client);
+                let mut line = String::new();
+                if reader.read_line(&mut line).await.is_err() {
+                    return;
+                }
+                let target = line.split_whitespace().nth(1).unwrap_or("").to_string();
+                let mut auth = None;
+                loop {
+                    let mut h = String::new();
+                    if reader.read_line(&mut h).await.unwrap_or(0) == 0 || h == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("proxy-authorization:") {
+                        auth = Some(v.trim().to_string());
+                    }
+                }
+                let mut client = reader.into_inner();
+                let Some(auth) = auth else {
+                    let _ = client.write_all(b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic\r\n\r\n").await;
+                    return;
+                };
+                {
+                    let mut s = seen.lock();
+                    s.auth.push(auth);
+                    s.targets.push(target.clone());
+                }
+                let Ok(mut upstream) = TcpStream::connect(&target).await else {
+                    return;
+                };
+                if client
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await
+                    .is_ok()
+                {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A SOCKS5 proxy with username/password authentication (RFC 1928 + 1929).
+async fn socks5_proxy(seen: Arc<Mutex<Seen>>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let r: std::io::Result<()> = async {
+                    let mut head = [0u8; 2];
+                    c.read_exact(&mut head).await?;
+                    let mut methods = vec![0u8; head[1] as usize];
+                    c.read_exact(&mut methods).await?;
+                    if !methods.contains(&2) {
+                        c.write_all(&[5, 0xff]).await?;
+                        return Ok(());
+                    }
+                    c.write_all(&[5, 2]).await?;
+                    let mut v = [0u8; 2];
+                    c.read_exact(&mut v).await?;
+                    let mut user = vec![0u8; v[1] as usize];
+                    c.read_exact(&mut user).await?;
+                    let mut plen = [0u8; 1];
+                    c.read_exact(&mut plen).await?;
+                    let mut pass = vec![0u8; plen[0] as usize];
+                    c.read_exact(&mut pass).await?;
+                    seen.lock().auth.push(format!(
+                        "{}:{}",
+                        String::from_utf8_lossy(&user),
+                        String::from_utf8_lossy(&pass)
+                    ));
+                    c.write_all(&[1, 0]).await?;
+                    let mut req = [0u8; 4];
+                    c.read_exact(&mut req).await?;
+                    let host = match req[3] {
+                        1 => {
+                            let mut a = [0u8; 4];
+                            c.read_exact(&mut a).await?;
+                            std::net::Ipv4Addr::from(a).to_string()
+                        }
+                        3 => {
+                            let mut n = [0u8; 1];
+                            c.read_exact(&mut n).await?;
+                            let mut name = vec![0u8; n[0] as usize];
+                            c.read_exact(&mut name).await?;
+                            String::from_utf8_lossy(&name).into_owned()
+                        }
+                        _ => return Ok(()),
+                    };
+                    let mut p = [0u8; 2];
+                    c.read_exact(&mut p).await?;
+                    let target = format!("{host}:{}", u16::from_be_bytes(p));
+                    seen.lock().targets.push(target.clone());
+                    let mut upstream = TcpStream::connect(&target).await?;
+                    c.write_all(&[5, 0, 0, 1, 127, 0, 0, 1, 0, 0]).await?;
+                    tokio::io::copy_bidirectional(&mut c, &mut upstream).await?;
+                    Ok(())
+                }
+                .await;
+                let _ = r;
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn slot_goes_through_an_authenticated_http_proxy() {
+    let env = common::Env::new(1).await;
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let port = http_connect_proxy(seen.clone()).await;
+    env.write(
+        "profiles/default.toml",
+        &format!(
+            "emulation = \"chrome_149\"\nproxy = \"http://alice:s3cr%40t@127.0.0.1:{port}\"\n"
+        ),
+    );
+    let pool = env.pool();
+    let f = pool
+        .fetch(FetchRequest::get(env.url("/product/B0PROXY")), None)
+        .await
+        .expect("fetch via proxy");
+    assert_eq!(f.response.status, 200);
+    let s = seen.lock();
+    assert_eq!(s.targets, [env.testbed.https_addr.to_string()]);
+    // base64("alice:s3cr@t")
+    assert_eq!(s.auth, ["basic YwxpY2U6czNjckB0".to_lowercase()]);
+    assert!(format!("{:?}", pool.slots()[0].profile).contains("***@127.0.0.1"));
+    assert!(!format!("{:?}", pool.slots()[0].profile).contains("s3cr"));
+}
+
+#[tokio::test]
+async fn slot_goes_through_an_authenticated_socks5_proxy() {
+    let env = common::Env::new(1).await;
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let port = socks5_proxy(seen.clone()).await;
+    env.write(
+        "profiles/default.toml",
+        &format!("emulation = \"chrome_149\"\nproxy = \"socks5://bob:hunter2@127.0.0.1:{port}\"\n"),
+    );
+    let pool = env.pool();
+    let f = pool
+        .fetch(FetchRequest::get(env.url("/whoami")), None)
+        .await
+        .expect("fetch via socks5");
+    assert_eq!(f.response.status, 200);
+    let s = seen.lock();
+    assert_eq!(s.auth, ["bob:hunter2"]);
+    assert_eq!(s.targets, [env.testbed.https_addr.to_string()]);
+}
+
+#[tokio::test]
+async fn proxy_credentials_never_reach_the_output() {
+    let env = common::Env::new(1).await;
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let port = http_connect_proxy(seen.clone()).await;
+    env.write(
+        "profiles/default.toml",
+        &format!(
+            "emulation = \"chrome_149\"\nproxy = \"http://carol:topsecret@127.0.0.1:{port}\"\n"
+        ),
+    );
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_idpool"))
+        .arg("--config")
+        .arg(env.path("idpool.toml"))
+        .args(["fetch", env.url("/whoami").as_str()])
+        .env("RUST_LOG", "trace")
+        .output()
+        .await
+        .expect("idpool fetch");
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{all}");
+    assert!(!seen.lock().auth.is_empty(), "the proxy was not used");
+    assert!(
+        !all.contains("topsecret"),
+        "proxy password leaked into output/logs"
+    );
+    assert!(
+        !all.contains(&"Y2Fyb2w6dG9wc2VjcmV0".to_string()),
+        "encoded proxy credentials leaked"
+    );
+}

@@ -21,6 +21,7 @@ pub struct Config {
     pub security: SecurityConfig,
     pub breaker: BreakerConfig,
     pub http: HttpConfig,
+    pub browser: BrowserConfig,
     /// The file this came from; `None` for the embedded defaults.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -145,6 +146,44 @@ impl Default for HttpConfig {
     }
 }
 
+/// `[browser]`: each slot's lazily launched Chromium.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BrowserConfig {
+    /// Chromium binary; default: `$IDPOOL_CHROMIUM`, else the first of
+    /// /usr/bin/chromium, /usr/bin/chromium-browser, /usr/bin/google-chrome found.
+    pub executable: Option<PathBuf>,
+    /// Run without a window (set false for `refresh-cookies --headful`-style debugging).
+    pub headless: bool,
+    /// Open a fresh tab and close the old ones after this many browser operations.
+    pub recycle_after: u32,
+    /// Close a browser nobody used for this long (0: never).
+    pub idle_close_secs: u64,
+    /// Restart a browser whose process tree uses more memory than this (0: never).
+    pub max_rss_mb: u64,
+    /// How long Chromium may take to start and print its DevTools address.
+    pub launch_timeout_secs: u64,
+    /// Deadline of one browser operation (navigation, waits, cookie sync).
+    pub op_timeout_secs: u64,
+    /// How long a caller queues for a slot's browser (one operation at a time per slot).
+    pub lock_wait_secs: u64,
+}
+
+impl Default for BrowserConfig {
+    fn default() -> Self {
+        BrowserConfig {
+            executable: None,
+            headless: true,
+            recycle_after: 200,
+            idle_close_secs: 600,
+            max_rss_mb: 1536,
+            launch_timeout_secs: 20,
+            op_timeout_secs: 45,
+            lock_wait_secs: 60,
+        }
+    }
+}
+
 /// A slot as resolved from the config: its number and profile name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotPlan {
@@ -195,6 +234,9 @@ impl Config {
         rebase(&mut cfg.pool.strategies_dir);
         rebase(&mut cfg.pool.profiles_dir);
         cfg.security.extra_root_certs.iter_mut().for_each(rebase);
+        if let Some(exe) = cfg.browser.executable.as_mut() {
+            rebase(exe);
+        }
         cfg.source = Some(path.to_path_buf());
         Ok(cfg)
     }

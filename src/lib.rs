@@ -21,6 +21,7 @@
 //! The library returns typed [`Error`]s; `anyhow` lives only in the binaries.
 
 pub mod cli;
+pub mod browser;
 pub mod config;
 pub mod diag;
 pub mod error;

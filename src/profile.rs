@@ -110,6 +110,24 @@ impl ProxyUrl {
         self.0.as_str()
     }
 
+    /// `scheme://host:port` without credentials (for Chromium's `--proxy-server`).
+    pub fn without_credentials(&self) -> String {
+        let host = self.0.host_str().unwrap_or_default();
+        match self.0.port_or_known_default() {
+            Some(port) => format!("{}://{host}:{port}", self.0.scheme()),
+            None => format!("{}://{host}", self.0.scheme()),
+        }
+    }
+
+    /// Decoded user and password, if the URL has them.
+    pub fn credentials(&self) -> Option<(String, String)> {
+        if self.0.username().is_empty() {
+            return None;
+        }
+        let dec = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned();
+        Some((dec(self.0.username()), dec(self.0.password().unwrap_or(""))))
+    }
+
     /// The URL with user and password replaced by `***`.
     pub fn redacted(&self) -> String {
         let mut u = self.0.clone();
@@ -186,6 +204,8 @@ pub struct Profile {
     pub viewport: Viewport,
     pub proxy: Option<ProxyUrl>,
     pub seed_cookies: Option<PathBuf>,
+    /// The emulation's `sec-ch-ua` (Chromium-family browsers only).
+    pub sec_ch_ua: Option<String>,
     /// Where it was loaded from (`None`: the built-in default).
     pub source: Option<PathBuf>,
 }
@@ -250,12 +270,49 @@ impl Profile {
                 height: 768,
             }),
             proxy: f.proxy,
+            sec_ch_ua: header(http::header::HeaderName::from_static("sec-ch-ua")),
             seed_cookies: f.seed_cookies.map(|p| match &base {
                 Some(b) if p.is_relative() => b.join(p),
                 _ => p,
             }),
             source,
         }
+    }
+
+    /// `navigator.platform` for this profile's platform.
+    pub fn navigator_platform(&self) -> &'static str {
+        match self.platform {
+            Platform::Windows => "Win32",
+            Platform::MacOS => "MacIntel",
+            Platform::Linux => "Linux x86_64",
+            Platform::Android => "Linux armv81",
+            Platform::IOS => "iPhone",
+            _ => "Win32",
+        }
+    }
+
+    /// The platform name used in UA client hints (`sec-ch-ua-platform`).
+    pub fn hints_platform(&self) -> &'static str {
+        match self.platform {
+            Platform::Windows => "Windows",
+            Platform::MacOS => "macOS",
+            Platform::Linux => "Linux",
+            Platform::Android => "Android",
+            Platform::IOS => "iOS",
+            _ => "Windows",
+        }
+    }
+
+    /// The first language tag of Accept-Language (`--lang` for Chromium).
+    pub fn primary_language(&self) -> String {
+        self.accept_language
+            .split(',')
+            .next()
+            .and_then(|l| l.split(';').next())
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .unwrap_or("en-US")
+            .to_string()
     }
 
     /// Load one profile file; the profile's name is the file stem.
@@ -366,6 +423,10 @@ mod tests {
         assert_eq!(p.redacted(), "socks5://***@10.0.0.1:1080");
         assert!(!format!("{p:?} {p}").contains("s3cret"));
         assert!(p.expose().contains("s3cret"));
+        assert_eq!(p.without_credentials(), "socks5://10.0.0.1:1080");
+        let q = ProxyUrl::parse("http://a%40b:p%2Bw+x@proxy.test:8080").unwrap();
+        assert_eq!(q.credentials(), Some(("a@b".to_string(), "p+w+x".to_string())));
+        assert_eq!(q.without_credentials(), "http://proxy.test:8080");
         let err = ProxyUrl::parse("ftp://bob:pw@host:1").unwrap_err();
         assert!(err.contains("ftp") && !err.contains("pw"), "{err}");
     }

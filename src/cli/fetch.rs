@@ -20,6 +20,18 @@ pub struct FetchArgs {
     /// Write the body here instead of printing it.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// `http` (the slot's impersonating HTTP session) or `browser` (its Chromium).
+    #[arg(long, value_enum, default_value_t = Tier::Http)]
+    pub tier: Tier,
+    /// With `--tier browser`: wait until this CSS selector appears.
+    #[arg(long, value_name = "SELECTOR")]
+    pub wait_for: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Tier {
+    Http,
+    Browser,
 }
 
 pub async fn run(config: Option<&Path>, args: FetchArgs) -> anyhow::Result<ExitCode> {
@@ -27,7 +39,15 @@ pub async fn run(config: Option<&Path>, args: FetchArgs) -> anyhow::Result<ExitC
     let url =
         url::Url::parse(&args.url).with_context(|| format!("`{}` is not a valid URL", args.url))?;
     let pool = Pool::open(&cfg)?;
-    let fetched = pool.fetch(FetchRequest::get(url), args.slot).await?;
+    let fetched = match args.tier {
+        Tier::Http => pool.fetch(FetchRequest::get(url), args.slot).await,
+        Tier::Browser => {
+            pool.end_stale_browsers().await;
+            let r = pool.fetch_browser(url, args.wait_for.clone(), args.slot).await;
+            pool.shutdown().await;
+            r
+        }
+    }?;
     let r = &fetched.response;
     let slot = &pool.slots()[fetched.slot];
     eprintln!("status:   {}", r.status);
@@ -46,12 +66,22 @@ pub async fn run(config: Option<&Path>, args: FetchArgs) -> anyhow::Result<ExitC
         r.body.len(),
         r.elapsed.as_millis()
     );
-    eprintln!(
-        "cookies:  set {} [{}]; jar holds {}",
-        r.cookies_set.len(),
-        r.cookies_set.join(", "),
-        slot.jar().count()
-    );
+    match fetched.via {
+        crate::pool::Via::Http => eprintln!(
+            "cookies:  set {} [{}]; jar holds {}",
+            r.cookies_set.len(),
+            r.cookies_set.join(", "),
+            slot.jar().count()
+        ),
+        crate::pool::Via::Browser => {
+            let b = slot.browser_facts();
+            eprintln!("cookies:  jar holds {}", slot.jar().count());
+            eprintln!(
+                "browser:  port {}, launches {}, operations {}",
+                b.port, b.launches, b.total_ops
+            );
+        }
+    }
     match &args.out {
         Some(path) => {
             std::fs::write(path, &r.body)

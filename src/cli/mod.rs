@@ -3,6 +3,7 @@
 
 mod check_config;
 mod fetch;
+mod refresh_cookies;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,8 +28,10 @@ pub struct Cli {
 pub enum Command {
     /// Validate the config, every profile and every strategy; print `file:line: problem`.
     CheckConfig,
-    /// One fetch through the pool's HTTP tier, for debugging.
+    /// One fetch through a slot's HTTP tier or browser, for debugging.
     Fetch(fetch::FetchArgs),
+    /// Warm slots up in their browser for a strategy and persist the cookies.
+    RefreshCookies(refresh_cookies::RefreshArgs),
 }
 
 /// Run a parsed command line.
@@ -36,13 +39,14 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::CheckConfig => Ok(check_config::run(cli.config.as_deref())),
         Command::Fetch(args) => fetch::run(cli.config.as_deref(), args).await,
+        Command::RefreshCookies(args) => refresh_cookies::run(cli.config.as_deref(), args).await,
     }
 }
 
 /// Logs go to stderr (stdout is reserved for MCP in stdio mode); `RUST_LOG` filters.
 pub fn init_tracing(json: bool) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,chromiumoxide=error"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -41,6 +41,23 @@ impl std::fmt::Debug for Jar {
     }
 }
 
+/// A cookie in a form both the jar and the browser understand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortableCookie {
+    pub name: String,
+    pub value: String,
+    /// Without a leading dot.
+    pub domain: String,
+    /// Sent only to exactly `domain` (no Domain attribute was given).
+    pub host_only: bool,
+    pub path: String,
+    pub secure: bool,
+    pub http_only: bool,
+    /// Unix seconds; `None` for a session cookie.
+    pub expires: Option<i64>,
+    pub same_site: Option<String>,
+}
+
 /// What happened when a jar was opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpenNote {
@@ -144,6 +161,74 @@ impl Jar {
             self.dirty.store(true, Ordering::Release);
         }
         ok
+    }
+
+    /// Every unexpired cookie that belongs to `domain` or one of its subdomains, or
+    /// that a request to `domain` would carry: what goes into the browser.
+    pub fn export_for_domain(&self, domain: &str) -> Vec<PortableCookie> {
+        let domain = domain.trim_start_matches('.').to_ascii_lowercase();
+        let related = |d: &str| d == domain || d.ends_with(&format!(".{domain}")) || domain.ends_with(&format!(".{d}"));
+        let store = self.store.read();
+        store
+            .iter_unexpired()
+            .filter_map(|c| {
+                let (d, host_only) = match &c.domain {
+                    cookie_store::CookieDomain::HostOnly(d) => (d.clone(), true),
+                    cookie_store::CookieDomain::Suffix(d) => (d.clone(), false),
+                    _ => return None,
+                };
+                related(&d).then(|| PortableCookie {
+                    name: c.name().to_string(),
+                    value: c.value().to_string(),
+                    domain: d,
+                    host_only,
+                    path: String::from(&c.path),
+                    secure: c.secure().unwrap_or(false),
+                    http_only: c.http_only().unwrap_or(false),
+                    expires: match &c.expires {
+                        cookie_store::CookieExpiration::AtUtc(t) => Some(t.unix_timestamp()),
+                        cookie_store::CookieExpiration::SessionEnd => None,
+                    },
+                    same_site: c.same_site().map(|s| s.to_string()),
+                })
+            })
+            .collect()
+    }
+
+    /// Store cookies that came from elsewhere (the browser); returns how many took.
+    pub fn import(&self, cookies: &[PortableCookie]) -> usize {
+        let mut store = self.store.write();
+        let mut n = 0;
+        for c in cookies {
+            let host = c.domain.trim_start_matches('.');
+            let scheme = if c.secure { "https" } else { "http" };
+            let Ok(url) = Url::parse(&format!("{scheme}://{host}{}", c.path)) else {
+                continue;
+            };
+            let mut s = format!("{}={}; Path={}", c.name, c.value, c.path);
+            if !c.host_only {
+                s.push_str(&format!("; Domain={host}"));
+            }
+            if let Some(exp) = c.expires {
+                s.push_str(&format!("; Max-Age={}", (exp - unix_now() as i64).max(0)));
+            }
+            if c.secure {
+                s.push_str("; Secure");
+            }
+            if c.http_only {
+                s.push_str("; HttpOnly");
+            }
+            if let Some(ss) = &c.same_site {
+                s.push_str(&format!("; SameSite={ss}"));
+            }
+            if store.parse(&s, &url).is_ok() {
+                n += 1;
+            }
+        }
+        if n > 0 {
+            self.dirty.store(true, Ordering::Release);
+        }
+        n
     }
 
     /// Save when something changed. Returns whether a write happened.
@@ -355,6 +440,29 @@ mod tests {
             got,
             vec![("sess".into(), "1".into()), ("sid".into(), "abc".into())]
         );
+    }
+
+    #[test]
+    fn export_and_import_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, _) = Jar::open(&dir.path().join("a.json"), None).unwrap();
+        let url = Url::parse("https://www.shop.test/").unwrap();
+        a.insert_set_cookie("host=1; Max-Age=600; Path=/; Secure; HttpOnly", &url);
+        a.insert_set_cookie("dom=2; Domain=shop.test; Path=/x", &url);
+        let other = Url::parse("https://other.test/").unwrap();
+        a.insert_set_cookie("no=3", &other);
+        let mut out = a.export_for_domain("shop.test");
+        out.sort_by(|x, y| x.name.cmp(&y.name));
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!((out[0].name.as_str(), out[0].host_only, out[0].expires), ("dom", false, None));
+        assert!(out[1].host_only && out[1].secure && out[1].http_only && out[1].expires.is_some());
+        let (b, _) = Jar::open(&dir.path().join("b.json"), None).unwrap();
+        assert_eq!(b.import(&out), 2);
+        let mut back = b.export_for_domain("shop.test");
+        back.sort_by(|x, y| x.name.cmp(&y.name));
+        assert_eq!(back.len(), 2);
+        assert_eq!(back[0], out[0]);
+        assert_eq!(back[1].name, "host");
     }
 
     #[test]

@@ -12,7 +12,7 @@ mod politeness;
 mod slot;
 
 pub use circuit::{Admission, Breaker, BreakerState, Verdict};
-pub use cookies::{Jar, OpenNote};
+pub use cookies::{Jar, OpenNote, PortableCookie};
 pub use politeness::Site;
 pub use slot::{Slot, SlotEnv, SlotHealth};
 
@@ -86,9 +86,18 @@ impl std::fmt::Debug for Lease {
     }
 }
 
+/// Which tier served a fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Via {
+    Http,
+    Browser,
+}
+
 /// The result of one fetch through the pool.
 #[derive(Debug, Clone)]
 pub struct Fetched {
+    pub via: Via,
     pub slot: usize,
     pub strategy: String,
     pub degraded: bool,
@@ -109,6 +118,7 @@ impl Pool {
     /// Open every slot of `cfg` with the profiles and strategies it points at.
     /// Broken strategy files are logged and skipped; a missing profile is an error.
     pub fn open(cfg: &Config) -> Result<Pool> {
+        crate::browser::launcher::become_subreaper();
         let (profiles, problems) = profile::load_dir(&cfg.pool.profiles_dir);
         for p in &problems {
             tracing::warn!("{p}");
@@ -121,12 +131,15 @@ impl Pool {
         hosts.extend(cfg.security.allowed_hosts.iter().cloned());
         let guard = Arc::new(Guard::new(hosts, cfg.security.allow_private_networks));
         let roots = RootStore::new(&cfg.security.extra_root_certs)?;
+        let spki = crate::browser::launcher::spki_hashes(&cfg.security.extra_root_certs)?;
         let env = SlotEnv {
             data_dir: &cfg.pool.data_dir,
             base_port: cfg.pool.base_port,
             http: cfg.http,
             roots: &roots,
             guard,
+            browser: &cfg.browser,
+            spki: &spki,
         };
         let mut slots = Vec::new();
         for plan in cfg.slot_plan() {
@@ -140,7 +153,7 @@ impl Pool {
             })?;
             slots.push(Arc::new(Slot::open(plan.id, profile, &env)?));
         }
-        Ok(Pool {
+        let pool = Pool {
             inner: Arc::new(Inner {
                 slots,
                 registry: Arc::new(registry),
@@ -149,7 +162,77 @@ impl Pool {
                 router: Mutex::new(Router::default()),
                 released: Notify::new(),
             }),
-        })
+        };
+        if cfg.browser.idle_close_secs > 0 {
+            pool.spawn_idle_closer(Duration::from_secs(cfg.browser.idle_close_secs));
+        }
+        Ok(pool)
+    }
+
+    /// Close browsers nobody used for `idle`. The task holds only a weak reference:
+    /// it ends by itself once the pool is gone.
+    fn spawn_idle_closer(&self, idle: Duration) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let weak = Arc::downgrade(&self.inner);
+        let tick = (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(30));
+        rt.spawn(async move {
+            let mut interval = tokio::time::interval(tick);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                interval.tick().await;
+                let Some(inner) = weak.upgrade() else {
+                    return;
+                };
+                for slot in &inner.slots {
+                    slot.browser().close_if_idle(idle).await;
+                }
+            }
+        });
+    }
+
+    /// End Chromium left behind by an earlier run of any slot (call at start-up).
+    pub async fn end_stale_browsers(&self) -> Vec<(usize, u32)> {
+        let mut ended = Vec::new();
+        for slot in &self.inner.slots {
+            if let Some(pid) = slot.browser().end_stale().await {
+                ended.push((slot.id, pid));
+            }
+        }
+        ended
+    }
+
+    /// Warm `slot` up for `strategy`: open `url` in its browser, wait for any
+    /// challenge to pass, and save the cookies into its jar. A page still
+    /// challenged or blocked at the end is an error.
+    pub async fn refresh_cookies(&self, slot: usize, strategy: &str, url: &url::Url) -> Result<()> {
+        let lease = self.next_slot(strategy, Some(slot)).await?;
+        let fetched = lease.fetch_browser(url.clone(), None).await?;
+        self.inner.slots[slot].save_jar().await;
+        match fetched.outcome {
+            Outcome::Ok | Outcome::Empty => Ok(()),
+            other => Err(Error::new(
+                ErrorKind::Refused,
+                format!("the warm-up page ended as {} (HTTP {})", other.as_str(), fetched.response.status),
+            )
+            .retryable(false)),
+        }
+    }
+
+    /// Close every browser (reaping each Chromium) and save every jar.
+    pub async fn shutdown(&self) {
+        futures_util::future::join_all(self.inner.slots.iter().map(|s| s.browser().close())).await;
+        self.save_jars().await;
+    }
+
+    /// Fetch `url` in a slot's browser: lease, navigate (passing any challenge),
+    /// classify under the strategy, feed the breaker.
+    pub async fn fetch_browser(&self, url: url::Url, wait_for: Option<String>, pin: Option<usize>) -> Result<Fetched> {
+        let strategy = self.strategy_for(&url);
+        let name = strategy.as_ref().map_or(DIRECT, |s| s.name.as_str()).to_string();
+        let lease = self.next_slot(&name, pin).await?;
+        lease.fetch_browser(url, wait_for).await
     }
 
     pub fn slots(&self) -> &[Arc<Slot>] {
@@ -421,6 +504,7 @@ impl Lease {
                 let (slot_id, degraded, name) = (self.slot, self.degraded, self.strategy.clone());
                 self.finish(outcome, retry_after);
                 Ok(Fetched {
+                    via: Via::Http,
                     slot: slot_id,
                     strategy: name,
                     degraded,
@@ -433,6 +517,70 @@ impl Lease {
                 Err(e)
             }
         }
+    }
+}
+
+impl Lease {
+    /// Fetch `url` in this lease's slot's browser and record the outcome.
+    pub async fn fetch_browser(self, url: url::Url, wait_for: Option<String>) -> Result<Fetched> {
+        let slot = self.inner.slots[self.slot].clone();
+        let strategy = self.inner.registry.get(&self.strategy).cloned();
+        let markers = strategy.as_ref().map(|s| s.markers.clone()).unwrap_or_default();
+        let cookie_domain = strategy
+            .as_ref()
+            .map(|s| s.cookie_domain.clone())
+            .or_else(|| url.host_str().map(str::to_string));
+        let req = crate::browser::BrowserRequest {
+            url: url.to_string(),
+            wait_for: wait_for.clone(),
+            cookie_domain,
+        };
+        let challenge = |html: &str| {
+            let mut doc = None;
+            markers.challenge.matches(200, "", html, &mut doc)
+        };
+        let result = slot.browser().fetch(&req, slot.jar(), &challenge).await;
+        slot.save_jar().await;
+        let page = match result {
+            Ok(p) => p,
+            Err(e) => {
+                self.finish(Outcome::Failed, None);
+                return Err(e);
+            }
+        };
+        let outcome = strategy::classify(&markers, page.status, &page.final_url, &page.html);
+        if !page.wait_for_met && !outcome.is_failure() {
+            self.finish(Outcome::Failed, None);
+            return Err(Error::new(
+                ErrorKind::Timeout,
+                format!("`{}` did not appear on {} in time", wait_for.unwrap_or_default(), page.final_url),
+            ));
+        }
+        let mut headers = http::HeaderMap::new();
+        for (k, v) in &page.headers {
+            if let (Ok(k), Ok(v)) = (http::HeaderName::from_bytes(k.as_bytes()), http::HeaderValue::from_str(v)) {
+                headers.append(k, v);
+            }
+        }
+        let response = FetchResponse {
+            status: page.status,
+            final_url: url::Url::parse(&page.final_url).unwrap_or(url),
+            headers,
+            body: bytes::Bytes::from(page.html),
+            cookies_set: Vec::new(),
+            elapsed: page.elapsed,
+            http_version: "browser".into(),
+        };
+        let (slot_id, degraded, name) = (self.slot, self.degraded, self.strategy.clone());
+        self.finish(outcome, None);
+        Ok(Fetched {
+            via: Via::Browser,
+            slot: slot_id,
+            strategy: name,
+            degraded,
+            outcome,
+            response,
+        })
     }
 }
 

@@ -8,7 +8,8 @@ use std::time::SystemTime;
 use parking_lot::Mutex;
 
 use super::cookies::{Jar, OpenNote};
-use crate::config::HttpConfig;
+use crate::browser::{BrowserFacts, ClientHints, Identity, LaunchSpec, SlotBrowser};
+use crate::config::{BrowserConfig, HttpConfig};
 use crate::error::{Error, Result};
 use crate::http::{FetchRequest, FetchResponse, Guard, HttpClient, RootStore};
 use crate::profile::Profile;
@@ -31,6 +32,7 @@ pub struct Slot {
     pub cdp_port: u16,
     jar: Arc<Jar>,
     http: HttpClient,
+    browser: SlotBrowser,
     health: Mutex<SlotHealth>,
 }
 
@@ -50,6 +52,9 @@ pub struct SlotEnv<'a> {
     pub http: HttpConfig,
     pub roots: &'a RootStore,
     pub guard: Arc<Guard>,
+    pub browser: &'a BrowserConfig,
+    /// SPKI pins of `security.extra_root_certs` for Chromium.
+    pub spki: &'a [String],
 }
 
 impl Slot {
@@ -78,6 +83,11 @@ impl Slot {
         let port = usize::from(env.base_port) + id;
         let cdp_port = u16::try_from(port)
             .map_err(|_| Error::config(format!("slot {id}: CDP port {port} is out of range")))?;
+        let browser = SlotBrowser::new(
+            launch_spec(id, &profile, &dir, cdp_port, env),
+            identity(&profile),
+            env.browser.clone(),
+        );
         Ok(Slot {
             id,
             profile,
@@ -85,12 +95,22 @@ impl Slot {
             cdp_port,
             jar,
             http,
+            browser,
             health: Mutex::new(SlotHealth::default()),
         })
     }
 
     pub fn jar(&self) -> &Arc<Jar> {
         &self.jar
+    }
+
+    /// This slot's Chromium (launched on first use).
+    pub fn browser(&self) -> &SlotBrowser {
+        &self.browser
+    }
+
+    pub fn browser_facts(&self) -> BrowserFacts {
+        self.browser.facts()
     }
 
     pub fn health(&self) -> SlotHealth {
@@ -134,4 +154,39 @@ fn create_private_dir(dir: &Path) -> Result<()> {
         .mode(0o700)
         .create(dir)
         .map_err(|e| Error::io(format!("cannot create slot folder {}", dir.display()), e))
+}
+
+fn launch_spec(id: usize, profile: &Profile, dir: &Path, port: u16, env: &SlotEnv<'_>) -> LaunchSpec {
+    LaunchSpec {
+        slot: id,
+        executable: PathBuf::new(), // resolved at launch, so HTTP-only use needs no Chromium
+        port,
+        user_data_dir: dir.join("chromium"),
+        pid_file: dir.join("chromium.pid"),
+        headless: env.browser.headless,
+        user_agent: profile.user_agent.clone(),
+        lang: profile.primary_language(),
+        window: (profile.viewport.width, profile.viewport.height),
+        proxy_server: profile.proxy.as_ref().map(|p| p.without_credentials()),
+        spki: env.spki.to_vec(),
+        timezone: profile.timezone.clone(),
+        launch_timeout: std::time::Duration::from_secs(env.browser.launch_timeout_secs),
+    }
+}
+
+/// The browser speaks with the same identity as the slot's HTTP tier.
+fn identity(profile: &Profile) -> Identity {
+    let brands = profile.sec_ch_ua.as_deref().map(crate::browser::page::parse_sec_ch_ua).unwrap_or_default();
+    let hints = (!brands.is_empty()).then(|| ClientHints {
+        brands,
+        platform: profile.hints_platform().to_string(),
+        mobile: matches!(profile.platform, wreq_util::Platform::Android | wreq_util::Platform::IOS),
+    });
+    Identity {
+        user_agent: profile.user_agent.clone(),
+        accept_language: profile.accept_language.clone(),
+        navigator_platform: profile.navigator_platform().to_string(),
+        hints,
+        proxy_credentials: profile.proxy.as_ref().and_then(|p| p.credentials()),
+    }
 }

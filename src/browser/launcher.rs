@@ -1,0 +1,526 @@
+//! Starting and ending one slot's Chromium.
+//!
+//! We spawn Chromium ourselves (not through chromiumoxide's launcher, which adds
+//! `--enable-automation` and its own defaults, keeps arguments in a map, and panics
+//! when clean-up fails) and then attach chromiumoxide to its DevTools socket. Every
+//! fallible step after the spawn runs inside a guard that kills and reaps the child
+//! on error. Chromium is made a process-group leader so its helpers (zygote,
+//! renderers, GPU/network services) end with it.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use base64::Engine;
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// Everything needed to start one slot's Chromium.
+#[derive(Debug, Clone)]
+pub struct LaunchSpec {
+    pub slot: usize,
+    pub executable: PathBuf,
+    pub port: u16,
+    pub user_data_dir: PathBuf,
+    pub pid_file: PathBuf,
+    pub headless: bool,
+    pub user_agent: String,
+    /// `--lang`, the first tag of the profile's Accept-Language.
+    pub lang: String,
+    pub window: (u32, u32),
+    /// `scheme://host:port` of the profile's proxy, without credentials.
+    pub proxy_server: Option<String>,
+    /// base64 SHA-256 SPKI hashes of `security.extra_root_certs`.
+    pub spki: Vec<String>,
+    pub timezone: Option<String>,
+    pub launch_timeout: Duration,
+}
+
+impl LaunchSpec {
+    /// The complete argument list; nothing is added behind our back.
+    pub fn args(&self) -> Vec<String> {
+        let mut a: Vec<String> = [
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--disable-quic",
+            "--js-flags=--max-old-space-size=256",
+            "--disk-cache-size=1",
+            "--media-cache-size=1",
+            "--disable-application-cache",
+            "--disable-breakpad",
+            "--disable-dev-shm-usage",
+            "--password-store=basic",
+            "--use-mock-keychain",
+            "--disable-features=Translate,MediaRouter,OptimizationHints",
+            "--remote-debugging-address=127.0.0.1",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect();
+        a.push(format!("--remote-debugging-port={}", self.port));
+        a.push(format!("--user-data-dir={}", self.user_data_dir.display()));
+        a.push(format!("--user-agent={}", self.user_agent));
+        a.push(format!("--lang={}", self.lang));
+        a.push(format!("--window-size={},{}", self.window.0, self.window.1));
+        if self.headless {
+            a.push("--headless=new".into());
+            a.push("--hide-scrollbars".into());
+            a.push("--mute-audio".into());
+        }
+        if let Some(p) = &self.proxy_server {
+            a.push(format!("--proxy-server={p}"));
+        }
+        if !self.spki.is_empty() {
+            a.push(format!("--ignore-certificate-errors-spki-list={}", self.spki.join(",")));
+        }
+        // Chromium's sandbox cannot start as root; anywhere else it stays on.
+        if unsafe_is_root() {
+            a.push("--no-sandbox".into());
+        }
+        a.push("about:blank".into());
+        a
+    }
+}
+
+fn unsafe_is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The Chromium to run: `configured`, else `$IDPOOL_CHROMIUM`, else a known path.
+pub fn find_executable(configured: Option<&Path>) -> Result<PathBuf> {
+    if let Some(p) = configured {
+        return if p.is_file() {
+            Ok(p.to_path_buf())
+        } else {
+            Err(Error::config(format!("browser.executable {} does not exist", p.display())))
+        };
+    }
+    if let Some(p) = std::env::var_os("IDPOOL_CHROMIUM").filter(|p| !p.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome", "/usr/lib/chromium/chromium"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+        .ok_or_else(|| Error::config("no Chromium found (install Debian's `chromium`, or set browser.executable)"))
+}
+
+/// base64(SHA-256(SubjectPublicKeyInfo)) of every certificate in the PEM files,
+/// the form `--ignore-certificate-errors-spki-list` takes.
+pub fn spki_hashes(pem_files: &[PathBuf]) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for path in pem_files {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+        for der in pem_blocks(&text) {
+            let spki = spki_of(&der).ok_or_else(|| Error::config(format!("{}: a certificate could not be parsed", path.display())))?;
+            out.push(base64::engine::general_purpose::STANDARD.encode(Sha256::digest(spki)));
+        }
+    }
+    Ok(out)
+}
+
+fn pem_blocks(text: &str) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut cur: Option<String> = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if line == "-----BEGIN CERTIFICATE-----" {
+            cur = Some(String::new());
+        } else if line == "-----END CERTIFICATE-----" {
+            if let Some(b64) = cur.take()
+                && let Ok(der) = base64::engine::general_purpose::STANDARD.decode(b64)
+            {
+                out.push(der);
+            }
+        } else if let Some(c) = cur.as_mut() {
+            c.push_str(line);
+        }
+    }
+    out
+}
+
+/// One DER element: (tag, whole element, contents).
+fn der_next(buf: &[u8]) -> Option<(u8, &[u8], &[u8], &[u8])> {
+    let tag = *buf.first()?;
+    let first = *buf.get(1)?;
+    let (len, hdr) = if first < 0x80 {
+        (usize::from(first), 2)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 {
+            return None;
+        }
+        let mut len = 0usize;
+        for i in 0..n {
+            len = (len << 8) | usize::from(*buf.get(2 + i)?);
+        }
+        (len, 2 + n)
+    };
+    let end = hdr.checked_add(len)?;
+    if buf.len() < end {
+        return None;
+    }
+    Some((tag, &buf[..end], &buf[hdr..end], &buf[end..]))
+}
+
+/// The SubjectPublicKeyInfo element of a DER certificate.
+fn spki_of(cert: &[u8]) -> Option<&[u8]> {
+    let (_, _, cert_body, _) = der_next(cert)?;
+    let (_, _, mut tbs, _) = der_next(cert_body)?;
+    // Optional [0] version, then serial, signature, issuer, validity, subject, SPKI.
+    let (tag, _, _, rest) = der_next(tbs)?;
+    if tag == 0xa0 {
+        tbs = rest;
+    }
+    for _ in 0..5 {
+        let (_, _, _, rest) = der_next(tbs)?;
+        tbs = rest;
+    }
+    let (tag, whole, _, _) = der_next(tbs)?;
+    (tag == 0x30).then_some(whole)
+}
+
+/// Fail clearly when something else holds the slot's CDP port. (Chromium would
+/// silently bind [::1] instead, and we would attach to the stranger.)
+pub fn check_port_free(slot: usize, port: u16) -> Result<()> {
+    match std::net::TcpListener::bind(("127.0.0.1", port)) {
+        Ok(l) => {
+            drop(l);
+            Ok(())
+        }
+        Err(e) => Err(Error::new(
+            ErrorKind::Io,
+            format!("slot {slot}: CDP port {port} on 127.0.0.1 is already in use by another process; free it or change pool.base_port"),
+        )
+        .with_source(e)
+        .retryable(false)),
+    }
+}
+
+/// A started Chromium, attached to nothing yet.
+pub struct Started {
+    pub child: Child,
+    pub pid: u32,
+    pub ws_url: String,
+}
+
+/// Spawn Chromium and wait for its DevTools address. On any failure the child is
+/// killed and reaped before the error returns.
+pub async fn start(spec: &LaunchSpec) -> Result<Started> {
+    check_port_free(spec.slot, spec.port)?;
+    create_private_dir(&spec.user_data_dir)?;
+    remove_singleton_locks(&spec.user_data_dir);
+    let mut cmd = Command::new(&spec.executable);
+    cmd.args(spec.args())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(tz) = &spec.timezone {
+        cmd.env("TZ", tz);
+    }
+    let mut child = cmd.spawn().map_err(|e| {
+        Error::new(ErrorKind::Io, format!("slot {}: cannot start {}", spec.slot, spec.executable.display()))
+            .with_source(e)
+            .retryable(false)
+    })?;
+    let pid = child.id().unwrap_or(0);
+    match started(spec, &mut child).await {
+        Ok(ws_url) => {
+            if let Err(e) = std::fs::write(&spec.pid_file, format!("{pid}\n")) {
+                tracing::warn!(slot = spec.slot, error = %e, "cannot write chromium.pid");
+            }
+            Ok(Started { child, pid, ws_url })
+        }
+        Err(e) => {
+            kill_and_reap(&mut child).await;
+            Err(e)
+        }
+    }
+}
+
+async fn started(spec: &LaunchSpec, child: &mut Child) -> Result<String> {
+    let stderr = child
+        .stderr
+        .take()
+        .ok_or_else(|| Error::new(ErrorKind::Internal, "chromium stderr was not captured"))?;
+    let mut lines = BufReader::new(stderr).lines();
+    let mut tail: Vec<String> = Vec::new();
+    let found = tokio::time::timeout(spec.launch_timeout, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(ws) = line.split("DevTools listening on ").nth(1) {
+                return Some(ws.trim().to_string());
+            }
+            if tail.len() == 8 {
+                tail.remove(0);
+            }
+            tail.push(line);
+        }
+        None
+    })
+    .await;
+    let slot = spec.slot;
+    match found {
+        Ok(Some(ws)) => {
+            // Keep draining stderr, or Chromium blocks once the pipe is full.
+            tokio::spawn(async move {
+                while let Ok(Some(line)) = lines.next_line().await {
+                    tracing::trace!(slot, "chromium: {line}");
+                }
+            });
+            Ok(ws)
+        }
+        Ok(None) => Err(Error::new(
+            ErrorKind::Io,
+            format!("slot {slot}: Chromium exited during start-up: {}", tail.join(" | ")),
+        )),
+        Err(_) => Err(Error::new(
+            ErrorKind::Timeout,
+            format!("slot {slot}: Chromium did not report its DevTools address within {}s", spec.launch_timeout.as_secs()),
+        )),
+    }
+}
+
+/// SIGKILL Chromium's whole process group, then reap the main process and the
+/// helpers that were re-parented to us.
+pub async fn kill_and_reap(child: &mut Child) {
+    let pid = child.id();
+    let helpers = pid.map(group_members).unwrap_or_default();
+    if let Some(pid) = pid {
+        signal_group(pid, libc::SIGKILL);
+    }
+    let _ = child.kill().await;
+    let _ = child.wait().await;
+    reap(&helpers).await;
+}
+
+/// Make this process the reaper of its orphaned descendants. Chromium's helpers
+/// (zygote, renderers) outlive a killed browser process for a moment; without this
+/// they would be re-parented to PID 1, which in containers often reaps nothing.
+pub fn become_subreaper() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes plain integers.
+        let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+        if rc != 0 {
+            tracing::debug!("PR_SET_CHILD_SUBREAPER failed; orphaned Chromium helpers are left to init");
+        }
+    });
+}
+
+/// Processes of the group led by `pid`, other than `pid` itself.
+pub fn group_members(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if p == pid {
+                continue;
+            }
+            if let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat"))
+                && let Some((_, rest)) = stat.rsplit_once(')')
+                && rest.split_whitespace().nth(2).and_then(|g| g.parse::<u32>().ok()) == Some(pid)
+            {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// End the rest of a group whose leader `pid` has exited, and reap its members.
+pub async fn end_group(pid: u32) {
+    let helpers = group_members(pid);
+    signal_group(pid, libc::SIGKILL);
+    reap(&helpers).await;
+}
+
+/// Reap `pids` once they are our children (subreaper) and dead; give up after ~3 s
+/// for any that are not ours to wait for.
+async fn reap(pids: &[u32]) {
+    let mut left: Vec<i32> = pids.iter().filter_map(|p| i32::try_from(*p).ok()).collect();
+    for _ in 0..60 {
+        left.retain(|&p| {
+            let mut status = 0;
+            // SAFETY: waitpid on a specific pid with WNOHANG never blocks.
+            let r = unsafe { libc::waitpid(p, &mut status, libc::WNOHANG) };
+            r == 0 // still running (or not yet re-parented to us): try again
+        });
+        if left.is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Send `sig` to the process group led by `pid` (our Chromium) and to `pid`.
+pub fn signal_group(pid: u32, sig: i32) {
+    let Ok(pid) = i32::try_from(pid) else {
+        return;
+    };
+    if pid <= 1 {
+        return;
+    }
+    // SAFETY: plain syscalls on a pid we spawned as a group leader.
+    unsafe {
+        libc::kill(-pid, sig);
+        libc::kill(pid, sig);
+    }
+}
+
+/// End Chromium left running by an earlier run of this slot: only when the pid
+/// file's process is a Chromium with this slot's port and user-data-dir.
+/// Returns the pid that was ended.
+pub async fn end_stale(spec: &LaunchSpec) -> Option<u32> {
+    let pid: u32 = std::fs::read_to_string(&spec.pid_file).ok()?.trim().parse().ok()?;
+    let _ = std::fs::remove_file(&spec.pid_file);
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<String> = cmdline
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let port_arg = format!("--remote-debugging-port={}", spec.port);
+    let dir_arg = format!("--user-data-dir={}", spec.user_data_dir.display());
+    if !(args.iter().any(|a| *a == port_arg) && args.iter().any(|a| *a == dir_arg)) {
+        return None; // the pid was reused by something else: not ours to end
+    }
+    tracing::warn!(slot = spec.slot, pid, "ending Chromium left by an earlier run");
+    signal_group(pid, libc::SIGKILL);
+    for _ in 0..100 {
+        if !pid_alive(pid) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    remove_singleton_locks(&spec.user_data_dir);
+    Some(pid)
+}
+
+/// Whether `pid` exists and is not a zombie.
+pub fn pid_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+/// Chromium refuses a profile whose `Singleton*` links point at a dead process.
+fn remove_singleton_locks(dir: &Path) {
+    for name in ["SingletonLock", "SingletonSocket", "SingletonCookie"] {
+        let p = dir.join(name);
+        if p.symlink_metadata().is_ok() {
+            let _ = std::fs::remove_file(&p);
+        }
+    }
+}
+
+fn create_private_dir(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e: io::Error| Error::io(format!("cannot create {}", dir.display()), e))
+}
+
+/// Resident memory of `pid` and all its descendants, in MiB.
+pub fn tree_rss_mb(pid: u32) -> u64 {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/proc") {
+        for e in rd.flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat"))
+                && let Some((_, rest)) = stat.rsplit_once(')')
+                && let Some(ppid) = rest.split_whitespace().nth(1).and_then(|x| x.parse().ok())
+            {
+                parents.push((p, ppid));
+            }
+        }
+    }
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        let cur = tree[i];
+        tree.extend(parents.iter().filter(|(_, pp)| *pp == cur).map(|(p, _)| *p));
+        i += 1;
+    }
+    let kb: u64 = tree
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
+        .filter_map(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .sum();
+    kb / 1024
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spki_hash_matches_openssl() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["x.test".to_string()]).unwrap().self_signed(&key).unwrap();
+        let pem = dir.path().join("c.pem");
+        std::fs::write(&pem, cert.pem()).unwrap();
+        let ours = spki_hashes(&[pem.clone()]).unwrap();
+        assert_eq!(ours.len(), 1);
+        // The public key DER is exactly the SPKI.
+        let expect = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(key.public_key_der()));
+        assert_eq!(ours[0], expect);
+    }
+
+    #[test]
+    fn args_are_ours_alone() {
+        let spec = LaunchSpec {
+            slot: 1,
+            executable: "/usr/bin/chromium".into(),
+            port: 19301,
+            user_data_dir: "/d/slots/1/chromium".into(),
+            pid_file: "/d/slots/1/chromium.pid".into(),
+            headless: true,
+            user_agent: "UA/1.0".into(),
+            lang: "de-DE".into(),
+            window: (1280, 800),
+            proxy_server: Some("socks5://10.0.0.1:1080".into()),
+            spki: vec!["AAA=".into(), "BBB=".into()],
+            timezone: None,
+            launch_timeout: Duration::from_secs(5),
+        };
+        let a = spec.args();
+        for want in [
+            "--remote-debugging-port=19301",
+            "--user-data-dir=/d/slots/1/chromium",
+            "--user-agent=UA/1.0",
+            "--lang=de-DE",
+            "--proxy-server=socks5://10.0.0.1:1080",
+            "--ignore-certificate-errors-spki-list=AAA=,BBB=",
+            "--disable-quic",
+            "--js-flags=--max-old-space-size=256",
+        ] {
+            assert!(a.iter().any(|x| x == want), "missing {want}: {a:?}");
+        }
+        assert!(!a.iter().any(|x| x.contains("enable-automation") || x == "--ignore-certificate-errors"));
+    }
+}

@@ -1,0 +1,377 @@
+//! The browser tier: one lazily launched, supervised Chromium per slot.
+//!
+//! - `launcher`: argument list, port check, spawn, kill-and-reap guard, stale
+//!   processes of earlier runs, SPKI pins for extra roots, process-tree RSS.
+//! - `supervisor`: the task that polls the CDP handler and reaps Chromium.
+//! - `page`: one operation on a tab: identity overrides, cookie sync, navigation
+//!   with the main document's real status, waiting for selectors and challenges.
+//!
+//! [`SlotBrowser`] holds it together: one operation at a time per slot (an async
+//! lock with a bounded wait), relaunch after a crash, tab recycling, idle close and
+//! restart on memory growth.
+
+pub mod launcher;
+pub mod page;
+mod supervisor;
+
+pub use launcher::LaunchSpec;
+pub use page::{ClientHints, Identity, PageResult};
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use chromiumoxide::handler::HandlerConfig;
+use chromiumoxide::{Browser, Page};
+use parking_lot::Mutex;
+use serde::Serialize;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::config::BrowserConfig;
+use crate::error::{Error, ErrorKind, Result};
+use crate::pool::Jar;
+use supervisor::Flags;
+
+/// What operators see of a slot's browser.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BrowserFacts {
+    pub running: bool,
+    pub pid: Option<u32>,
+    pub port: u16,
+    pub ops_since_recycle: u32,
+    pub total_ops: u64,
+    pub launches: u64,
+    pub recycles: u64,
+    pub crashes: u64,
+    /// Restarts because the process tree passed `max_rss_mb`.
+    pub rss_restarts: u64,
+    pub rss_mb: Option<u64>,
+    pub last_error: Option<String>,
+    /// Every Chromium pid this slot started, oldest first (for hygiene checks).
+    #[serde(skip)]
+    pub pids: Vec<u32>,
+}
+
+/// One browser request.
+#[derive(Debug, Clone)]
+pub struct BrowserRequest {
+    pub url: String,
+    pub wait_for: Option<String>,
+    /// Domain whose cookies are synced with the jar around the navigation.
+    pub cookie_domain: Option<String>,
+}
+
+struct Running {
+    browser: Browser,
+    /// The working tab; `None` only during launch.
+    page: Option<Page>,
+    pid: u32,
+    flags: Arc<Flags>,
+    stop: Option<oneshot::Sender<()>>,
+    supervisor: JoinHandle<()>,
+    last_used: Instant,
+}
+
+/// One slot's Chromium.
+pub struct SlotBrowser {
+    spec: LaunchSpec,
+    identity: Identity,
+    cfg: BrowserConfig,
+    configured_exe: Option<std::path::PathBuf>,
+    state: tokio::sync::Mutex<Option<Running>>,
+    facts: Arc<Mutex<BrowserFacts>>,
+}
+
+impl std::fmt::Debug for SlotBrowser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlotBrowser").field("slot", &self.spec.slot).field("port", &self.spec.port).finish()
+    }
+}
+
+impl SlotBrowser {
+    /// Nothing starts here: Chromium launches on the first operation.
+    pub fn new(spec: LaunchSpec, identity: Identity, cfg: BrowserConfig) -> Self {
+        let facts = BrowserFacts {
+            port: spec.port,
+            ..Default::default()
+        };
+        SlotBrowser {
+            configured_exe: cfg.executable.clone(),
+            spec,
+            identity,
+            cfg,
+            state: tokio::sync::Mutex::new(None),
+            facts: Arc::new(Mutex::new(facts)),
+        }
+    }
+
+    /// Current facts, RSS measured now.
+    pub fn facts(&self) -> BrowserFacts {
+        let mut f = self.facts.lock().clone();
+        f.rss_mb = f.pid.map(launcher::tree_rss_mb);
+        f
+    }
+
+    pub fn spec(&self) -> &LaunchSpec {
+        &self.spec
+    }
+
+    /// End Chromium left behind by an earlier run of this slot (at pool start).
+    pub async fn end_stale(&self) -> Option<u32> {
+        launcher::end_stale(&self.spec).await
+    }
+
+    /// Navigate in this slot's browser, syncing cookies with `jar` around it.
+    /// Operations on one slot run one at a time; callers queue up to `lock_wait_secs`.
+    pub async fn fetch(
+        &self,
+        req: &BrowserRequest,
+        jar: &Jar,
+        is_challenge: &(dyn Fn(&str) -> bool + Send + Sync),
+    ) -> Result<PageResult> {
+        let wait = Duration::from_secs(self.cfg.lock_wait_secs);
+        let mut guard = tokio::time::timeout(wait, self.state.lock()).await.map_err(|_| {
+            Error::new(
+                ErrorKind::Timeout,
+                format!("slot {}: the browser stayed busy for {}s", self.spec.slot, wait.as_secs()),
+            )
+        })?;
+        self.ensure_running(&mut guard).await?;
+        let Some(running) = guard.as_mut() else {
+            return Err(Error::new(ErrorKind::Internal, "browser vanished after launch"));
+        };
+        let Some(tab) = running.page.clone() else {
+            return Err(Error::new(ErrorKind::Internal, "browser has no tab"));
+        };
+        let op_timeout = Duration::from_secs(self.cfg.op_timeout_secs);
+        let deadline = Instant::now() + op_timeout;
+        let result = tokio::time::timeout(op_timeout, async {
+            if let Some(domain) = &req.cookie_domain {
+                page::push_cookies(&tab, &jar.export_for_domain(domain)).await?;
+            }
+            let result = page::navigate(&tab, &req.url, req.wait_for.as_deref(), is_challenge, deadline).await;
+            if let Some(domain) = &req.cookie_domain {
+                // Cookies the site set are kept even when the page itself failed.
+                let cookies = page::pull_cookies(&running.browser, domain).await?;
+                jar.import(&cookies);
+            }
+            result
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::new(
+                ErrorKind::Timeout,
+                format!("slot {}: browser operation on {} timed out after {}s", self.spec.slot, req.url, op_timeout.as_secs()),
+            ))
+        });
+        running.last_used = Instant::now();
+        let (ops, pid) = {
+            let mut f = self.facts.lock();
+            f.total_ops += 1;
+            f.ops_since_recycle += 1;
+            if let Err(e) = &result {
+                f.last_error = Some(e.to_string());
+            }
+            (f.ops_since_recycle, f.pid)
+        };
+        if !running.flags.dead.load(Ordering::Acquire) {
+            if self.cfg.recycle_after > 0 && ops >= self.cfg.recycle_after {
+                if let Err(e) = self.recycle(running).await {
+                    tracing::warn!(slot = self.spec.slot, error = %e, "tab recycling failed; restarting the browser");
+                    self.close_running(&mut guard).await;
+                }
+            } else if self.cfg.max_rss_mb > 0
+                && let Some(pid) = pid
+                && launcher::tree_rss_mb(pid) > self.cfg.max_rss_mb
+            {
+                tracing::info!(slot = self.spec.slot, max_rss_mb = self.cfg.max_rss_mb, "browser passed max_rss_mb; restarting it");
+                self.facts.lock().rss_restarts += 1;
+                self.close_running(&mut guard).await;
+            }
+        }
+        result
+    }
+
+    /// Fresh blank tab first, then close the stale ones. Process and cookies stay.
+    async fn recycle(&self, running: &mut Running) -> Result<()> {
+        let fresh = running.browser.new_page("about:blank").await.map_err(page::cdp("open a tab"))?;
+        page::prepare(&fresh, &self.identity).await?;
+        let keep = fresh.target_id().clone();
+        if let Some(old) = running.page.replace(fresh) {
+            let _ = old.close().await;
+        }
+        if let Ok(pages) = running.browser.pages().await {
+            for p in pages {
+                if *p.target_id() != keep {
+                    let _ = p.close().await;
+                }
+            }
+        }
+        let mut f = self.facts.lock();
+        f.recycles += 1;
+        f.ops_since_recycle = 0;
+        Ok(())
+    }
+
+    async fn ensure_running(&self, slot: &mut Option<Running>) -> Result<()> {
+        if let Some(r) = slot.as_ref()
+            && r.flags.dead.load(Ordering::Acquire)
+        {
+            // Crashed since the last use: the supervisor has reaped it already.
+            if let Some(r) = slot.take() {
+                let _ = r.supervisor.await;
+            }
+        }
+        if slot.is_some() {
+            return Ok(());
+        }
+        match self.launch().await {
+            Ok(r) => {
+                *slot = Some(r);
+                Ok(())
+            }
+            Err(e) => {
+                self.facts.lock().last_error = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    async fn launch(&self) -> Result<Running> {
+        let mut spec = self.spec.clone();
+        spec.executable = launcher::find_executable(self.configured_exe.as_deref())?;
+        launcher::end_stale(&spec).await;
+        let started = launcher::start(&spec).await?;
+        let launcher::Started { mut child, pid, ws_url } = started;
+        let handler_cfg = HandlerConfig {
+            // Certificate checks stay on: extra roots are pinned by SPKI instead.
+            ignore_https_errors: false,
+            viewport: None,
+            request_timeout: Duration::from_secs(self.cfg.op_timeout_secs),
+            ..HandlerConfig::default()
+        };
+        let connected = tokio::time::timeout(spec.launch_timeout, Browser::connect_with_config(ws_url, handler_cfg)).await;
+        let (browser, handler) = match connected {
+            Ok(Ok(pair)) => pair,
+            Ok(Err(e)) => {
+                launcher::kill_and_reap(&mut child).await;
+                return Err(Error::new(ErrorKind::Network, format!("slot {}: cannot attach to Chromium's DevTools", spec.slot)).with_source(e));
+            }
+            Err(_) => {
+                launcher::kill_and_reap(&mut child).await;
+                return Err(Error::new(ErrorKind::Timeout, format!("slot {}: attaching to Chromium timed out", spec.slot)));
+            }
+        };
+        let flags = Arc::new(Flags::default());
+        let (stop_tx, stop_rx) = oneshot::channel();
+        {
+            let mut f = self.facts.lock();
+            f.running = true;
+            f.pid = Some(pid);
+            f.launches += 1;
+            f.ops_since_recycle = 0;
+            f.pids.push(pid);
+        }
+        let supervisor = tokio::spawn(supervisor::supervise(
+            spec.slot,
+            handler,
+            child,
+            stop_rx,
+            flags.clone(),
+            self.facts.clone(),
+            spec.pid_file.clone(),
+        ));
+        let mut running = Running {
+            browser,
+            page: None,
+            pid,
+            flags,
+            stop: Some(stop_tx),
+            supervisor,
+            last_used: Instant::now(),
+        };
+        // The tab we work in, speaking with the slot's identity.
+        let page = async {
+            let page = running.browser.new_page("about:blank").await.map_err(page::cdp("open a tab"))?;
+            page::prepare(&page, &self.identity).await?;
+            Ok::<_, Error>(page)
+        };
+        match tokio::time::timeout(spec.launch_timeout, page).await {
+            Ok(Ok(p)) => {
+                running.page = Some(p);
+                Ok(running)
+            }
+            Ok(Err(e)) => {
+                self.stop_running(running).await;
+                Err(e)
+            }
+            Err(_) => {
+                self.stop_running(running).await;
+                Err(Error::new(ErrorKind::Timeout, format!("slot {}: Chromium did not open a tab in time", spec.slot)))
+            }
+        }
+    }
+
+    /// Close this slot's browser (graceful CDP close, then the process group).
+    pub async fn close(&self) {
+        let mut guard = match tokio::time::timeout(Duration::from_secs(self.cfg.lock_wait_secs), self.state.lock()).await {
+            Ok(g) => g,
+            Err(_) => {
+                // An operation is stuck: end the process; its supervisor reaps it.
+                if let Some(pid) = self.facts.lock().pid {
+                    launcher::signal_group(pid, libc::SIGKILL);
+                }
+                return;
+            }
+        };
+        self.close_running(&mut guard).await;
+    }
+
+    /// Close the browser if nobody used it for `idle`; a busy browser is left alone.
+    pub async fn close_if_idle(&self, idle: Duration) -> bool {
+        let Ok(mut guard) = self.state.try_lock() else {
+            return false;
+        };
+        let idle_now = guard.as_ref().is_some_and(|r| r.last_used.elapsed() >= idle);
+        if idle_now {
+            tracing::info!(slot = self.spec.slot, "closing idle browser");
+            self.close_running(&mut guard).await;
+        }
+        idle_now
+    }
+
+    async fn close_running(&self, slot: &mut Option<Running>) {
+        if let Some(r) = slot.take() {
+            self.stop_running(r).await;
+        }
+    }
+
+    async fn stop_running(&self, mut r: Running) {
+        r.flags.closing.store(true, Ordering::Release);
+        // Graceful first: Chromium flushes its profile and reaps its own helpers.
+        if tokio::time::timeout(Duration::from_secs(3), r.browser.close()).await.is_ok_and(|r| r.is_ok()) {
+            let _ = tokio::time::timeout(Duration::from_secs(5), &mut r.supervisor).await;
+        }
+        if let Some(stop) = r.stop.take() {
+            let _ = stop.send(());
+        }
+        if !r.supervisor.is_finished() && tokio::time::timeout(Duration::from_secs(10), &mut r.supervisor).await.is_err() {
+            launcher::signal_group(r.pid, libc::SIGKILL);
+            r.supervisor.abort();
+        }
+        let mut f = self.facts.lock();
+        f.running = false;
+        f.pid = None;
+    }
+}
+
+impl Drop for SlotBrowser {
+    fn drop(&mut self) {
+        // Last line of defence when the pool is dropped without `shutdown`: no
+        // Chromium outlives its owner. (The supervisor, if still polled, reaps it.)
+        if let Some(pid) = self.facts.lock().pid {
+            launcher::signal_group(pid, libc::SIGKILL);
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! One browser operation on a tab: identity overrides, cookie sync with the slot's
+//! jar, navigation with the main document's real status (from CDP Network events),
+//! waiting for a selector or for a challenge to pass.
+
+use std::time::{Duration, Instant};
+
+use chromiumoxide::cdp::browser_protocol::emulation::{
+    SetUserAgentOverrideParams, UserAgentBrandVersion, UserAgentMetadata,
+};
+use chromiumoxide::cdp::browser_protocol::network::{
+    CookieParam, CookieSameSite, EventResponseReceived, ResourceType, SetCookiesParams, TimeSinceEpoch,
+};
+use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
+use chromiumoxide::{Browser, Page};
+use futures_util::{FutureExt, StreamExt};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::pool::PortableCookie;
+
+/// What the browser must claim to be: the slot's HTTP identity.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub user_agent: String,
+    pub accept_language: String,
+    /// `navigator.platform`.
+    pub navigator_platform: String,
+    /// UA client hints (`sec-ch-ua` brands, platform, mobile); `None` for browsers
+    /// that send none (Firefox, Safari).
+    pub hints: Option<ClientHints>,
+    /// Proxy credentials, answered through CDP (`Fetch.authRequired`).
+    pub proxy_credentials: Option<(String, String)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ClientHints {
+    pub brands: Vec<(String, String)>,
+    pub platform: String,
+    pub mobile: bool,
+}
+
+/// Parse a `sec-ch-ua` value: `"Google Chrome";v="149", "Chromium";v="149", "Not)A;Brand";v="24"`.
+pub fn parse_sec_ch_ua(value: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = value;
+    while let Some(start) = rest.find('"') {
+        let after = &rest[start + 1..];
+        let Some(end) = after.find("\";v=\"") else {
+            break;
+        };
+        let brand = &after[..end];
+        let vstart = &after[end + 5..];
+        let Some(vend) = vstart.find('"') else {
+            break;
+        };
+        out.push((brand.to_string(), vstart[..vend].to_string()));
+        rest = &vstart[vend + 1..];
+    }
+    out
+}
+
+/// Make a fresh tab speak with the slot's identity.
+pub async fn prepare(page: &Page, id: &Identity) -> Result<()> {
+    let metadata = id.hints.as_ref().map(|h| UserAgentMetadata {
+        brands: Some(h.brands.iter().map(|(b, v)| UserAgentBrandVersion::new(b.clone(), v.clone())).collect()),
+        full_version_list: None,
+        platform: h.platform.clone(),
+        platform_version: String::new(),
+        architecture: if h.mobile { "arm".into() } else { "x86".into() },
+        model: String::new(),
+        mobile: h.mobile,
+        bitness: Some("64".into()),
+        wow64: Some(false),
+        form_factors: None,
+    });
+    let params = SetUserAgentOverrideParams {
+        user_agent: id.user_agent.clone(),
+        accept_language: Some(id.accept_language.clone()),
+        platform: Some(id.navigator_platform.clone()),
+        user_agent_metadata: metadata,
+    };
+    page.execute(params).await.map_err(cdp("set the user agent"))?;
+    if let Some((user, password)) = &id.proxy_credentials {
+        page.authenticate(chromiumoxide::auth::Credentials {
+            username: user.clone(),
+            password: password.clone(),
+        })
+        .await
+        .map_err(cdp("set proxy credentials"))?;
+    }
+    Ok(())
+}
+
+/// Put the jar's cookies for the strategy's domain into the browser.
+pub async fn push_cookies(page: &Page, cookies: &[PortableCookie]) -> Result<()> {
+    if cookies.is_empty() {
+        return Ok(());
+    }
+    let params: Vec<CookieParam> = cookies
+        .iter()
+        .map(|c| {
+            let mut p = CookieParam::new(c.name.clone(), c.value.clone());
+            if c.host_only {
+                let scheme = if c.secure { "https" } else { "http" };
+                p.url = Some(format!("{scheme}://{}{}", c.domain, c.path));
+            } else {
+                p.domain = Some(format!(".{}", c.domain));
+            }
+            p.path = Some(c.path.clone());
+            p.secure = Some(c.secure);
+            p.http_only = Some(c.http_only);
+            p.expires = c.expires.map(|e| TimeSinceEpoch::new(e as f64));
+            p.same_site = match c.same_site.as_deref() {
+                Some("Strict") => Some(CookieSameSite::Strict),
+                Some("Lax") => Some(CookieSameSite::Lax),
+                Some("None") => Some(CookieSameSite::None),
+                _ => None,
+            };
+            p
+        })
+        .collect();
+    page.execute(SetCookiesParams::new(params)).await.map_err(cdp("set cookies"))?;
+    Ok(())
+}
+
+/// The browser's cookies that belong to `domain` (or its subdomains / parents).
+pub async fn pull_cookies(browser: &Browser, domain: &str) -> Result<Vec<PortableCookie>> {
+    let domain = domain.trim_start_matches('.').to_ascii_lowercase();
+    let all = browser.get_cookies().await.map_err(cdp("read cookies"))?;
+    Ok(all
+        .into_iter()
+        .filter_map(|c| {
+            let host_only = !c.domain.starts_with('.');
+            let d = c.domain.trim_start_matches('.').to_ascii_lowercase();
+            let related = d == domain || d.ends_with(&format!(".{domain}")) || domain.ends_with(&format!(".{d}"));
+            related.then(|| PortableCookie {
+                name: c.name,
+                value: c.value,
+                domain: d,
+                host_only,
+                path: c.path,
+                secure: c.secure,
+                http_only: c.http_only,
+                expires: (!c.session && c.expires > 0.0).then_some(c.expires as i64),
+                same_site: c.same_site.map(|s| s.as_ref().to_string()),
+            })
+        })
+        .collect())
+}
+
+/// What one browser navigation produced.
+#[derive(Debug, Clone)]
+pub struct PageResult {
+    /// HTTP status of the final main document.
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub final_url: String,
+    pub html: String,
+    /// The `wait_for` selector appeared (always true without one).
+    pub wait_for_met: bool,
+    /// The page was still a challenge when we stopped waiting.
+    pub challenge_left: bool,
+    pub elapsed: Duration,
+}
+
+/// Navigate `page` to `url`, then wait for `wait_for` (polling) and for any
+/// challenge to pass (`is_challenge` on the HTML), until `deadline`.
+pub async fn navigate(
+    page: &Page,
+    url: &str,
+    wait_for: Option<&str>,
+    is_challenge: &(dyn Fn(&str) -> bool + Send + Sync),
+    deadline: Instant,
+) -> Result<PageResult> {
+    let started = Instant::now();
+    let mut responses = page
+        .event_listener::<EventResponseReceived>()
+        .await
+        .map_err(cdp("listen to network events"))?;
+    let nav = page
+        .execute(NavigateParams::new(url))
+        .await
+        .map_err(|e| Error::new(ErrorKind::Network, format!("browser navigation to {url} failed")).with_source(e))?;
+    if let Some(err) = &nav.result.error_text {
+        return Err(Error::new(ErrorKind::Network, format!("browser navigation to {url} failed: {err}")));
+    }
+    let main_frame = nav.result.frame_id.clone();
+    let mut last_doc: Option<(u16, Vec<(String, String)>)> = None;
+    let mut drain = |last: &mut Option<(u16, Vec<(String, String)>)>| {
+        while let Some(Some(ev)) = responses.next().now_or_never() {
+            let is_main = ev.frame_id.as_ref().is_none_or(|f| *f == main_frame);
+            if ev.r#type == ResourceType::Document && is_main {
+                let headers = ev
+                    .response
+                    .headers
+                    .inner()
+                    .as_object()
+                    .map(|m| m.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.as_str().unwrap_or("").to_string())).collect())
+                    .unwrap_or_default();
+                *last = Some((u16::try_from(ev.response.status).unwrap_or(0), headers));
+            }
+        }
+    };
+    drain(&mut last_doc);
+
+    let mut html = content(page).await?;
+    let mut challenge_left = is_challenge(&html);
+    let mut wait_for_met = match wait_for {
+        Some(sel) => selector_present(page, sel).await?,
+        None => true,
+    };
+    // A challenge page solves itself and reloads; a wait_for element may arrive late.
+    while (challenge_left || !wait_for_met) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        html = content(page).await?;
+        challenge_left = is_challenge(&html);
+        if !challenge_left
+            && let Some(sel) = wait_for
+        {
+            wait_for_met = selector_present(page, sel).await?;
+        } else if !challenge_left {
+            wait_for_met = true;
+        }
+    }
+    drain(&mut last_doc);
+    let final_url = page.url().await.map_err(cdp("read the URL"))?.unwrap_or_else(|| url.to_string());
+    let (status, headers) = last_doc.unwrap_or((0, Vec::new()));
+    Ok(PageResult {
+        status,
+        headers,
+        final_url,
+        html,
+        wait_for_met,
+        challenge_left,
+        elapsed: started.elapsed(),
+    })
+}
+
+async fn content(page: &Page) -> Result<String> {
+    page.content().await.map_err(cdp("read the page"))
+}
+
+async fn selector_present(page: &Page, selector: &str) -> Result<bool> {
+    let js = format!(
+        "document.querySelector({}) !== null",
+        serde_json::to_string(selector).unwrap_or_else(|_| "\"\"".into())
+    );
+    let r = page.evaluate(js).await.map_err(cdp("query the page"))?;
+    Ok(r.into_value::<bool>().unwrap_or(false))
+}
+
+/// Map a CDP failure to a network error that names what we were doing.
+pub fn cdp(what: &'static str) -> impl Fn(chromiumoxide::error::CdpError) -> Error {
+    move |e| Error::new(ErrorKind::Network, format!("browser: cannot {what}")).with_source(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sec_ch_ua_brands() {
+        let b = parse_sec_ch_ua(r#""Google Chrome";v="149", "Chromium";v="149", "Not)A;Brand";v="24""#);
+        assert_eq!(
+            b,
+            vec![
+                ("Google Chrome".to_string(), "149".to_string()),
+                ("Chromium".to_string(), "149".to_string()),
+                ("Not)A;Brand".to_string(), "24".to_string())
+            ]
+        );
+        assert!(parse_sec_ch_ua("").is_empty());
+        assert!(parse_sec_ch_ua("\"broken").is_empty());
+    }
+}

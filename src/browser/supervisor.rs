@@ -1,0 +1,76 @@
+//! The task that lives as long as one Chromium: it polls chromiumoxide's CDP
+//! handler (nothing happens on the connection otherwise), notices when Chromium
+//! exits, reaps it, and on a stop request ends the whole process group.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use chromiumoxide::Handler;
+use futures_util::StreamExt;
+use parking_lot::Mutex;
+use tokio::process::Child;
+use tokio::sync::oneshot;
+
+use super::BrowserFacts;
+use super::launcher;
+
+/// Flags shared between a running browser and its supervisor.
+#[derive(Debug, Default)]
+pub struct Flags {
+    /// Chromium is gone (exited, crashed or stopped) and has been reaped.
+    pub dead: AtomicBool,
+    /// We are closing it on purpose: an exit now is not a crash.
+    pub closing: AtomicBool,
+}
+
+/// Run until Chromium exits or `stop` fires; always reaps the child.
+pub async fn supervise(
+    slot: usize,
+    mut handler: Handler,
+    mut child: Child,
+    mut stop: oneshot::Receiver<()>,
+    flags: Arc<Flags>,
+    facts: Arc<Mutex<BrowserFacts>>,
+    pid_file: std::path::PathBuf,
+) {
+    let pid = child.id().unwrap_or(0);
+    let mut handler_open = true;
+    let exit = loop {
+        tokio::select! {
+            ev = handler.next(), if handler_open => match ev {
+                Some(Ok(())) => {}
+                Some(Err(e)) => tracing::debug!(slot, error = %e, "CDP handler error"),
+                None => handler_open = false,
+            },
+            status = child.wait() => break Some(status),
+            _ = &mut stop => break None,
+        }
+    };
+    match exit {
+        None => launcher::kill_and_reap(&mut child).await,
+        Some(status) => {
+            // The main process is gone; make sure no helper of its group lingers.
+            launcher::end_group(pid).await;
+            if !flags.closing.load(Ordering::Acquire) {
+                let why = match status {
+                    Ok(s) => format!("Chromium (pid {pid}) exited unexpectedly: {s}"),
+                    Err(e) => format!("Chromium (pid {pid}) could not be waited for: {e}"),
+                };
+                tracing::warn!(slot, "{why}");
+                let mut f = facts.lock();
+                f.crashes += 1;
+                f.last_error = Some(why);
+            }
+        }
+    }
+    // A pid file that names a reaped process would only confuse the next start.
+    if std::fs::read_to_string(&pid_file).is_ok_and(|p| p.trim() == pid.to_string()) {
+        let _ = std::fs::remove_file(&pid_file);
+    }
+    flags.dead.store(true, Ordering::Release);
+    let mut f = facts.lock();
+    if f.pid == Some(pid) {
+        f.pid = None;
+        f.running = false;
+    }
+}

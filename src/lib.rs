@@ -20,8 +20,8 @@
 //!
 //! The library returns typed [`Error`]s; `anyhow` lives only in the binaries.
 
-pub mod cli;
 pub mod browser;
+pub mod cli;
 pub mod config;
 pub mod diag;
 pub mod error;

@@ -124,7 +124,11 @@ impl ProxyUrl {
         if self.0.username().is_empty() {
             return None;
         }
-        let dec = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned();
+        let dec = |s: &str| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .into_owned()
+        };
         Some((dec(self.0.username()), dec(self.0.password().unwrap_or(""))))
     }
 
@@ -260,10 +264,11 @@ impl Profile {
                 .user_agent
                 .or_else(|| header(http::header::USER_AGENT))
                 .unwrap_or_default(),
-            accept_language: f
-                .accept_language
-                .or_else(|| header(http::header::ACCEPT_LANGUAGE))
-                .unwrap_or_else(|| "en-US,en;q=0.9".into()),
+            accept_language: chromium_accept_language(
+                &f.accept_language
+                    .or_else(|| header(http::header::ACCEPT_LANGUAGE))
+                    .unwrap_or_else(|| "en-US,en;q=0.9".into()),
+            ),
             timezone: f.timezone,
             viewport: f.viewport.unwrap_or(Viewport {
                 width: 1366,
@@ -350,6 +355,32 @@ impl Profile {
     }
 }
 
+/// The language tags of an Accept-Language value, in order, without q-values.
+pub fn language_tags(accept_language: &str) -> Vec<String> {
+    accept_language
+        .split(',')
+        .filter_map(|l| l.split(';').next())
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Accept-Language as Chromium writes it from a language list: the first tag bare,
+/// then q=0.9, 0.8, ... (never below 0.1). Both tiers of a slot send this exact
+/// value, so the header cannot tell them apart.
+pub fn chromium_accept_language(accept_language: &str) -> String {
+    language_tags(accept_language)
+        .iter()
+        .enumerate()
+        .map(|(i, tag)| match i {
+            0 => tag.clone(),
+            _ => format!("{tag};q=0.{}", 10usize.saturating_sub(i).max(1)),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Load every `*.toml` in `dir`, plus the built-in `default` when the folder has none.
 /// A missing folder is not an error: only the built-in default exists then.
 pub fn load_dir(dir: &Path) -> (BTreeMap<String, Profile>, Vec<Diagnostic>) {
@@ -418,6 +449,16 @@ mod tests {
     }
 
     #[test]
+    fn accept_language_is_normalised_the_way_chromium_writes_it() {
+        assert_eq!(chromium_accept_language("en-US,en;q=0.9"), "en-US,en;q=0.9");
+        assert_eq!(
+            chromium_accept_language("de-DE,de;q=0.9,en;q=0.6"),
+            "de-DE,de;q=0.9,en;q=0.8"
+        );
+        assert_eq!(language_tags(" fr ; q=1 , en "), vec!["fr", "en"]);
+    }
+
+    #[test]
     fn proxy_credentials_are_redacted() {
         let p = ProxyUrl::parse("socks5://alice:s3cret@10.0.0.1:1080").unwrap();
         assert_eq!(p.redacted(), "socks5://***@10.0.0.1:1080");
@@ -425,7 +466,10 @@ mod tests {
         assert!(p.expose().contains("s3cret"));
         assert_eq!(p.without_credentials(), "socks5://10.0.0.1:1080");
         let q = ProxyUrl::parse("http://a%40b:p%2Bw+x@proxy.test:8080").unwrap();
-        assert_eq!(q.credentials(), Some(("a@b".to_string(), "p+w+x".to_string())));
+        assert_eq!(
+            q.credentials(),
+            Some(("a@b".to_string(), "p+w+x".to_string()))
+        );
         assert_eq!(q.without_credentials(), "http://proxy.test:8080");
         let err = ProxyUrl::parse("ftp://bob:pw@host:1").unwrap_err();
         assert!(err.contains("ftp") && !err.contains("pw"), "{err}");

@@ -55,6 +55,8 @@ impl LaunchSpec {
             "--media-cache-size=1",
             "--disable-application-cache",
             "--disable-breakpad",
+            // Crashpad's handler daemonizes out of our process group and would
+            // outlive the browser; we keep no crash dumps anyway.
             "--disable-dev-shm-usage",
             "--password-store=basic",
             "--use-mock-keychain",
@@ -78,7 +80,10 @@ impl LaunchSpec {
             a.push(format!("--proxy-server={p}"));
         }
         if !self.spki.is_empty() {
-            a.push(format!("--ignore-certificate-errors-spki-list={}", self.spki.join(",")));
+            a.push(format!(
+                "--ignore-certificate-errors-spki-list={}",
+                self.spki.join(",")
+            ));
         }
         // Chromium's sandbox cannot start as root; anywhere else it stays on.
         if unsafe_is_root() {
@@ -100,17 +105,27 @@ pub fn find_executable(configured: Option<&Path>) -> Result<PathBuf> {
         return if p.is_file() {
             Ok(p.to_path_buf())
         } else {
-            Err(Error::config(format!("browser.executable {} does not exist", p.display())))
+            Err(Error::config(format!(
+                "browser.executable {} does not exist",
+                p.display()
+            )))
         };
     }
     if let Some(p) = std::env::var_os("IDPOOL_CHROMIUM").filter(|p| !p.is_empty()) {
         return Ok(PathBuf::from(p));
     }
-    ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome", "/usr/lib/chromium/chromium"]
-        .into_iter()
-        .map(PathBuf::from)
-        .find(|p| p.is_file())
-        .ok_or_else(|| Error::config("no Chromium found (install Debian's `chromium`, or set browser.executable)"))
+    [
+        "/usr/bin/chromium",
+        "/usr/bin/chromium-browser",
+        "/usr/bin/google-chrome",
+        "/usr/lib/chromium/chromium",
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .find(|p| p.is_file())
+    .ok_or_else(|| {
+        Error::config("no Chromium found (install Debian's `chromium`, or set browser.executable)")
+    })
 }
 
 /// base64(SHA-256(SubjectPublicKeyInfo)) of every certificate in the PEM files,
@@ -118,9 +133,15 @@ pub fn find_executable(configured: Option<&Path>) -> Result<PathBuf> {
 pub fn spki_hashes(pem_files: &[PathBuf]) -> Result<Vec<String>> {
     let mut out = Vec::new();
     for path in pem_files {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
         for der in pem_blocks(&text) {
-            let spki = spki_of(&der).ok_or_else(|| Error::config(format!("{}: a certificate could not be parsed", path.display())))?;
+            let spki = spki_of(&der).ok_or_else(|| {
+                Error::config(format!(
+                    "{}: a certificate could not be parsed",
+                    path.display()
+                ))
+            })?;
             out.push(base64::engine::general_purpose::STANDARD.encode(Sha256::digest(spki)));
         }
     }
@@ -147,8 +168,17 @@ fn pem_blocks(text: &str) -> Vec<Vec<u8>> {
     out
 }
 
-/// One DER element: (tag, whole element, contents).
-fn der_next(buf: &[u8]) -> Option<(u8, &[u8], &[u8], &[u8])> {
+/// One DER element.
+struct Der<'a> {
+    tag: u8,
+    /// Header and contents.
+    whole: &'a [u8],
+    contents: &'a [u8],
+    /// What follows the element.
+    rest: &'a [u8],
+}
+
+fn der_next(buf: &[u8]) -> Option<Der<'_>> {
     let tag = *buf.first()?;
     let first = *buf.get(1)?;
     let (len, hdr) = if first < 0x80 {
@@ -168,24 +198,28 @@ fn der_next(buf: &[u8]) -> Option<(u8, &[u8], &[u8], &[u8])> {
     if buf.len() < end {
         return None;
     }
-    Some((tag, &buf[..end], &buf[hdr..end], &buf[end..]))
+    Some(Der {
+        tag,
+        whole: &buf[..end],
+        contents: &buf[hdr..end],
+        rest: &buf[end..],
+    })
 }
 
 /// The SubjectPublicKeyInfo element of a DER certificate.
 fn spki_of(cert: &[u8]) -> Option<&[u8]> {
-    let (_, _, cert_body, _) = der_next(cert)?;
-    let (_, _, mut tbs, _) = der_next(cert_body)?;
+    let cert_body = der_next(cert)?.contents;
+    let mut tbs = der_next(cert_body)?.contents;
     // Optional [0] version, then serial, signature, issuer, validity, subject, SPKI.
-    let (tag, _, _, rest) = der_next(tbs)?;
-    if tag == 0xa0 {
-        tbs = rest;
+    let first = der_next(tbs)?;
+    if first.tag == 0xa0 {
+        tbs = first.rest;
     }
     for _ in 0..5 {
-        let (_, _, _, rest) = der_next(tbs)?;
-        tbs = rest;
+        tbs = der_next(tbs)?.rest;
     }
-    let (tag, whole, _, _) = der_next(tbs)?;
-    (tag == 0x30).then_some(whole)
+    let spki = der_next(tbs)?;
+    (spki.tag == 0x30).then_some(spki.whole)
 }
 
 /// Fail clearly when something else holds the slot's CDP port. (Chromium would
@@ -210,6 +244,36 @@ pub struct Started {
     pub child: Child,
     pub pid: u32,
     pub ws_url: String,
+    /// Crashpad handlers it started: they leave its process group, so they are
+    /// ended and reaped separately.
+    pub outside_group: Vec<u32>,
+}
+
+/// `<slot dir>/xdg`: the slot's private XDG config and cache homes.
+fn xdg_dir(spec: &LaunchSpec) -> PathBuf {
+    spec.user_data_dir
+        .parent()
+        .unwrap_or(&spec.user_data_dir)
+        .join("xdg")
+}
+
+/// Crashpad handlers whose database lives in this slot's XDG folder.
+fn crashpad_of(spec: &LaunchSpec) -> Vec<u32> {
+    let needle = format!("--database={}", xdg_dir(spec).display());
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&raw);
+        if text.contains("crashpad_handler") && text.contains(&needle) {
+            out.push(pid);
+        }
+    }
+    out
 }
 
 /// Spawn Chromium and wait for its DevTools address. On any failure the child is
@@ -228,10 +292,21 @@ pub async fn start(spec: &LaunchSpec) -> Result<Started> {
     if let Some(tz) = &spec.timezone {
         cmd.env("TZ", tz);
     }
+    // Chromium keeps some state (crash database) under $XDG_CONFIG_HOME, not the
+    // user-data-dir: give each slot its own so nothing lands in the operator's home.
+    cmd.env("XDG_CONFIG_HOME", xdg_dir(spec).join("config"));
+    cmd.env("XDG_CACHE_HOME", xdg_dir(spec).join("cache"));
     let mut child = cmd.spawn().map_err(|e| {
-        Error::new(ErrorKind::Io, format!("slot {}: cannot start {}", spec.slot, spec.executable.display()))
-            .with_source(e)
-            .retryable(false)
+        Error::new(
+            ErrorKind::Io,
+            format!(
+                "slot {}: cannot start {}",
+                spec.slot,
+                spec.executable.display()
+            ),
+        )
+        .with_source(e)
+        .retryable(false)
     })?;
     let pid = child.id().unwrap_or(0);
     match started(spec, &mut child).await {
@@ -239,10 +314,18 @@ pub async fn start(spec: &LaunchSpec) -> Result<Started> {
             if let Err(e) = std::fs::write(&spec.pid_file, format!("{pid}\n")) {
                 tracing::warn!(slot = spec.slot, error = %e, "cannot write chromium.pid");
             }
-            Ok(Started { child, pid, ws_url })
+            let outside_group = crashpad_of(spec);
+            Ok(Started {
+                child,
+                pid,
+                ws_url,
+                outside_group,
+            })
         }
         Err(e) => {
+            let outside = crashpad_of(spec);
             kill_and_reap(&mut child).await;
+            end_outside(&outside).await;
             Err(e)
         }
     }
@@ -281,11 +364,17 @@ async fn started(spec: &LaunchSpec, child: &mut Child) -> Result<String> {
         }
         Ok(None) => Err(Error::new(
             ErrorKind::Io,
-            format!("slot {slot}: Chromium exited during start-up: {}", tail.join(" | ")),
+            format!(
+                "slot {slot}: Chromium exited during start-up: {}",
+                tail.join(" | ")
+            ),
         )),
         Err(_) => Err(Error::new(
             ErrorKind::Timeout,
-            format!("slot {slot}: Chromium did not report its DevTools address within {}s", spec.launch_timeout.as_secs()),
+            format!(
+                "slot {slot}: Chromium did not report its DevTools address within {}s",
+                spec.launch_timeout.as_secs()
+            ),
         )),
     }
 }
@@ -312,7 +401,9 @@ pub fn become_subreaper() {
         // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes plain integers.
         let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
         if rc != 0 {
-            tracing::debug!("PR_SET_CHILD_SUBREAPER failed; orphaned Chromium helpers are left to init");
+            tracing::debug!(
+                "PR_SET_CHILD_SUBREAPER failed; orphaned Chromium helpers are left to init"
+            );
         }
     });
 }
@@ -330,7 +421,11 @@ pub fn group_members(pid: u32) -> Vec<u32> {
             }
             if let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat"))
                 && let Some((_, rest)) = stat.rsplit_once(')')
-                && rest.split_whitespace().nth(2).and_then(|g| g.parse::<u32>().ok()) == Some(pid)
+                && rest
+                    .split_whitespace()
+                    .nth(2)
+                    .and_then(|g| g.parse::<u32>().ok())
+                    == Some(pid)
             {
                 out.push(p);
             }
@@ -344,6 +439,19 @@ pub async fn end_group(pid: u32) {
     let helpers = group_members(pid);
     signal_group(pid, libc::SIGKILL);
     reap(&helpers).await;
+}
+
+/// End and reap processes that left Chromium's group (its crashpad handlers).
+pub async fn end_outside(pids: &[u32]) {
+    for &p in pids {
+        if let Ok(p) = i32::try_from(p)
+            && p > 1
+        {
+            // SAFETY: a signal to a crashpad handler our Chromium started.
+            unsafe { libc::kill(p, libc::SIGKILL) };
+        }
+    }
+    reap(pids).await;
 }
 
 /// Reap `pids` once they are our children (subreaper) and dead; give up after ~3 s
@@ -383,7 +491,11 @@ pub fn signal_group(pid: u32, sig: i32) {
 /// file's process is a Chromium with this slot's port and user-data-dir.
 /// Returns the pid that was ended.
 pub async fn end_stale(spec: &LaunchSpec) -> Option<u32> {
-    let pid: u32 = std::fs::read_to_string(&spec.pid_file).ok()?.trim().parse().ok()?;
+    let pid: u32 = std::fs::read_to_string(&spec.pid_file)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
     let _ = std::fs::remove_file(&spec.pid_file);
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
     let args: Vec<String> = cmdline
@@ -392,10 +504,16 @@ pub async fn end_stale(spec: &LaunchSpec) -> Option<u32> {
         .collect();
     let port_arg = format!("--remote-debugging-port={}", spec.port);
     let dir_arg = format!("--user-data-dir={}", spec.user_data_dir.display());
-    if !(args.iter().any(|a| *a == port_arg) && args.iter().any(|a| *a == dir_arg)) {
+    if !(args.contains(&port_arg) && args.contains(&dir_arg)) {
         return None; // the pid was reused by something else: not ours to end
     }
-    tracing::warn!(slot = spec.slot, pid, "ending Chromium left by an earlier run");
+    tracing::warn!(
+        slot = spec.slot,
+        pid,
+        "ending Chromium left by an earlier run"
+    );
+    let mut group = group_members(pid);
+    group.push(pid);
     signal_group(pid, libc::SIGKILL);
     for _ in 0..100 {
         if !pid_alive(pid) {
@@ -403,6 +521,8 @@ pub async fn end_stale(spec: &LaunchSpec) -> Option<u32> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // Its parent died with the earlier run; as subreaper we may have inherited it.
+    reap(&group).await;
     remove_singleton_locks(&spec.user_data_dir);
     Some(pid)
 }
@@ -481,13 +601,17 @@ mod tests {
     fn spki_hash_matches_openssl() {
         let dir = tempfile::tempdir().unwrap();
         let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["x.test".to_string()]).unwrap().self_signed(&key).unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["x.test".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
         let pem = dir.path().join("c.pem");
         std::fs::write(&pem, cert.pem()).unwrap();
-        let ours = spki_hashes(&[pem.clone()]).unwrap();
+        let ours = spki_hashes(std::slice::from_ref(&pem)).unwrap();
         assert_eq!(ours.len(), 1);
         // The public key DER is exactly the SPKI.
-        let expect = base64::engine::general_purpose::STANDARD.encode(Sha256::digest(key.public_key_der()));
+        let expect =
+            base64::engine::general_purpose::STANDARD.encode(Sha256::digest(key.public_key_der()));
         assert_eq!(ours[0], expect);
     }
 
@@ -521,6 +645,9 @@ mod tests {
         ] {
             assert!(a.iter().any(|x| x == want), "missing {want}: {a:?}");
         }
-        assert!(!a.iter().any(|x| x.contains("enable-automation") || x == "--ignore-certificate-errors"));
+        assert!(
+            !a.iter()
+                .any(|x| x.contains("enable-automation") || x == "--ignore-certificate-errors")
+        );
     }
 }

@@ -85,7 +85,10 @@ pub struct SlotBrowser {
 
 impl std::fmt::Debug for SlotBrowser {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SlotBrowser").field("slot", &self.spec.slot).field("port", &self.spec.port).finish()
+        f.debug_struct("SlotBrowser")
+            .field("slot", &self.spec.slot)
+            .field("port", &self.spec.port)
+            .finish()
     }
 }
 
@@ -131,15 +134,24 @@ impl SlotBrowser {
         is_challenge: &(dyn Fn(&str) -> bool + Send + Sync),
     ) -> Result<PageResult> {
         let wait = Duration::from_secs(self.cfg.lock_wait_secs);
-        let mut guard = tokio::time::timeout(wait, self.state.lock()).await.map_err(|_| {
-            Error::new(
-                ErrorKind::Timeout,
-                format!("slot {}: the browser stayed busy for {}s", self.spec.slot, wait.as_secs()),
-            )
-        })?;
+        let mut guard = tokio::time::timeout(wait, self.state.lock())
+            .await
+            .map_err(|_| {
+                Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "slot {}: the browser stayed busy for {}s",
+                        self.spec.slot,
+                        wait.as_secs()
+                    ),
+                )
+            })?;
         self.ensure_running(&mut guard).await?;
         let Some(running) = guard.as_mut() else {
-            return Err(Error::new(ErrorKind::Internal, "browser vanished after launch"));
+            return Err(Error::new(
+                ErrorKind::Internal,
+                "browser vanished after launch",
+            ));
         };
         let Some(tab) = running.page.clone() else {
             return Err(Error::new(ErrorKind::Internal, "browser has no tab"));
@@ -150,7 +162,14 @@ impl SlotBrowser {
             if let Some(domain) = &req.cookie_domain {
                 page::push_cookies(&tab, &jar.export_for_domain(domain)).await?;
             }
-            let result = page::navigate(&tab, &req.url, req.wait_for.as_deref(), is_challenge, deadline).await;
+            let result = page::navigate(
+                &tab,
+                &req.url,
+                req.wait_for.as_deref(),
+                is_challenge,
+                deadline,
+            )
+            .await;
             if let Some(domain) = &req.cookie_domain {
                 // Cookies the site set are kept even when the page itself failed.
                 let cookies = page::pull_cookies(&running.browser, domain).await?;
@@ -162,7 +181,12 @@ impl SlotBrowser {
         .unwrap_or_else(|_| {
             Err(Error::new(
                 ErrorKind::Timeout,
-                format!("slot {}: browser operation on {} timed out after {}s", self.spec.slot, req.url, op_timeout.as_secs()),
+                format!(
+                    "slot {}: browser operation on {} timed out after {}s",
+                    self.spec.slot,
+                    req.url,
+                    op_timeout.as_secs()
+                ),
             ))
         });
         running.last_used = Instant::now();
@@ -185,7 +209,11 @@ impl SlotBrowser {
                 && let Some(pid) = pid
                 && launcher::tree_rss_mb(pid) > self.cfg.max_rss_mb
             {
-                tracing::info!(slot = self.spec.slot, max_rss_mb = self.cfg.max_rss_mb, "browser passed max_rss_mb; restarting it");
+                tracing::info!(
+                    slot = self.spec.slot,
+                    max_rss_mb = self.cfg.max_rss_mb,
+                    "browser passed max_rss_mb; restarting it"
+                );
                 self.facts.lock().rss_restarts += 1;
                 self.close_running(&mut guard).await;
             }
@@ -195,7 +223,11 @@ impl SlotBrowser {
 
     /// Fresh blank tab first, then close the stale ones. Process and cookies stay.
     async fn recycle(&self, running: &mut Running) -> Result<()> {
-        let fresh = running.browser.new_page("about:blank").await.map_err(page::cdp("open a tab"))?;
+        let fresh = running
+            .browser
+            .new_page("about:blank")
+            .await
+            .map_err(page::cdp("open a tab"))?;
         page::prepare(&fresh, &self.identity).await?;
         let keep = fresh.target_id().clone();
         if let Some(old) = running.page.replace(fresh) {
@@ -243,7 +275,12 @@ impl SlotBrowser {
         spec.executable = launcher::find_executable(self.configured_exe.as_deref())?;
         launcher::end_stale(&spec).await;
         let started = launcher::start(&spec).await?;
-        let launcher::Started { mut child, pid, ws_url } = started;
+        let launcher::Started {
+            mut child,
+            pid,
+            ws_url,
+            outside_group,
+        } = started;
         let handler_cfg = HandlerConfig {
             // Certificate checks stay on: extra roots are pinned by SPKI instead.
             ignore_https_errors: false,
@@ -251,16 +288,29 @@ impl SlotBrowser {
             request_timeout: Duration::from_secs(self.cfg.op_timeout_secs),
             ..HandlerConfig::default()
         };
-        let connected = tokio::time::timeout(spec.launch_timeout, Browser::connect_with_config(ws_url, handler_cfg)).await;
+        let connected = tokio::time::timeout(
+            spec.launch_timeout,
+            Browser::connect_with_config(ws_url, handler_cfg),
+        )
+        .await;
         let (browser, handler) = match connected {
             Ok(Ok(pair)) => pair,
             Ok(Err(e)) => {
                 launcher::kill_and_reap(&mut child).await;
-                return Err(Error::new(ErrorKind::Network, format!("slot {}: cannot attach to Chromium's DevTools", spec.slot)).with_source(e));
+                launcher::end_outside(&outside_group).await;
+                return Err(Error::new(
+                    ErrorKind::Network,
+                    format!("slot {}: cannot attach to Chromium's DevTools", spec.slot),
+                )
+                .with_source(e));
             }
             Err(_) => {
                 launcher::kill_and_reap(&mut child).await;
-                return Err(Error::new(ErrorKind::Timeout, format!("slot {}: attaching to Chromium timed out", spec.slot)));
+                launcher::end_outside(&outside_group).await;
+                return Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!("slot {}: attaching to Chromium timed out", spec.slot),
+                ));
             }
         };
         let flags = Arc::new(Flags::default());
@@ -274,13 +324,16 @@ impl SlotBrowser {
             f.pids.push(pid);
         }
         let supervisor = tokio::spawn(supervisor::supervise(
-            spec.slot,
+            supervisor::Watched {
+                slot: spec.slot,
+                child,
+                pid_file: spec.pid_file.clone(),
+                outside_group: outside_group.clone(),
+            },
             handler,
-            child,
             stop_rx,
             flags.clone(),
             self.facts.clone(),
-            spec.pid_file.clone(),
         ));
         let mut running = Running {
             browser,
@@ -293,7 +346,11 @@ impl SlotBrowser {
         };
         // The tab we work in, speaking with the slot's identity.
         let page = async {
-            let page = running.browser.new_page("about:blank").await.map_err(page::cdp("open a tab"))?;
+            let page = running
+                .browser
+                .new_page("about:blank")
+                .await
+                .map_err(page::cdp("open a tab"))?;
             page::prepare(&page, &self.identity).await?;
             Ok::<_, Error>(page)
         };
@@ -308,14 +365,22 @@ impl SlotBrowser {
             }
             Err(_) => {
                 self.stop_running(running).await;
-                Err(Error::new(ErrorKind::Timeout, format!("slot {}: Chromium did not open a tab in time", spec.slot)))
+                Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!("slot {}: Chromium did not open a tab in time", spec.slot),
+                ))
             }
         }
     }
 
     /// Close this slot's browser (graceful CDP close, then the process group).
     pub async fn close(&self) {
-        let mut guard = match tokio::time::timeout(Duration::from_secs(self.cfg.lock_wait_secs), self.state.lock()).await {
+        let mut guard = match tokio::time::timeout(
+            Duration::from_secs(self.cfg.lock_wait_secs),
+            self.state.lock(),
+        )
+        .await
+        {
             Ok(g) => g,
             Err(_) => {
                 // An operation is stuck: end the process; its supervisor reaps it.
@@ -333,7 +398,9 @@ impl SlotBrowser {
         let Ok(mut guard) = self.state.try_lock() else {
             return false;
         };
-        let idle_now = guard.as_ref().is_some_and(|r| r.last_used.elapsed() >= idle);
+        let idle_now = guard
+            .as_ref()
+            .is_some_and(|r| r.last_used.elapsed() >= idle);
         if idle_now {
             tracing::info!(slot = self.spec.slot, "closing idle browser");
             self.close_running(&mut guard).await;
@@ -350,13 +417,20 @@ impl SlotBrowser {
     async fn stop_running(&self, mut r: Running) {
         r.flags.closing.store(true, Ordering::Release);
         // Graceful first: Chromium flushes its profile and reaps its own helpers.
-        if tokio::time::timeout(Duration::from_secs(3), r.browser.close()).await.is_ok_and(|r| r.is_ok()) {
+        if tokio::time::timeout(Duration::from_secs(3), r.browser.close())
+            .await
+            .is_ok_and(|r| r.is_ok())
+        {
             let _ = tokio::time::timeout(Duration::from_secs(5), &mut r.supervisor).await;
         }
         if let Some(stop) = r.stop.take() {
             let _ = stop.send(());
         }
-        if !r.supervisor.is_finished() && tokio::time::timeout(Duration::from_secs(10), &mut r.supervisor).await.is_err() {
+        if !r.supervisor.is_finished()
+            && tokio::time::timeout(Duration::from_secs(10), &mut r.supervisor)
+                .await
+                .is_err()
+        {
             launcher::signal_group(r.pid, libc::SIGKILL);
             r.supervisor.abort();
         }

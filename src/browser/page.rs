@@ -8,7 +8,8 @@ use chromiumoxide::cdp::browser_protocol::emulation::{
     SetUserAgentOverrideParams, UserAgentBrandVersion, UserAgentMetadata,
 };
 use chromiumoxide::cdp::browser_protocol::network::{
-    CookieParam, CookieSameSite, EventResponseReceived, ResourceType, SetCookiesParams, TimeSinceEpoch,
+    CookieParam, CookieSameSite, EventResponseReceived, ResourceType, SetCookiesParams,
+    TimeSinceEpoch,
 };
 use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
 use chromiumoxide::{Browser, Page};
@@ -61,7 +62,12 @@ pub fn parse_sec_ch_ua(value: &str) -> Vec<(String, String)> {
 /// Make a fresh tab speak with the slot's identity.
 pub async fn prepare(page: &Page, id: &Identity) -> Result<()> {
     let metadata = id.hints.as_ref().map(|h| UserAgentMetadata {
-        brands: Some(h.brands.iter().map(|(b, v)| UserAgentBrandVersion::new(b.clone(), v.clone())).collect()),
+        brands: Some(
+            h.brands
+                .iter()
+                .map(|(b, v)| UserAgentBrandVersion::new(b.clone(), v.clone()))
+                .collect(),
+        ),
         full_version_list: None,
         platform: h.platform.clone(),
         platform_version: String::new(),
@@ -78,7 +84,9 @@ pub async fn prepare(page: &Page, id: &Identity) -> Result<()> {
         platform: Some(id.navigator_platform.clone()),
         user_agent_metadata: metadata,
     };
-    page.execute(params).await.map_err(cdp("set the user agent"))?;
+    page.execute(params)
+        .await
+        .map_err(cdp("set the user agent"))?;
     if let Some((user, password)) = &id.proxy_credentials {
         page.authenticate(chromiumoxide::auth::Credentials {
             username: user.clone(),
@@ -118,7 +126,9 @@ pub async fn push_cookies(page: &Page, cookies: &[PortableCookie]) -> Result<()>
             p
         })
         .collect();
-    page.execute(SetCookiesParams::new(params)).await.map_err(cdp("set cookies"))?;
+    page.execute(SetCookiesParams::new(params))
+        .await
+        .map_err(cdp("set cookies"))?;
     Ok(())
 }
 
@@ -131,7 +141,9 @@ pub async fn pull_cookies(browser: &Browser, domain: &str) -> Result<Vec<Portabl
         .filter_map(|c| {
             let host_only = !c.domain.starts_with('.');
             let d = c.domain.trim_start_matches('.').to_ascii_lowercase();
-            let related = d == domain || d.ends_with(&format!(".{domain}")) || domain.ends_with(&format!(".{d}"));
+            let related = d == domain
+                || d.ends_with(&format!(".{domain}"))
+                || domain.ends_with(&format!(".{d}"));
             related.then(|| PortableCookie {
                 name: c.name,
                 value: c.value,
@@ -176,12 +188,18 @@ pub async fn navigate(
         .event_listener::<EventResponseReceived>()
         .await
         .map_err(cdp("listen to network events"))?;
-    let nav = page
-        .execute(NavigateParams::new(url))
-        .await
-        .map_err(|e| Error::new(ErrorKind::Network, format!("browser navigation to {url} failed")).with_source(e))?;
+    let nav = page.execute(NavigateParams::new(url)).await.map_err(|e| {
+        Error::new(
+            ErrorKind::Network,
+            format!("browser navigation to {url} failed"),
+        )
+        .with_source(e)
+    })?;
     if let Some(err) = &nav.result.error_text {
-        return Err(Error::new(ErrorKind::Network, format!("browser navigation to {url} failed: {err}")));
+        return Err(Error::new(
+            ErrorKind::Network,
+            format!("browser navigation to {url} failed: {err}"),
+        ));
     }
     let main_frame = nav.result.frame_id.clone();
     let mut last_doc: Option<(u16, Vec<(String, String)>)> = None;
@@ -194,7 +212,13 @@ pub async fn navigate(
                     .headers
                     .inner()
                     .as_object()
-                    .map(|m| m.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.as_str().unwrap_or("").to_string())).collect())
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| {
+                                (k.to_ascii_lowercase(), v.as_str().unwrap_or("").to_string())
+                            })
+                            .collect()
+                    })
                     .unwrap_or_default();
                 *last = Some((u16::try_from(ev.response.status).unwrap_or(0), headers));
             }
@@ -213,16 +237,18 @@ pub async fn navigate(
         tokio::time::sleep(Duration::from_millis(150)).await;
         html = content(page).await?;
         challenge_left = is_challenge(&html);
-        if !challenge_left
-            && let Some(sel) = wait_for
-        {
+        if !challenge_left && let Some(sel) = wait_for {
             wait_for_met = selector_present(page, sel).await?;
         } else if !challenge_left {
             wait_for_met = true;
         }
     }
     drain(&mut last_doc);
-    let final_url = page.url().await.map_err(cdp("read the URL"))?.unwrap_or_else(|| url.to_string());
+    let final_url = page
+        .url()
+        .await
+        .map_err(cdp("read the URL"))?
+        .unwrap_or_else(|| url.to_string());
     let (status, headers) = last_doc.unwrap_or((0, Vec::new()));
     Ok(PageResult {
         status,
@@ -259,7 +285,8 @@ mod tests {
 
     #[test]
     fn sec_ch_ua_brands() {
-        let b = parse_sec_ch_ua(r#""Google Chrome";v="149", "Chromium";v="149", "Not)A;Brand";v="24""#);
+        let b =
+            parse_sec_ch_ua(r#""Google Chrome";v="149", "Chromium";v="149", "Not)A;Brand";v="24""#);
         assert_eq!(
             b,
             vec![

@@ -23,16 +23,29 @@ pub struct Flags {
     pub closing: AtomicBool,
 }
 
+/// The Chromium a supervisor watches over.
+pub struct Watched {
+    pub slot: usize,
+    pub child: Child,
+    pub pid_file: std::path::PathBuf,
+    /// Its crashpad handlers (outside its process group).
+    pub outside_group: Vec<u32>,
+}
+
 /// Run until Chromium exits or `stop` fires; always reaps the child.
 pub async fn supervise(
-    slot: usize,
+    watched: Watched,
     mut handler: Handler,
-    mut child: Child,
     mut stop: oneshot::Receiver<()>,
     flags: Arc<Flags>,
     facts: Arc<Mutex<BrowserFacts>>,
-    pid_file: std::path::PathBuf,
 ) {
+    let Watched {
+        slot,
+        mut child,
+        pid_file,
+        outside_group,
+    } = watched;
     let pid = child.id().unwrap_or(0);
     let mut handler_open = true;
     let exit = loop {
@@ -63,6 +76,7 @@ pub async fn supervise(
             }
         }
     }
+    launcher::end_outside(&outside_group).await;
     // A pid file that names a reaped process would only confuse the next start.
     if std::fs::read_to_string(&pid_file).is_ok_and(|p| p.trim() == pid.to_string()) {
         let _ = std::fs::remove_file(&pid_file);

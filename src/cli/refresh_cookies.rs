@@ -35,14 +35,21 @@ pub async fn run(config: Option<&Path>, args: RefreshArgs) -> anyhow::Result<Exi
     let pool = Pool::open(&cfg)?;
     let Some(strategy) = pool.registry().get(&args.strategy).cloned() else {
         let known: Vec<&str> = pool.registry().iter().map(|s| s.name.as_str()).collect();
-        bail!("unknown strategy `{}` (known: {})", args.strategy, known.join(", "));
+        bail!(
+            "unknown strategy `{}` (known: {})",
+            args.strategy,
+            known.join(", ")
+        );
     };
     let url = strategy
         .warmup_url
         .clone()
         .with_context(|| format!("strategy `{}` has no warmup_url", strategy.name))?;
     let slots: Vec<usize> = match args.slot {
-        Some(n) if n >= pool.slots().len() => bail!("slot {n} does not exist (the pool has {} slots)", pool.slots().len()),
+        Some(n) if n >= pool.slots().len() => bail!(
+            "slot {n} does not exist (the pool has {} slots)",
+            pool.slots().len()
+        ),
         Some(n) => vec![n],
         None => (0..pool.slots().len()).collect(),
     };
@@ -56,13 +63,23 @@ pub async fn run(config: Option<&Path>, args: RefreshArgs) -> anyhow::Result<Exi
         let result = pool.refresh_cookies(n, &strategy.name, &url).await;
         let after = slot.jar().export_for_domain(&strategy.cookie_domain).len();
         match result {
-            Ok(()) => println!("slot {n}: {} cookies {before} -> {after}: ok", strategy.cookie_domain),
+            Ok(()) => println!(
+                "slot {n}: {} cookies {before} -> {after}: ok",
+                strategy.cookie_domain
+            ),
             Err(e) => {
                 failed += 1;
-                println!("slot {n}: {} cookies {before} -> {after}: error: {e}", strategy.cookie_domain);
+                println!(
+                    "slot {n}: {} cookies {before} -> {after}: error: {e}",
+                    strategy.cookie_domain
+                );
             }
         }
     }
     pool.shutdown().await;
-    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(2) })
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
 }

@@ -167,7 +167,9 @@ impl Jar {
     /// that a request to `domain` would carry: what goes into the browser.
     pub fn export_for_domain(&self, domain: &str) -> Vec<PortableCookie> {
         let domain = domain.trim_start_matches('.').to_ascii_lowercase();
-        let related = |d: &str| d == domain || d.ends_with(&format!(".{domain}")) || domain.ends_with(&format!(".{d}"));
+        let related = |d: &str| {
+            d == domain || d.ends_with(&format!(".{domain}")) || domain.ends_with(&format!(".{d}"))
+        };
         let store = self.store.read();
         store
             .iter_unexpired()
@@ -454,7 +456,10 @@ mod tests {
         let mut out = a.export_for_domain("shop.test");
         out.sort_by(|x, y| x.name.cmp(&y.name));
         assert_eq!(out.len(), 2, "{out:?}");
-        assert_eq!((out[0].name.as_str(), out[0].host_only, out[0].expires), ("dom", false, None));
+        assert_eq!(
+            (out[0].name.as_str(), out[0].host_only, out[0].expires),
+            ("dom", false, None)
+        );
         assert!(out[1].host_only && out[1].secure && out[1].http_only && out[1].expires.is_some());
         let (b, _) = Jar::open(&dir.path().join("b.json"), None).unwrap();
         assert_eq!(b.import(&out), 2);

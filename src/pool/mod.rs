@@ -214,7 +214,11 @@ impl Pool {
             Outcome::Ok | Outcome::Empty => Ok(()),
             other => Err(Error::new(
                 ErrorKind::Refused,
-                format!("the warm-up page ended as {} (HTTP {})", other.as_str(), fetched.response.status),
+                format!(
+                    "the warm-up page ended as {} (HTTP {})",
+                    other.as_str(),
+                    fetched.response.status
+                ),
             )
             .retryable(false)),
         }
@@ -228,9 +232,17 @@ impl Pool {
 
     /// Fetch `url` in a slot's browser: lease, navigate (passing any challenge),
     /// classify under the strategy, feed the breaker.
-    pub async fn fetch_browser(&self, url: url::Url, wait_for: Option<String>, pin: Option<usize>) -> Result<Fetched> {
+    pub async fn fetch_browser(
+        &self,
+        url: url::Url,
+        wait_for: Option<String>,
+        pin: Option<usize>,
+    ) -> Result<Fetched> {
         let strategy = self.strategy_for(&url);
-        let name = strategy.as_ref().map_or(DIRECT, |s| s.name.as_str()).to_string();
+        let name = strategy
+            .as_ref()
+            .map_or(DIRECT, |s| s.name.as_str())
+            .to_string();
         let lease = self.next_slot(&name, pin).await?;
         lease.fetch_browser(url, wait_for).await
     }
@@ -525,7 +537,10 @@ impl Lease {
     pub async fn fetch_browser(self, url: url::Url, wait_for: Option<String>) -> Result<Fetched> {
         let slot = self.inner.slots[self.slot].clone();
         let strategy = self.inner.registry.get(&self.strategy).cloned();
-        let markers = strategy.as_ref().map(|s| s.markers.clone()).unwrap_or_default();
+        let markers = strategy
+            .as_ref()
+            .map(|s| s.markers.clone())
+            .unwrap_or_default();
         let cookie_domain = strategy
             .as_ref()
             .map(|s| s.cookie_domain.clone())
@@ -553,12 +568,19 @@ impl Lease {
             self.finish(Outcome::Failed, None);
             return Err(Error::new(
                 ErrorKind::Timeout,
-                format!("`{}` did not appear on {} in time", wait_for.unwrap_or_default(), page.final_url),
+                format!(
+                    "`{}` did not appear on {} in time",
+                    wait_for.unwrap_or_default(),
+                    page.final_url
+                ),
             ));
         }
         let mut headers = http::HeaderMap::new();
         for (k, v) in &page.headers {
-            if let (Ok(k), Ok(v)) = (http::HeaderName::from_bytes(k.as_bytes()), http::HeaderValue::from_str(v)) {
+            if let (Ok(k), Ok(v)) = (
+                http::HeaderName::from_bytes(k.as_bytes()),
+                http::HeaderValue::from_str(v),
+            ) {
                 headers.append(k, v);
             }
         }

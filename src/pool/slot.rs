@@ -156,7 +156,13 @@ fn create_private_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::io(format!("cannot create slot folder {}", dir.display()), e))
 }
 
-fn launch_spec(id: usize, profile: &Profile, dir: &Path, port: u16, env: &SlotEnv<'_>) -> LaunchSpec {
+fn launch_spec(
+    id: usize,
+    profile: &Profile,
+    dir: &Path,
+    port: u16,
+    env: &SlotEnv<'_>,
+) -> LaunchSpec {
     LaunchSpec {
         slot: id,
         executable: PathBuf::new(), // resolved at launch, so HTTP-only use needs no Chromium
@@ -176,15 +182,24 @@ fn launch_spec(id: usize, profile: &Profile, dir: &Path, port: u16, env: &SlotEn
 
 /// The browser speaks with the same identity as the slot's HTTP tier.
 fn identity(profile: &Profile) -> Identity {
-    let brands = profile.sec_ch_ua.as_deref().map(crate::browser::page::parse_sec_ch_ua).unwrap_or_default();
+    let brands = profile
+        .sec_ch_ua
+        .as_deref()
+        .map(crate::browser::page::parse_sec_ch_ua)
+        .unwrap_or_default();
     let hints = (!brands.is_empty()).then(|| ClientHints {
         brands,
         platform: profile.hints_platform().to_string(),
-        mobile: matches!(profile.platform, wreq_util::Platform::Android | wreq_util::Platform::IOS),
+        mobile: matches!(
+            profile.platform,
+            wreq_util::Platform::Android | wreq_util::Platform::IOS
+        ),
     });
     Identity {
         user_agent: profile.user_agent.clone(),
-        accept_language: profile.accept_language.clone(),
+        // Chromium takes the bare list and adds its own q-values (the same ones
+        // `Profile::accept_language` already carries).
+        accept_language: crate::profile::language_tags(&profile.accept_language).join(","),
         navigator_platform: profile.navigator_platform().to_string(),
         hints,
         proxy_credentials: profile.proxy.as_ref().and_then(|p| p.credentials()),

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::data;
 use super::html;
 use super::ja4::ClientHello;
-use super::state::{CHALLENGE_ROUNDS, FaultKind, Modes, Shared};
+use super::state::{CHALLENGE_ROUNDS, FaultKind, LogEntry, Modes, Shared};
 
 /// What the connection told us, attached to every request.
 #[derive(Debug, Clone, Default)]
@@ -58,6 +58,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/__control/state", get(control_state))
         .route("/__control/mode", post(control_mode))
         .route("/__control/stats", get(control_stats))
+        .route("/__control/log", get(control_log))
         .route("/__control/reset", post(control_reset))
         .with_state(shared)
 }
@@ -80,7 +81,42 @@ fn html_status(status: StatusCode, body: String) -> Response {
 /// Everything that stands between a client and the shop, in the order a real WAF
 /// applies it: fingerprint gate, faults, JS challenge, per-identity rate limit.
 async fn gatekeeper(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
+    let at_ms = shared.now_ms();
     let conn = req.extensions().get::<Conn>().cloned().unwrap_or_default();
+    let mut entry = log_entry(&conn, &req, at_ms);
+    let resp = gate(&shared, &conn, req, next).await;
+    entry.status = resp.status().as_u16();
+    entry.done_ms = shared.now_ms();
+    shared.push_log(entry);
+    resp
+}
+
+fn log_entry(conn: &Conn, req: &Request, at_ms: u64) -> LogEntry {
+    let h = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    LogEntry {
+        path: req
+            .uri()
+            .path_and_query()
+            .map_or_else(|| req.uri().path().to_string(), |p| p.to_string()),
+        ja4: conn.ja4().to_string(),
+        family: conn.family().to_string(),
+        user_agent: h("user-agent"),
+        accept_language: h("accept-language"),
+        sec_ch_ua: h("sec-ch-ua"),
+        sec_ch_ua_platform: h("sec-ch-ua-platform"),
+        cookie: h("cookie"),
+        status: 0,
+        at_ms,
+        done_ms: at_ms,
+    }
+}
+
+async fn gate(shared: &Arc<Shared>, conn: &Conn, req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
     let modes = shared.modes.lock().clone();
 
@@ -349,6 +385,11 @@ async fn control_mode(State(shared): State<Arc<Shared>>, body: Bytes) -> Respons
 
 async fn control_stats(State(shared): State<Arc<Shared>>) -> Json<Value> {
     Json(serde_json::to_value(&*shared.stats.lock()).unwrap_or(Value::Null))
+}
+
+/// The per-request log, oldest first (the last 5000 shop requests).
+async fn control_log(State(shared): State<Arc<Shared>>) -> Json<Value> {
+    Json(serde_json::to_value(&*shared.log.lock()).unwrap_or(Value::Null))
 }
 
 async fn control_reset(State(shared): State<Arc<Shared>>) -> Result<Json<Value>, Infallible> {

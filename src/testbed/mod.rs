@@ -21,7 +21,7 @@ mod server;
 mod state;
 
 pub use app::router;
-pub use state::{Fault, FaultKind, Modes, RateLimit, Shared, Stats};
+pub use state::{Fault, FaultKind, LogEntry, Modes, RateLimit, Shared, Stats};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -114,6 +114,11 @@ impl Testbed {
 
     pub fn stats(&self) -> Stats {
         self.shared.stats.lock().clone()
+    }
+
+    /// The per-request log, oldest first.
+    pub fn log(&self) -> Vec<LogEntry> {
+        self.shared.log.lock().iter().cloned().collect()
     }
 
     /// Stop accepting and close every connection.

@@ -92,6 +92,28 @@ pub struct Stats {
     pub challenges: u64,
 }
 
+/// One request as the testbed saw it (the per-request log).
+#[derive(Debug, Clone, Serialize)]
+pub struct LogEntry {
+    /// Path and query.
+    pub path: String,
+    pub ja4: String,
+    pub family: String,
+    pub user_agent: Option<String>,
+    pub accept_language: Option<String>,
+    pub sec_ch_ua: Option<String>,
+    pub sec_ch_ua_platform: Option<String>,
+    pub cookie: Option<String>,
+    pub status: u16,
+    /// Milliseconds since the testbed started, when the request arrived...
+    pub at_ms: u64,
+    /// ...and when its response was ready.
+    pub done_ms: u64,
+}
+
+/// How many log entries are kept.
+pub const LOG_CAP: usize = 5000;
+
 #[derive(Debug)]
 struct Identity {
     window_start: Instant,
@@ -100,12 +122,27 @@ struct Identity {
 }
 
 /// Shared testbed state.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Shared {
     pub modes: Mutex<Modes>,
     pub stats: Mutex<Stats>,
+    pub log: Mutex<std::collections::VecDeque<LogEntry>>,
+    pub started: Instant,
     identities: Mutex<HashMap<String, Identity>>,
     nonces: Mutex<HashSet<String>>,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared {
+            modes: Mutex::default(),
+            stats: Mutex::default(),
+            log: Mutex::default(),
+            started: Instant::now(),
+            identities: Mutex::default(),
+            nonces: Mutex::default(),
+        }
+    }
 }
 
 /// Work rounds of the challenge script: cheap for a browser, still real JS.
@@ -122,6 +159,19 @@ impl Shared {
             e.blocked += 1;
         }
         *s.by_path.entry(path.to_string()).or_default() += 1;
+    }
+
+    /// Milliseconds since start.
+    pub fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    pub fn push_log(&self, entry: LogEntry) {
+        let mut log = self.log.lock();
+        if log.len() >= LOG_CAP {
+            log.pop_front();
+        }
+        log.push_back(entry);
     }
 
     /// The fault for `path`, counting down `remaining`.
@@ -210,6 +260,7 @@ impl Shared {
     /// Forget counters, identities and faults; modes other than the fault stay.
     pub fn reset(&self) {
         *self.stats.lock() = Stats::default();
+        self.log.lock().clear();
         self.identities.lock().clear();
         self.modes.lock().fault = None;
     }

@@ -82,6 +82,11 @@ impl Env {
 
     /// idpool.toml with `slots` slots; `trust_ca` adds the testbed CA to extra_root_certs.
     pub fn write_config(&self, slots: usize, trust_ca: bool) {
+        self.write_config_with(slots, trust_ca, free_base_port(slots), "");
+    }
+
+    /// idpool.toml with a chosen CDP base port and extra TOML appended.
+    pub fn write_config_with(&self, slots: usize, trust_ca: bool, base_port: u16, extra: &str) {
         let certs = if trust_ca {
             "[\"testbed/ca.pem\"]"
         } else {
@@ -90,7 +95,7 @@ impl Env {
         self.write(
             "idpool.toml",
             &format!(
-                "[pool]\nsize = {slots}\ndata_dir = \"data\"\nstrategies_dir = \"strategies\"\nprofiles_dir = \"profiles\"\n\n[security]\nallow_private_networks = true\nextra_root_certs = {certs}\n"
+                "[pool]\nsize = {slots}\nbase_port = {base_port}\ndata_dir = \"data\"\nstrategies_dir = \"strategies\"\nprofiles_dir = \"profiles\"\n\n[security]\nallow_private_networks = true\nextra_root_certs = {certs}\n\n{extra}"
             ),
         );
     }
@@ -120,4 +125,73 @@ impl Env {
     pub fn data_dir(&self) -> &Path {
         self.dir.path()
     }
+}
+
+/// A base port with `slots` free consecutive ports after it, so parallel tests
+/// never share a CDP port.
+pub fn free_base_port(slots: usize) -> u16 {
+    for _ in 0..200 {
+        let Ok(l) = std::net::TcpListener::bind("127.0.0.1:0") else {
+            continue;
+        };
+        let Ok(addr) = l.local_addr() else { continue };
+        let base = addr.port();
+        drop(l);
+        if usize::from(base) + slots >= 65535 {
+            continue;
+        }
+        let all_free =
+            (0..slots as u16).all(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)).is_ok());
+        if all_free {
+            return base;
+        }
+    }
+    panic!("no free port range");
+}
+
+/// Close every browser of `pool` and check that no Chromium it started is left.
+pub async fn shutdown_and_check(pool: &Pool) {
+    let pids: Vec<u32> = pool
+        .slots()
+        .iter()
+        .flat_map(|s| s.browser_facts().pids)
+        .collect();
+    pool.shutdown().await;
+    for pid in pids {
+        assert!(
+            !idpool::browser::launcher::pid_alive(pid),
+            "Chromium pid {pid} outlived the pool"
+        );
+    }
+    for s in pool.slots() {
+        assert!(
+            !s.browser_facts().running,
+            "slot {} still reports a running browser",
+            s.id
+        );
+    }
+}
+
+/// Pids of Chromium browser processes (not helpers) using a user-data-dir under `dir`.
+pub fn chromium_browsers_under(dir: &Path) -> Vec<(u32, Vec<String>)> {
+    let needle = format!("--user-data-dir={}", dir.display());
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = raw
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let ours = args.iter().any(|a| a.starts_with(&needle));
+        let helper = args.iter().any(|a| a.starts_with("--type="));
+        if ours && !helper && idpool::browser::launcher::pid_alive(pid) {
+            out.push((pid, args));
+        }
+    }
+    out
 }

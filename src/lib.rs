@@ -10,6 +10,8 @@
 //!               politeness; the registry; classifying a response into an Outcome
 //! http/         the HTTP tier: a wreq client impersonating the slot's browser,
 //!               trusted roots, and the SSRF guard
+//! browser/      the browser tier: each slot's lazily launched, supervised
+//!               Chromium (launcher, supervisor, page operations, cookie sync)
 //! pool/         slots (identity + jar + client), the per-(slot, strategy) circuit
 //!               breaker, politeness, and the router that leases slots
 //! testbed/      idpool-testbed: the local imitation of a protected shop that tests,

@@ -463,3 +463,124 @@ async fn refresh_cookies_cli_turns_a_challenged_slot_into_a_passing_one() {
     assert_eq!(f.outcome, Outcome::Ok, "the HTTP tier is still challenged");
     shutdown_and_check(&pool).await;
 }
+
+#[tokio::test]
+async fn the_browser_environment_matches_the_profile() {
+    let env = Env::new(1).await;
+    env.write(
+        "profiles/default.toml",
+        "emulation = \"chrome_149\"\nplatform = \"windows\"\naccept_language = \"fr-FR,fr;q=0.9,en;q=0.8\"\ntimezone = \"Asia/Tokyo\"\nviewport = { width = 1280, height = 720 }\n",
+    );
+    let pool = env.pool();
+    let f = pool
+        .fetch_browser(env.url("/js-env"), Some("#env[data-ready]".into()), Some(0))
+        .await
+        .expect("env page");
+    let html = f.response.text();
+    let json = html
+        .split("<pre id=\"env\" data-ready=\"1\">")
+        .nth(1)
+        .and_then(|s| s.split("</pre>").next())
+        .expect("env rendered");
+    let v: serde_json::Value = serde_json::from_str(&json.replace("&quot;", "\"")).expect("json");
+    println!("{v}");
+    assert_eq!(v["timezone"], "Asia/Tokyo");
+    assert_eq!(v["language"], "fr-FR");
+    assert_eq!(v["platform"], "Win32");
+    assert_eq!(v["ua_platform"], "Windows");
+    assert!(
+        v["user_agent"]
+            .as_str()
+            .is_some_and(|ua| ua.contains("Chrome/149") && !ua.contains("Headless"))
+    );
+    assert!(v["brands"].to_string().contains("Google Chrome/149"));
+    assert_eq!(v["width"], 1280);
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn proxy_credentials_are_answered_through_cdp() {
+    use common::proxies::{Seen, http_connect_proxy};
+    let env = Env::new(1).await;
+    let seen = std::sync::Arc::new(parking_lot::Mutex::new(Seen::default()));
+    let port = http_connect_proxy(seen.clone()).await;
+    env.write(
+        "profiles/default.toml",
+        &format!("emulation = \"chrome_149\"\nproxy = \"http://dave:pa55word@127.0.0.1:{port}\"\n"),
+    );
+    let pool = env.pool();
+    let f = pool
+        .fetch_browser(env.url("/product/B0PX"), None, Some(0))
+        .await
+        .expect("browser via proxy");
+    assert_eq!(f.response.status, 200);
+    assert!(
+        seen.lock()
+            .targets
+            .iter()
+            .any(|t| *t == env.testbed.https_addr.to_string()),
+        "{:?}",
+        seen.lock()
+    );
+    // The password is on no command line.
+    for (_, args) in chromium_browsers_under(&env.path("data")) {
+        assert!(!args.iter().any(|a| a.contains("pa55word")), "{args:?}");
+        assert!(
+            args.contains(&format!("--proxy-server=http://127.0.0.1:{port}")),
+            "{args:?}"
+        );
+    }
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn idle_browsers_close_and_big_ones_restart() {
+    let env = Env::new(2).await;
+    env.write_config_with(
+        2,
+        true,
+        common::free_base_port(2),
+        "[browser]\nidle_close_secs = 1\n",
+    );
+    let pool = env.pool();
+    pool.fetch_browser(env.url("/product/B0IDLE"), None, Some(0))
+        .await
+        .expect("first");
+    let pid = pool.slots()[0].browser_facts().pid.expect("running");
+    for _ in 0..100 {
+        if !pool.slots()[0].browser_facts().running {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let facts = pool.slots()[0].browser_facts();
+    assert!(!facts.running, "idle browser was not closed");
+    assert_eq!(facts.crashes, 0, "an idle close is not a crash");
+    assert!(!idpool::browser::launcher::pid_alive(pid));
+    pool.fetch_browser(env.url("/product/B0IDLE"), None, Some(0))
+        .await
+        .expect("relaunch");
+    assert_eq!(pool.slots()[0].browser_facts().launches, 2);
+    shutdown_and_check(&pool).await;
+
+    // A tiny memory ceiling: every operation ends with a restart.
+    env.write_config_with(
+        1,
+        true,
+        common::free_base_port(1),
+        "[browser]\nmax_rss_mb = 1\n",
+    );
+    let pool = env.pool();
+    for _ in 0..2 {
+        pool.fetch_browser(env.url("/product/B0RSS"), None, Some(0))
+            .await
+            .expect("fetch");
+    }
+    let facts = pool.slots()[0].browser_facts();
+    assert_eq!(
+        (facts.rss_restarts, facts.launches, facts.running),
+        (2, 2, false),
+        "{facts:?}"
+    );
+    shutdown_and_check(&pool).await;
+}

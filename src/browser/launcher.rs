@@ -78,6 +78,9 @@ impl LaunchSpec {
         }
         if let Some(p) = &self.proxy_server {
             a.push(format!("--proxy-server={p}"));
+            // Chromium never proxies loopback unless told to; the HTTP tier does,
+            // and both tiers must leave through the same proxy.
+            a.push("--proxy-bypass-list=<-loopback>".into());
         }
         if !self.spki.is_empty() {
             a.push(format!(

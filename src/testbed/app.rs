@@ -48,6 +48,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/product/{id}", get(product))
         .route("/product-reviews/{id}", get(reviews))
         .route("/js-reviews/{id}", get(js_reviews))
+        .route("/js-env", get(js_env))
         .route("/ajax/reviews", post(ajax_reviews))
         .route("/ap/signin", get(signin))
         .route("/loop", get(redirect_loop))
@@ -298,6 +299,10 @@ async fn ajax_reviews(headers: HeaderMap, body: Bytes) -> Response {
         "html": list.iter().map(html::review_fragment).collect::<Vec<_>>(),
     }))
     .into_response()
+}
+
+async fn js_env() -> Html<String> {
+    Html(html::js_env())
 }
 
 #[derive(Deserialize)]

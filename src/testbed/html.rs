@@ -211,3 +211,31 @@ pub fn huge(mb: usize) -> String {
     let n = mb * 1024 * 1024 / line.len() + 1;
     page("Huge page", &line.repeat(n))
 }
+
+/// What the browser's JavaScript environment says about the identity: timezone,
+/// languages, platform, user agent (data), window size. Written into `#env`.
+pub fn js_env() -> String {
+    page(
+        "Environment",
+        r#"<pre id="env"></pre>
+<script>
+(async function () {
+  var d = {
+    timezone: Intl.DateTimeFormat().resolvedOptions().timeZone,
+    language: navigator.language,
+    languages: navigator.languages,
+    platform: navigator.platform,
+    user_agent: navigator.userAgent,
+    webdriver: navigator.webdriver,
+    width: window.innerWidth,
+    height: window.innerHeight,
+    brands: navigator.userAgentData ? navigator.userAgentData.brands.map(function (b) { return b.brand + "/" + b.version; }) : null,
+    ua_platform: navigator.userAgentData ? navigator.userAgentData.platform : null
+  };
+  var el = document.getElementById("env");
+  el.textContent = JSON.stringify(d);
+  el.setAttribute("data-ready", "1");
+})();
+</script>"#,
+    )
+}

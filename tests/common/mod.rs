@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod proxies;
+
 use std::path::{Path, PathBuf};
 
 use idpool::config::Config;

@@ -1,0 +1,130 @@
+//! Tiny authenticating proxies on loopback, for proxy tests of both tiers.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What a proxy saw: the authentication it was given and where it tunnelled to.
+#[derive(Default, Debug)]
+pub struct Seen {
+    pub auth: Vec<String>,
+    pub targets: Vec<String>,
+}
+
+/// An HTTP proxy that answers CONNECT only, with `Proxy-Authorization` required.
+pub async fn http_connect_proxy(seen: Arc<Mutex<Seen>>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut reader = BufReader::new(client);
+                let mut line = String::new();
+                if reader.read_line(&mut line).await.is_err() {
+                    return;
+                }
+                let target = line.split_whitespace().nth(1).unwrap_or("").to_string();
+                let mut auth = None;
+                loop {
+                    let mut h = String::new();
+                    if reader.read_line(&mut h).await.unwrap_or(0) == 0 || h == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("proxy-authorization:") {
+                        auth = Some(v.trim().to_string());
+                    }
+                }
+                let mut client = reader.into_inner();
+                let Some(auth) = auth else {
+                    let _ = client.write_all(b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic\r\n\r\n").await;
+                    return;
+                };
+                {
+                    let mut s = seen.lock();
+                    s.auth.push(auth);
+                    s.targets.push(target.clone());
+                }
+                let Ok(mut upstream) = TcpStream::connect(&target).await else {
+                    return;
+                };
+                if client
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await
+                    .is_ok()
+                {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                }
+            });
+        }
+    });
+    port
+}
+
+/// A SOCKS5 proxy with username/password authentication (RFC 1928 + 1929).
+pub async fn socks5_proxy(seen: Arc<Mutex<Seen>>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        while let Ok((mut c, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let r: std::io::Result<()> = async {
+                    let mut head = [0u8; 2];
+                    c.read_exact(&mut head).await?;
+                    let mut methods = vec![0u8; head[1] as usize];
+                    c.read_exact(&mut methods).await?;
+                    if !methods.contains(&2) {
+                        c.write_all(&[5, 0xff]).await?;
+                        return Ok(());
+                    }
+                    c.write_all(&[5, 2]).await?;
+                    let mut v = [0u8; 2];
+                    c.read_exact(&mut v).await?;
+                    let mut user = vec![0u8; v[1] as usize];
+                    c.read_exact(&mut user).await?;
+                    let mut plen = [0u8; 1];
+                    c.read_exact(&mut plen).await?;
+                    let mut pass = vec![0u8; plen[0] as usize];
+                    c.read_exact(&mut pass).await?;
+                    seen.lock().auth.push(format!(
+                        "{}:{}",
+                        String::from_utf8_lossy(&user),
+                        String::from_utf8_lossy(&pass)
+                    ));
+                    c.write_all(&[1, 0]).await?;
+                    let mut req = [0u8; 4];
+                    c.read_exact(&mut req).await?;
+                    let host = match req[3] {
+                        1 => {
+                            let mut a = [0u8; 4];
+                            c.read_exact(&mut a).await?;
+                            std::net::Ipv4Addr::from(a).to_string()
+                        }
+                        3 => {
+                            let mut n = [0u8; 1];
+                            c.read_exact(&mut n).await?;
+                            let mut name = vec![0u8; n[0] as usize];
+                            c.read_exact(&mut name).await?;
+                            String::from_utf8_lossy(&name).into_owned()
+                        }
+                        _ => return Ok(()),
+                    };
+                    let mut p = [0u8; 2];
+                    c.read_exact(&mut p).await?;
+                    let target = format!("{host}:{}", u16::from_be_bytes(p));
+                    seen.lock().targets.push(target.clone());
+                    let mut upstream = TcpStream::connect(&target).await?;
+                    c.write_all(&[5, 0, 0, 1, 127, 0, 0, 1, 0, 0]).await?;
+                    tokio::io::copy_bidirectional(&mut c, &mut upstream).await?;
+                    Ok(())
+                }
+                .await;
+                let _ = r;
+            });
+        }
+    });
+    port
+}

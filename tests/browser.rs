@@ -584,3 +584,156 @@ async fn idle_browsers_close_and_big_ones_restart() {
     );
     shutdown_and_check(&pool).await;
 }
+
+#[tokio::test]
+async fn wait_for_sees_javascript_rendered_content_and_times_out_cleanly() {
+    let env = Env::new(1).await;
+    env.write_config_with(
+        1,
+        true,
+        common::free_base_port(1),
+        "[browser]\nop_timeout_secs = 3\n",
+    );
+    let pool = env.pool();
+    let item = "B0JSR";
+    let f = pool
+        .fetch_browser(
+            env.url(&format!("/js-reviews/{item}")),
+            Some("#reviews[data-state=ready] .review".into()),
+            Some(0),
+        )
+        .await
+        .expect("rendered");
+    let first = idpool::testbed::data::review(item, 0);
+    assert!(
+        f.response.text().contains(&first.title),
+        "JS-rendered reviews missing"
+    );
+    let err = pool
+        .fetch_browser(
+            env.url("/product/B0JSR"),
+            Some("#never-there".into()),
+            Some(0),
+        )
+        .await
+        .expect_err("selector never appears");
+    assert!(err.to_string().contains("#never-there"), "{err}");
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn a_busy_slot_browser_gives_a_clear_error_after_the_wait() {
+    let env = Env::new(1).await;
+    env.write_config_with(
+        1,
+        true,
+        common::free_base_port(1),
+        "[browser]\nlock_wait_secs = 1\n",
+    );
+    env.testbed.set_modes(|m| {
+        m.fault = Some(Fault {
+            kind: FaultKind::Slow,
+            path_prefix: Some("/product/SLOW".into()),
+            remaining: None,
+            delay_ms: 4000,
+            status: 200,
+            size_mb: 0,
+        })
+    });
+    let pool = env.pool();
+    pool.fetch_browser(env.url("/"), None, Some(0))
+        .await
+        .expect("warm");
+    let slow = pool.fetch_browser(env.url("/product/SLOW9"), None, Some(0));
+    let queued = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        pool.fetch_browser(env.url("/"), None, Some(0)).await
+    };
+    let (slow, queued) = tokio::join!(slow, queued);
+    slow.expect("the slow one completes");
+    let err = queued.expect_err("the queued one gives up");
+    assert!(
+        err.to_string()
+            .contains("slot 0: the browser stayed busy for 1s"),
+        "{err}"
+    );
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn a_launch_that_fails_part_way_kills_and_reaps_its_child() {
+    let env = Env::new(1).await;
+    // A "browser" that starts and never reports a DevTools address.
+    let fake = env.path("fake-chromium.sh");
+    let pid_file = env.path("fake.pid");
+    env.write(
+        "fake-chromium.sh",
+        &format!(
+            "#!/bin/sh\necho $$ > {}\nexec sleep 60\n",
+            pid_file.display()
+        ),
+    );
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    env.write_config_with(
+        1,
+        true,
+        common::free_base_port(1),
+        &format!(
+            "[browser]\nexecutable = \"{}\"\nlaunch_timeout_secs = 1\n",
+            fake.display()
+        ),
+    );
+    let pool = env.pool();
+    let err = pool
+        .fetch_browser(env.url("/"), None, Some(0))
+        .await
+        .expect_err("launch fails");
+    assert!(
+        err.to_string()
+            .contains("did not report its DevTools address within 1s"),
+        "{err}"
+    );
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .expect("fake ran")
+        .trim()
+        .parse()
+        .expect("pid");
+    assert!(
+        !idpool::browser::launcher::pid_alive(pid),
+        "the failed launch left its child running"
+    );
+    assert_eq!(pool.slots()[0].browser_facts().launches, 0);
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn fetch_cli_with_the_browser_tier() {
+    let env = Env::new(1).await;
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_idpool"))
+        .arg("--config")
+        .arg(env.path("idpool.toml"))
+        .args([
+            "fetch",
+            env.url("/product/B0CLI").as_str(),
+            "--tier",
+            "browser",
+        ])
+        .output()
+        .await
+        .expect("idpool fetch");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("status:   200") && stderr.contains("http:     browser"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("productTitle"));
+    assert!(
+        chromium_browsers_under(&env.path("data")).is_empty(),
+        "the CLI left Chromium running"
+    );
+}

@@ -157,7 +157,9 @@ impl SlotBrowser {
             return Err(Error::new(ErrorKind::Internal, "browser has no tab"));
         };
         let op_timeout = Duration::from_secs(self.cfg.op_timeout_secs);
-        let deadline = Instant::now() + op_timeout;
+        // Waiting for selectors / challenges stops early enough to still sync
+        // cookies and report *what* was not met, inside the operation's deadline.
+        let deadline = Instant::now() + op_timeout.mul_f64(0.8);
         let result = tokio::time::timeout(op_timeout, async {
             if let Some(domain) = &req.cookie_domain {
                 page::push_cookies(&tab, &jar.export_for_domain(domain)).await?;

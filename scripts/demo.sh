@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What idpool can do today, on the bundled testbed: a browser-fingerprint gate
-# that blocks curl but lets a slot through, cookies that persist per identity,
-# and config validation. Installs what is missing and builds first.
+# that blocks curl but lets a slot through, cookies that persist per identity, a
+# JS challenge passed by a slot's own Chromium and then by its HTTP tier, and
+# config validation. Installs what is missing and builds first.
 #
 # (The full demo, a three-tier review scrape through MCP, arrives with the
 # cascade, browser and MCP issues.)
@@ -65,6 +66,17 @@ echo "reviews on page 1: $(grep -c 'class="review"' "$work/reviews.html")"
 
 log "a new process, same slot 0: the testbed's cookie comes back from the jar"
 idpool fetch https://127.0.0.1:8443/whoami --slot 0 2>/dev/null | show '["ja4", "family", "cookie", "user_agent"]'
+
+log "the shop turns its JS challenge on: slot 0's HTTP tier is challenged"
+curl -s -o /dev/null -X POST -d '{"challenge": true}' http://127.0.0.1:8080/__control/mode
+idpool fetch https://127.0.0.1:8443/product/B0DEMO2 --slot 0 --out "$work/challenged.html" || true
+
+log "refresh-cookies: slot 0's own Chromium passes the challenge, its cookies go to the jar"
+idpool refresh-cookies --strategy testshop --slot 0
+
+log "slot 0's HTTP tier now gets through; slot 1 (another identity) is still challenged"
+idpool fetch https://127.0.0.1:8443/product/B0DEMO2 --slot 0 --out "$work/after.html"
+idpool fetch https://127.0.0.1:8443/product/B0DEMO2 --slot 1 --out "$work/other.html" || true
 
 log "what the testbed saw, per JA4 fingerprint"
 curl -s http://127.0.0.1:8080/__control/stats | show '["by_ja4"]'

@@ -297,3 +297,66 @@ fn bundled_files_are_valid() {
     );
     assert!(out.status.success(), "{text}");
 }
+
+const OP_HEAD: &str = "name = \"shop\"\nhosts = [\"shop.test\"]\nbase_url = \"https://shop.test\"\n\n[operations.reviews.params.item]\ntype = \"string\"\nrequired = true\n\n";
+
+#[test]
+fn operation_unknown_template_variable() {
+    let c = Case::new();
+    c.write(
+        "strategies/shop.toml",
+        &format!("{OP_HEAD}[operations.reviews.tier2]\nurl = \"{{base_url}}/r/{{item}}?p={{page}}\"\n[operations.reviews.tier2.extract]\nitems = \"div.review\"\n"),
+    );
+    assert_reports(
+        &c,
+        &format!(
+            "{}:10: operations.reviews.tier2.url uses unknown template variable `{{page}}` (known: item, base_url)",
+            c.file("strategies/shop.toml")
+        ),
+    );
+}
+
+#[test]
+fn operation_bad_field_selector_and_unknown_key() {
+    let c = Case::new();
+    c.write(
+        "strategies/shop.toml",
+        &format!("{OP_HEAD}[operations.reviews.tier2]\nurl = \"{{base_url}}/r/{{item}}\"\n[operations.reviews.tier2.extract]\nitems = \"div.review\"\nfields = {{ title = {{ css = \"h2[\" }} }}\n"),
+    );
+    assert_reports(
+        &c,
+        &format!(
+            "{}:13: operations.reviews.tier2.extract.fields.title `h2[` is not a valid CSS selector",
+            c.file("strategies/shop.toml")
+        ),
+    );
+    c.write(
+        "strategies/shop.toml",
+        &format!("{OP_HEAD}[operations.reviews.tier2]\nurl = \"{{base_url}}/r/{{item}}\"\nformt = \"json\"\n"),
+    );
+    assert_reports(
+        &c,
+        &format!(
+            "{}:11: unknown field `formt`",
+            c.file("strategies/shop.toml")
+        ),
+    );
+}
+
+#[test]
+fn operation_without_tiers_and_wait_for_outside_the_browser() {
+    let c = Case::new();
+    c.write("strategies/shop.toml", OP_HEAD);
+    assert_reports(&c, "operations.reviews has no tier1, tier2 or tier3");
+    c.write(
+        "strategies/shop.toml",
+        &format!("{OP_HEAD}[operations.reviews.tier2]\nurl = \"{{base_url}}/r/{{item}}\"\nwait_for = \"#x\"\nextract = {{ items = \"div\" }}\n"),
+    );
+    assert_reports(
+        &c,
+        &format!(
+            "{}:11: operations.reviews.tier2.wait_for only applies to tier3",
+            c.file("strategies/shop.toml")
+        ),
+    );
+}

@@ -3,7 +3,9 @@
 //! empty page apart. Operations (the named extractions) arrive in a later issue; the
 //! file format already reserves the `[operations.*]` tables for them.
 
+pub mod extract;
 mod markers;
+pub mod operation;
 pub mod outcome;
 mod registry;
 
@@ -11,6 +13,7 @@ pub use markers::{MarkerSet, Markers};
 pub use outcome::{Outcome, classify};
 pub use registry::Registry;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -58,9 +61,12 @@ struct StrategyFile {
     challenge: markers::MarkerFile,
     #[serde(default)]
     empty: markers::MarkerFile,
-    /// Named operations: reserved; validated by the operations engine when it lands.
+    /// Prefix of the site's URLs, `{base_url}` in templates (e.g. "https://shop.example").
     #[serde(default)]
-    operations: toml::Table,
+    base_url: Option<Spanned<String>>,
+    /// Named operations.
+    #[serde(default)]
+    operations: BTreeMap<String, operation::OperationFile>,
 }
 
 /// A loaded, validated strategy.
@@ -74,6 +80,9 @@ pub struct Strategy {
     pub cookie_domain: String,
     pub politeness: Politeness,
     pub markers: Markers,
+    /// `{base_url}` in operation templates.
+    pub base_url: Option<String>,
+    pub operations: BTreeMap<String, operation::Operation>,
     pub source: Option<PathBuf>,
 }
 
@@ -152,7 +161,25 @@ impl Strategy {
             challenge: f.challenge.compile(path, text, "challenge")?,
             empty: f.empty.compile(path, text, "empty")?,
         };
-        let _ = &f.operations;
+        let base_url = match &f.base_url {
+            Some(b) => {
+                let u = url::Url::parse(b.get_ref())
+                    .map_err(|e| err(b.span(), format!("base_url is not a valid URL ({e})")))?;
+                if !u.host_str().is_some_and(|h| host_matches(&hosts, h)) {
+                    return Err(err(
+                        b.span(),
+                        "base_url's host is not one of this strategy's hosts".into(),
+                    ));
+                }
+                Some(b.get_ref().trim_end_matches('/').to_string())
+            }
+            None => None,
+        };
+        let mut operations = BTreeMap::new();
+        for (name, op) in f.operations {
+            let compiled = op.compile(&name, path, text)?;
+            operations.insert(name, compiled);
+        }
         Ok(Strategy {
             name,
             hosts,
@@ -160,6 +187,8 @@ impl Strategy {
             cookie_domain,
             politeness: f.politeness,
             markers,
+            base_url,
+            operations,
             source: Some(path.to_path_buf()),
         })
     }

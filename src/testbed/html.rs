@@ -124,12 +124,21 @@ pub fn js_reviews(item: &str, n: usize) -> String {
   data.reviews.forEach(function (r) {{
     var d = document.createElement("div");
     d.className = "review"; d.setAttribute("data-review-id", r.id);
-    [["review-author", r.author], ["review-rating", r.rating + ".0 out of 5 stars"], ["review-title", r.title],
-     ["review-date", "Reviewed on " + r.date], ["review-body", r.body]].forEach(function (f) {{
+    var fields = [["review-author", r.author], ["review-rating", r.rating + ".0 out of 5 stars"], ["review-title", r.title],
+     ["review-date", "Reviewed on " + r.date]];
+    if (r.verified) fields.push(["review-verified", "Verified Purchase"]);
+    fields.push(["review-body", r.body]);
+    fields.push(["review-helpful", r.helpful + " people found this helpful"]);
+    fields.forEach(function (f) {{
       var s = document.createElement("span"); s.className = f[0]; s.textContent = f[1]; d.appendChild(s);
     }});
     root.appendChild(d);
   }});
+  if (data.more) {{
+    var nav = document.createElement("ul"); nav.className = "a-pagination";
+    nav.innerHTML = '<li class="a-last"><a href="?page=' + (data.page + 1) + '">Next page</a></li>';
+    root.parentNode.appendChild(nav);
+  }}
   root.setAttribute("data-state", "ready");
 }})();
 </script>"#

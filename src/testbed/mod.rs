@@ -15,7 +15,7 @@
 mod app;
 mod ca;
 pub mod data;
-mod html;
+pub mod html;
 pub mod ja4;
 mod server;
 mod state;

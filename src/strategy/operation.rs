@@ -1,0 +1,595 @@
+//! Operations: a strategy's named extractions (`[operations.NAME]`), with typed
+//! parameters (→ JSON Schema), up to three tiers (request templates) and the
+//! extraction rules that turn a response into items.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use toml::Spanned;
+
+use super::extract::{ExtractFile, Extractor};
+use crate::diag::Diagnostic;
+use crate::error::{Error, Result};
+
+/// A parameter's type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParamKind {
+    String,
+    Integer,
+    Boolean,
+    Enum,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ParamFile {
+    #[serde(rename = "type")]
+    kind: ParamKind,
+    #[serde(default)]
+    required: bool,
+    #[serde(default)]
+    default: Option<toml::Value>,
+    #[serde(default)]
+    description: String,
+    /// Allowed values of an `enum`.
+    #[serde(default)]
+    values: Vec<String>,
+    #[serde(default)]
+    minimum: Option<i64>,
+    #[serde(default)]
+    maximum: Option<i64>,
+}
+
+/// One declared parameter.
+#[derive(Debug, Clone)]
+pub struct Param {
+    pub name: String,
+    pub kind: ParamKind,
+    pub required: bool,
+    pub default: Option<Value>,
+    pub description: String,
+    pub values: Vec<String>,
+    pub minimum: Option<i64>,
+    pub maximum: Option<i64>,
+}
+
+/// Response format of a tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    #[default]
+    Html,
+    Json,
+    /// JSON whose `html_pointer` holds HTML (a string or a list of fragments).
+    HtmlInJson,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TierFile {
+    #[serde(default)]
+    method: Option<String>,
+    url: Spanned<String>,
+    #[serde(default)]
+    form: Option<Spanned<BTreeMap<String, String>>>,
+    #[serde(default)]
+    json: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    format: Format,
+    #[serde(default)]
+    html_pointer: Option<String>,
+    #[serde(default)]
+    wait_for: Option<Spanned<String>>,
+    /// Override of the extraction's `next` for this tier (e.g. a JSON field).
+    #[serde(default)]
+    next: Option<Spanned<String>>,
+    /// Override of the extraction's `empty` for this tier.
+    #[serde(default)]
+    empty: Option<Spanned<String>>,
+    #[serde(default)]
+    extract: Option<ExtractFile>,
+}
+
+/// One tier's request template and extraction.
+#[derive(Debug, Clone)]
+pub struct Tier {
+    /// 1, 2 or 3.
+    pub number: u8,
+    pub method: http::Method,
+    pub url: String,
+    pub form: Option<BTreeMap<String, String>>,
+    pub json: Option<Value>,
+    pub headers: BTreeMap<String, String>,
+    pub format: Format,
+    pub html_pointer: Option<String>,
+    pub wait_for: Option<String>,
+    pub extractor: Extractor,
+}
+
+/// An operation file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct OperationFile {
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    params: BTreeMap<String, Spanned<ParamFile>>,
+    /// Regex with one capture group: the item id inside an item URL.
+    #[serde(default)]
+    item_id_from_url: Option<Spanned<String>>,
+    /// Extraction shared by tiers that do not define their own.
+    #[serde(default)]
+    extract: Option<ExtractFile>,
+    #[serde(default)]
+    tier1: Option<TierFile>,
+    #[serde(default)]
+    tier2: Option<TierFile>,
+    #[serde(default)]
+    tier3: Option<TierFile>,
+}
+
+/// A validated operation.
+#[derive(Debug, Clone)]
+pub struct Operation {
+    pub name: String,
+    pub description: String,
+    pub params: Vec<Param>,
+    pub item_id_from_url: Option<regex::Regex>,
+    /// Present tiers, cheapest first.
+    pub tiers: Vec<Tier>,
+}
+
+/// Template variables every operation has besides its parameters.
+pub const BUILTIN_VARS: &[&str] = &["base_url"];
+
+impl OperationFile {
+    pub(super) fn compile(
+        self,
+        name: &str,
+        path: &Path,
+        text: &str,
+    ) -> std::result::Result<Operation, Diagnostic> {
+        let at =
+            |span: std::ops::Range<usize>, msg: String| Diagnostic::at(path, text, Some(span), msg);
+        let mut params = Vec::new();
+        for (pname, p) in &self.params {
+            let span = p.span();
+            let p = p.get_ref();
+            if p.kind == ParamKind::Enum && p.values.is_empty() {
+                return Err(at(
+                    span,
+                    format!("operations.{name}.params.{pname}: an enum needs `values`"),
+                ));
+            }
+            let default = match &p.default {
+                Some(v) => Some(coerce(p, pname, &toml_to_json(v)).map_err(|e| {
+                    at(
+                        span.clone(),
+                        format!("operations.{name}.params.{pname}: default {e}"),
+                    )
+                })?),
+                None => None,
+            };
+            params.push(Param {
+                name: pname.clone(),
+                kind: p.kind,
+                required: p.required,
+                default,
+                description: p.description.clone(),
+                values: p.values.clone(),
+                minimum: p.minimum,
+                maximum: p.maximum,
+            });
+        }
+        let item_id_from_url = match &self.item_id_from_url {
+            Some(r) => {
+                let re = regex::Regex::new(r.get_ref()).map_err(|e| {
+                    at(
+                        r.span(),
+                        format!("operations.{name}.item_id_from_url is not a valid regex ({e})"),
+                    )
+                })?;
+                if re.captures_len() != 2 {
+                    return Err(at(
+                        r.span(),
+                        format!(
+                            "operations.{name}.item_id_from_url needs exactly one capture group"
+                        ),
+                    ));
+                }
+                Some(re)
+            }
+            None => None,
+        };
+        let vars: Vec<&str> = params
+            .iter()
+            .map(|p| p.name.as_str())
+            .chain(BUILTIN_VARS.iter().copied())
+            .collect();
+        let shared = self.extract;
+        let mut tiers = Vec::new();
+        for (number, tier) in [(1u8, self.tier1), (2, self.tier2), (3, self.tier3)] {
+            let Some(t) = tier else {
+                continue;
+            };
+            let label = format!("operations.{name}.tier{number}");
+            check_template(t.url.get_ref(), &vars).map_err(|v| {
+                at(
+                    t.url.span(),
+                    format!(
+                        "{label}.url uses unknown template variable `{{{v}}}` (known: {})",
+                        vars.join(", ")
+                    ),
+                )
+            })?;
+            if let Some(form) = &t.form {
+                for v in form.get_ref().values() {
+                    check_template(v, &vars).map_err(|bad| {
+                        at(
+                            form.span(),
+                            format!("{label}.form uses unknown template variable `{{{bad}}}`"),
+                        )
+                    })?;
+                }
+            }
+            let json = t
+                .json
+                .as_ref()
+                .map(|j| (j.span(), toml_to_json(j.get_ref())));
+            if let Some((span, j)) = &json {
+                check_json_template(j, &vars).map_err(|bad| {
+                    at(
+                        span.clone(),
+                        format!("{label}.json uses unknown template variable `{{{bad}}}`"),
+                    )
+                })?;
+            }
+            let method =
+                match t
+                    .method
+                    .as_deref()
+                    .unwrap_or(if t.form.is_some() || t.json.is_some() {
+                        "POST"
+                    } else {
+                        "GET"
+                    }) {
+                    m if m.eq_ignore_ascii_case("get") => http::Method::GET,
+                    m if m.eq_ignore_ascii_case("post") => http::Method::POST,
+                    other => {
+                        return Err(at(
+                            t.url.span(),
+                            format!("{label}.method `{other}` is not GET or POST"),
+                        ));
+                    }
+                };
+            if number == 3
+                && (t.format != Format::Html
+                    || t.form.is_some()
+                    || t.json.is_some()
+                    || method != http::Method::GET)
+            {
+                return Err(at(
+                    t.url.span(),
+                    format!("{label}: the browser tier loads pages: GET, format html, no body"),
+                ));
+            }
+            if let Some(w) = &t.wait_for {
+                if number != 3 {
+                    return Err(at(
+                        w.span(),
+                        format!("{label}.wait_for only applies to tier3 (the browser)"),
+                    ));
+                }
+                scraper::Selector::parse(w.get_ref()).map_err(|e| {
+                    at(
+                        w.span(),
+                        format!(
+                            "{label}.wait_for `{}` is not a valid CSS selector ({e})",
+                            w.get_ref()
+                        ),
+                    )
+                })?;
+            }
+            if t.format == Format::HtmlInJson && t.html_pointer.is_none() {
+                return Err(at(
+                    t.url.span(),
+                    format!("{label}: format html_in_json needs html_pointer"),
+                ));
+            }
+            let extract = t.extract.as_ref().or(shared.as_ref()).ok_or_else(|| {
+                at(
+                    t.url.span(),
+                    format!(
+                        "{label} has no extract rules (and the operation has no shared `extract`)"
+                    ),
+                )
+            })?;
+            let extractor = extract.compile(
+                path,
+                text,
+                &format!("{label}.extract"),
+                t.format,
+                t.next.as_ref(),
+                t.empty.as_ref(),
+            )?;
+            tiers.push(Tier {
+                number,
+                method,
+                url: t.url.get_ref().clone(),
+                form: t.form.as_ref().map(|f| f.get_ref().clone()),
+                json: json.map(|(_, j)| j),
+                headers: t.headers,
+                format: t.format,
+                html_pointer: t.html_pointer,
+                wait_for: t.wait_for.map(|w| w.get_ref().clone()),
+                extractor,
+            });
+        }
+        if tiers.is_empty() {
+            let pos = text.find(&format!("[operations.{name}")).unwrap_or(0);
+            return Err(Diagnostic::at(
+                path,
+                text,
+                Some(pos..pos),
+                format!("operations.{name} has no tier1, tier2 or tier3"),
+            ));
+        }
+        Ok(Operation {
+            name: name.to_string(),
+            description: self.description,
+            params,
+            item_id_from_url,
+            tiers,
+        })
+    }
+}
+
+/// `{name}` placeholders in a template, in order.
+pub fn template_vars(t: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = t;
+    while let Some(i) = rest.find('{') {
+        let after = &rest[i + 1..];
+        match after.find('}') {
+            Some(j) => {
+                out.push(&after[..j]);
+                rest = &after[j + 1..];
+            }
+            None => break,
+        }
+    }
+    out
+}
+
+fn check_template<'a>(t: &'a str, vars: &[&str]) -> std::result::Result<(), &'a str> {
+    match template_vars(t).into_iter().find(|v| !vars.contains(v)) {
+        Some(bad) => Err(bad),
+        None => Ok(()),
+    }
+}
+
+fn check_json_template(v: &Value, vars: &[&str]) -> std::result::Result<(), String> {
+    match v {
+        Value::String(s) => check_template(s, vars).map_err(str::to_string),
+        Value::Array(a) => a.iter().try_for_each(|x| check_json_template(x, vars)),
+        Value::Object(o) => o.values().try_for_each(|x| check_json_template(x, vars)),
+        _ => Ok(()),
+    }
+}
+
+/// TOML value to JSON.
+pub fn toml_to_json(v: &toml::Value) -> Value {
+    match v {
+        toml::Value::String(s) => Value::String(s.clone()),
+        toml::Value::Integer(i) => json!(i),
+        toml::Value::Float(f) => json!(f),
+        toml::Value::Boolean(b) => Value::Bool(*b),
+        toml::Value::Datetime(d) => Value::String(d.to_string()),
+        toml::Value::Array(a) => Value::Array(a.iter().map(toml_to_json).collect()),
+        toml::Value::Table(t) => Value::Object(
+            t.iter()
+                .map(|(k, v)| (k.clone(), toml_to_json(v)))
+                .collect(),
+        ),
+    }
+}
+
+fn coerce_kind(
+    kind: ParamKind,
+    values: &[String],
+    min: Option<i64>,
+    max: Option<i64>,
+    v: &Value,
+) -> std::result::Result<Value, String> {
+    match kind {
+        ParamKind::String => match v {
+            Value::String(_) => Ok(v.clone()),
+            Value::Number(n) => Ok(Value::String(n.to_string())),
+            _ => Err(format!("must be a string, got {v}")),
+        },
+        ParamKind::Integer => {
+            let n = match v {
+                Value::Number(n) => n
+                    .as_i64()
+                    .ok_or_else(|| format!("must be an integer, got {n}"))?,
+                Value::String(s) => s
+                    .trim()
+                    .parse::<i64>()
+                    .map_err(|_| format!("must be an integer, got \"{s}\""))?,
+                _ => return Err(format!("must be an integer, got {v}")),
+            };
+            if let Some(m) = min.filter(|m| n < *m) {
+                return Err(format!("must be at least {m}, got {n}"));
+            }
+            if let Some(m) = max.filter(|m| n > *m) {
+                return Err(format!("must be at most {m}, got {n}"));
+            }
+            Ok(json!(n))
+        }
+        ParamKind::Boolean => match v {
+            Value::Bool(_) => Ok(v.clone()),
+            Value::String(s) if s == "true" || s == "false" => Ok(Value::Bool(s == "true")),
+            _ => Err(format!("must be true or false, got {v}")),
+        },
+        ParamKind::Enum => match v.as_str() {
+            Some(s) if values.iter().any(|x| x == s) => Ok(v.clone()),
+            _ => Err(format!("must be one of {}, got {v}", values.join(", "))),
+        },
+    }
+}
+
+fn coerce(p: &ParamFile, _name: &str, v: &Value) -> std::result::Result<Value, String> {
+    coerce_kind(p.kind, &p.values, p.minimum, p.maximum, v)
+}
+
+impl Operation {
+    /// The parameters as a JSON Schema object (for MCP `inputSchema`).
+    pub fn json_schema(&self) -> Value {
+        let mut props = Map::new();
+        let mut required = Vec::new();
+        for p in &self.params {
+            let mut s = Map::new();
+            match p.kind {
+                ParamKind::String => s.insert("type".into(), json!("string")),
+                ParamKind::Integer => s.insert("type".into(), json!("integer")),
+                ParamKind::Boolean => s.insert("type".into(), json!("boolean")),
+                ParamKind::Enum => {
+                    s.insert("type".into(), json!("string"));
+                    s.insert("enum".into(), json!(p.values))
+                }
+            };
+            if !p.description.is_empty() {
+                s.insert("description".into(), json!(p.description));
+            }
+            if let Some(d) = &p.default {
+                s.insert("default".into(), d.clone());
+            }
+            if let Some(m) = p.minimum {
+                s.insert("minimum".into(), json!(m));
+            }
+            if let Some(m) = p.maximum {
+                s.insert("maximum".into(), json!(m));
+            }
+            if p.required {
+                required.push(p.name.clone());
+            }
+            props.insert(p.name.clone(), Value::Object(s));
+        }
+        json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
+    }
+
+    /// Check and complete caller arguments: types, enums, ranges, required, defaults.
+    pub fn bind(&self, args: Map<String, Value>) -> Result<Map<String, Value>> {
+        if let Some(unknown) = args
+            .keys()
+            .find(|k| !self.params.iter().any(|p| &p.name == *k))
+        {
+            let known: Vec<&str> = self.params.iter().map(|p| p.name.as_str()).collect();
+            return Err(Error::new(
+                crate::ErrorKind::Config,
+                format!(
+                    "operation `{}` has no parameter `{unknown}` (parameters: {})",
+                    self.name,
+                    known.join(", ")
+                ),
+            )
+            .retryable(false));
+        }
+        let mut out = Map::new();
+        for p in &self.params {
+            match args.get(&p.name).filter(|v| !v.is_null()) {
+                Some(v) => {
+                    let v =
+                        coerce_kind(p.kind, &p.values, p.minimum, p.maximum, v).map_err(|e| {
+                            Error::new(
+                                crate::ErrorKind::Config,
+                                format!("parameter `{}` {e}", p.name),
+                            )
+                            .retryable(false)
+                        })?;
+                    out.insert(p.name.clone(), v);
+                }
+                None => match (&p.default, p.required) {
+                    (Some(d), _) => {
+                        out.insert(p.name.clone(), d.clone());
+                    }
+                    (None, true) => {
+                        return Err(Error::new(
+                            crate::ErrorKind::Config,
+                            format!("missing required parameter `{}`", p.name),
+                        )
+                        .retryable(false));
+                    }
+                    (None, false) => {}
+                },
+            }
+        }
+        Ok(out)
+    }
+
+    /// The item id inside an item URL, when the operation knows how to find it.
+    pub fn item_id_from(&self, url: &str) -> Option<String> {
+        self.item_id_from_url
+            .as_ref()?
+            .captures(url)?
+            .get(1)
+            .map(|m| m.as_str().to_string())
+    }
+}
+
+/// Fill `{var}` placeholders; `encode` percent-encodes values (for URLs).
+pub fn render(template: &str, vars: &Map<String, Value>, encode: bool) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(i) = rest.find('{') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let Some(j) = after.find('}') else {
+            out.push_str(&rest[i..]);
+            return out;
+        };
+        let name = &after[..j];
+        let value = match vars.get(name) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(v) => v.to_string(),
+        };
+        if encode && name != "base_url" {
+            out.push_str(
+                &percent_encoding::utf8_percent_encode(&value, percent_encoding::NON_ALPHANUMERIC)
+                    .to_string(),
+            );
+        } else {
+            out.push_str(&value);
+        }
+        rest = &after[j + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Fill placeholders in a JSON body; a string that is exactly `{var}` takes the
+/// variable's JSON type (so `"{page}"` becomes the number 2).
+pub fn render_json(v: &Value, vars: &Map<String, Value>) -> Value {
+    match v {
+        Value::String(s) => {
+            let vars_in = template_vars(s);
+            if vars_in.len() == 1 && s == &format!("{{{}}}", vars_in[0]) {
+                return vars.get(vars_in[0]).cloned().unwrap_or(Value::Null);
+            }
+            Value::String(render(s, vars, false))
+        }
+        Value::Array(a) => Value::Array(a.iter().map(|x| render_json(x, vars)).collect()),
+        Value::Object(o) => Value::Object(
+            o.iter()
+                .map(|(k, x)| (k.clone(), render_json(x, vars)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}

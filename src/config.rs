@@ -22,6 +22,7 @@ pub struct Config {
     pub breaker: BreakerConfig,
     pub http: HttpConfig,
     pub browser: BrowserConfig,
+    pub cascade: CascadeConfig,
     /// The file this came from; `None` for the embedded defaults.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -142,6 +143,30 @@ impl Default for HttpConfig {
             max_body_bytes: 16 * 1024 * 1024,
             max_redirects: 10,
             max_queue_wait_secs: 60,
+        }
+    }
+}
+
+/// `[cascade]`: how an operation moves through tiers and slots.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CascadeConfig {
+    /// A tier that hard-blocked a (slot, strategy) is skipped for this long, then probed again.
+    pub tier_cooldown_secs: u64,
+    /// Slots one call may try (the retry budget).
+    pub retry_slots: usize,
+    /// Full-jitter backoff between slots: random in [0, min(max, base * 2^n)) ms.
+    pub backoff_base_ms: u64,
+    pub backoff_max_ms: u64,
+}
+
+impl Default for CascadeConfig {
+    fn default() -> Self {
+        CascadeConfig {
+            tier_cooldown_secs: 600,
+            retry_slots: 2,
+            backoff_base_ms: 100,
+            backoff_max_ms: 2000,
         }
     }
 }

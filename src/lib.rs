@@ -32,5 +32,7 @@ pub mod pool;
 pub mod profile;
 pub mod strategy;
 pub mod testbed;
+pub mod tiers;
+pub mod tools;
 
 pub use error::{Error, ErrorKind, Result};

@@ -47,7 +47,7 @@ fn tests_scripts_and_strategies_name_only_loopback_hosts() {
                 for (i, _) in line.match_indices(scheme) {
                     let rest = &line[i + scheme.len()..];
                     let authority = rest
-                        .split(['/', '"', '\'', ' ', ')', '?', '`'])
+                        .split(['/', '"', '\'', ' ', ')', '?', '`', '\\'])
                         .next()
                         .unwrap_or("");
                     let host_port = authority.rsplit('@').next().unwrap_or("");

@@ -15,7 +15,7 @@ pub mod page;
 mod supervisor;
 
 pub use launcher::LaunchSpec;
-pub use page::{ClientHints, Identity, PageResult};
+pub use page::{ClientHints, Identity, PageResult, PageState, Probe};
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -131,7 +131,7 @@ impl SlotBrowser {
         &self,
         req: &BrowserRequest,
         jar: &Jar,
-        is_challenge: &(dyn Fn(&str) -> bool + Send + Sync),
+        probe: &page::Probe,
     ) -> Result<PageResult> {
         let wait = Duration::from_secs(self.cfg.lock_wait_secs);
         let mut guard = tokio::time::timeout(wait, self.state.lock())
@@ -164,14 +164,8 @@ impl SlotBrowser {
             if let Some(domain) = &req.cookie_domain {
                 page::push_cookies(&tab, &jar.export_for_domain(domain)).await?;
             }
-            let result = page::navigate(
-                &tab,
-                &req.url,
-                req.wait_for.as_deref(),
-                is_challenge,
-                deadline,
-            )
-            .await;
+            let result =
+                page::navigate(&tab, &req.url, req.wait_for.as_deref(), probe, deadline).await;
             if let Some(domain) = &req.cookie_domain {
                 // Cookies the site set are kept even when the page itself failed.
                 let cookies = page::pull_cookies(&running.browser, domain).await?;

@@ -174,13 +174,26 @@ pub struct PageResult {
     pub elapsed: Duration,
 }
 
+/// How a loaded page looks to the strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PageState {
+    /// A challenge interstitial: wait, it solves itself and reloads.
+    Challenge,
+    /// A block page or login wall: nothing more will come, stop waiting.
+    Blocked,
+    Normal,
+}
+
+/// Judges a page from its HTML, URL and the main document's HTTP status.
+pub type Probe = dyn Fn(&str, &str, u16) -> PageState + Send + Sync;
+
 /// Navigate `page` to `url`, then wait for `wait_for` (polling) and for any
-/// challenge to pass (`is_challenge` on the HTML), until `deadline`.
+/// challenge to pass, until `deadline`; a blocked page ends the wait at once.
 pub async fn navigate(
     page: &Page,
     url: &str,
     wait_for: Option<&str>,
-    is_challenge: &(dyn Fn(&str) -> bool + Send + Sync),
+    probe: &Probe,
     deadline: Instant,
 ) -> Result<PageResult> {
     let started = Instant::now();
@@ -226,22 +239,50 @@ pub async fn navigate(
     };
     drain(&mut last_doc);
 
-    let mut html = content(page).await?;
-    let mut challenge_left = is_challenge(&html);
-    let mut wait_for_met = match wait_for {
-        Some(sel) => selector_present(page, sel).await?,
-        None => true,
+    let here = |page: &Page| {
+        let page = page.clone();
+        async move { page.url().await.ok().flatten().unwrap_or_default() }
     };
-    // A challenge page solves itself and reloads; a wait_for element may arrive late.
-    while (challenge_left || !wait_for_met) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(150)).await;
-        html = content(page).await?;
-        challenge_left = is_challenge(&html);
-        if !challenge_left && let Some(sel) = wait_for {
-            wait_for_met = selector_present(page, sel).await?;
-        } else if !challenge_left {
-            wait_for_met = true;
+    // Poll until the document is complete, no challenge is left, and `wait_for`
+    // is met (or the page is a block page, where nothing more will come). A
+    // challenge page solves itself and reloads; a wait_for element may arrive late.
+    let (mut html, mut challenge_left, mut wait_for_met) =
+        (String::new(), false, wait_for.is_none());
+    let mut last_err: Option<Error>;
+    loop {
+        drain(&mut last_doc);
+        let status = last_doc.as_ref().map_or(0, |d| d.0);
+        // While the page reloads, CDP calls can fail ("Cannot find context"):
+        // that only means "not settled yet".
+        let step = async {
+            let ready = document_complete(page).await?;
+            let html = content(page).await?;
+            let state = probe(&html, &here(page).await, status);
+            let challenge = state == PageState::Challenge;
+            let met = match (challenge, wait_for) {
+                (true, _) => false,
+                (false, Some(sel)) => selector_present(page, sel).await?,
+                (false, None) => true,
+            };
+            Ok::<_, Error>((ready, html, state, challenge, met))
+        };
+        match step.await {
+            Ok((ready, h, state, challenge, met)) => {
+                (html, challenge_left, wait_for_met) = (h, challenge, met);
+                last_err = None;
+                if ready && !challenge && (met || state == PageState::Blocked) {
+                    break;
+                }
+            }
+            Err(e) => last_err = Some(e),
         }
+        if Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if let Some(e) = last_err {
+        return Err(e);
     }
     drain(&mut last_doc);
     let final_url = page
@@ -263,6 +304,14 @@ pub async fn navigate(
 
 async fn content(page: &Page) -> Result<String> {
     page.content().await.map_err(cdp("read the page"))
+}
+
+async fn document_complete(page: &Page) -> Result<bool> {
+    let r = page
+        .evaluate("document.readyState === 'complete'")
+        .await
+        .map_err(cdp("query the page"))?;
+    Ok(r.into_value::<bool>().unwrap_or(false))
 }
 
 async fn selector_present(page: &Page, selector: &str) -> Result<bool> {

@@ -44,6 +44,7 @@ struct Inner {
     slots: Vec<Arc<Slot>>,
     registry: Arc<Registry>,
     breaker: BreakerConfig,
+    cascade: crate::config::CascadeConfig,
     max_wait: Duration,
     router: Mutex<Router>,
     /// Woken whenever a lease is released.
@@ -158,6 +159,7 @@ impl Pool {
                 slots,
                 registry: Arc::new(registry),
                 breaker: cfg.breaker,
+                cascade: cfg.cascade,
                 max_wait: Duration::from_secs(cfg.http.max_queue_wait_secs),
                 router: Mutex::new(Router::default()),
                 released: Notify::new(),
@@ -259,6 +261,11 @@ impl Pool {
         &self.inner.registry
     }
 
+    /// The `[cascade]` settings.
+    pub fn cascade_config(&self) -> crate::config::CascadeConfig {
+        self.inner.cascade
+    }
+
     fn politeness(&self, strategy: &str) -> Politeness {
         match self.inner.registry.get(strategy) {
             Some(s) => s.politeness.clone(),
@@ -273,6 +280,17 @@ impl Pool {
     /// Lease a slot for `strategy`, waiting for politeness (bounded by
     /// `http.max_queue_wait_secs`) but never for an open breaker.
     pub async fn next_slot(&self, strategy: &str, pin: Option<usize>) -> Result<Lease> {
+        self.next_slot_avoiding(strategy, pin, &[]).await
+    }
+
+    /// Like [`Pool::next_slot`], preferring slots not in `avoid` (a retry moves on
+    /// to another identity); falls back to them when nothing else is left.
+    pub async fn next_slot_avoiding(
+        &self,
+        strategy: &str,
+        pin: Option<usize>,
+        avoid: &[usize],
+    ) -> Result<Lease> {
         if let Some(p) = pin
             && p >= self.inner.slots.len()
         {
@@ -290,7 +308,9 @@ impl Pool {
             let released = self.inner.released.notified();
             tokio::pin!(released);
             released.as_mut().enable();
-            let wait = match self.try_pick(strategy, &pol, pin, Instant::now()) {
+            let all_avoided = (0..self.inner.slots.len()).all(|s| avoid.contains(&s));
+            let avoid = if all_avoided { &[][..] } else { avoid };
+            let wait = match self.try_pick(strategy, &pol, pin, avoid, Instant::now()) {
                 Pick::Lease(lease) => return Ok(lease),
                 Pick::Wait(until) => until,
             };
@@ -312,7 +332,14 @@ impl Pool {
         }
     }
 
-    fn try_pick(&self, strategy: &str, pol: &Politeness, pin: Option<usize>, now: Instant) -> Pick {
+    fn try_pick(
+        &self,
+        strategy: &str,
+        pol: &Politeness,
+        pin: Option<usize>,
+        avoid: &[usize],
+        now: Instant,
+    ) -> Pick {
         let n = self.inner.slots.len();
         let cfg = self.inner.breaker;
         let mut router = self.inner.router.lock();
@@ -320,7 +347,10 @@ impl Pool {
         let cursor = router.cursor.get(strategy).copied().unwrap_or(0);
         let order: Vec<usize> = match pin {
             Some(p) => vec![p],
-            None => (0..n).map(|k| (cursor + k) % n).collect(),
+            None => (0..n)
+                .map(|k| (cursor + k) % n)
+                .filter(|s| !avoid.contains(s))
+                .collect(),
         };
         let global = router.in_flight.get(strategy).copied().unwrap_or(0);
         let mut any_admitted = false;
@@ -416,6 +446,34 @@ impl Pool {
                 .open_until()
                 .filter(|_| state == BreakerState::Open)
                 .map(|t| t.saturating_duration_since(now).as_secs_f64()),
+        }
+    }
+
+    /// Whether `tier` hard-blocked (slot, strategy) less than `cooldown` ago.
+    pub fn tier_blocked_recently(
+        &self,
+        slot: usize,
+        strategy: &str,
+        tier: u8,
+        cooldown: Duration,
+    ) -> bool {
+        let now = Instant::now();
+        let mut router = self.inner.router.lock();
+        let site = router.site(slot, strategy, self.inner.breaker);
+        site.tier_blocked_at
+            .get(usize::from(tier))
+            .copied()
+            .flatten()
+            .is_some_and(|t| now.duration_since(t) < cooldown)
+    }
+
+    /// Remember that `tier` hard-blocked (slot, strategy) now.
+    pub fn mark_tier_blocked(&self, slot: usize, strategy: &str, tier: u8) {
+        let now = Instant::now();
+        let mut router = self.inner.router.lock();
+        let site = router.site(slot, strategy, self.inner.breaker);
+        if let Some(t) = site.tier_blocked_at.get_mut(usize::from(tier)) {
+            *t = Some(now);
         }
     }
 
@@ -550,11 +608,10 @@ impl Lease {
             wait_for: wait_for.clone(),
             cookie_domain,
         };
-        let challenge = |html: &str| {
-            let mut doc = None;
-            markers.challenge.matches(200, "", html, &mut doc)
-        };
-        let result = slot.browser().fetch(&req, slot.jar(), &challenge).await;
+        let probe_markers = markers.clone();
+        let probe =
+            move |html: &str, url: &str, status: u16| probe_markers.page_state(html, url, status);
+        let result = slot.browser().fetch(&req, slot.jar(), &probe).await;
         slot.save_jar().await;
         let page = match result {
             Ok(p) => p,

@@ -18,6 +18,8 @@ pub struct Site {
     pub retry_after_until: Option<Instant>,
     pub hard_blocks: u64,
     pub successes: u64,
+    /// When each tier (index 1..=3) last hard-blocked this (slot, strategy).
+    pub tier_blocked_at: [Option<Instant>; 4],
 }
 
 impl Site {
@@ -29,6 +31,7 @@ impl Site {
             retry_after_until: None,
             hard_blocks: 0,
             successes: 0,
+            tier_blocked_at: [None; 4],
         }
     }
 

@@ -114,3 +114,18 @@ pub struct Markers {
     pub challenge: MarkerSet,
     pub empty: MarkerSet,
 }
+
+impl Markers {
+    /// How a page in the browser looks, from its HTML, URL and main-document status.
+    pub fn page_state(&self, html: &str, url: &str, status: u16) -> crate::browser::PageState {
+        let mut doc = None;
+        if self.challenge.matches(status, url, html, &mut doc) {
+            crate::browser::PageState::Challenge
+        } else if self.block.matches(status, url, html, &mut doc) || status >= 400 {
+            // An error page will not grow the element we wait for either.
+            crate::browser::PageState::Blocked
+        } else {
+            crate::browser::PageState::Normal
+        }
+    }
+}

@@ -238,6 +238,9 @@ async fn js_reviews(Path(id): Path<String>, Query(q): Query<PageQuery>) -> Respo
     if let Some(r) = bad_item(&id) {
         return r;
     }
+    if data::is_login_wall(&id) {
+        return Redirect::to(&format!("/ap/signin?return_to=/js-reviews/{id}")).into_response();
+    }
     Html(html::js_reviews(&id, q.page.unwrap_or(1).max(1))).into_response()
 }
 

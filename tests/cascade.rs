@@ -1,0 +1,317 @@
+//! The three-tier cascade and the tools on top of it, against the testbed and
+//! real Chromium, with the bundled `testshop` strategy pointed at the test's testbed.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Env, shutdown_and_check};
+use idpool::pool::BreakerState;
+use idpool::testbed::{Fault, FaultKind, data};
+use idpool::tiers::RunOptions;
+use idpool::tools;
+use serde_json::{Value, json};
+
+/// An env whose strategies folder holds the bundled testshop, aimed at this testbed.
+async fn shop(slots: usize) -> Env {
+    let env = Env::new(slots).await;
+    let _ = std::fs::remove_file(env.path("strategies/testbed.toml"));
+    let _ = std::fs::remove_file(env.path("strategies/alt.toml"));
+    let bundled = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("strategies/testshop.toml"),
+    )
+    .expect("bundled testshop");
+    env.write(
+        "strategies/testshop.toml",
+        &bundled.replace("https://127.0.0.1:8443", &env.testbed.https_url()),
+    );
+    env
+}
+
+fn truth(item: &str) -> Vec<Value> {
+    (0..data::review_count(item))
+        .map(|i| {
+            let r = data::review(item, i);
+            json!({"id": r.id, "author": r.author, "rating": r.rating, "title": r.title, "body": r.body,
+                   "date": r.date, "verified": r.verified, "helpful": r.helpful})
+        })
+        .collect()
+}
+
+fn fault(kind: FaultKind, prefix: &str, status: u16) -> Fault {
+    Fault {
+        kind,
+        path_prefix: Some(prefix.into()),
+        remaining: None,
+        delay_ms: 0,
+        status,
+        size_mb: 0,
+    }
+}
+
+fn tiers_of(page: &Value) -> Vec<(u64, String)> {
+    page["attempts"]
+        .as_array()
+        .expect("attempts")
+        .iter()
+        .map(|a| {
+            (
+                a["tier"].as_u64().expect("tier"),
+                a["outcome"].as_str().expect("outcome").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn get_reviews_returns_ground_truth_through_each_tier_and_the_cascade() {
+    let env = shop(1).await;
+    let pool = env.pool();
+    let item = "B0TESTA1";
+    let expect = truth(item);
+    assert!(expect.len() > 20, "want several pages");
+    for only in [Some(vec![1]), Some(vec![2]), Some(vec![3]), None] {
+        let opts = RunOptions {
+            only_tiers: only.clone(),
+            slot: None,
+        };
+        let r = tools::get_reviews::run(
+            &pool,
+            json!({"item": item, "strategy": "testshop", "pages": 10}),
+            opts,
+        )
+        .await
+        .expect("get_reviews");
+        assert_eq!(
+            r["reviews"].as_array().expect("reviews"),
+            &expect,
+            "tiers {only:?}"
+        );
+        assert_eq!(r["has_more"], false);
+        let pages = r["pages"].as_array().expect("pages");
+        assert_eq!(
+            pages.len(),
+            expect.len().div_ceil(data::PER_PAGE),
+            "stops at the last page"
+        );
+        let used: Vec<u64> = pages
+            .iter()
+            .map(|p| p["tier"].as_u64().expect("tier"))
+            .collect();
+        match &only {
+            Some(t) => assert!(used.iter().all(|u| *u == u64::from(t[0])), "{used:?}"),
+            None => assert!(
+                used.iter().all(|u| *u == 1),
+                "the cascade should stay on the cheapest tier: {used:?}"
+            ),
+        }
+    }
+    // An item URL picks the strategy by host and yields the id.
+    let r = tools::get_reviews::run(
+        &pool,
+        json!({"item": env.url(&format!("/product/{item}?ref=x")).as_str()}),
+        RunOptions::default(),
+    )
+    .await
+    .expect("by URL");
+    assert_eq!(
+        (
+            r["strategy"].as_str(),
+            r["item"].as_str(),
+            r["count"].as_u64()
+        ),
+        (Some("testshop"), Some(item), Some(10))
+    );
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn a_blocked_tier_is_skipped_until_its_cooldown_passes() {
+    let env = shop(1).await;
+    env.testbed
+        .set_modes(|m| m.fault = Some(fault(FaultKind::Error, "/ajax/", 403)));
+    let pool = env.pool();
+    let call = || {
+        tools::get_reviews::run(
+            &pool,
+            json!({"item": "B0SKIP", "strategy": "testshop"}),
+            RunOptions {
+                slot: Some(0),
+                ..Default::default()
+            },
+        )
+    };
+    let r = call().await.expect("first");
+    assert_eq!(
+        tiers_of(&r["pages"][0]),
+        [(1, "hard_block".to_string()), (2, "ok".to_string())]
+    );
+    let r = call().await.expect("second");
+    assert_eq!(
+        tiers_of(&r["pages"][0]),
+        [(1, "skipped".to_string()), (2, "ok".to_string())]
+    );
+    assert_eq!(
+        pool.breaker(0, "testshop").state,
+        BreakerState::Closed,
+        "one blocked tier is not a breaker failure"
+    );
+    env.testbed.set_modes(|m| m.fault = None);
+    tokio::time::pause();
+    tokio::time::advance(Duration::from_secs(601)).await;
+    tokio::time::resume();
+    let r = call().await.expect("after the cooldown");
+    assert_eq!(tiers_of(&r["pages"][0]), [(1, "ok".to_string())]);
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn a_challenge_goes_to_the_browser_and_later_calls_stay_cheap() {
+    let env = shop(2).await;
+    env.testbed.set_modes(|m| m.challenge = true);
+    let pool = env.pool();
+    let call = || {
+        tools::get_reviews::run(
+            &pool,
+            json!({"item": "B0CH", "strategy": "testshop"}),
+            RunOptions {
+                slot: Some(0),
+                ..Default::default()
+            },
+        )
+    };
+    let r = call().await.expect("first");
+    assert_eq!(
+        tiers_of(&r["pages"][0]),
+        [(1, "challenge".to_string()), (3, "ok".to_string())]
+    );
+    assert_eq!(
+        r["reviews"].as_array().expect("reviews"),
+        &truth("B0CH")[..10]
+    );
+    let r = call().await.expect("second");
+    assert_eq!(
+        tiers_of(&r["pages"][0]),
+        [(1, "ok".to_string())],
+        "the browser's clearance should serve tier 1 now"
+    );
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn empty_items_and_login_walls() {
+    let env = shop(2).await;
+    let pool = env.pool();
+    let r = tools::get_reviews::run(
+        &pool,
+        json!({"item": "EMPTY7", "strategy": "testshop"}),
+        RunOptions::default(),
+    )
+    .await
+    .expect("empty");
+    assert_eq!(
+        (r["count"].as_u64(), r["has_more"].as_bool()),
+        (Some(0), Some(false))
+    );
+    for s in 0..2 {
+        let b = pool.breaker(s, "testshop");
+        assert_eq!((b.state, b.failures), (BreakerState::Closed, 0));
+    }
+    let e = tools::get_reviews::run(
+        &pool,
+        json!({"item": "LOGIN7", "strategy": "testshop"}),
+        RunOptions::default(),
+    )
+    .await
+    .expect_err("login wall");
+    let msg = e.to_string();
+    assert!(msg.contains("hard_block"), "{msg}");
+    let failures: u32 = (0..2).map(|s| pool.breaker(s, "testshop").failures).sum();
+    assert_eq!(
+        failures, 2,
+        "a login wall on every tier is one breaker failure per slot tried"
+    );
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn every_slot_blocked_fails_within_the_budget_and_lists_the_attempts() {
+    let env = shop(3).await;
+    env.testbed
+        .set_modes(|m| m.fault = Some(fault(FaultKind::Error, "/", 403)));
+    let pool = env.pool();
+    let e = tools::extract::run(
+        &pool,
+        json!({"strategy": "testshop", "operation": "product", "params": {"item": "B0ALL"}}),
+        RunOptions::default(),
+    )
+    .await
+    .expect_err("blocked everywhere");
+    let msg = e.to_string();
+    println!("{msg}");
+    assert!(
+        msg.contains("failed on 2 slot(s)"),
+        "the default budget is 2 slots: {msg}"
+    );
+    assert_eq!(
+        msg.matches("hard_block (403)").count(),
+        4,
+        "2 tiers x 2 slots: {msg}"
+    );
+    let blocked: Vec<u32> = (0..3)
+        .map(|s| pool.breaker(s, "testshop").failures)
+        .collect();
+    assert_eq!(blocked.iter().sum::<u32>(), 2, "{blocked:?}");
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn extract_and_list_strategies() {
+    let env = shop(1).await;
+    let pool = env.pool();
+    let r = tools::extract::run(
+        &pool,
+        json!({"strategy": "testshop", "operation": "product", "params": {"item": "B0PROD"}}),
+        RunOptions::default(),
+    )
+    .await
+    .expect("product");
+    assert_eq!(r["items"][0]["title"], data::product_name("B0PROD"));
+    assert_eq!(r["items"][0]["ratings"], data::review_count("B0PROD"));
+    let e = tools::extract::run(
+        &pool,
+        json!({"strategy": "testshop", "operation": "nope", "params": {}}),
+        RunOptions::default(),
+    )
+    .await
+    .expect_err("unknown op");
+    assert!(
+        e.to_string()
+            .contains("has no operation `nope` (it has: product, reviews)"),
+        "{e}"
+    );
+    let e = tools::get_reviews::run(
+        &pool,
+        json!({"item": "B0X", "strategy": "testshop", "page": "two"}),
+        RunOptions::default(),
+    )
+    .await
+    .expect_err("bad type");
+    assert!(
+        e.to_string().contains("argument `page` has the wrong type"),
+        "{e}"
+    );
+    let list = tools::list_strategies::run(&pool);
+    let shop = list["strategies"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .find(|s| s["name"] == "testshop")
+        .expect("testshop listed");
+    assert_eq!(shop["operations"]["reviews"]["tiers"], json!([1, 2, 3]));
+    assert_eq!(
+        shop["operations"]["reviews"]["params"]["required"],
+        json!(["item"])
+    );
+    shutdown_and_check(&pool).await;
+}

@@ -93,10 +93,25 @@ pub struct SlotDecl {
 pub struct SecurityConfig {
     /// Hosts fetchable without a strategy (same pattern syntax as strategy hosts).
     pub allowed_hosts: Vec<String>,
-    /// Allow private, loopback and link-local addresses (tests and the demo only).
-    pub allow_private_networks: bool,
+    /// Allow private, loopback and link-local addresses: `true` (all), `false`
+    /// (none), or a list of the addresses allowed (tests and the demo).
+    pub allow_private_networks: PrivateNetworks,
     /// PEM files trusted besides the public roots (corporate TLS proxies, the testbed).
     pub extra_root_certs: Vec<PathBuf>,
+}
+
+/// `security.allow_private_networks`: all, none, or these addresses.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum PrivateNetworks {
+    All(bool),
+    Only(Vec<std::net::IpAddr>),
+}
+
+impl Default for PrivateNetworks {
+    fn default() -> Self {
+        PrivateNetworks::All(false)
+    }
 }
 
 /// `[breaker]`: the per-(slot, strategy) circuit breaker.

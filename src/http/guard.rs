@@ -16,6 +16,8 @@ use crate::strategy::host_matches;
 pub struct Guard {
     hosts: Vec<String>,
     allow_private: bool,
+    /// Private addresses allowed one by one.
+    private_ok: Vec<IpAddr>,
 }
 
 const DNS_TIMEOUT: Duration = Duration::from_secs(5);
@@ -27,7 +29,20 @@ impl Guard {
         Guard {
             hosts,
             allow_private,
+            private_ok: Vec::new(),
         }
+    }
+
+    /// From `security.allow_private_networks`.
+    pub fn with_private(hosts: Vec<String>, private: &crate::config::PrivateNetworks) -> Self {
+        let mut g = Guard::new(
+            hosts,
+            matches!(private, crate::config::PrivateNetworks::All(true)),
+        );
+        if let crate::config::PrivateNetworks::Only(ips) = private {
+            g.private_ok = ips.clone();
+        }
+        g
     }
 
     /// Check the scheme and host of `url`, without resolving it.
@@ -78,7 +93,7 @@ impl Guard {
     }
 
     fn check_ip(&self, host: &str, ip: IpAddr) -> Result<()> {
-        if !self.allow_private && is_private(ip) {
+        if !self.allow_private && is_private(ip) && !self.private_ok.contains(&ip) {
             return Err(Error::refused(format!(
                 "`{host}` is a private, loopback or link-local address ({ip}); set security.allow_private_networks to allow it"
             )));

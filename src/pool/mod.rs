@@ -43,6 +43,7 @@ pub struct Pool {
 struct Inner {
     slots: Vec<Arc<Slot>>,
     registry: Arc<Registry>,
+    guard: Arc<Guard>,
     breaker: BreakerConfig,
     cascade: crate::config::CascadeConfig,
     max_wait: Duration,
@@ -130,7 +131,10 @@ impl Pool {
         }
         let mut hosts: Vec<String> = registry.iter().flat_map(|s| s.hosts.clone()).collect();
         hosts.extend(cfg.security.allowed_hosts.iter().cloned());
-        let guard = Arc::new(Guard::new(hosts, cfg.security.allow_private_networks));
+        let guard = Arc::new(Guard::with_private(
+            hosts,
+            &cfg.security.allow_private_networks,
+        ));
         let roots = RootStore::new(&cfg.security.extra_root_certs)?;
         let spki = crate::browser::launcher::spki_hashes(&cfg.security.extra_root_certs)?;
         let env = SlotEnv {
@@ -138,7 +142,7 @@ impl Pool {
             base_port: cfg.pool.base_port,
             http: cfg.http,
             roots: &roots,
-            guard,
+            guard: guard.clone(),
             browser: &cfg.browser,
             spki: &spki,
         };
@@ -158,6 +162,7 @@ impl Pool {
             inner: Arc::new(Inner {
                 slots,
                 registry: Arc::new(registry),
+                guard,
                 breaker: cfg.breaker,
                 cascade: cfg.cascade,
                 max_wait: Duration::from_secs(cfg.http.max_queue_wait_secs),
@@ -259,6 +264,11 @@ impl Pool {
 
     pub fn registry(&self) -> &Arc<Registry> {
         &self.inner.registry
+    }
+
+    /// The SSRF guard every fetch goes through.
+    pub fn guard(&self) -> &Arc<Guard> {
+        &self.inner.guard
     }
 
     /// The `[cascade]` settings.
@@ -560,7 +570,7 @@ impl Lease {
                         &body,
                     ),
                     None => strategy::classify(
-                        &Default::default(),
+                        &strategy::Markers::generic(),
                         response.status,
                         response.final_url.as_str(),
                         &body,
@@ -593,12 +603,16 @@ impl Lease {
 impl Lease {
     /// Fetch `url` in this lease's slot's browser and record the outcome.
     pub async fn fetch_browser(self, url: url::Url, wait_for: Option<String>) -> Result<Fetched> {
+        if let Err(e) = self.inner.guard.check(&url).await {
+            self.finish(Outcome::Failed, None);
+            return Err(e);
+        }
         let slot = self.inner.slots[self.slot].clone();
         let strategy = self.inner.registry.get(&self.strategy).cloned();
         let markers = strategy
             .as_ref()
             .map(|s| s.markers.clone())
-            .unwrap_or_default();
+            .unwrap_or_else(strategy::Markers::generic);
         let cookie_domain = strategy
             .as_ref()
             .map(|s| s.cookie_domain.clone())
@@ -620,6 +634,19 @@ impl Lease {
                 return Err(e);
             }
         };
+        // The browser follows redirects itself: refuse to hand back what it ended on
+        // if the guard would not have let us go there.
+        if let Ok(final_url) = url::Url::parse(&page.final_url)
+            && final_url.scheme() != "about"
+            && let Err(e) = self.inner.guard.check(&final_url).await
+        {
+            self.finish(Outcome::Failed, None);
+            return Err(Error::refused(format!(
+                "the browser was redirected to {final_url}: {}",
+                e.message()
+            ))
+            .retryable(false));
+        }
         let outcome = strategy::classify(&markers, page.status, &page.final_url, &page.html);
         if !page.wait_for_met && !outcome.is_failure() {
             self.finish(Outcome::Failed, None);

@@ -116,6 +116,35 @@ pub struct Markers {
 }
 
 impl Markers {
+    /// Markers for hosts without a strategy (`security.allowed_hosts`): the common
+    /// captcha and JS-challenge pages of the big WAFs and of Amazon.
+    pub fn generic() -> Markers {
+        let set = |body: &[&str], url: &[&str], selector: Option<&str>| MarkerSet {
+            status: Vec::new(),
+            body: body.iter().map(|s| s.to_string()).collect(),
+            url: url.iter().map(|s| s.to_string()).collect(),
+            selector_text: selector.map(str::to_string),
+            selector: selector.and_then(|s| Selector::parse(s).ok()),
+        };
+        Markers {
+            block: set(
+                &["validateCaptcha", "g-recaptcha", "h-captcha", "px-captcha"],
+                &["/captcha", "validateCaptcha"],
+                None,
+            ),
+            challenge: set(
+                &[
+                    "cf-browser-verification",
+                    "cf_chl_opt",
+                    "challenge-platform",
+                ],
+                &[],
+                Some("#challenge-form, #tb-challenge"),
+            ),
+            empty: MarkerSet::default(),
+        }
+    }
+
     /// How a page in the browser looks, from its HTML, URL and main-document status.
     pub fn page_state(&self, html: &str, url: &str, status: u16) -> crate::browser::PageState {
         let mut doc = None;

@@ -52,6 +52,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/ajax/reviews", post(ajax_reviews))
         .route("/ap/signin", get(signin))
         .route("/loop", get(redirect_loop))
+        .route("/redirect", get(redirect_to))
         .layer(middleware::from_fn_with_state(shared.clone(), gatekeeper));
     Router::new()
         .merge(shop)
@@ -320,6 +321,16 @@ async fn signin(Query(q): Query<SigninQuery>) -> Html<String> {
 #[derive(Deserialize)]
 struct LoopQuery {
     n: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct RedirectQuery {
+    to: String,
+}
+
+/// `GET /redirect?to=URL`: an open redirect, for testing redirect checks.
+async fn redirect_to(Query(q): Query<RedirectQuery>) -> Redirect {
+    Redirect::to(&q.to)
 }
 
 async fn redirect_loop(Query(q): Query<LoopQuery>) -> Redirect {

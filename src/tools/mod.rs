@@ -4,6 +4,7 @@
 pub mod extract;
 pub mod get_reviews;
 pub mod list_strategies;
+pub mod scrape;
 
 use serde_json::{Map, Value};
 

@@ -267,7 +267,8 @@ impl Config {
         };
         let rebase = |p: &mut PathBuf| {
             if p.is_relative() {
-                *p = base.join(&*p);
+                let rel = p.strip_prefix(".").unwrap_or(p);
+                *p = base.join(rel);
             }
         };
         rebase(&mut cfg.pool.data_dir);

@@ -7,13 +7,18 @@
 //! diag.rs       `file:line: what is wrong` diagnostics
 //! profile.rs    profiles/*.toml: emulation, user agent, language, proxy, seed cookies
 //! strategy/     strategies/*.toml: hosts, warm-up, block/challenge/empty markers,
-//!               politeness; the registry; classifying a response into an Outcome
+//!               politeness, operations (typed params, tier templates, extraction
+//!               rules); the registry; classifying a response into an Outcome
 //! http/         the HTTP tier: a wreq client impersonating the slot's browser,
 //!               trusted roots, and the SSRF guard
 //! browser/      the browser tier: each slot's lazily launched, supervised
 //!               Chromium (launcher, supervisor, page operations, cookie sync)
 //! pool/         slots (identity + jar + client), the per-(slot, strategy) circuit
 //!               breaker, politeness, and the router that leases slots
+//! tiers/        the cascade: an operation through tier 1 -> 2 -> 3 and across
+//!               slots, with tier memory, retry budget and attempt records
+//! tools/        transport-agnostic tools: scrape, get_reviews, extract,
+//!               list_strategies (MCP wraps them)
 //! testbed/      idpool-testbed: the local imitation of a protected shop that tests,
 //!               the demo and benchmarks run against (JA4 gate, JS challenge,
 //!               rate limit, review data, faults on demand)

@@ -360,3 +360,52 @@ fn operation_without_tiers_and_wait_for_outside_the_browser() {
         ),
     );
 }
+
+#[test]
+fn a_broken_strategy_is_reported_at_start_and_the_others_still_load() {
+    let c = Case::new();
+    c.write(
+        "strategies/broken.toml",
+        "name = \"broken\"\nhosts = [\"broken.test\"]\n[empty]\nselector = \"p[[\"\n",
+    );
+    let (ok, out) = c.check();
+    assert!(!ok);
+    let expected = format!(
+        "{}:4: empty.selector `p[[` is not a valid CSS selector",
+        c.file("strategies/broken.toml")
+    );
+    assert!(out.contains(&expected), "{out}");
+    // Opening the pool (what the daemon does at start) logs the same line and goes on.
+    let run = Command::new(env!("CARGO_BIN_EXE_idpool"))
+        .arg("--config")
+        .arg(c.dir.path().join("idpool.toml"))
+        .args(["fetch", "https://broken.test/x"])
+        .output()
+        .expect("idpool runs");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains(&expected) && stderr.contains("strategy skipped"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("host `broken.test` is not covered by any strategy"),
+        "{stderr}"
+    );
+    let run = Command::new(env!("CARGO_BIN_EXE_idpool"))
+        .arg("--config")
+        .arg(c.dir.path().join("idpool.toml"))
+        .args(["fetch", "file:///etc/hostname"])
+        .output()
+        .expect("idpool runs");
+    assert!(String::from_utf8_lossy(&run.stderr).contains("scheme `file` is not allowed"));
+    // The good strategy loaded: its host gets past the allow-list (and then fails
+    // to resolve, `.test` names never do).
+    let run = Command::new(env!("CARGO_BIN_EXE_idpool"))
+        .arg("--config")
+        .arg(c.dir.path().join("idpool.toml"))
+        .args(["fetch", "https://shop.test/x"])
+        .output()
+        .expect("idpool runs");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!stderr.contains("not covered"), "{stderr}");
+}

@@ -175,14 +175,14 @@ async fn the_guard_refuses_foreign_hosts_private_addresses_files_and_private_red
     // Only the testbed's address is allowed: a redirect to another private address is refused.
     let cfg = cfg.replace(
         "allow_private_networks = false",
-        "allow_private_networks = [\"127.0.0.1\"]\nallowed_hosts = [\"10.1.2.3\", \"127.0.0.2\"]",
+        "allow_private_networks = [\"127.0.0.1\"]\nallowed_hosts = [\"127.0.0.3\", \"127.0.0.2\"]",
     );
     env.write("idpool.toml", &cfg);
     let pool = env.pool();
     tools::scrape::run(&pool, json!({"url": env.url("/").as_str(), "mode": "http"}))
         .await
         .expect("the testbed itself is allowed");
-    for target in ["http://10.1.2.3/admin", "http://127.0.0.2:1/"] {
+    for target in ["http://127.0.0.3/admin", "http://127.0.0.2:1/"] {
         let url = env.url(&format!("/redirect?to={target}"));
         let e = tools::scrape::run(&pool, json!({"url": url.as_str(), "mode": "http"}))
             .await

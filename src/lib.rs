@@ -8,7 +8,8 @@
 //! profile.rs    profiles/*.toml: emulation, user agent, language, proxy, seed cookies
 //! strategy/     strategies/*.toml: hosts, warm-up, block/challenge/empty markers,
 //!               politeness, operations (typed params, tier templates, extraction
-//!               rules); the registry; classifying a response into an Outcome
+//!               rules); the `Strategy` trait (TOML and compiled plugins); the
+//!               registry; classifying a response into an Outcome
 //! http/         the HTTP tier: a wreq client impersonating the slot's browser,
 //!               trusted roots, and the SSRF guard
 //! browser/      the browser tier: each slot's lazily launched, supervised

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use idpool::strategy::{Outcome, Strategy, classify};
+use idpool::strategy::{Outcome, Strategy, TomlStrategy, classify};
 use serde_json::{Value, json};
 
 fn root() -> &'static Path {
@@ -14,8 +14,8 @@ fn fixture(name: &str) -> String {
     std::fs::read_to_string(root().join("tests/fixtures/amazon").join(name)).expect("fixture")
 }
 
-fn amazon() -> Strategy {
-    Strategy::load(&root().join("strategies/amazon.toml")).expect("amazon strategy loads")
+fn amazon() -> TomlStrategy {
+    TomlStrategy::load(&root().join("strategies/amazon.toml")).expect("amazon strategy loads")
 }
 
 fn page_url() -> url::Url {
@@ -25,7 +25,7 @@ fn page_url() -> url::Url {
 #[test]
 fn reviews_fields_from_the_review_list() {
     let s = amazon();
-    let op = &s.operations["reviews"];
+    let op = &s.operations()["reviews"];
     let tier2 = op.tiers.iter().find(|t| t.number == 2).expect("tier 2");
     let got = tier2
         .extractor
@@ -65,7 +65,7 @@ fn reviews_fields_from_the_review_list() {
     assert!(empty.items.is_empty() && empty.empty);
     assert_eq!(
         classify(
-            &s.markers,
+            s.markers(),
             200,
             page_url().as_str(),
             &fixture("reviews-empty.html")
@@ -77,7 +77,7 @@ fn reviews_fields_from_the_review_list() {
 #[test]
 fn product_fields() {
     let s = amazon();
-    let op = &s.operations["product"];
+    let op = &s.operations()["product"];
     let got = op.tiers[0]
         .extractor
         .extract(&fixture("product.html"), None, &page_url())
@@ -94,7 +94,7 @@ fn captcha_and_sign_in_are_hard_blocks_and_urls_give_the_asin() {
     let s = amazon();
     assert_eq!(
         classify(
-            &s.markers,
+            s.markers(),
             200,
             "https://www.amazon.com/errors/validateCaptcha",
             &fixture("captcha.html")
@@ -103,7 +103,7 @@ fn captcha_and_sign_in_are_hard_blocks_and_urls_give_the_asin() {
     );
     assert_eq!(
         classify(
-            &s.markers,
+            s.markers(),
             200,
             "https://www.amazon.com/ap/signin?openid=x",
             "<html></html>"
@@ -111,7 +111,7 @@ fn captcha_and_sign_in_are_hard_blocks_and_urls_give_the_asin() {
         Outcome::HardBlock
     );
     // A captcha page is not mistaken for an empty review list.
-    let tier2 = s.operations["reviews"]
+    let tier2 = s.operations()["reviews"]
         .tiers
         .iter()
         .find(|t| t.number == 2)
@@ -122,7 +122,7 @@ fn captcha_and_sign_in_are_hard_blocks_and_urls_give_the_asin() {
             .extract(&fixture("captcha.html"), None, &page_url())
             .is_err()
     );
-    let op = &s.operations["reviews"];
+    let op = &s.operations()["reviews"];
     assert_eq!(
         op.item_id_from(
             "https://www.amazon.com/Acme-Kettle/dp/B0ACMEKTL1/ref=sr_1_1?keywords=kettle"

@@ -1,7 +1,7 @@
 //! The bundled `testshop` strategy's extraction rules reproduce the testbed's
 //! ground truth, field for field, from the real responses of tiers 1 and 2.
 
-use idpool::strategy::Strategy;
+use idpool::strategy::{Strategy, TomlStrategy};
 use idpool::testbed::{Testbed, TestbedConfig, data};
 use serde_json::{Value, json};
 
@@ -22,11 +22,11 @@ async fn testshop_reviews_match_ground_truth_on_tiers_1_and_2() {
     let tb = Testbed::start(TestbedConfig::ephemeral(dir.path()))
         .await
         .expect("testbed");
-    let strategy = Strategy::load(
+    let strategy = TomlStrategy::load(
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("strategies/testshop.toml"),
     )
     .expect("testshop loads");
-    let op = &strategy.operations["reviews"];
+    let op = &strategy.operations()["reviews"];
     assert_eq!(
         op.tiers.iter().map(|t| t.number).collect::<Vec<_>>(),
         [1, 2, 3]
@@ -103,11 +103,11 @@ async fn testshop_reviews_match_ground_truth_on_tiers_1_and_2() {
 
 #[test]
 fn operation_parameters_become_json_schema_and_are_checked() {
-    let strategy = Strategy::load(
+    let strategy = TomlStrategy::load(
         &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("strategies/testshop.toml"),
     )
     .expect("testshop loads");
-    let op = &strategy.operations["reviews"];
+    let op = &strategy.operations()["reviews"];
     let schema = op.json_schema();
     assert_eq!(schema["required"], json!(["item"]));
     assert_eq!(

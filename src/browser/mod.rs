@@ -131,7 +131,7 @@ impl SlotBrowser {
         &self,
         req: &BrowserRequest,
         jar: &Jar,
-        probe: &page::Probe,
+        probe: &page::Probe<'_>,
     ) -> Result<PageResult> {
         let wait = Duration::from_secs(self.cfg.lock_wait_secs);
         let mut guard = tokio::time::timeout(wait, self.state.lock())

@@ -185,7 +185,7 @@ pub enum PageState {
 }
 
 /// Judges a page from its HTML, URL and the main document's HTTP status.
-pub type Probe = dyn Fn(&str, &str, u16) -> PageState + Send + Sync;
+pub type Probe<'a> = dyn Fn(&str, &str, u16) -> PageState + Send + Sync + 'a;
 
 /// Navigate `page` to `url`, then wait for `wait_for` (polling) and for any
 /// challenge to pass, until `deadline`; a blocked page ends the wait at once.
@@ -193,7 +193,7 @@ pub async fn navigate(
     page: &Page,
     url: &str,
     wait_for: Option<&str>,
-    probe: &Probe,
+    probe: &Probe<'_>,
     deadline: Instant,
 ) -> Result<PageResult> {
     let started = Instant::now();

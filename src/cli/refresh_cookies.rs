@@ -34,7 +34,7 @@ pub async fn run(config: Option<&Path>, args: RefreshArgs) -> anyhow::Result<Exi
     }
     let pool = Pool::open(&cfg)?;
     let Some(strategy) = pool.registry().get(&args.strategy).cloned() else {
-        let known: Vec<&str> = pool.registry().iter().map(|s| s.name.as_str()).collect();
+        let known: Vec<&str> = pool.registry().iter().map(|s| s.name()).collect();
         bail!(
             "unknown strategy `{}` (known: {})",
             args.strategy,
@@ -42,9 +42,9 @@ pub async fn run(config: Option<&Path>, args: RefreshArgs) -> anyhow::Result<Exi
         );
     };
     let url = strategy
-        .warmup_url
-        .clone()
-        .with_context(|| format!("strategy `{}` has no warmup_url", strategy.name))?;
+        .warmup_url()
+        .cloned()
+        .with_context(|| format!("strategy `{}` has no warmup_url", strategy.name()))?;
     let slots: Vec<usize> = match args.slot {
         Some(n) if n >= pool.slots().len() => bail!(
             "slot {n} does not exist (the pool has {} slots)",
@@ -59,19 +59,19 @@ pub async fn run(config: Option<&Path>, args: RefreshArgs) -> anyhow::Result<Exi
     let mut failed = 0;
     for n in slots {
         let slot = &pool.slots()[n];
-        let before = slot.jar().export_for_domain(&strategy.cookie_domain).len();
-        let result = pool.refresh_cookies(n, &strategy.name, &url).await;
-        let after = slot.jar().export_for_domain(&strategy.cookie_domain).len();
+        let before = slot.jar().export_for_domain(strategy.cookie_domain()).len();
+        let result = pool.refresh_cookies(n, strategy.name(), &url).await;
+        let after = slot.jar().export_for_domain(strategy.cookie_domain()).len();
         match result {
             Ok(()) => println!(
                 "slot {n}: {} cookies {before} -> {after}: ok",
-                strategy.cookie_domain
+                strategy.cookie_domain()
             ),
             Err(e) => {
                 failed += 1;
                 println!(
                     "slot {n}: {} cookies {before} -> {after}: error: {e}",
-                    strategy.cookie_domain
+                    strategy.cookie_domain()
                 );
             }
         }

@@ -120,16 +120,25 @@ impl Pool {
     /// Open every slot of `cfg` with the profiles and strategies it points at.
     /// Broken strategy files are logged and skipped; a missing profile is an error.
     pub fn open(cfg: &Config) -> Result<Pool> {
+        Self::open_with(cfg, Vec::new())
+    }
+
+    /// Like [`Pool::open`], with compiled Rust strategies registered besides the
+    /// TOML ones.
+    pub fn open_with(cfg: &Config, compiled: Vec<Arc<dyn Strategy>>) -> Result<Pool> {
         crate::browser::launcher::become_subreaper();
         let (profiles, problems) = profile::load_dir(&cfg.pool.profiles_dir);
         for p in &problems {
             tracing::warn!("{p}");
         }
-        let (registry, problems) = Registry::load_dir(&cfg.pool.strategies_dir);
+        let (mut registry, problems) = Registry::load_dir(&cfg.pool.strategies_dir);
         for p in &problems {
             tracing::warn!("{p} (strategy skipped)");
         }
-        let mut hosts: Vec<String> = registry.iter().flat_map(|s| s.hosts.clone()).collect();
+        for s in compiled {
+            registry.add(s).map_err(Error::from)?;
+        }
+        let mut hosts: Vec<String> = registry.iter().flat_map(|s| s.hosts().to_vec()).collect();
         hosts.extend(cfg.security.allowed_hosts.iter().cloned());
         let guard = Arc::new(Guard::with_private(
             hosts,
@@ -246,10 +255,7 @@ impl Pool {
         pin: Option<usize>,
     ) -> Result<Fetched> {
         let strategy = self.strategy_for(&url);
-        let name = strategy
-            .as_ref()
-            .map_or(DIRECT, |s| s.name.as_str())
-            .to_string();
+        let name = strategy.as_ref().map_or(DIRECT, |s| s.name()).to_string();
         let lease = self.next_slot(&name, pin).await?;
         lease.fetch_browser(url, wait_for).await
     }
@@ -278,7 +284,7 @@ impl Pool {
 
     fn politeness(&self, strategy: &str) -> Politeness {
         match self.inner.registry.get(strategy) {
-            Some(s) => s.politeness.clone(),
+            Some(s) => s.politeness().clone(),
             None => Politeness {
                 min_interval_ms: 0,
                 max_in_flight: 4,
@@ -424,7 +430,7 @@ impl Pool {
     }
 
     /// The strategy responsible for `url`: a registered one, or [`DIRECT`].
-    pub fn strategy_for(&self, url: &url::Url) -> Option<Arc<Strategy>> {
+    pub fn strategy_for(&self, url: &url::Url) -> Option<Arc<dyn Strategy>> {
         url.host_str()
             .and_then(|h| self.inner.registry.for_host(h))
             .cloned()
@@ -434,10 +440,7 @@ impl Pool {
     /// fetch, classify the response under its strategy, feed the breaker.
     pub async fn fetch(&self, req: FetchRequest, pin: Option<usize>) -> Result<Fetched> {
         let strategy = self.strategy_for(&req.url);
-        let name = strategy
-            .as_ref()
-            .map_or(DIRECT, |s| s.name.as_str())
-            .to_string();
+        let name = strategy.as_ref().map_or(DIRECT, |s| s.name()).to_string();
         let lease = self.next_slot(&name, pin).await?;
         lease.fetch(req).await
     }
@@ -563,12 +566,7 @@ impl Lease {
             Ok(response) => {
                 let body = response.text();
                 let outcome = match &strategy {
-                    Some(s) => strategy::classify(
-                        &s.markers,
-                        response.status,
-                        response.final_url.as_str(),
-                        &body,
-                    ),
+                    Some(s) => s.classify(response.status, response.final_url.as_str(), &body),
                     None => strategy::classify(
                         &strategy::Markers::generic(),
                         response.status,
@@ -611,20 +609,21 @@ impl Lease {
         let strategy = self.inner.registry.get(&self.strategy).cloned();
         let markers = strategy
             .as_ref()
-            .map(|s| s.markers.clone())
+            .map(|s| s.markers().clone())
             .unwrap_or_else(strategy::Markers::generic);
         let cookie_domain = strategy
             .as_ref()
-            .map(|s| s.cookie_domain.clone())
+            .map(|s| s.cookie_domain().to_string())
             .or_else(|| url.host_str().map(str::to_string));
         let req = crate::browser::BrowserRequest {
             url: url.to_string(),
             wait_for: wait_for.clone(),
             cookie_domain,
         };
-        let probe_markers = markers.clone();
-        let probe =
-            move |html: &str, url: &str, status: u16| probe_markers.page_state(html, url, status);
+        let probe = |html: &str, url: &str, status: u16| match &strategy {
+            Some(s) => s.page_state(html, url, status),
+            None => markers.page_state(html, url, status),
+        };
         let result = slot.browser().fetch(&req, slot.jar(), &probe).await;
         slot.save_jar().await;
         let page = match result {
@@ -647,7 +646,10 @@ impl Lease {
             ))
             .retryable(false));
         }
-        let outcome = strategy::classify(&markers, page.status, &page.final_url, &page.html);
+        let outcome = match &strategy {
+            Some(s) => s.classify(page.status, &page.final_url, &page.html),
+            None => strategy::classify(&markers, page.status, &page.final_url, &page.html),
+        };
         if !page.wait_for_met && !outcome.is_failure() {
             self.finish(Outcome::Failed, None);
             return Err(Error::new(

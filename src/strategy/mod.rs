@@ -3,12 +3,14 @@
 //! empty page apart. Operations (the named extractions) arrive in a later issue; the
 //! file format already reserves the `[operations.*]` tables for them.
 
+mod api;
 pub mod extract;
 mod markers;
 pub mod operation;
 pub mod outcome;
 mod registry;
 
+pub use api::Strategy;
 pub use markers::{MarkerSet, Markers};
 pub use outcome::{Outcome, classify};
 pub use registry::Registry;
@@ -69,9 +71,10 @@ struct StrategyFile {
     operations: BTreeMap<String, operation::OperationFile>,
 }
 
-/// A loaded, validated strategy.
+/// A strategy loaded from a TOML file: the declarative implementation of
+/// [`Strategy`].
 #[derive(Debug, Clone)]
-pub struct Strategy {
+pub struct TomlStrategy {
     pub name: String,
     /// Host patterns: exact (`shop.example`) or wildcard (`*.shop.example`).
     pub hosts: Vec<String>,
@@ -86,7 +89,7 @@ pub struct Strategy {
     pub source: Option<PathBuf>,
 }
 
-impl Strategy {
+impl TomlStrategy {
     /// Load and validate one strategy file.
     pub fn load(path: &Path) -> Result<Self, Diagnostic> {
         let (file, text): (StrategyFile, String) = diag::read_toml(path)?;
@@ -180,7 +183,7 @@ impl Strategy {
             let compiled = op.compile(&name, path, text)?;
             operations.insert(name, compiled);
         }
-        Ok(Strategy {
+        Ok(TomlStrategy {
             name,
             hosts,
             warmup_url,
@@ -191,11 +194,6 @@ impl Strategy {
             operations,
             source: Some(path.to_path_buf()),
         })
-    }
-
-    /// Whether this strategy covers `host`.
-    pub fn covers(&self, host: &str) -> bool {
-        host_matches(&self.hosts, host)
     }
 }
 
@@ -244,7 +242,7 @@ mod tests {
     #[test]
     fn bad_host_names_the_line() {
         let text = "name = \"x\"\nhosts = [\n  \"ok.test\",\n  \"https://bad.test\",\n]\n";
-        let d = Strategy::parse(Path::new("s.toml"), text).unwrap_err();
+        let d = TomlStrategy::parse(Path::new("s.toml"), text).unwrap_err();
         assert_eq!(d.line, Some(4), "{d}");
         assert!(d.message.contains("https://bad.test"), "{d}");
     }

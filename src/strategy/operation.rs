@@ -448,6 +448,14 @@ fn coerce(p: &ParamFile, _name: &str, v: &Value) -> std::result::Result<Value, S
 }
 
 impl Operation {
+    /// Parse one operation from TOML (the body of an `[operations.NAME]` table);
+    /// for compiled strategies that declare their requests the declarative way.
+    pub fn parse(name: &str, toml_text: &str) -> std::result::Result<Operation, Diagnostic> {
+        let path = Path::new("<compiled operation>");
+        let file: OperationFile = crate::diag::parse_toml(path, toml_text)?;
+        file.compile(name, path, toml_text)
+    }
+
     /// The parameters as a JSON Schema object (for MCP `inputSchema`).
     pub fn json_schema(&self) -> Value {
         let mut props = Map::new();

@@ -71,11 +71,11 @@ pub fn retry_after(value: Option<&str>) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::strategy::Strategy;
+    use crate::strategy::TomlStrategy;
     use std::path::Path;
 
-    fn strategy() -> Strategy {
-        Strategy::parse(
+    fn strategy() -> TomlStrategy {
+        TomlStrategy::parse(
             Path::new("t.toml"),
             r##"
 name = "t"

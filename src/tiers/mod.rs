@@ -21,7 +21,7 @@ use crate::http::FetchRequest;
 use crate::pool::Pool;
 use crate::strategy::extract::Extracted;
 use crate::strategy::operation::{Operation, Tier, render, render_json};
-use crate::strategy::{Outcome, Strategy, classify};
+use crate::strategy::{Outcome, Strategy};
 
 /// One tier tried on one slot.
 #[derive(Debug, Clone, Serialize)]
@@ -72,7 +72,7 @@ enum TierEnd {
 /// Run `op` of `strategy` with already bound `args`.
 pub async fn run(
     pool: &Pool,
-    strategy: &Arc<Strategy>,
+    strategy: &Arc<dyn Strategy>,
     op: &Operation,
     args: &Map<String, Value>,
     opts: &RunOptions,
@@ -80,8 +80,8 @@ pub async fn run(
     let cfg = pool.cascade_config();
     let cooldown = Duration::from_secs(cfg.tier_cooldown_secs);
     let mut vars = args.clone();
-    if let Some(b) = &strategy.base_url {
-        vars.insert("base_url".into(), Value::String(b.clone()));
+    if let Some(b) = &strategy.base_url() {
+        vars.insert("base_url".into(), Value::String(b.to_string()));
     }
     let tiers: Vec<&Tier> = op
         .tiers
@@ -112,7 +112,7 @@ pub async fn run(
             }
         }
         let lease = pool
-            .next_slot_avoiding(&strategy.name, opts.slot, &tried)
+            .next_slot_avoiding(strategy.name(), opts.slot, &tried)
             .await?;
         let slot_id = lease.slot();
         let degraded = lease.degraded();
@@ -121,7 +121,7 @@ pub async fn run(
         let fresh: Vec<&Tier> = tiers
             .iter()
             .copied()
-            .filter(|t| !pool.tier_blocked_recently(slot_id, &strategy.name, t.number, cooldown))
+            .filter(|t| !pool.tier_blocked_recently(slot_id, strategy.name(), t.number, cooldown))
             .collect();
         let plan = if fresh.is_empty() {
             tiers.clone()
@@ -149,7 +149,8 @@ pub async fn run(
             }
             tried_tiers += 1;
             let started = Instant::now();
-            let (end, status, error) = run_tier(pool, slot_id, strategy, tier, &vars).await;
+            let (end, status, error) =
+                run_tier(pool, slot_id, strategy.as_ref(), op, tier, &vars).await;
             let outcome = match &end {
                 TierEnd::Done(..) => "ok",
                 TierEnd::Empty(..) => "empty",
@@ -197,7 +198,7 @@ pub async fn run(
                 }
                 TierEnd::HardBlock => {
                     blocks += 1;
-                    pool.mark_tier_blocked(slot_id, &strategy.name, tier.number);
+                    pool.mark_tier_blocked(slot_id, strategy.name(), tier.number);
                 }
                 TierEnd::Challenge => browser_only = true,
                 TierEnd::NextTier => {}
@@ -229,7 +230,7 @@ pub async fn run(
         format!(
             "`{}` of `{}` failed on {} slot(s): {}",
             op.name,
-            strategy.name,
+            strategy.name(),
             tried.len(),
             list.join("; ")
         ),
@@ -240,7 +241,8 @@ pub async fn run(
 async fn run_tier(
     pool: &Pool,
     slot_id: usize,
-    strategy: &Strategy,
+    strategy: &dyn Strategy,
+    op: &Operation,
     tier: &Tier,
     vars: &Map<String, Value>,
 ) -> (TierEnd, Option<u16>, Option<String>) {
@@ -259,12 +261,11 @@ async fn run_tier(
         }
     };
     let (status, final_url, body, headers_ok) = if tier.number == 3 {
-        let markers = strategy.markers.clone();
-        let probe = move |html: &str, url: &str, status: u16| markers.page_state(html, url, status);
+        let probe = |html: &str, url: &str, status: u16| strategy.page_state(html, url, status);
         let req = BrowserRequest {
             url: url.to_string(),
             wait_for: tier.wait_for.clone(),
-            cookie_domain: Some(strategy.cookie_domain.clone()),
+            cookie_domain: Some(strategy.cookie_domain().to_string()),
         };
         let r = slot.browser().fetch(&req, slot.jar(), &probe).await;
         slot.save_jar().await;
@@ -300,7 +301,7 @@ async fn run_tier(
             Err(e) => return (TierEnd::NextSlot, None, Some(e.to_string())),
         }
     };
-    let outcome = classify(&strategy.markers, status, &final_url, &body);
+    let outcome = strategy.classify(status, &final_url, &body);
     let status_some = Some(status);
     match outcome {
         Outcome::HardBlock => (TierEnd::HardBlock, status_some, None),
@@ -317,10 +318,7 @@ async fn run_tier(
         ),
         Outcome::Ok => {
             let page_url = url::Url::parse(&final_url).unwrap_or(url);
-            match tier
-                .extractor
-                .extract(&body, tier.html_pointer.as_deref(), &page_url)
-            {
+            match strategy.extract(op, tier, &body, &page_url) {
                 Ok(ex) if ex.items.is_empty() => {
                     (TierEnd::Empty(status, final_url), status_some, None)
                 }

@@ -25,11 +25,11 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         .get(&name)
         .cloned()
         .ok_or_else(|| bad(&format!("unknown strategy `{name}`")))?;
-    let op = strategy.operations.get(&op_name).ok_or_else(|| {
+    let op = strategy.operations().get(&op_name).ok_or_else(|| {
         bad(&format!(
             "strategy `{name}` has no operation `{op_name}` (it has: {})",
             strategy
-                .operations
+                .operations()
                 .keys()
                 .cloned()
                 .collect::<Vec<_>>()

@@ -29,17 +29,17 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     }
     let slot: Option<usize> = super::take(&mut args, "slot")?;
     let strategy = resolve(pool, strategy_name.as_deref(), &item)?;
-    let op = strategy.operations.get("reviews").ok_or_else(|| {
+    let op = strategy.operations().get("reviews").ok_or_else(|| {
         bad(&format!(
             "strategy `{}` has no `reviews` operation",
-            strategy.name
+            strategy.name()
         ))
     })?;
     let item_id = if item.contains("://") {
         op.item_id_from(&item).ok_or_else(|| {
             bad(&format!(
                 "no item id found in `{item}` for strategy `{}`",
-                strategy.name
+                strategy.name()
             ))
         })?
     } else {
@@ -69,7 +69,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         }
     }
     Ok(json!({
-        "strategy": strategy.name,
+        "strategy": strategy.name(),
         "item": item_id,
         "count": reviews.len(),
         "reviews": reviews,
@@ -78,7 +78,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     }))
 }
 
-fn resolve(pool: &Pool, name: Option<&str>, item: &str) -> Result<Arc<Strategy>> {
+fn resolve(pool: &Pool, name: Option<&str>, item: &str) -> Result<Arc<dyn Strategy>> {
     if let Some(n) = name {
         return pool
             .registry()

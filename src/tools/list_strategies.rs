@@ -10,7 +10,7 @@ pub fn run(pool: &Pool) -> Value {
         .iter()
         .map(|s| {
             let ops: serde_json::Map<String, Value> = s
-                .operations
+                .operations()
                 .values()
                 .map(|op| {
                     (
@@ -23,7 +23,7 @@ pub fn run(pool: &Pool) -> Value {
                     )
                 })
                 .collect();
-            json!({"name": s.name, "hosts": s.hosts, "operations": ops})
+            json!({"name": s.name(), "hosts": s.hosts(), "operations": ops})
         })
         .collect();
     json!({ "strategies": strategies })

@@ -1,0 +1,92 @@
+//! The strategy plugin interface. TOML strategies ([`super::TomlStrategy`])
+//! implement it; a compiled Rust strategy implements it too when a site needs
+//! what the declarative format cannot express (a custom response format, a
+//! computed block check), and is registered with [`super::Registry::add`].
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::extract::Extracted;
+use super::operation::{Operation, Tier};
+use super::{Markers, Outcome, Politeness, classify, host_matches};
+use crate::browser::PageState;
+
+/// Everything the pool, the cascade and the tools need from a strategy.
+pub trait Strategy: Send + Sync + std::fmt::Debug {
+    /// Unique name.
+    fn name(&self) -> &str;
+    /// Host patterns (`shop.example`, `*.shop.example`).
+    fn hosts(&self) -> &[String];
+    /// Page a fresh identity visits first (`refresh-cookies`).
+    fn warmup_url(&self) -> Option<&url::Url>;
+    /// Domain whose cookies are synced between the tiers.
+    fn cookie_domain(&self) -> &str;
+    /// `{base_url}` in operation templates.
+    fn base_url(&self) -> Option<&str>;
+    fn politeness(&self) -> &Politeness;
+    /// Block / challenge / empty markers (used by the default `classify`).
+    fn markers(&self) -> &Markers;
+    /// Named operations.
+    fn operations(&self) -> &BTreeMap<String, Operation>;
+    /// Where it came from, for messages.
+    fn source(&self) -> Option<&Path> {
+        None
+    }
+
+    /// Whether this strategy covers `host`.
+    fn covers(&self, host: &str) -> bool {
+        host_matches(self.hosts(), host)
+    }
+
+    /// What a complete response means for the identity that fetched it.
+    fn classify(&self, status: u16, final_url: &str, body: &str) -> Outcome {
+        classify(self.markers(), status, final_url, body)
+    }
+
+    /// How a page in the browser looks while we wait on it.
+    fn page_state(&self, html: &str, url: &str, status: u16) -> PageState {
+        self.markers().page_state(html, url, status)
+    }
+
+    /// Items of one tier's response (default: the tier's extraction rules).
+    fn extract(
+        &self,
+        _op: &Operation,
+        tier: &Tier,
+        body: &str,
+        page_url: &url::Url,
+    ) -> Result<Extracted, String> {
+        tier.extractor
+            .extract(body, tier.html_pointer.as_deref(), page_url)
+    }
+}
+
+impl Strategy for super::TomlStrategy {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn hosts(&self) -> &[String] {
+        &self.hosts
+    }
+    fn warmup_url(&self) -> Option<&url::Url> {
+        self.warmup_url.as_ref()
+    }
+    fn cookie_domain(&self) -> &str {
+        &self.cookie_domain
+    }
+    fn base_url(&self) -> Option<&str> {
+        self.base_url.as_deref()
+    }
+    fn politeness(&self) -> &Politeness {
+        &self.politeness
+    }
+    fn markers(&self) -> &Markers {
+        &self.markers
+    }
+    fn operations(&self) -> &BTreeMap<String, Operation> {
+        &self.operations
+    }
+    fn source(&self) -> Option<&Path> {
+        self.source.as_deref()
+    }
+}

@@ -4,8 +4,8 @@
 # JS challenge passed by a slot's own Chromium and then by its HTTP tier, and
 # config validation. Installs what is missing and builds first.
 #
-# (The full demo, a three-tier review scrape through MCP, arrives with the
-# cascade, browser and MCP issues.)
+# (The tools run in-process through `idpool call`; serving them over MCP from
+# the daemon arrives with the MCP and daemon issues.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
@@ -77,6 +77,26 @@ idpool refresh-cookies --strategy testshop --slot 0
 log "slot 0's HTTP tier now gets through; slot 1 (another identity) is still challenged"
 idpool fetch https://127.0.0.1:8443/product/B0DEMO2 --slot 0 --out "$work/after.html"
 idpool fetch https://127.0.0.1:8443/product/B0DEMO2 --slot 1 --out "$work/other.html" || true
+
+log "get_reviews on slot 1 (still challenged): the cascade goes to the browser once, then back to tier 1"
+idpool call get_reviews --args '{"item": "B0TESTA1", "strategy": "testshop", "pages": 3, "slot": 1}' >"$work/reviews.json"
+if command -v python3 >/dev/null; then
+  python3 - "$work/reviews.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"{r['count']} reviews of {r['item']} ({r['strategy']}), has_more={r['has_more']}")
+for p in r["pages"]:
+    steps = ", ".join(f"tier {a['tier']} {a['outcome']}" for a in p["attempts"])
+    print(f"  page {p['page']}: {p['count']} reviews from slot {p['slot']} tier {p['tier']}  [{steps}]")
+first = r["reviews"][0]
+print(f"  first: {first['rating']}/5 \"{first['title']}\" by {first['author']} on {first['date']}")
+PY
+else
+  head -c 2000 "$work/reviews.json"; echo
+fi
+
+log "scrape (markdown) of a product page, first 400 characters"
+idpool call scrape --args '{"url": "https://127.0.0.1:8443/product/B0TESTB2", "max_chars": 400}' | show '["content", "total_chars", "tier"]'
 
 log "what the testbed saw, per JA4 fingerprint"
 curl -s http://127.0.0.1:8080/__control/stats | show '["by_ja4"]'

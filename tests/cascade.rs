@@ -315,3 +315,49 @@ async fn extract_and_list_strategies() {
     );
     shutdown_and_check(&pool).await;
 }
+
+#[tokio::test]
+async fn call_cli_runs_a_tool_and_prints_json() {
+    let env = shop(1).await;
+    let run = |tool: &str, args: &str| {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_idpool"))
+            .arg("--config")
+            .arg(env.path("idpool.toml"))
+            .args(["call", tool, "--args", args])
+            .output()
+    };
+    let out = run(
+        "get_reviews",
+        r#"{"item": "B0CLI9", "strategy": "testshop", "pages": 2}"#,
+    )
+    .await
+    .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json on stdout");
+    assert_eq!(
+        v["reviews"].as_array().expect("reviews"),
+        &truth("B0CLI9")[..v["count"].as_u64().expect("count") as usize]
+    );
+    let out = run("nope", "{}").await.expect("runs");
+    assert!(
+        !out.status.success()
+            && String::from_utf8_lossy(&out.stderr).contains("unknown tool `nope`")
+    );
+    let out = run("extract", "{not json").await.expect("runs");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--args is not valid JSON"));
+    let out = run(
+        "extract",
+        r#"{"strategy": "testshop", "operation": "product", "params": {"item": "LOGIN1"}}"#,
+    )
+    .await
+    .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("extract failed: `product` of `testshop` failed")
+    );
+}

@@ -1,6 +1,7 @@
 //! The `idpool` command line. Raw arguments live here; each subcommand resolves
 //! them into library calls and prints. `anyhow` is allowed at this edge only.
 
+mod call;
 mod check_config;
 mod fetch;
 mod refresh_cookies;
@@ -30,6 +31,8 @@ pub enum Command {
     CheckConfig,
     /// One fetch through a slot's HTTP tier or browser, for debugging.
     Fetch(fetch::FetchArgs),
+    /// Run one tool (scrape, get_reviews, extract, list_strategies) and print its JSON.
+    Call(call::CallArgs),
     /// Warm slots up in their browser for a strategy and persist the cookies.
     RefreshCookies(refresh_cookies::RefreshArgs),
 }
@@ -39,6 +42,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::CheckConfig => Ok(check_config::run(cli.config.as_deref())),
         Command::Fetch(args) => fetch::run(cli.config.as_deref(), args).await,
+        Command::Call(args) => call::run(cli.config.as_deref(), args).await,
         Command::RefreshCookies(args) => refresh_cookies::run(cli.config.as_deref(), args).await,
     }
 }

@@ -96,7 +96,7 @@ else
 fi
 
 log "scrape (markdown) of a product page, first 400 characters"
-idpool call scrape --args '{"url": "https://127.0.0.1:8443/product/B0TESTB2", "max_chars": 400}' | show '["content", "total_chars", "tier"]'
+idpool call scrape --args '{"url": "https://127.0.0.1:8443/product/B0TESTB2", "max_chars": 400}' | show '["content", "total_chars", "via"]'
 
 log "what the testbed saw, per JA4 fingerprint"
 curl -s http://127.0.0.1:8080/__control/stats | show '["by_ja4"]'

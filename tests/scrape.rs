@@ -28,8 +28,12 @@ async fn markdown_text_and_links_of_a_testbed_page() {
         "{content}"
     );
     assert_eq!(
-        (md["tier"].as_str(), md["status"].as_u64()),
-        (Some("http"), Some(200))
+        (
+            md["via"].as_str(),
+            md["tier"].as_u64(),
+            md["status"].as_u64()
+        ),
+        (Some("http"), Some(2), Some(200))
     );
     let text = tools::scrape::run(&pool, json!({"url": url.as_str(), "format": "text"}))
         .await
@@ -104,7 +108,10 @@ async fn auto_mode_falls_back_to_the_browser_on_a_challenge() {
     let r = tools::scrape::run(&pool, json!({"url": env.url("/product/B0AUTO").as_str()}))
         .await
         .expect("auto");
-    assert_eq!(r["tier"], "browser");
+    assert_eq!(
+        (r["via"].as_str(), r["tier"].as_u64()),
+        (Some("browser"), Some(3))
+    );
     assert!(
         r["content"]
             .as_str()
@@ -116,7 +123,7 @@ async fn auto_mode_falls_back_to_the_browser_on_a_challenge() {
         json!({"url": env.url("/product/B0AUTO2").as_str(), "mode": "http", "slot": 0}),
     )
     .await
-    .map(|r| r["tier"].clone());
+    .map(|r| r["via"].clone());
     assert_eq!(
         e.expect("the slot passed the challenge in auto mode"),
         "http"

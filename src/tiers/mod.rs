@@ -59,8 +59,8 @@ pub struct RunOptions {
 }
 
 enum TierEnd {
+    /// Items, or a page proven genuinely empty (`Extracted::empty`).
     Done(Extracted, u16, String),
-    Empty(u16, String),
     HardBlock,
     Challenge,
     /// Try the next tier on this slot (e.g. extraction found nothing usable).
@@ -152,8 +152,8 @@ pub async fn run(
             let (end, status, error) =
                 run_tier(pool, slot_id, strategy.as_ref(), op, tier, &vars).await;
             let outcome = match &end {
+                TierEnd::Done(ex, ..) if ex.items.is_empty() => "empty",
                 TierEnd::Done(..) => "ok",
-                TierEnd::Empty(..) => "empty",
                 TierEnd::HardBlock => "hard_block",
                 TierEnd::Challenge => "challenge",
                 TierEnd::NextTier | TierEnd::NextSlot => "failed",
@@ -168,24 +168,13 @@ pub async fn run(
             });
             match end {
                 TierEnd::Done(extracted, status, final_url) => {
-                    lease.finish(Outcome::Ok, None);
-                    return Ok(CascadeResult {
-                        slot: slot_id,
-                        tier: tier.number,
-                        degraded,
-                        attempts,
-                        extracted,
-                        status,
-                        final_url,
-                    });
-                }
-                TierEnd::Empty(status, final_url) => {
-                    // A genuinely empty page: a result, and no breaker change.
-                    lease.finish(Outcome::Empty, None);
-                    let extracted = Extracted {
-                        empty: true,
-                        ..Default::default()
+                    // A genuinely empty page is a result too, and changes no breaker.
+                    let outcome = if extracted.items.is_empty() {
+                        Outcome::Empty
+                    } else {
+                        Outcome::Ok
                     };
+                    lease.finish(outcome, None);
                     return Ok(CascadeResult {
                         slot: slot_id,
                         tier: tier.number,
@@ -307,7 +296,18 @@ async fn run_tier(
         Outcome::HardBlock => (TierEnd::HardBlock, status_some, None),
         Outcome::Challenge => (TierEnd::Challenge, status_some, None),
         Outcome::Failed => (TierEnd::NextSlot, status_some, None),
-        Outcome::Empty => (TierEnd::Empty(status, final_url), status_some, None),
+        Outcome::Empty => (
+            TierEnd::Done(
+                Extracted {
+                    empty: true,
+                    ..Default::default()
+                },
+                status,
+                final_url,
+            ),
+            status_some,
+            None,
+        ),
         Outcome::Ok if !headers_ok => (
             TierEnd::NextTier,
             status_some,
@@ -319,9 +319,6 @@ async fn run_tier(
         Outcome::Ok => {
             let page_url = url::Url::parse(&final_url).unwrap_or(url);
             match strategy.extract(op, tier, &body, &page_url) {
-                Ok(ex) if ex.items.is_empty() => {
-                    (TierEnd::Empty(status, final_url), status_some, None)
-                }
                 Ok(ex) => (TierEnd::Done(ex, status, final_url), status_some, None),
                 Err(e) => (TierEnd::NextTier, status_some, Some(e)),
             }

@@ -101,7 +101,9 @@ pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
         "total_chars": total,
         "next_start_index": if end < total { Some(end) } else { None },
         "slot": fetched.slot,
-        "tier": via(fetched.via),
+        // A whole page: tier 2 over HTTP, tier 3 in the browser.
+        "tier": match fetched.via { Via::Http => 2, Via::Browser => 3 },
+        "via": via(fetched.via),
         "degraded": fetched.degraded,
         "outcome": fetched.outcome.as_str(),
     }))

@@ -79,6 +79,11 @@ async fn browser_passes_the_challenge_and_the_slots_http_tier_follows() {
         .expect("browser 0");
     assert_eq!((b.response.status, b.outcome), (200, Outcome::Ok));
     assert!(b.response.text().contains("productTitle"));
+    assert!(
+        b.response.cookies_set.iter().any(|c| c == "tb_clearance"),
+        "{:?}",
+        b.response.cookies_set
+    );
 
     assert_eq!(
         http(0).await.expect("http 0 again").outcome,

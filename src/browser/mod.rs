@@ -164,12 +164,15 @@ impl SlotBrowser {
             if let Some(domain) = &req.cookie_domain {
                 page::push_cookies(&tab, &jar.export_for_domain(domain)).await?;
             }
-            let result =
+            let mut result =
                 page::navigate(&tab, &req.url, req.wait_for.as_deref(), probe, deadline).await;
             if let Some(domain) = &req.cookie_domain {
                 // Cookies the site set are kept even when the page itself failed.
                 let cookies = page::pull_cookies(&running.browser, domain).await?;
                 jar.import(&cookies);
+                if let Ok(page) = result.as_mut() {
+                    page.cookies = cookies;
+                }
             }
             result
         })

@@ -172,6 +172,9 @@ pub struct PageResult {
     /// The page was still a challenge when we stopped waiting.
     pub challenge_left: bool,
     pub elapsed: Duration,
+    /// The browser's cookies for the strategy's cookie domain after the page
+    /// (already saved into the slot's jar).
+    pub cookies: Vec<PortableCookie>,
 }
 
 /// How a loaded page looks to the strategy.
@@ -299,6 +302,7 @@ pub async fn navigate(
         wait_for_met,
         challenge_left,
         elapsed: started.elapsed(),
+        cookies: Vec::new(),
     })
 }
 

@@ -75,7 +75,8 @@ pub struct FetchResponse {
     pub final_url: Url,
     pub headers: HeaderMap,
     pub body: Bytes,
-    /// Names of the cookies this response set.
+    /// Names of the cookies this response set (browser tier: the browser's
+    /// cookies for the strategy's cookie domain after the page).
     pub cookies_set: Vec<String>,
     pub elapsed: Duration,
     pub http_version: String,

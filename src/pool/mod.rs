@@ -675,7 +675,7 @@ impl Lease {
             final_url: url::Url::parse(&page.final_url).unwrap_or(url),
             headers,
             body: bytes::Bytes::from(page.html),
-            cookies_set: Vec::new(),
+            cookies_set: page.cookies.iter().map(|c| c.name.clone()).collect(),
             elapsed: page.elapsed,
             http_version: "browser".into(),
         };

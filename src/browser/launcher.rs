@@ -551,7 +551,8 @@ fn remove_singleton_locks(dir: &Path) {
     }
 }
 
-fn create_private_dir(dir: &Path) -> Result<()> {
+/// Create `dir` and its parents, mode 0700 (slot folders, Chromium profiles).
+pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)

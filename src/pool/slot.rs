@@ -61,7 +61,7 @@ impl Slot {
     /// Open slot `id`: create its folder (0700), load its jar, build its client.
     pub fn open(id: usize, profile: Profile, env: &SlotEnv<'_>) -> Result<Slot> {
         let dir = env.data_dir.join("slots").join(id.to_string());
-        create_private_dir(&dir)?;
+        crate::browser::launcher::create_private_dir(&dir)?;
         let (jar, note) = Jar::open(&dir.join("cookies.json"), profile.seed_cookies.as_deref())?;
         match note {
             OpenNote::Seeded(n) => tracing::info!(
@@ -145,15 +145,6 @@ impl Slot {
             Err(e) => tracing::warn!(slot = self.id, error = %e, "cookie jar save task failed"),
         }
     }
-}
-
-fn create_private_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| Error::io(format!("cannot create slot folder {}", dir.display()), e))
 }
 
 fn launch_spec(

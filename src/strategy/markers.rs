@@ -97,14 +97,6 @@ impl MarkerSet {
         }
         false
     }
-
-    /// True when nothing is configured.
-    pub fn is_empty(&self) -> bool {
-        self.status.is_empty()
-            && self.body.is_empty()
-            && self.url.is_empty()
-            && self.selector.is_none()
-    }
 }
 
 /// The three marker sets of a strategy.

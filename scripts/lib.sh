@@ -5,10 +5,10 @@ log() { printf '\n==> %s\n' "$*" >&2; }
 # Install the Debian packages idpool needs when any is missing:
 # cmake + clang/libclang build BoringSSL (wreq); chromium is the browser tier;
 # curl is the "non-browser client" of the JA4 test; iproute2 + util-linux give the
-# loopback-only test namespace.
+# loopback-only test namespace; python3 formats the demo's output.
 ensure_packages() {
   local need=() pkg sudo=""
-  for pkg in cmake clang libclang-dev chromium curl iproute2 util-linux ca-certificates; do
+  for pkg in cmake clang libclang-dev chromium curl iproute2 util-linux ca-certificates python3; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
   done
   [ "${#need[@]}" -eq 0 ] && return 0
@@ -20,4 +20,24 @@ ensure_packages() {
 
 ensure_cargo() {
   command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup first" >&2; exit 1; }
+}
+
+# Node.js + the official MCP TypeScript SDK and conformance suite (tests/mcp-js),
+# pinned by its package-lock.json. Node 20.18+ is needed (undici 7).
+ensure_node_deps() {
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    log "installing: nodejs npm"
+    $sudo apt-get update
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends nodejs npm
+  fi
+  node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a===20&&b>=18)?0:1)' \
+    || { echo "Node.js $(node --version) is too old: the MCP test clients need 20.18 or newer" >&2; exit 1; }
+  local dir=tests/mcp-js stamp=tests/mcp-js/node_modules/.idpool-lock
+  if [ ! -f "$stamp" ] || ! cmp -s "$dir/package-lock.json" "$stamp"; then
+    log "npm ci (tests/mcp-js: @modelcontextprotocol/sdk, @modelcontextprotocol/conformance)"
+    npm ci --prefix "$dir" --no-audit --no-fund
+    cp "$dir/package-lock.json" "$stamp"
+  fi
 }

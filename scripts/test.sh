@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 ensure_packages
 ensure_cargo
+ensure_node_deps
 
 # --- build --------------------------------------------------------------------
 log "cargo fmt --check"
@@ -28,8 +29,12 @@ if command -v unshare >/dev/null && unshare --net true 2>/dev/null; then
   log "cargo test (in a loopback-only network namespace)"
   export IDPOOL_TEST_NETNS=1
   unshare --net bash -c 'ip link set lo up && cargo test --locked --offline --no-fail-fast'
+  log "scripts/demo.sh (in a loopback-only network namespace)"
+  CARGO_NET_OFFLINE=true unshare --net bash -c 'ip link set lo up && ./scripts/demo.sh'
 else
   log "cargo test (WARNING: cannot create a network namespace here; relying on the tests' own loopback checks)"
   run_tests
+  log "scripts/demo.sh"
+  ./scripts/demo.sh
 fi
-log "all tests passed"
+log "all tests passed, and the demo ran"

@@ -28,19 +28,61 @@ pub struct Config {
     pub source: Option<PathBuf>,
 }
 
-/// `[server]`: where the daemon listens.
+/// `[server]`: where the daemon listens and who may call it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
-    /// Address of the MCP / control HTTP listener; loopback by default.
+    /// Address of the MCP / control HTTP listener; loopback by default. A
+    /// non-loopback address needs a keys file.
     pub listen: SocketAddr,
+    /// The API keys file (`idpool keys add|list|revoke`). When it exists, every
+    /// HTTP request needs a key; when it does not, only loopback is served and
+    /// callers get `anonymous_role`.
+    pub keys_file: PathBuf,
+    /// Role of unauthenticated loopback callers when there is no keys file.
+    pub anonymous_role: crate::auth::Role,
+    /// The audit log (one JSON line per call); default `<data_dir>/audit.log`.
+    pub audit_log: Option<PathBuf>,
+    /// Browser origins allowed to call `/mcp` and `/sse` besides loopback ones
+    /// (`http://localhost:*`, `http://127.0.0.1:*`, `http://[::1]:*`), e.g.
+    /// `"https://app.example.com:443"`. Other origins get 403.
+    pub allowed_origins: Vec<String>,
+    /// Host names (with or without port) accepted in the `Host` header besides
+    /// loopback ones (DNS-rebinding protection).
+    pub allowed_hosts: Vec<String>,
+    /// Largest request body accepted (413 beyond).
+    pub max_body_bytes: usize,
+    /// Legacy SSE: a `:` comment ping this often.
+    pub sse_ping_secs: u64,
+    /// Legacy SSE: a session with no open stream and no traffic this long is dropped.
+    pub sse_idle_secs: u64,
+    /// On SIGTERM, in-flight calls get this long to finish.
+    pub shutdown_grace_secs: u64,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8790)),
+            keys_file: PathBuf::from("./keys.toml"),
+            anonymous_role: crate::auth::Role::Operator,
+            audit_log: None,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            max_body_bytes: 1 << 20,
+            sse_ping_secs: 15,
+            sse_idle_secs: 90,
+            shutdown_grace_secs: 30,
         }
+    }
+}
+
+impl ServerConfig {
+    /// The audit log path, defaulting into `data_dir`.
+    pub fn audit_path(&self, data_dir: &Path) -> PathBuf {
+        self.audit_log
+            .clone()
+            .unwrap_or_else(|| data_dir.join("audit.log"))
     }
 }
 
@@ -274,6 +316,10 @@ impl Config {
         rebase(&mut cfg.pool.data_dir);
         rebase(&mut cfg.pool.strategies_dir);
         rebase(&mut cfg.pool.profiles_dir);
+        rebase(&mut cfg.server.keys_file);
+        if let Some(a) = cfg.server.audit_log.as_mut() {
+            rebase(a);
+        }
         cfg.security.extra_root_certs.iter_mut().for_each(rebase);
         if let Some(exe) = cfg.browser.executable.as_mut() {
             rebase(exe);

@@ -8,6 +8,8 @@ use std::fmt;
 pub enum ErrorKind {
     /// A config, profile or strategy file is wrong.
     Config,
+    /// A caller's argument is missing, of the wrong type or out of range.
+    InvalidArgument,
     /// The URL or host is not allowed (SSRF guard, unknown strategy host).
     Refused,
     /// Connection, TLS, protocol or body error talking to a site.
@@ -27,6 +29,7 @@ impl ErrorKind {
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorKind::Config => "config",
+            ErrorKind::InvalidArgument => "invalid_argument",
             ErrorKind::Refused => "refused",
             ErrorKind::Network => "network",
             ErrorKind::Timeout => "timeout",

@@ -28,12 +28,15 @@
 //!
 //! The library returns typed [`Error`]s; `anyhow` lives only in the binaries.
 
+pub mod auth;
 pub mod browser;
 pub mod cli;
 pub mod config;
+pub mod daemon;
 pub mod diag;
 pub mod error;
 pub mod http;
+pub mod mcp;
 pub mod pool;
 pub mod profile;
 pub mod strategy;

@@ -5,38 +5,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Env, shutdown_and_check};
+use common::{shop, shutdown_and_check, truth};
 use idpool::pool::BreakerState;
 use idpool::testbed::{Fault, FaultKind, data};
 use idpool::tiers::RunOptions;
 use idpool::tools;
 use serde_json::{Value, json};
-
-/// An env whose strategies folder holds the bundled testshop, aimed at this testbed.
-async fn shop(slots: usize) -> Env {
-    let env = Env::new(slots).await;
-    let _ = std::fs::remove_file(env.path("strategies/testbed.toml"));
-    let _ = std::fs::remove_file(env.path("strategies/alt.toml"));
-    let bundled = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("strategies/testshop.toml"),
-    )
-    .expect("bundled testshop");
-    env.write(
-        "strategies/testshop.toml",
-        &bundled.replace("https://127.0.0.1:8443", &env.testbed.https_url()),
-    );
-    env
-}
-
-fn truth(item: &str) -> Vec<Value> {
-    (0..data::review_count(item))
-        .map(|i| {
-            let r = data::review(item, i);
-            json!({"id": r.id, "author": r.author, "rating": r.rating, "title": r.title, "body": r.body,
-                   "date": r.date, "verified": r.verified, "helpful": r.helpful})
-        })
-        .collect()
-}
 
 fn fault(kind: FaultKind, prefix: &str, status: u16) -> Fault {
     Fault {
@@ -73,7 +47,7 @@ async fn get_reviews_returns_ground_truth_through_each_tier_and_the_cascade() {
     for only in [Some(vec![1]), Some(vec![2]), Some(vec![3]), None] {
         let opts = RunOptions {
             only_tiers: only.clone(),
-            slot: None,
+            ..RunOptions::default()
         };
         let r = tools::get_reviews::run(
             &pool,

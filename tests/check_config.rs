@@ -82,7 +82,7 @@ fn config_unknown_key() {
     assert_reports(
         &c,
         &format!(
-            "{}:6: unknown field `lisen`, expected `listen`",
+            "{}:6: unknown field `lisen`, expected one of `listen`",
             c.file("idpool.toml")
         ),
     );

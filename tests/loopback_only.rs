@@ -10,6 +10,10 @@ use std::path::Path;
 fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let p = e.path();
+        if p.file_name().is_some_and(|n| n == "node_modules") {
+            // Third-party packages (tests/mcp-js), installed by npm, not ours.
+            continue;
+        }
         if p.is_dir() {
             files(&p, out);
         } else if p

@@ -12,7 +12,7 @@ async fn markdown_text_and_links_of_a_testbed_page() {
     let env = Env::new(1).await;
     let pool = env.pool();
     let url = env.url("/product/B0MD");
-    let md = tools::scrape::run(&pool, json!({"url": url.as_str()}))
+    let md = tools::scrape::run(&pool, json!({"url": url.as_str()}), &Default::default())
         .await
         .expect("markdown");
     let content = md["content"].as_str().expect("content");
@@ -35,18 +35,26 @@ async fn markdown_text_and_links_of_a_testbed_page() {
         ),
         (Some("http"), Some(2), Some(200))
     );
-    let text = tools::scrape::run(&pool, json!({"url": url.as_str(), "format": "text"}))
-        .await
-        .expect("text");
+    let text = tools::scrape::run(
+        &pool,
+        json!({"url": url.as_str(), "format": "text"}),
+        &Default::default(),
+    )
+    .await
+    .expect("text");
     assert!(
         text["content"]
             .as_str()
             .expect("text")
             .contains(&data::product_name("B0MD"))
     );
-    let links = tools::scrape::run(&pool, json!({"url": url.as_str(), "format": "links"}))
-        .await
-        .expect("links");
+    let links = tools::scrape::run(
+        &pool,
+        json!({"url": url.as_str(), "format": "links"}),
+        &Default::default(),
+    )
+    .await
+    .expect("links");
     assert_eq!(
         links["content"],
         format!(
@@ -54,9 +62,13 @@ async fn markdown_text_and_links_of_a_testbed_page() {
             env.url("/product-reviews/B0MD?page=1")
         )
     );
-    let e = tools::scrape::run(&pool, json!({"url": url.as_str(), "format": "pdf"}))
-        .await
-        .expect_err("bad format");
+    let e = tools::scrape::run(
+        &pool,
+        json!({"url": url.as_str(), "format": "pdf"}),
+        &Default::default(),
+    )
+    .await
+    .expect_err("bad format");
     assert!(e.to_string().contains("invalid scrape arguments"), "{e}");
     shutdown_and_check(&pool).await;
 }
@@ -76,9 +88,13 @@ async fn start_index_pages_through_a_huge_page_without_gap_or_overlap() {
     });
     let pool = env.pool();
     let url = env.url("/product/HUGE1");
-    let full = tools::scrape::run(&pool, json!({"url": url.as_str(), "max_chars": 2_000_000}))
-        .await
-        .expect("whole");
+    let full = tools::scrape::run(
+        &pool,
+        json!({"url": url.as_str(), "max_chars": 2_000_000}),
+        &Default::default(),
+    )
+    .await
+    .expect("whole");
     let total = full["total_chars"].as_u64().expect("total") as usize;
     assert!(total > 500_000, "{total}");
     let mut joined = String::new();
@@ -88,6 +104,7 @@ async fn start_index_pages_through_a_huge_page_without_gap_or_overlap() {
         let piece = tools::scrape::run(
             &pool,
             json!({"url": url.as_str(), "max_chars": 100_000, "start_index": s}),
+            &Default::default(),
         )
         .await
         .expect("piece");
@@ -105,9 +122,13 @@ async fn auto_mode_falls_back_to_the_browser_on_a_challenge() {
     let env = Env::new(1).await;
     env.testbed.set_modes(|m| m.challenge = true);
     let pool = env.pool();
-    let r = tools::scrape::run(&pool, json!({"url": env.url("/product/B0AUTO").as_str()}))
-        .await
-        .expect("auto");
+    let r = tools::scrape::run(
+        &pool,
+        json!({"url": env.url("/product/B0AUTO").as_str()}),
+        &Default::default(),
+    )
+    .await
+    .expect("auto");
     assert_eq!(
         (r["via"].as_str(), r["tier"].as_u64()),
         (Some("browser"), Some(3))
@@ -121,6 +142,7 @@ async fn auto_mode_falls_back_to_the_browser_on_a_challenge() {
     let e = tools::scrape::run(
         &pool,
         json!({"url": env.url("/product/B0AUTO2").as_str(), "mode": "http", "slot": 0}),
+        &Default::default(),
     )
     .await
     .map(|r| r["via"].clone());
@@ -135,18 +157,26 @@ async fn auto_mode_falls_back_to_the_browser_on_a_challenge() {
 async fn the_guard_refuses_foreign_hosts_private_addresses_files_and_private_redirects() {
     let env = Env::new(1).await;
     let pool = env.pool();
-    let e = tools::scrape::run(&pool, json!({"url": "https://no-strategy.test/page"}))
-        .await
-        .expect_err("foreign host");
+    let e = tools::scrape::run(
+        &pool,
+        json!({"url": "https://no-strategy.test/page"}),
+        &Default::default(),
+    )
+    .await
+    .expect_err("foreign host");
     assert!(
         e.to_string().contains(
             "host `no-strategy.test` is not covered by any strategy or security.allowed_hosts"
         ),
         "{e}"
     );
-    let e = tools::scrape::run(&pool, json!({"url": "file:///etc/passwd"}))
-        .await
-        .expect_err("file");
+    let e = tools::scrape::run(
+        &pool,
+        json!({"url": "file:///etc/passwd"}),
+        &Default::default(),
+    )
+    .await
+    .expect_err("file");
     assert!(
         e.to_string().contains("scheme `file` is not allowed"),
         "{e}"
@@ -163,18 +193,26 @@ async fn the_guard_refuses_foreign_hosts_private_addresses_files_and_private_red
         );
     env.write("idpool.toml", &cfg);
     let pool = env.pool();
-    let e = tools::scrape::run(&pool, json!({"url": env.url("/").as_str()}))
-        .await
-        .expect_err("private");
+    let e = tools::scrape::run(
+        &pool,
+        json!({"url": env.url("/").as_str()}),
+        &Default::default(),
+    )
+    .await
+    .expect_err("private");
     assert!(
         e.to_string()
             .contains("is a private, loopback or link-local address"),
         "{e}"
     );
     for mode in ["http", "browser"] {
-        let e = tools::scrape::run(&pool, json!({"url": env.url("/").as_str(), "mode": mode}))
-            .await
-            .expect_err("private");
+        let e = tools::scrape::run(
+            &pool,
+            json!({"url": env.url("/").as_str(), "mode": mode}),
+            &Default::default(),
+        )
+        .await
+        .expect_err("private");
         assert!(e.to_string().contains("private"), "{mode}: {e}");
     }
     shutdown_and_check(&pool).await;
@@ -186,14 +224,22 @@ async fn the_guard_refuses_foreign_hosts_private_addresses_files_and_private_red
     );
     env.write("idpool.toml", &cfg);
     let pool = env.pool();
-    tools::scrape::run(&pool, json!({"url": env.url("/").as_str(), "mode": "http"}))
-        .await
-        .expect("the testbed itself is allowed");
+    tools::scrape::run(
+        &pool,
+        json!({"url": env.url("/").as_str(), "mode": "http"}),
+        &Default::default(),
+    )
+    .await
+    .expect("the testbed itself is allowed");
     for target in ["http://127.0.0.3/admin", "http://127.0.0.2:1/"] {
         let url = env.url(&format!("/redirect?to={target}"));
-        let e = tools::scrape::run(&pool, json!({"url": url.as_str(), "mode": "http"}))
-            .await
-            .expect_err("private redirect");
+        let e = tools::scrape::run(
+            &pool,
+            json!({"url": url.as_str(), "mode": "http"}),
+            &Default::default(),
+        )
+        .await
+        .expect_err("private redirect");
         let msg = format!("{e}");
         assert!(
             msg.contains("redirect") && msg.contains("private"),
@@ -218,6 +264,7 @@ async fn hosts_in_allowed_hosts_work_without_a_strategy() {
     let r = tools::scrape::run(
         &pool,
         json!({"url": env.alt_url("/product/B0GEN").as_str()}),
+        &Default::default(),
     )
     .await
     .expect("generic fallback");
@@ -233,12 +280,14 @@ async fn hosts_in_allowed_hosts_work_without_a_strategy() {
     tools::scrape::run(
         &pool,
         json!({"url": env.alt_url("/product/B0GEN").as_str(), "mode": "http"}),
+        &Default::default(),
     )
     .await
     .expect("first request of the new window");
     let e = tools::scrape::run(
         &pool,
         json!({"url": env.alt_url("/product/B0GEN").as_str(), "mode": "http"}),
+        &Default::default(),
     )
     .await
     .expect_err("captcha");

@@ -1,53 +1,128 @@
-//! `idpool call TOOL --args JSON`: run one tool and print its JSON result.
-//! Until the daemon exists this runs on an in-process pool over the data dir
-//! (the daemon issue routes it to the running daemon).
+//! `idpool call TOOL --args JSON`: call one tool on the running daemon (over
+//! its MCP endpoint) and print the structured result. With `--embedded`, or
+//! when no daemon answers and no `--url` was given, the tool runs in-process
+//! on the data dir instead.
 
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::config::Config;
-use crate::pool::Pool;
-use crate::tiers::RunOptions;
-use crate::tools;
+use crate::mcp::client::DaemonClient;
+use crate::mcp::{CallContext, CallEnd};
 
 #[derive(Debug, Args)]
 pub struct CallArgs {
-    /// scrape, get_reviews, extract or list_strategies.
+    /// scrape, get_reviews, extract, list_strategies, pool_status,
+    /// refresh_cookies or reset_slot.
     pub tool: String,
     /// The tool's arguments as a JSON object.
     #[arg(long, default_value = "{}")]
     pub args: String,
+    /// The daemon's MCP URL (default: from the config's server.listen).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// API key for the daemon.
+    #[arg(long, env = "IDPOOL_KEY", hide_env_values = true)]
+    pub key: Option<String>,
+    /// Run in-process on the data dir, even when a daemon runs.
+    #[arg(long, conflicts_with = "url")]
+    pub embedded: bool,
 }
 
 pub async fn run(config: Option<&Path>, a: CallArgs) -> anyhow::Result<ExitCode> {
     let args: Value = serde_json::from_str(&a.args)
         .with_context(|| format!("--args is not valid JSON: {}", a.args))?;
     let cfg = Config::load(config)?;
-    let pool = Pool::open(&cfg)?;
-    pool.end_stale_browsers().await;
-    let result = match a.tool.as_str() {
-        "scrape" => tools::scrape::run(&pool, args).await,
-        "get_reviews" => tools::get_reviews::run(&pool, args, RunOptions::default()).await,
-        "extract" => tools::extract::run(&pool, args, RunOptions::default()).await,
-        "list_strategies" => Ok(tools::list_strategies::run(&pool)),
-        other => {
-            pool.shutdown().await;
-            bail!("unknown tool `{other}` (scrape, get_reviews, extract, list_strategies)")
+    if a.embedded {
+        return in_process(&cfg, &a.tool, args).await;
+    }
+    let explicit = a.url.is_some();
+    let url = a
+        .url
+        .clone()
+        .unwrap_or_else(|| super::mcp::daemon_url(&cfg));
+    let client = DaemonClient::new(&url, a.key.clone(), None)?;
+    match client.reachable().await {
+        Ok(()) => remote(&client, &a.tool, args).await,
+        Err(e) if explicit => Err(e.into()),
+        Err(_) => {
+            eprintln!(
+                "idpool: no daemon at {url}; running `{}` in-process",
+                a.tool
+            );
+            in_process(&cfg, &a.tool, args).await
         }
+    }
+}
+
+async fn remote(client: &DaemonClient, tool: &str, args: Value) -> anyhow::Result<ExitCode> {
+    client.initialize().await?;
+    let params = json!({"name": tool, "arguments": args, "_meta": {"progressToken": "cli"}});
+    let reply = client
+        .call(1, "tools/call", params, |note| {
+            if note["method"] == "notifications/progress"
+                && let Some(m) = note["params"]["message"].as_str()
+            {
+                eprintln!("  {m}");
+            }
+        })
+        .await;
+    client.close().await;
+    let reply = reply?;
+    if let Some(e) = reply.get("error") {
+        eprintln!(
+            "idpool: {tool} refused: {} (JSON-RPC {})",
+            e["message"].as_str().unwrap_or(""),
+            e["code"]
+        );
+        return Ok(ExitCode::from(2));
+    }
+    let result = &reply["result"];
+    let text = result["content"][0]["text"].as_str().unwrap_or("");
+    if result["isError"] == true {
+        eprintln!("idpool: {tool} failed: {text}");
+        return Ok(ExitCode::from(2));
+    }
+    match result.get("structuredContent") {
+        Some(v) => println!("{}", serde_json::to_string_pretty(v)?),
+        None => println!("{text}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn in_process(cfg: &Config, tool: &str, args: Value) -> anyhow::Result<ExitCode> {
+    if crate::mcp::catalog::role_of(tool).is_none() {
+        bail!(
+            "unknown tool `{tool}` (scrape, get_reviews, extract, list_strategies, pool_status, \
+             refresh_cookies, reset_slot)"
+        );
+    }
+    let core = crate::daemon::build_core(cfg).await?;
+    let ctx = CallContext {
+        principal: crate::auth::Principal::new("cli", crate::auth::Role::Admin, "cli"),
+        session: None,
     };
-    pool.shutdown().await;
-    match result {
-        Ok(v) => {
+    let end = core
+        .call_tool(&ctx, tool, args, None, Default::default())
+        .await;
+    core.pool().shutdown().await;
+    match end {
+        CallEnd::Ok(v) => {
             println!("{}", serde_json::to_string_pretty(&v)?);
             Ok(ExitCode::SUCCESS)
         }
-        Err(e) => {
-            eprintln!("idpool: {} failed: {e}", a.tool);
+        CallEnd::Failed(m) | CallEnd::InvalidParams(m) => {
+            eprintln!("idpool: {tool} failed: {m}");
             Ok(ExitCode::from(2))
         }
+        CallEnd::Denied(d) => {
+            eprintln!("idpool: {d}");
+            Ok(ExitCode::from(2))
+        }
+        CallEnd::Cancelled => Ok(ExitCode::from(2)),
     }
 }

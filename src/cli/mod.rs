@@ -4,7 +4,10 @@
 mod call;
 mod check_config;
 mod fetch;
+mod keys;
+mod mcp;
 mod refresh_cookies;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,8 +34,15 @@ pub enum Command {
     CheckConfig,
     /// One fetch through a slot's HTTP tier or browser, for debugging.
     Fetch(fetch::FetchArgs),
-    /// Run one tool (scrape, get_reviews, extract, list_strategies) and print its JSON.
+    /// Run the daemon: MCP over Streamable HTTP (/mcp) and legacy SSE (/sse).
+    Serve,
+    /// MCP over stdio: a bridge to the running daemon, or `--embedded`.
+    Mcp(mcp::McpArgs),
+    /// Call one tool on the running daemon and print its structured result.
     Call(call::CallArgs),
+    /// Manage API keys (the keys file of server.keys_file).
+    #[command(subcommand)]
+    Keys(keys::KeysCmd),
     /// Warm slots up in their browser for a strategy and persist the cookies.
     RefreshCookies(refresh_cookies::RefreshArgs),
 }
@@ -42,7 +52,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::CheckConfig => Ok(check_config::run(cli.config.as_deref())),
         Command::Fetch(args) => fetch::run(cli.config.as_deref(), args).await,
+        Command::Serve => serve::run(cli.config.as_deref()).await,
+        Command::Mcp(args) => mcp::run(cli.config.as_deref(), args).await,
         Command::Call(args) => call::run(cli.config.as_deref(), args).await,
+        Command::Keys(cmd) => keys::run(cli.config.as_deref(), cmd),
         Command::RefreshCookies(args) => refresh_cookies::run(cli.config.as_deref(), args).await,
     }
 }

@@ -7,7 +7,7 @@
 //! on drop, so in-flight counts and half-open trials can never leak.
 
 mod circuit;
-mod cookies;
+pub(crate) mod cookies;
 mod lease;
 mod politeness;
 mod slot;
@@ -454,6 +454,18 @@ impl Pool {
             .is_some_and(|t| now.duration_since(t) < cooldown)
     }
 
+    /// Tiers that hard-blocked (slot, strategy), with seconds since the block.
+    pub fn tier_memory(&self, slot: usize, strategy: &str) -> Vec<(u8, f64)> {
+        let now = Instant::now();
+        let mut router = self.inner.router.lock();
+        let site = router.site(slot, strategy, self.inner.breaker);
+        site.tier_blocked_at
+            .iter()
+            .enumerate()
+            .filter_map(|(tier, at)| at.map(|t| (tier as u8, now.duration_since(t).as_secs_f64())))
+            .collect()
+    }
+
     /// Remember that `tier` hard-blocked (slot, strategy) now.
     pub fn mark_tier_blocked(&self, slot: usize, strategy: &str, tier: u8) {
         let now = Instant::now();
@@ -464,12 +476,13 @@ impl Pool {
         }
     }
 
-    /// Close the breakers of `slot` (all strategies, or one).
+    /// Close the breakers of `slot` (all strategies, or one) and forget its tier blocks.
     pub fn reset_breakers(&self, slot: usize, strategy: Option<&str>) {
         let mut router = self.inner.router.lock();
         for ((s, name), site) in router.sites.iter_mut() {
             if *s == slot && strategy.is_none_or(|x| x == name) {
                 site.breaker.reset();
+                site.tier_blocked_at.iter_mut().for_each(|t| *t = None);
             }
         }
         drop(router);

@@ -499,7 +499,7 @@ impl Operation {
         {
             let known: Vec<&str> = self.params.iter().map(|p| p.name.as_str()).collect();
             return Err(Error::new(
-                crate::ErrorKind::Config,
+                crate::ErrorKind::InvalidArgument,
                 format!(
                     "operation `{}` has no parameter `{unknown}` (parameters: {})",
                     self.name,
@@ -515,7 +515,7 @@ impl Operation {
                     let v =
                         coerce_kind(p.kind, &p.values, p.minimum, p.maximum, v).map_err(|e| {
                             Error::new(
-                                crate::ErrorKind::Config,
+                                crate::ErrorKind::InvalidArgument,
                                 format!("parameter `{}` {e}", p.name),
                             )
                             .retryable(false)
@@ -528,7 +528,7 @@ impl Operation {
                     }
                     (None, true) => {
                         return Err(Error::new(
-                            crate::ErrorKind::Config,
+                            crate::ErrorKind::InvalidArgument,
                             format!("missing required parameter `{}`", p.name),
                         )
                         .retryable(false));

@@ -49,13 +49,34 @@ pub struct CascadeResult {
     pub final_url: String,
 }
 
-/// Limits a caller may put on one run.
+/// Limits a caller may put on one run, and where progress goes.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     /// Only these tiers (testing and debugging); `None`: all.
     pub only_tiers: Option<Vec<u8>>,
     /// Use this slot only.
     pub slot: Option<usize>,
+    /// Told about every tier attempt and every page (MCP progress notifications).
+    pub progress: Option<Progress>,
+}
+
+impl RunOptions {
+    /// Tell the progress listener, if any.
+    pub fn report(&self, message: String) {
+        if let Some(p) = &self.progress {
+            (p.0)(message);
+        }
+    }
+}
+
+/// A progress listener: called with one human-readable line per step.
+#[derive(Clone)]
+pub struct Progress(pub Arc<dyn Fn(String) + Send + Sync>);
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress")
+    }
 }
 
 enum TierEnd {
@@ -94,7 +115,7 @@ pub async fn run(
         .collect();
     if tiers.is_empty() {
         return Err(Error::new(
-            ErrorKind::Config,
+            ErrorKind::InvalidArgument,
             format!("operation `{}` has none of the requested tiers", op.name),
         )
         .retryable(false));
@@ -158,14 +179,27 @@ pub async fn run(
                 TierEnd::Challenge => "challenge",
                 TierEnd::NextTier | TierEnd::NextSlot => "failed",
             };
-            attempts.push(Attempt {
+            let attempt = Attempt {
                 slot: slot_id,
                 tier: tier.number,
                 outcome: outcome.into(),
                 status,
                 ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 error,
-            });
+            };
+            opts.report(format!(
+                "{} of {}: slot {} tier {}: {}{}",
+                op.name,
+                strategy.name(),
+                attempt.slot,
+                attempt.tier,
+                attempt.outcome,
+                attempt
+                    .status
+                    .map(|s| format!(" (HTTP {s})"))
+                    .unwrap_or_default()
+            ));
+            attempts.push(attempt);
             match end {
                 TierEnd::Done(extracted, status, final_url) => {
                     // A genuinely empty page is a result too, and changes no breaker.

@@ -55,5 +55,5 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
 }
 
 fn bad(msg: &str) -> Error {
-    Error::new(ErrorKind::Config, msg.to_string()).retryable(false)
+    Error::new(ErrorKind::InvalidArgument, msg.to_string()).retryable(false)
 }

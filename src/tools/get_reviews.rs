@@ -63,6 +63,12 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
             "page": page, "count": r.extracted.items.len(), "slot": r.slot, "tier": r.tier,
             "degraded": r.degraded, "attempts": r.attempts,
         }));
+        opts.report(format!(
+            "page {page}: {} reviews (slot {}, tier {})",
+            r.extracted.items.len(),
+            r.slot,
+            r.tier
+        ));
         reviews.extend(r.extracted.items.into_iter().map(Value::Object));
         if !has_more {
             break;
@@ -96,5 +102,5 @@ fn resolve(pool: &Pool, name: Option<&str>, item: &str) -> Result<Arc<dyn Strate
 }
 
 fn bad(msg: &str) -> Error {
-    Error::new(ErrorKind::Config, msg.to_string()).retryable(false)
+    Error::new(ErrorKind::InvalidArgument, msg.to_string()).retryable(false)
 }

@@ -1,9 +1,12 @@
 //! Transport-agnostic tools: typed arguments in, JSON results out. The MCP server
-//! (a later issue) only wraps these.
+//! and `idpool call` only wrap these.
 
 pub mod extract;
 pub mod get_reviews;
 pub mod list_strategies;
+pub mod pool_status;
+pub mod refresh_cookies;
+pub mod reset_slot;
 pub mod scrape;
 
 use serde_json::{Map, Value};
@@ -16,7 +19,7 @@ pub(crate) fn object(args: Value) -> Result<Map<String, Value>> {
         Value::Object(m) => Ok(m),
         Value::Null => Ok(Map::new()),
         other => Err(Error::new(
-            ErrorKind::Config,
+            ErrorKind::InvalidArgument,
             format!("arguments must be a JSON object, got {other}"),
         )
         .retryable(false)),
@@ -32,7 +35,7 @@ pub(crate) fn take<T: serde::de::DeserializeOwned>(
         None | Some(Value::Null) => Ok(None),
         Some(v) => serde_json::from_value(v.clone()).map(Some).map_err(|_| {
             Error::new(
-                ErrorKind::Config,
+                ErrorKind::InvalidArgument,
                 format!("argument `{name}` has the wrong type: {v}"),
             )
             .retryable(false)

@@ -8,6 +8,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::http::FetchRequest;
 use crate::pool::{Fetched, Pool, Via};
 use crate::strategy::Outcome;
+use crate::tiers::RunOptions;
 
 /// Default `max_chars`.
 pub const DEFAULT_MAX_CHARS: usize = 20_000;
@@ -55,7 +56,7 @@ struct Args {
     slot: Option<usize>,
 }
 
-pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
     let a: Args =
         serde_json::from_value(args).map_err(|e| bad(&format!("invalid scrape arguments: {e}")))?;
     let max_chars = a.max_chars.unwrap_or(DEFAULT_MAX_CHARS);
@@ -67,7 +68,7 @@ pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
     let url = url::Url::parse(&a.url)
         .map_err(|e| bad(&format!("`{}` is not a valid URL ({e})", a.url)))?;
     pool.guard().check_static(&url)?;
-    let fetched = fetch(pool, url, &a).await?;
+    let fetched = fetch(pool, url, &a, opts).await?;
     let r = &fetched.response;
     if fetched.outcome.is_failure() {
         return Err(Error::new(
@@ -109,12 +110,23 @@ pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
     }))
 }
 
-async fn fetch(pool: &Pool, url: url::Url, a: &Args) -> Result<Fetched> {
-    match a.mode {
-        Mode::Browser => pool.fetch_browser(url, a.wait_for.clone(), a.slot).await,
-        Mode::Http => pool.fetch(FetchRequest::get(url), a.slot).await,
+async fn fetch(pool: &Pool, url: url::Url, a: &Args, opts: &RunOptions) -> Result<Fetched> {
+    let slot = a.slot.or(opts.slot);
+    let report = |f: &Fetched| {
+        opts.report(format!(
+            "slot {} via {}: {} (HTTP {})",
+            f.slot,
+            via(f.via),
+            f.outcome.as_str(),
+            f.response.status
+        ))
+    };
+    let fetched = match a.mode {
+        Mode::Browser => pool.fetch_browser(url, a.wait_for.clone(), slot).await,
+        Mode::Http => pool.fetch(FetchRequest::get(url), slot).await,
         Mode::Auto => {
-            let http = pool.fetch(FetchRequest::get(url.clone()), a.slot).await?;
+            let http = pool.fetch(FetchRequest::get(url.clone()), slot).await?;
+            report(&http);
             let needs_browser = matches!(http.outcome, Outcome::HardBlock | Outcome::Challenge)
                 || a.wait_for
                     .as_deref()
@@ -127,7 +139,9 @@ async fn fetch(pool: &Pool, url: url::Url, a: &Args) -> Result<Fetched> {
                 Ok(http)
             }
         }
-    }
+    }?;
+    report(&fetched);
+    Ok(fetched)
 }
 
 fn selector_in(html: &str, selector: &str) -> bool {
@@ -201,5 +215,5 @@ pub fn convert(html: &str, format: Format, base: &url::Url) -> Result<String> {
 }
 
 fn bad(msg: &str) -> Error {
-    Error::new(ErrorKind::Config, msg.to_string()).retryable(false)
+    Error::new(ErrorKind::InvalidArgument, msg.to_string()).retryable(false)
 }

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod daemon;
 pub mod proxies;
 
 use std::path::{Path, PathBuf};
@@ -196,4 +197,32 @@ pub fn chromium_browsers_under(dir: &Path) -> Vec<(u32, Vec<String>)> {
         }
     }
     out
+}
+
+/// An env whose strategies folder holds the bundled testshop, aimed at this testbed.
+pub async fn shop(slots: usize) -> Env {
+    let env = Env::new(slots).await;
+    let _ = std::fs::remove_file(env.path("strategies/testbed.toml"));
+    let _ = std::fs::remove_file(env.path("strategies/alt.toml"));
+    let bundled = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("strategies/testshop.toml"),
+    )
+    .expect("bundled testshop");
+    env.write(
+        "strategies/testshop.toml",
+        &bundled.replace("https://127.0.0.1:8443", &env.testbed.https_url()),
+    );
+    env
+}
+
+/// Every review of `item` as the testbed generates it (the ground truth).
+pub fn truth(item: &str) -> Vec<serde_json::Value> {
+    use idpool::testbed::data;
+    (0..data::review_count(item))
+        .map(|i| {
+            let r = data::review(item, i);
+            serde_json::json!({"id": r.id, "author": r.author, "rating": r.rating, "title": r.title, "body": r.body,
+                   "date": r.date, "verified": r.verified, "helpful": r.helpful})
+        })
+        .collect()
 }

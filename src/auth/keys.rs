@@ -1,0 +1,198 @@
+//! The keys file: `[[key]] name, role, sha256, created`. A key is shown once,
+//! when it is made; only its SHA-256 is stored. Written atomically, mode 0600.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::roles::Role;
+use crate::diag::{self, Diagnostic};
+
+/// One stored key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyEntry {
+    pub name: String,
+    pub role: Role,
+    /// Lower-case hex SHA-256 of the key.
+    pub sha256: String,
+    /// Unix seconds when the key was made.
+    #[serde(default)]
+    pub created: u64,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KeysDoc {
+    #[serde(default)]
+    key: Vec<KeyEntry>,
+}
+
+/// The keys file in memory.
+#[derive(Debug, Clone, Default)]
+pub struct Keys {
+    path: PathBuf,
+    entries: Vec<KeyEntry>,
+}
+
+impl Keys {
+    /// Read `path`; a missing file is an empty set (so `keys add` can create it).
+    pub fn load(path: &Path) -> Result<Keys, Diagnostic> {
+        if !path.exists() {
+            return Ok(Keys {
+                path: path.to_path_buf(),
+                entries: Vec::new(),
+            });
+        }
+        let (doc, text): (KeysDoc, String) = diag::read_toml(path)?;
+        let mut seen = std::collections::HashSet::new();
+        for k in &doc.key {
+            let pos = text.find(&format!("\"{}\"", k.name)).map(|p| p..p);
+            if !seen.insert(k.name.as_str()) {
+                return Err(Diagnostic::at(
+                    path,
+                    &text,
+                    pos,
+                    format!("key name `{}` appears twice", k.name),
+                ));
+            }
+            if k.sha256.len() != 64 || !k.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(Diagnostic::at(
+                    path,
+                    &text,
+                    pos,
+                    format!("key `{}`: sha256 must be 64 hex digits", k.name),
+                ));
+            }
+        }
+        Ok(Keys {
+            path: path.to_path_buf(),
+            entries: doc.key,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn entries(&self) -> &[KeyEntry] {
+        &self.entries
+    }
+
+    /// The entry a presented key belongs to.
+    pub fn verify(&self, presented: &str) -> Option<&KeyEntry> {
+        let digest = hash(presented.trim());
+        self.entries
+            .iter()
+            .find(|e| constant_time_eq(e.sha256.as_bytes(), digest.as_bytes()))
+    }
+
+    /// Make a new key called `name`; returns the key itself (shown once).
+    pub fn add(&mut self, name: &str, role: Role) -> Result<String, String> {
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c))
+        {
+            return Err(format!(
+                "key name `{name}` must be letters, digits, `-`, `_`, `.` or `@`"
+            ));
+        }
+        if self.entries.iter().any(|e| e.name == name) {
+            return Err(format!("a key named `{name}` exists; revoke it first"));
+        }
+        let secret = format!("idp_{}", hex::encode(rand::random::<[u8; 24]>()));
+        self.entries.push(KeyEntry {
+            name: name.to_string(),
+            role,
+            sha256: hash(&secret),
+            created: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+        });
+        Ok(secret)
+    }
+
+    /// Remove the key called `name`; false when there is none.
+    pub fn revoke(&mut self, name: &str) -> bool {
+        let before = self.entries.len();
+        self.entries.retain(|e| e.name != name);
+        self.entries.len() != before
+    }
+
+    /// Write the file (temp + fsync + rename, 0600).
+    pub fn save(&self) -> crate::Result<()> {
+        let doc = KeysDoc {
+            key: self.entries.clone(),
+        };
+        let body = toml::to_string_pretty(&doc).map_err(|e| {
+            crate::Error::new(
+                crate::ErrorKind::Internal,
+                format!("cannot encode keys: {e}"),
+            )
+        })?;
+        let text = format!(
+            "# idpool API keys. Only the SHA-256 of each key is stored; manage with\n\
+             # `idpool keys add|list|revoke`.\n\n{body}"
+        );
+        crate::pool::cookies::write_atomically(&self.path, text.as_bytes())
+    }
+}
+
+/// Lower-case hex SHA-256 of `s`.
+pub fn hash(s: &str) -> String {
+    hex::encode(Sha256::digest(s.as_bytes()))
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn add_verify_revoke_round_trip_through_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.toml");
+        let mut keys = Keys::load(&path).unwrap();
+        let k = keys.add("agent", Role::Operator).unwrap();
+        assert!(k.starts_with("idp_") && k.len() == 52);
+        assert!(
+            keys.add("agent", Role::Admin)
+                .unwrap_err()
+                .contains("exists")
+        );
+        assert!(keys.add("bad name", Role::Admin).is_err());
+        keys.save().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains(&k), "the key itself is never stored");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let mut again = Keys::load(&path).unwrap();
+        assert_eq!(again.verify(&k).map(|e| e.role), Some(Role::Operator));
+        assert!(again.verify("idp_wrong").is_none());
+        assert!(again.revoke("agent"));
+        assert!(!again.revoke("agent"));
+        assert!(again.verify(&k).is_none());
+    }
+
+    #[test]
+    fn a_broken_keys_file_names_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.toml");
+        std::fs::write(
+            &path,
+            "[[key]]\nname = \"a\"\nrole = \"root\"\nsha256 = \"00\"\n",
+        )
+        .unwrap();
+        let e = Keys::load(&path).unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+    }
+}

@@ -1,0 +1,123 @@
+//! Roles `viewer` < `operator` < `admin`, the principal a call runs as, and the
+//! single authorization gate every transport goes through.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// A caller's role; later variants may do everything earlier ones may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Viewer,
+    Operator,
+    Admin,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Role, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "viewer" => Ok(Role::Viewer),
+            "operator" => Ok(Role::Operator),
+            "admin" => Ok(Role::Admin),
+            other => Err(format!(
+                "unknown role `{other}` (viewer, operator or admin)"
+            )),
+        }
+    }
+}
+
+/// Who a call runs as: the key's name (or `stdio` / `local`), its role, and
+/// where the call came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub name: String,
+    pub role: Role,
+    /// `stdio`, `http` or `sse`.
+    pub transport: &'static str,
+}
+
+impl Principal {
+    pub fn new(name: impl Into<String>, role: Role, transport: &'static str) -> Self {
+        Principal {
+            name: name.into(),
+            role,
+            transport,
+        }
+    }
+}
+
+/// A refused call: JSON-RPC error -32001.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denied {
+    pub role: Role,
+    pub needed: Role,
+    pub tool: String,
+}
+
+impl Denied {
+    /// The JSON-RPC error code of a denied call.
+    pub const CODE: i32 = -32001;
+}
+
+impl fmt::Display for Denied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "role `{}` may not call `{}` (needs `{}`)",
+            self.role, self.tool, self.needed
+        )
+    }
+}
+
+/// The one gate: may `who` call `tool`, which needs role `needed`?
+pub fn authorize(who: &Principal, tool: &str, needed: Role) -> Result<(), Denied> {
+    if who.role >= needed {
+        Ok(())
+    } else {
+        Err(Denied {
+            role: who.role,
+            needed,
+            tool: tool.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_are_ordered_and_the_gate_follows_the_order() {
+        assert!(Role::Viewer < Role::Operator && Role::Operator < Role::Admin);
+        let viewer = Principal::new("v", Role::Viewer, "http");
+        let admin = Principal::new("a", Role::Admin, "http");
+        let e = authorize(&viewer, "scrape", Role::Operator).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "role `viewer` may not call `scrape` (needs `operator`)"
+        );
+        assert!(authorize(&viewer, "pool_status", Role::Viewer).is_ok());
+        assert!(authorize(&admin, "reset_slot", Role::Admin).is_ok());
+        assert_eq!("Admin".parse::<Role>(), Ok(Role::Admin));
+        assert!("root".parse::<Role>().unwrap_err().contains("`root`"));
+    }
+}

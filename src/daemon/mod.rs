@@ -1,0 +1,6 @@
+//! `idpool serve`: the long-running daemon. `serve.rs` wires the pool, the
+//! MCP dispatcher, the HTTP listener and the signals together.
+
+pub mod serve;
+
+pub use serve::{Daemon, build_core, load_keys};

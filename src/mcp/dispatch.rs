@@ -1,0 +1,229 @@
+//! The one dispatcher every transport serves: the authorization gate, the audit
+//! record, and the tool run (with progress and cancellation).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::RwLock;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::catalog::{self, ToolDef};
+use crate::auth::{AuditLog, AuditRecord, Denied, Keys, Principal, Role, authorize};
+use crate::config::ServerConfig;
+use crate::error::{Error, ErrorKind};
+use crate::pool::Pool;
+use crate::tiers::{Progress, RunOptions};
+use crate::tools;
+
+/// How a call ended, before it is turned into MCP.
+#[derive(Debug)]
+pub enum CallEnd {
+    /// The tool's JSON result.
+    Ok(Value),
+    /// An execution failure: a result with `isError: true`.
+    Failed(String),
+    /// Bad arguments or unknown tool: JSON-RPC -32602.
+    InvalidParams(String),
+    /// The gate refused: JSON-RPC -32001.
+    Denied(Denied),
+    /// The client cancelled; nobody waits for an answer.
+    Cancelled,
+}
+
+/// Who is calling and over what, for the gate and the audit line.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    pub principal: Principal,
+    pub session: Option<String>,
+}
+
+/// Shared by every transport and session.
+pub struct Core {
+    pool: Pool,
+    settings: ServerConfig,
+    keys: RwLock<Option<Keys>>,
+    audit: Option<AuditLog>,
+}
+
+impl Core {
+    /// `keys`: `None` when there is no keys file (loopback-only, anonymous role).
+    pub fn new(
+        pool: Pool,
+        settings: ServerConfig,
+        keys: Option<Keys>,
+        audit: Option<AuditLog>,
+    ) -> Arc<Core> {
+        Arc::new(Core {
+            pool,
+            settings,
+            keys: RwLock::new(keys),
+            audit,
+        })
+    }
+
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    pub fn settings(&self) -> &ServerConfig {
+        &self.settings
+    }
+
+    pub fn audit(&self) -> Option<&AuditLog> {
+        self.audit.as_ref()
+    }
+
+    /// Whether callers must present a key.
+    pub fn keys_required(&self) -> bool {
+        self.keys.read().is_some()
+    }
+
+    /// Replace the keys (SIGHUP).
+    pub fn set_keys(&self, keys: Option<Keys>) {
+        *self.keys.write() = keys;
+    }
+
+    /// The principal a presented key stands for; with no keys file, the
+    /// anonymous loopback caller. `Err` carries the 401 message.
+    pub fn authenticate(
+        &self,
+        key: Option<&str>,
+        transport: &'static str,
+    ) -> Result<Principal, String> {
+        let keys = self.keys.read();
+        match (keys.as_ref(), key) {
+            (None, _) => Ok(Principal::new(
+                "anonymous",
+                self.settings.anonymous_role,
+                transport,
+            )),
+            (Some(_), None) => {
+                Err("an API key is required (Authorization: Bearer KEY or x-api-key: KEY)".into())
+            }
+            (Some(k), Some(presented)) => k
+                .verify(presented)
+                .map(|e| Principal::new(e.name.clone(), e.role, transport))
+                .ok_or_else(|| "the API key is not valid (unknown or revoked)".into()),
+        }
+    }
+
+    /// The tools `role` may call.
+    pub fn tools_for(&self, role: Role) -> Vec<ToolDef> {
+        catalog::tools(&self.pool)
+            .into_iter()
+            .filter(|t| role >= t.role)
+            .collect()
+    }
+
+    /// Gate, run and audit one tool call.
+    pub async fn call_tool(
+        &self,
+        ctx: &CallContext,
+        tool: &str,
+        args: Value,
+        progress: Option<Progress>,
+        cancel: CancellationToken,
+    ) -> CallEnd {
+        let started = Instant::now();
+        let audit_args = crate::auth::audit::redact(&args);
+        let end = match catalog::role_of(tool) {
+            None => CallEnd::InvalidParams(format!("unknown tool `{tool}`")),
+            Some(needed) => match authorize(&ctx.principal, tool, needed) {
+                Err(d) => CallEnd::Denied(d),
+                Ok(()) => {
+                    let opts = RunOptions {
+                        progress,
+                        ..RunOptions::default()
+                    };
+                    tokio::select! {
+                        r = self.run(tool, args, &opts) => match r {
+                            Ok(v) => CallEnd::Ok(v),
+                            Err(e) if e.kind() == ErrorKind::InvalidArgument => {
+                                CallEnd::InvalidParams(e.to_string())
+                            }
+                            Err(e) => CallEnd::Failed(e.to_string()),
+                        },
+                        () = cancel.cancelled() => CallEnd::Cancelled,
+                    }
+                }
+            },
+        };
+        if let Some(audit) = &self.audit {
+            let (ok, error) = match &end {
+                CallEnd::Ok(_) => (true, None),
+                CallEnd::Failed(m) | CallEnd::InvalidParams(m) => (false, Some(m.clone())),
+                CallEnd::Denied(d) => (false, Some(d.to_string())),
+                CallEnd::Cancelled => (false, Some("cancelled by the client".into())),
+            };
+            let (slot, tier) = match &end {
+                CallEnd::Ok(v) => provenance(v),
+                _ => (None, None),
+            };
+            audit.record(&AuditRecord {
+                ts: crate::auth::audit::now_rfc3339(),
+                principal: ctx.principal.name.clone(),
+                role: ctx.principal.role.to_string(),
+                transport: ctx.principal.transport.to_string(),
+                session: ctx.session.clone(),
+                method: "tools/call".into(),
+                tool: Some(tool.to_string()),
+                args: audit_args,
+                ok,
+                error,
+                duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                slot,
+                tier,
+            });
+        }
+        end
+    }
+
+    async fn run(&self, tool: &str, args: Value, opts: &RunOptions) -> crate::Result<Value> {
+        let pool = &self.pool;
+        match tool {
+            "scrape" => tools::scrape::run(pool, args, opts).await,
+            "get_reviews" => tools::get_reviews::run(pool, args, opts.clone()).await,
+            "extract" => tools::extract::run(pool, args, opts.clone()).await,
+            "list_strategies" => no_args(args).map(|()| tools::list_strategies::run(pool)),
+            "pool_status" => no_args(args).map(|()| tools::pool_status::run(pool)),
+            "refresh_cookies" => tools::refresh_cookies::run(pool, args, opts).await,
+            "reset_slot" => tools::reset_slot::run(pool, args).await,
+            other => Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("unknown tool `{other}`"),
+            )),
+        }
+    }
+}
+
+fn no_args(args: Value) -> crate::Result<()> {
+    match args {
+        Value::Null => Ok(()),
+        Value::Object(m) if m.is_empty() => Ok(()),
+        Value::Object(m) => Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "this tool takes no arguments (got `{}`)",
+                m.keys().cloned().collect::<Vec<_>>().join("`, `")
+            ),
+        )),
+        other => Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("arguments must be a JSON object, got {other}"),
+        )),
+    }
+}
+
+/// The slot and tier that served a result, for the audit line.
+fn provenance(v: &Value) -> (Option<u64>, Option<u64>) {
+    let from = |o: &Value| (o["slot"].as_u64(), o["tier"].as_u64());
+    match from(v) {
+        (None, None) => v["pages"]
+            .as_array()
+            .and_then(|p| p.last())
+            .map(from)
+            .unwrap_or((None, None)),
+        found => found,
+    }
+}

@@ -1,0 +1,307 @@
+//! The MCP HTTP routes: Streamable HTTP at `/mcp` (rmcp's service) and legacy
+//! SSE at `/sse` + `/messages` (ours, `sse.rs`), behind one guard layer that
+//! checks Host and Origin (403), authenticates the key (401), caps the role, and
+//! binds each session to the key that opened it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use parking_lot::Mutex;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::dispatch::Core;
+use super::server::McpServer;
+use super::sse::SseSessions;
+use crate::auth::{Principal, Role};
+
+/// Header a bridge (`idpool mcp`) uses to lower its role (`IDPOOL_ROLE`).
+pub const ROLE_CAP_HEADER: &str = "x-idpool-role";
+
+/// State behind the MCP routes.
+pub struct McpHttp {
+    pub core: Arc<Core>,
+    /// Streamable HTTP session id → the key name that opened it.
+    bindings: Mutex<HashMap<String, String>>,
+    pub sse: Arc<SseSessions>,
+}
+
+/// The MCP routes, ready to merge into the daemon's router. `shutdown` ends
+/// every session and stream.
+pub fn routes(core: Arc<Core>, shutdown: CancellationToken) -> Router {
+    let s = core.settings().clone();
+    let sse = SseSessions::new(
+        Duration::from_secs(s.sse_ping_secs.max(1)),
+        Duration::from_secs(s.sse_idle_secs.max(1)),
+        shutdown.clone(),
+    );
+    let state = Arc::new(McpHttp {
+        core: core.clone(),
+        bindings: Mutex::new(HashMap::new()),
+        sse,
+    });
+    let config = StreamableHttpServerConfig::default()
+        // Host and Origin are checked by our guard, for every MCP route alike.
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_max_request_body_bytes(s.max_body_bytes)
+        .with_sse_keep_alive(Some(Duration::from_secs(s.sse_ping_secs.max(1))))
+        .with_cancellation_token(shutdown.child_token());
+    let factory_core = core.clone();
+    let streamable = StreamableHttpService::new(
+        move || {
+            // Requests carry their own principal (set by the guard); this one
+            // is never used for an authenticated request.
+            Ok(McpServer::new(
+                factory_core.clone(),
+                Principal::new("unauthenticated", Role::Viewer, "http"),
+                None,
+            ))
+        },
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    Router::new()
+        .route_service("/mcp", streamable)
+        .route("/sse", get(super::sse::open))
+        .route("/messages", post(super::sse::message))
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(DefaultBodyLimit::max(s.max_body_bytes))
+        .with_state(state)
+}
+
+/// A JSON-RPC error as an HTTP response.
+pub fn reject(status: StatusCode, code: i32, message: impl Into<String>) -> Response {
+    let body =
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message.into()}});
+    let mut r = (status, axum::Json(body)).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"idpool\""),
+        );
+    }
+    r
+}
+
+async fn guard(State(state): State<Arc<McpHttp>>, mut req: Request, next: Next) -> Response {
+    let settings = state.core.settings();
+    if let Err(m) = check_host(req.headers(), &settings.allowed_hosts, settings.listen) {
+        return reject(StatusCode::FORBIDDEN, -32600, m);
+    }
+    if let Err(m) = check_origin(req.headers(), &settings.allowed_origins) {
+        return reject(StatusCode::FORBIDDEN, -32600, m);
+    }
+    let path = req.uri().path().to_string();
+    let transport = if path == "/mcp" { "http" } else { "sse" };
+    let key = presented_key(&req, req.method() == Method::GET && path == "/sse");
+    let mut principal = match state.core.authenticate(key.as_deref(), transport) {
+        Ok(p) => p,
+        Err(m) => return reject(StatusCode::UNAUTHORIZED, -32001, m),
+    };
+    if let Some(cap) = req.headers().get(ROLE_CAP_HEADER) {
+        match cap.to_str().ok().map(str::parse::<Role>) {
+            Some(Ok(r)) => principal.role = principal.role.min(r),
+            _ => {
+                return reject(
+                    StatusCode::BAD_REQUEST,
+                    -32600,
+                    format!("{ROLE_CAP_HEADER} must be viewer, operator or admin"),
+                );
+            }
+        }
+    }
+    let session = req
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    if path == "/mcp"
+        && let Some(id) = &session
+        && let Some(owner) = state.bindings.lock().get(id)
+        && *owner != principal.name
+    {
+        return reject(
+            StatusCode::FORBIDDEN,
+            -32001,
+            "this session was opened with another API key",
+        );
+    }
+    if path == "/mcp" && req.method() == Method::POST {
+        // Read the body here so malformed JSON gets a JSON-RPC parse error
+        // (rmcp would answer 415 in plain text) and oversize bodies a 413.
+        let (parts, body) = req.into_parts();
+        let bytes = match axum::body::to_bytes(body, settings.max_body_bytes).await {
+            Ok(b) => b,
+            Err(_) => {
+                return reject(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    -32600,
+                    format!(
+                        "request body exceeds {} bytes (server.max_body_bytes)",
+                        settings.max_body_bytes
+                    ),
+                );
+            }
+        };
+        if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+            return reject(StatusCode::BAD_REQUEST, -32700, format!("parse error: {e}"));
+        }
+        req = Request::from_parts(parts, Body::from(bytes));
+    }
+    let name = principal.name.clone();
+    let is_delete = req.method() == Method::DELETE;
+    req.extensions_mut().insert(principal);
+    let response = next.run(req).await;
+    if path == "/mcp" {
+        match (&session, response.headers().get("mcp-session-id")) {
+            (None, Some(new)) => {
+                if let Ok(id) = new.to_str() {
+                    state.bindings.lock().insert(id.to_string(), name);
+                }
+            }
+            (Some(id), _) if is_delete && response.status().is_success() => {
+                state.bindings.lock().remove(id);
+            }
+            _ => {}
+        }
+    }
+    response
+}
+
+/// The key from `Authorization: Bearer`, `x-api-key`, or (legacy SSE GET only) `?key=`.
+fn presented_key(req: &Request<Body>, query_allowed: bool) -> Option<String> {
+    let h = req.headers();
+    if let Some(v) = h.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok())
+        && let Some(k) = v
+            .strip_prefix("Bearer ")
+            .or_else(|| v.strip_prefix("bearer "))
+    {
+        return Some(k.trim().to_string());
+    }
+    if let Some(v) = h.get("x-api-key").and_then(|v| v.to_str().ok()) {
+        return Some(v.trim().to_string());
+    }
+    if query_allowed {
+        let q = req.uri().query().unwrap_or("");
+        return url::form_urlencoded::parse(q.as_bytes())
+            .find(|(k, _)| k == "key")
+            .map(|(_, v)| v.into_owned());
+    }
+    None
+}
+
+fn is_loopback_name(host: &str) -> bool {
+    let h = host.trim_start_matches('[').trim_end_matches(']');
+    h.eq_ignore_ascii_case("localhost")
+        || h.parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Split `host[:port]` (IPv6 in brackets).
+fn split_host(authority: &str) -> (&str, Option<&str>) {
+    if let Some(rest) = authority.strip_prefix('[') {
+        if let Some(end) = rest.find(']') {
+            let port = rest[end + 1..].strip_prefix(':');
+            return (&authority[..end + 2], port);
+        }
+        return (authority, None);
+    }
+    match authority.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') => (h, Some(p)),
+        _ => (authority, None),
+    }
+}
+
+/// DNS-rebinding protection: the Host header must name this server.
+fn check_host(
+    headers: &HeaderMap,
+    allowed: &[String],
+    listen: std::net::SocketAddr,
+) -> Result<(), String> {
+    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        // HTTP/1.0 without Host, or HTTP/2 with :authority only (axum maps it).
+        return Ok(());
+    };
+    let (name, _) = split_host(host);
+    if is_loopback_name(name)
+        || allowed
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case(host) || a.eq_ignore_ascii_case(name))
+        || (!listen.ip().is_loopback() && allowed.is_empty())
+    {
+        Ok(())
+    } else {
+        Err(format!(
+            "Host `{host}` is not allowed (server.allowed_hosts)"
+        ))
+    }
+}
+
+/// A browser Origin must be loopback or listed in `server.allowed_origins`.
+fn check_origin(headers: &HeaderMap, allowed: &[String]) -> Result<(), String> {
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return Ok(());
+    };
+    let origin = origin.to_str().unwrap_or("");
+    let ok = url::Url::parse(origin).ok().is_some_and(|u| {
+        let loopback =
+            matches!(u.scheme(), "http" | "https") && u.host_str().is_some_and(is_loopback_name);
+        loopback
+            || allowed.iter().any(|a| {
+                let a = a.trim_end_matches('/');
+                a.eq_ignore_ascii_case(origin.trim_end_matches('/'))
+                    || url::Url::parse(a).ok().is_some_and(|w| {
+                        w.scheme() == u.scheme()
+                            && w.host_str() == u.host_str()
+                            && (a.ends_with(":*")
+                                || w.port_or_known_default() == u.port_or_known_default())
+                    })
+            })
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "Origin `{origin}` is not allowed (server.allowed_origins)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(name: header::HeaderName, v: &str) -> HeaderMap {
+        let mut m = HeaderMap::new();
+        m.insert(name, HeaderValue::from_str(v).unwrap());
+        m
+    }
+
+    #[test]
+    fn host_and_origin_checks() {
+        let lo: std::net::SocketAddr = "127.0.0.1:8790".parse().unwrap();
+        assert!(check_host(&h(header::HOST, "127.0.0.1:8790"), &[], lo).is_ok());
+        assert!(check_host(&h(header::HOST, "localhost"), &[], lo).is_ok());
+        assert!(check_host(&h(header::HOST, "[::1]:8790"), &[], lo).is_ok());
+        assert!(check_host(&h(header::HOST, "evil.example.com"), &[], lo).is_err());
+        let listed = vec!["mcp.example.com".to_string()];
+        assert!(check_host(&h(header::HOST, "mcp.example.com:443"), &listed, lo).is_ok());
+        assert!(check_origin(&h(header::ORIGIN, "http://localhost:3000"), &[]).is_ok());
+        assert!(check_origin(&h(header::ORIGIN, "http://evil.example.com"), &[]).is_err());
+        assert!(check_origin(&h(header::ORIGIN, "null"), &[]).is_err());
+        let origins = vec!["https://app.example.com".to_string()];
+        assert!(check_origin(&h(header::ORIGIN, "https://app.example.com"), &origins).is_ok());
+        assert!(check_origin(&h(header::ORIGIN, "http://app.example.com"), &origins).is_err());
+    }
+}

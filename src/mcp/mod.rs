@@ -1,0 +1,15 @@
+//! The MCP server: one dispatcher (`dispatch.rs`: auth gate, audit, tool runs)
+//! behind the rmcp handler (`server.rs`), served on stdio (`stdio.rs`),
+//! Streamable HTTP and legacy SSE (`http.rs`, `sse.rs`). `catalog.rs` describes
+//! the tools.
+
+pub mod catalog;
+pub mod client;
+pub mod dispatch;
+pub mod http;
+pub mod server;
+pub mod sse;
+pub mod stdio;
+
+pub use dispatch::{CallContext, CallEnd, Core};
+pub use server::McpServer;

@@ -1,0 +1,230 @@
+//! The legacy HTTP+SSE transport (protocol 2024-11-05), which rmcp no longer
+//! ships: `GET /sse` opens a stream whose first event is `endpoint` with a
+//! relative `/messages?session_id=…`; `POST /messages` answers 202 and the
+//! JSON-RPC response arrives on the stream as `event: message`. Each session is
+//! one rmcp service over a Sink/Stream pair, bound to the key that opened it. A
+//! `:` ping goes out every `sse_ping_secs`; a session with no open stream and no
+//! traffic for `sse_idle_secs` is dropped.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Extension;
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use futures::channel::mpsc;
+use parking_lot::Mutex;
+use rmcp::ServiceExt;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use super::http::{McpHttp, reject};
+use super::server::McpServer;
+use crate::auth::Principal;
+
+/// Every open legacy session.
+pub struct SseSessions {
+    map: Mutex<HashMap<String, Arc<Session>>>,
+    ping: Duration,
+    idle: Duration,
+}
+
+struct Session {
+    principal: Principal,
+    to_server: mpsc::UnboundedSender<ClientJsonRpcMessage>,
+    last_activity: Mutex<Instant>,
+    stream_open: AtomicBool,
+    cancel: CancellationToken,
+}
+
+impl Session {
+    fn touch(&self) {
+        *self.last_activity.lock() = Instant::now();
+    }
+}
+
+impl SseSessions {
+    /// Start the idle reaper; it stops with `shutdown`.
+    pub fn new(ping: Duration, idle: Duration, shutdown: CancellationToken) -> Arc<SseSessions> {
+        let sessions = Arc::new(SseSessions {
+            map: Mutex::new(HashMap::new()),
+            ping,
+            idle,
+        });
+        let weak = Arc::downgrade(&sessions);
+        let tick = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    () = shutdown.cancelled() => break,
+                    () = tokio::time::sleep(tick) => {}
+                }
+                let Some(s) = weak.upgrade() else { break };
+                s.reap();
+            }
+            if let Some(s) = weak.upgrade() {
+                for (_, session) in s.map.lock().drain() {
+                    session.cancel.cancel();
+                }
+            }
+        });
+        sessions
+    }
+
+    /// Drop sessions with no stream and no traffic for the idle limit.
+    fn reap(&self) {
+        let idle = self.idle;
+        let mut map = self.map.lock();
+        map.retain(|id, s| {
+            let dead =
+                !s.stream_open.load(Ordering::SeqCst) && s.last_activity.lock().elapsed() >= idle;
+            if dead {
+                tracing::info!(session = %id, "legacy SSE session idle: dropped");
+                s.cancel.cancel();
+            }
+            !dead
+        });
+    }
+
+    /// Number of live sessions.
+    pub fn len(&self) -> usize {
+        self.map.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Marks the session's stream closed when the client goes away.
+struct StreamGuard(Arc<Session>);
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.0.stream_open.store(false, Ordering::SeqCst);
+        self.0.touch();
+    }
+}
+
+/// `GET /sse`.
+pub async fn open(
+    State(state): State<Arc<McpHttp>>,
+    Extension(principal): Extension<Principal>,
+) -> Response {
+    let id = uuid::Uuid::new_v4().to_string();
+    let (to_server, from_client) = mpsc::unbounded::<ClientJsonRpcMessage>();
+    let (to_client, from_server) = mpsc::unbounded::<ServerJsonRpcMessage>();
+    let cancel = CancellationToken::new();
+    let session = Arc::new(Session {
+        principal: principal.clone(),
+        to_server,
+        last_activity: Mutex::new(Instant::now()),
+        stream_open: AtomicBool::new(true),
+        cancel: cancel.clone(),
+    });
+    state.sse.map.lock().insert(id.clone(), session.clone());
+    let handler = McpServer::new(state.core.clone(), principal, Some(id.clone()));
+    let sessions = state.sse.clone();
+    let task_id = id.clone();
+    let task_cancel = cancel.clone();
+    tokio::spawn(async move {
+        match handler
+            .serve_with_ct((to_client, from_client), task_cancel.clone())
+            .await
+        {
+            Ok(running) => {
+                let _ = running.waiting().await;
+            }
+            Err(e) => {
+                tracing::debug!(session = %task_id, "legacy SSE session ended before initialize: {e}")
+            }
+        }
+        sessions.map.lock().remove(&task_id);
+    });
+    let guard = StreamGuard(session);
+    let endpoint = futures::stream::once(async move {
+        Ok::<_, Infallible>(
+            Event::default()
+                .event("endpoint")
+                .data(format!("/messages?session_id={id}")),
+        )
+    });
+    let messages = from_server
+        .map(|m| {
+            let data = serde_json::to_string(&m).unwrap_or_default();
+            Ok::<_, Infallible>(Event::default().event("message").data(data))
+        })
+        .take_until(cancel.cancelled_owned())
+        .map(move |e| {
+            // Keep the guard alive exactly as long as the stream.
+            let _ = &guard;
+            e
+        });
+    Sse::new(endpoint.chain(messages))
+        .keep_alive(KeepAlive::new().interval(state.sse.ping).text("ping"))
+        .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+pub struct MessageQuery {
+    session_id: Option<String>,
+}
+
+/// `POST /messages?session_id=…`.
+pub async fn message(
+    State(state): State<Arc<McpHttp>>,
+    Extension(principal): Extension<Principal>,
+    Query(q): Query<MessageQuery>,
+    body: Bytes,
+) -> Response {
+    let Some(id) = q.session_id else {
+        return reject(StatusCode::BAD_REQUEST, -32600, "missing ?session_id=");
+    };
+    let Some(session) = state.sse.map.lock().get(&id).cloned() else {
+        return reject(
+            StatusCode::NOT_FOUND,
+            -32600,
+            format!("unknown session `{id}`"),
+        );
+    };
+    if session.principal.name != principal.name {
+        return reject(
+            StatusCode::FORBIDDEN,
+            -32001,
+            "this session was opened with another API key",
+        );
+    }
+    session.touch();
+    let value: serde_json::Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return reject(StatusCode::BAD_REQUEST, -32700, format!("parse error: {e}"));
+        }
+    };
+    let msg: ClientJsonRpcMessage = match serde_json::from_value(value) {
+        Ok(m) => m,
+        Err(e) => {
+            return reject(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                format!("not a JSON-RPC request, notification or response: {e}"),
+            );
+        }
+    };
+    if session.to_server.unbounded_send(msg).is_err() {
+        return reject(
+            StatusCode::NOT_FOUND,
+            -32600,
+            format!("session `{id}` has ended"),
+        );
+    }
+    (StatusCode::ACCEPTED, "Accepted").into_response()
+}

@@ -1,0 +1,70 @@
+//! `pool_status`: every slot as an operator sees it: profile, proxy (credentials
+//! redacted), breaker and tier memory per strategy, browser, cookies, health.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value, json};
+
+use crate::pool::{DIRECT, Pool};
+
+pub fn run(pool: &Pool) -> Value {
+    let mut strategies: Vec<String> = pool
+        .registry()
+        .iter()
+        .map(|s| s.name().to_string())
+        .collect();
+    strategies.push(DIRECT.to_string());
+    let slots: Vec<Value> = pool
+        .slots()
+        .iter()
+        .map(|slot| {
+            let mut breakers = Map::new();
+            for name in &strategies {
+                let b = pool.breaker(slot.id, name);
+                let tiers: Map<String, Value> = pool
+                    .tier_memory(slot.id, name)
+                    .into_iter()
+                    .map(|(t, ago)| (t.to_string(), json!({"blocked_secs_ago": round1(ago)})))
+                    .collect();
+                breakers.insert(
+                    name.clone(),
+                    json!({
+                        "state": b.state.as_str(),
+                        "failures": b.failures,
+                        "open_for_secs": b.open_for_secs.map(round1),
+                        "tiers_blocked": tiers,
+                    }),
+                );
+            }
+            let health = slot.health();
+            let facts = slot.browser_facts();
+            json!({
+                "slot": slot.id,
+                "profile": slot.profile.name,
+                "emulation": slot.profile.emulation.name(),
+                "user_agent": slot.profile.user_agent,
+                "proxy": slot.profile.proxy.as_ref().map(|p| p.redacted()),
+                "breakers": breakers,
+                "browser": facts,
+                "cookies": {
+                    "count": slot.jar().count(),
+                    "last_saved": slot.jar().last_saved(),
+                },
+                "requests": health.requests,
+                "last_success": health.last_success.map(unix),
+                "last_error": health.last_error,
+            })
+        })
+        .collect();
+    json!({ "slots": slots })
+}
+
+fn unix(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}

@@ -1,0 +1,89 @@
+//! `refresh_cookies`: warm slots up in their browser for a strategy (visit its
+//! warm-up URL, let any challenge pass) and persist the cookies.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::pool::Pool;
+use crate::tiers::RunOptions;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    strategy: String,
+    #[serde(default)]
+    slot: Option<usize>,
+}
+
+/// Arguments: `strategy`, and `slot` (default: every slot). Fails only when no
+/// slot could be refreshed; per-slot errors are in the result.
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+    let a: Args = serde_json::from_value(args).map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("invalid refresh_cookies arguments: {e}"),
+        )
+        .retryable(false)
+    })?;
+    let strategy = pool.registry().get(&a.strategy).cloned().ok_or_else(|| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("unknown strategy `{}`", a.strategy),
+        )
+        .retryable(false)
+    })?;
+    let url = strategy.warmup_url().cloned().ok_or_else(|| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("strategy `{}` has no warmup_url", a.strategy),
+        )
+        .retryable(false)
+    })?;
+    let slots: Vec<usize> = match a.slot.or(opts.slot) {
+        Some(n) if n >= pool.slots().len() => {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "slot {n} does not exist (the pool has {} slots)",
+                    pool.slots().len()
+                ),
+            )
+            .retryable(false));
+        }
+        Some(n) => vec![n],
+        None => (0..pool.slots().len()).collect(),
+    };
+    let domain = strategy.cookie_domain().to_string();
+    let mut results = Vec::new();
+    let mut ok = 0;
+    for n in slots {
+        let jar = pool.slots()[n].jar().clone();
+        let before = jar.export_for_domain(&domain).len();
+        let r = pool.refresh_cookies(n, strategy.name(), &url).await;
+        let after = jar.export_for_domain(&domain).len();
+        opts.report(format!(
+            "slot {n}: {domain} cookies {before} -> {after}: {}",
+            r.as_ref()
+                .map(|_| "ok".to_string())
+                .unwrap_or_else(|e| e.to_string())
+        ));
+        ok += usize::from(r.is_ok());
+        results.push(json!({
+            "slot": n, "ok": r.is_ok(), "cookies_before": before, "cookies_after": after,
+            "error": r.err().map(|e| e.to_string()),
+        }));
+    }
+    if ok == 0 {
+        let msgs: Vec<String> = results
+            .iter()
+            .map(|r| format!("slot {}: {}", r["slot"], r["error"].as_str().unwrap_or("")))
+            .collect();
+        return Err(Error::new(
+            ErrorKind::Refused,
+            format!("no slot could be refreshed: {}", msgs.join("; ")),
+        )
+        .retryable(false));
+    }
+    Ok(json!({ "strategy": strategy.name(), "cookie_domain": domain, "slots": results }))
+}

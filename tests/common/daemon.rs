@@ -1,0 +1,273 @@
+//! A real `idpool serve` process for tests, and a raw MCP client over HTTP.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+use serde_json::{Value, json};
+
+use super::Env;
+
+/// A port that was free a moment ago.
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+/// `idpool --config <env>/idpool.toml ARGS...` as a command.
+pub fn idpool(env: &Env) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_idpool"));
+    c.arg("--config").arg(env.path("idpool.toml"));
+    c
+}
+
+/// Add a key with the CLI; returns the key it printed.
+pub async fn add_key(env: &Env, name: &str, role: &str) -> String {
+    let out = idpool(env)
+        .args(["keys", "add", name, "--role", role])
+        .output()
+        .await
+        .expect("idpool keys add runs");
+    assert!(
+        out.status.success(),
+        "keys add: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("utf8")
+        .trim()
+        .to_string()
+}
+
+/// A running daemon.
+pub struct Daemon {
+    pub child: tokio::process::Child,
+    pub port: u16,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    /// Write idpool.toml (`slots` slots, `[server]` with `server_extra`) and start
+    /// `idpool serve`; returns once `/healthz` answers.
+    pub async fn start(env: &Env, slots: usize, server_extra: &str) -> Daemon {
+        let port = free_port();
+        env.write_config_with(
+            slots,
+            true,
+            super::free_base_port(slots),
+            &format!("[server]\nlisten = \"127.0.0.1:{port}\"\n{server_extra}\n"),
+        );
+        let log = env.path("daemon.log");
+        let err = std::fs::File::create(&log).expect("log file");
+        let child = idpool(env)
+            .arg("serve")
+            .stdout(Stdio::null())
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("idpool serve starts");
+        let d = Daemon { child, port, log };
+        let http = reqwest::Client::new();
+        for _ in 0..200 {
+            if let Ok(r) = http.get(d.url("/healthz")).send().await
+                && r.status().is_success()
+            {
+                return d;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the daemon did not come up:\n{}", d.log_text());
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn signal(&self, sig: i32) {
+        let pid = self.child.id().expect("daemon pid") as i32;
+        // SAFETY: a plain kill(2) on the pid of our own child.
+        unsafe {
+            libc::kill(pid, sig);
+        }
+    }
+
+    /// SIGTERM and wait; the daemon must exit 0.
+    pub async fn stop(mut self) {
+        self.signal(libc::SIGTERM);
+        let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait())
+            .await
+            .expect("the daemon stops within 60 s")
+            .expect("wait");
+        assert!(
+            status.success(),
+            "daemon exit {status}:\n{}",
+            self.log_text()
+        );
+    }
+}
+
+/// A raw Streamable HTTP MCP client (one session).
+pub struct Mcp {
+    pub http: reqwest::Client,
+    pub url: String,
+    pub key: Option<String>,
+    pub session: Option<String>,
+    pub protocol: Option<String>,
+}
+
+/// One POST's answer: status, headers and the JSON-RPC messages in its body.
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub messages: Vec<Value>,
+}
+
+impl Answer {
+    /// The response to request `id`.
+    pub fn response(&self, id: u64) -> &Value {
+        self.messages
+            .iter()
+            .find(|m| m["id"] == json!(id))
+            .unwrap_or_else(|| panic!("no response to {id} in {:?}", self.messages))
+    }
+}
+
+/// The JSON payloads of a JSON or SSE body.
+pub fn messages_of(content_type: &str, body: &str) -> Vec<Value> {
+    if content_type.starts_with("text/event-stream") {
+        body.replace("\r\n", "\n")
+            .split("\n\n")
+            .filter_map(|ev| {
+                let data: Vec<&str> = ev
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(str::trim_start)
+                    .collect();
+                serde_json::from_str(&data.join("\n")).ok()
+            })
+            .collect()
+    } else {
+        serde_json::from_str::<Value>(body).into_iter().collect()
+    }
+}
+
+impl Mcp {
+    pub fn new(d: &Daemon, key: Option<&str>) -> Mcp {
+        Mcp {
+            http: reqwest::Client::new(),
+            url: d.url("/mcp"),
+            key: key.map(str::to_string),
+            session: None,
+            protocol: None,
+        }
+    }
+
+    pub fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
+        let mut b = self
+            .http
+            .request(method, &self.url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json");
+        if let Some(k) = &self.key {
+            b = b.bearer_auth(k);
+        }
+        if let Some(s) = &self.session {
+            b = b.header("mcp-session-id", s);
+        }
+        if let Some(p) = &self.protocol {
+            b = b.header("mcp-protocol-version", p);
+        }
+        b
+    }
+
+    pub async fn send(&self, b: reqwest::RequestBuilder) -> Answer {
+        let r = b.send().await.expect("POST /mcp");
+        let status = r.status();
+        let headers = r.headers().clone();
+        let ct = headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let body = r.text().await.expect("body");
+        Answer {
+            status,
+            headers,
+            messages: messages_of(&ct, &body),
+        }
+    }
+
+    pub async fn post(&self, body: Value) -> Answer {
+        self.send(self.request(reqwest::Method::POST).body(body.to_string()))
+            .await
+    }
+
+    /// initialize + notifications/initialized; returns the initialize response.
+    pub async fn initialize(&mut self) -> Answer {
+        let a = self
+            .post(
+                json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "idpool-test", "version": "1"}}}),
+            )
+            .await;
+        if a.status.is_success() {
+            self.session = a
+                .headers
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            self.protocol = Some("2025-11-25".into());
+            let n = self
+                .post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+                .await;
+            assert_eq!(n.status, StatusCode::ACCEPTED);
+        }
+        a
+    }
+
+    /// A request; returns the response message.
+    pub async fn call(&self, id: u64, method: &str, params: Value) -> Value {
+        let a = self
+            .post(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        assert!(a.status.is_success(), "{method}: HTTP {}", a.status);
+        a.response(id).clone()
+    }
+
+    pub async fn tool(&self, id: u64, name: &str, args: Value) -> Value {
+        self.call(id, "tools/call", json!({"name": name, "arguments": args}))
+            .await
+    }
+}
+
+/// Run tests/mcp-js/client.mjs; returns its one JSON line.
+pub async fn node_client(args: &[&str], envs: &[(&str, String)]) -> Value {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-js");
+    assert!(
+        dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
+        "the TypeScript SDK is not installed: run `npm ci --prefix tests/mcp-js` (scripts/test.sh does)"
+    );
+    let mut c = tokio::process::Command::new("node");
+    c.arg(dir.join("client.mjs")).args(args);
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(180), c.output())
+        .await
+        .expect("client.mjs finishes")
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "client.mjs printed no JSON ({e}): {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}

@@ -309,17 +309,30 @@ async fn keys_roles_sessions_and_the_audit_log() {
     assert_eq!(a.status, StatusCode::OK);
     let mut adm = Mcp::new(&d, Some(&admin));
     adm.initialize().await;
-    let r = adm
-        .tool(
-            1,
-            "refresh_cookies",
-            json!({"strategy": "testshop", "slot": 0}),
+    let a = adm
+        .post(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "refresh_cookies", "arguments": {"strategy": "testshop", "slot": 0},
+            "_meta": {"progressToken": "rc"}}}),
         )
         .await;
+    let r = a.response(1);
     assert_eq!(r["result"]["isError"], false, "{r}");
     assert_eq!(
         r["result"]["structuredContent"]["slots"][0]["ok"], true,
         "{r}"
+    );
+    assert!(
+        a.messages
+            .iter()
+            .any(|p| p["method"] == "notifications/progress"
+                && p["params"]["progressToken"] == "rc"
+                && p["params"]["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("slot 0:")),
+        "refresh_cookies reports progress per slot: {:?}",
+        a.messages
     );
     let r = adm
         .tool(2, "reset_slot", json!({"slot": 0, "browser": true}))
@@ -486,6 +499,25 @@ async fn bad_requests_get_the_right_errors_and_the_server_keeps_serving() {
     );
     let r = c.tool(5, "scrape", json!({"url": 7})).await;
     assert_eq!(r["error"]["code"], -32602, "{r}");
+
+    // scrape reports its fetches as progress.
+    let a = c
+        .post(json!({"jsonrpc": "2.0", "id": 50, "method": "tools/call", "params": {
+            "name": "scrape", "arguments": {"url": env.url("/product/B0SCRAPE").as_str(), "max_chars": 200},
+            "_meta": {"progressToken": 50}}}))
+        .await;
+    assert_eq!(a.response(50)["result"]["structuredContent"]["tier"], 2);
+    assert!(
+        a.messages
+            .iter()
+            .any(|m| m["method"] == "notifications/progress"
+                && m["params"]["message"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("via http: ok")),
+        "{:?}",
+        a.messages
+    );
 
     // An execution failure is a result with isError, not a protocol error.
     let r = c

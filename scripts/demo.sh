@@ -13,9 +13,13 @@ cd "$(dirname "$0")/.."
 ensure_packages
 ensure_cargo
 
-log "building"
-cargo build --locked --bins
 bin=target/debug
+if [ -n "${IDPOOL_SKIP_BUILD:-}" ] && [ -x "$bin/idpool" ] && [ -x "$bin/idpool-testbed" ]; then
+  log "using the binaries already built in $bin"
+else
+  log "building"
+  cargo build --locked --bins
+fi
 work=.idpool/demo
 config=scripts/demo.toml
 rm -rf "$work"

@@ -6,7 +6,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = idpool::cli::Cli::parse();
-    idpool::cli::init_tracing(cli.log_json);
+    idpool::cli::init_tracing(cli.log_json || cli.log_format == idpool::cli::LogFormat::Json);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -197,7 +197,7 @@ struct ProfileFile {
 }
 
 /// A resolved profile.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Profile {
     pub name: String,
     pub emulation: EmulationName,

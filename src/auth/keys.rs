@@ -137,7 +137,19 @@ impl Keys {
             "# idpool API keys. Only the SHA-256 of each key is stored; manage with\n\
              # `idpool keys add|list|revoke`.\n\n{body}"
         );
-        crate::pool::cookies::write_atomically(&self.path, text.as_bytes())
+        // Keep the owner, group and (at most 0640) mode an installer gave the
+        // file, so a daemon running as another user can still read it.
+        let before = std::fs::metadata(&self.path).ok();
+        crate::pool::cookies::write_atomically(&self.path, text.as_bytes())?;
+        if let Some(m) = before {
+            use std::os::unix::fs::{MetadataExt, PermissionsExt};
+            let _ = std::os::unix::fs::chown(&self.path, Some(m.uid()), Some(m.gid()));
+            let _ = std::fs::set_permissions(
+                &self.path,
+                std::fs::Permissions::from_mode(m.mode() & 0o640),
+            );
+        }
+        Ok(())
     }
 }
 

@@ -267,6 +267,13 @@ pub async fn navigate(
                 (false, Some(sel)) => selector_present(page, sel).await?,
                 (false, None) => true,
             };
+            // The selector may have appeared after the snapshot above: take the
+            // page again so what we return contains what we waited for.
+            let html = if met && wait_for.is_some() {
+                content(page).await?
+            } else {
+                html
+            };
             Ok::<_, Error>((ready, html, state, challenge, met))
         };
         match step.await {

@@ -8,6 +8,7 @@ mod keys;
 mod mcp;
 mod refresh_cookies;
 mod serve;
+mod slots;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,11 +22,20 @@ pub struct Cli {
     /// Config file (else $IDPOOL_CONFIG, ./idpool.toml, /etc/idpool/idpool.toml, embedded defaults).
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Log as JSON lines (on stderr).
-    #[arg(long, global = true)]
+    /// Log format on stderr: readable text, or one JSON object per line.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// Same as `--log-format json`.
+    #[arg(long, global = true, hide = true)]
     pub log_json: bool,
     #[command(subcommand)]
     pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -40,6 +50,8 @@ pub enum Command {
     Mcp(mcp::McpArgs),
     /// Call one tool on the running daemon and print its structured result.
     Call(call::CallArgs),
+    /// Slot health from the running daemon; `--watch` follows its events.
+    Slots(slots::SlotsArgs),
     /// Manage API keys (the keys file of server.keys_file).
     #[command(subcommand)]
     Keys(keys::KeysCmd),
@@ -56,6 +68,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp(args) => mcp::run(cli.config.as_deref(), args).await,
         Command::Call(args) => call::run(cli.config.as_deref(), args).await,
         Command::Keys(cmd) => keys::run(cli.config.as_deref(), cmd),
+        Command::Slots(args) => slots::run(cli.config.as_deref(), args).await,
         Command::RefreshCookies(args) => refresh_cookies::run(cli.config.as_deref(), args).await,
     }
 }

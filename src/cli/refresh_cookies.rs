@@ -1,6 +1,8 @@
 //! `idpool refresh-cookies`: open a strategy's warm-up URL in slots' browsers,
 //! let any challenge pass, and persist the cookies into the slots' jars.
-//! (Through a running daemon once the daemon exists; directly on the data dir now.)
+//! Through the running daemon when one answers (its browsers and jars are the
+//! live ones; an admin key is needed when keys are on), otherwise directly on
+//! the data dir.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -22,19 +24,112 @@ pub struct RefreshArgs {
     /// Every slot (the default when --slot is not given).
     #[arg(long)]
     pub all: bool,
-    /// Show the browser window (needs a display).
+    /// Show the browser window (needs a display; direct mode only).
     #[arg(long)]
     pub headful: bool,
+    /// The daemon's base URL (default: from the config's server.listen).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// API key (admin) for the daemon.
+    #[arg(long, env = "IDPOOL_KEY", hide_env_values = true)]
+    pub key: Option<String>,
+}
+
+/// Through the daemon; `None` when no daemon answers.
+async fn through_daemon(cfg: &Config, args: &RefreshArgs) -> anyhow::Result<Option<ExitCode>> {
+    let base = args
+        .url
+        .clone()
+        .unwrap_or_else(|| super::slots::daemon_base(cfg));
+    let client = wreq::Client::builder()
+        .no_proxy()
+        .connect_timeout(std::time::Duration::from_secs(3))
+        .build()?;
+    let up = client
+        .get(format!("{base}/healthz"))
+        .timeout(std::time::Duration::from_secs(3))
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success());
+    if !up {
+        if args.url.is_some() {
+            bail!("no daemon answers at {base}");
+        }
+        return Ok(None);
+    }
+    if args.headful {
+        eprintln!("idpool: --headful is ignored: the daemon's browsers refresh the cookies");
+    }
+    let status = super::slots::get_json(&base, "/api/v1/slots", args.key.as_deref()).await?;
+    let count = status["slots"].as_array().map(Vec::len).unwrap_or(0);
+    let slots: Vec<usize> = match args.slot {
+        Some(n) if n >= count => bail!("slot {n} does not exist (the pool has {count} slots)"),
+        Some(n) => vec![n],
+        None => (0..count).collect(),
+    };
+    eprintln!("through the daemon at {base}");
+    let mut failed = 0;
+    for n in slots {
+        let mut req = client
+            .post(format!("{base}/api/v1/slots/{n}/refresh-cookies"))
+            .header("content-type", "application/json")
+            .body(serde_json::json!({"strategy": args.strategy}).to_string());
+        if let Some(k) = &args.key {
+            req = req.header("authorization", format!("Bearer {k}"));
+        }
+        let resp = req.send().await?;
+        let code = resp.status().as_u16();
+        let body: serde_json::Value =
+            serde_json::from_slice(&resp.bytes().await?).unwrap_or_default();
+        match body["slots"].get(0) {
+            Some(r) if code == 200 => {
+                let ok = r["ok"] == true;
+                failed += usize::from(!ok);
+                println!(
+                    "slot {n}: {} cookies {} -> {}: {}",
+                    body["cookie_domain"].as_str().unwrap_or(""),
+                    r["cookies_before"],
+                    r["cookies_after"],
+                    if ok {
+                        "ok".to_string()
+                    } else {
+                        format!("error: {}", r["error"].as_str().unwrap_or(""))
+                    }
+                );
+            }
+            _ => {
+                failed += 1;
+                let hint = if matches!(code, 401 | 403) {
+                    " (refreshing cookies needs an admin key: --key or IDPOOL_KEY)"
+                } else {
+                    ""
+                };
+                println!(
+                    "slot {n}: error: HTTP {code}: {}{hint}",
+                    body["error"].as_str().unwrap_or("")
+                );
+            }
+        }
+    }
+    Ok(Some(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    }))
 }
 
 pub async fn run(config: Option<&Path>, args: RefreshArgs) -> anyhow::Result<ExitCode> {
     let mut cfg = Config::load(config)?;
+    if let Some(code) = through_daemon(&cfg, &args).await? {
+        return Ok(code);
+    }
     if args.headful {
         cfg.browser.headless = false;
     }
     let pool = Pool::open(&cfg)?;
     let Some(strategy) = pool.registry().get(&args.strategy).cloned() else {
-        let known: Vec<&str> = pool.registry().iter().map(|s| s.name()).collect();
+        let registry = pool.registry();
+        let known: Vec<&str> = registry.iter().map(|s| s.name()).collect();
         bail!(
             "unknown strategy `{}` (known: {})",
             args.strategy,

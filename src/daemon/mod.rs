@@ -1,6 +1,9 @@
 //! `idpool serve`: the long-running daemon. `serve.rs` wires the pool, the
 //! MCP dispatcher, the HTTP listener and the signals together.
 
+pub mod control;
+pub mod metrics;
 pub mod serve;
+pub mod systemd;
 
 pub use serve::{Daemon, build_core, load_keys};

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::routing::get;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use super::systemd::Notifier;
 use crate::auth::{AuditLog, Keys};
 use crate::config::Config;
 use crate::error::{Error, ErrorKind, Result};
@@ -47,6 +47,8 @@ pub struct Daemon {
     pub addr: SocketAddr,
     shutdown: CancellationToken,
     listener: Option<TcpListener>,
+    /// The config file SIGHUP re-reads profiles from.
+    reload: Option<std::path::PathBuf>,
 }
 
 impl Daemon {
@@ -72,6 +74,7 @@ impl Daemon {
             addr,
             shutdown: CancellationToken::new(),
             listener: Some(listener),
+            reload: cfg.source.clone(),
         })
     }
 
@@ -80,43 +83,105 @@ impl Daemon {
         self.shutdown.clone()
     }
 
-    /// Serve until SIGTERM/SIGINT (or the shutdown token), then stop cleanly.
+    /// Serve until SIGTERM/SIGINT (or the shutdown token), then stop cleanly:
+    /// STOPPING=1, refuse new calls, give running ones `shutdown_grace_secs`,
+    /// cancel the rest with a clear error, end every stream, close and reap every
+    /// browser, save every jar, flush the audit log.
     pub async fn run(mut self) -> Result<()> {
         let Some(listener) = self.listener.take() else {
             return Err(Error::new(ErrorKind::Internal, "the daemon runs once"));
         };
+        super::metrics::install();
+        // Streams and sessions end only after the drain, not at the signal.
+        let streams = CancellationToken::new();
+        let (mcp_routes, mcp_state) = crate::mcp::http::routes(self.core.clone(), streams.clone());
+        let control = Arc::new(super::control::Control {
+            core: self.core.clone(),
+            mcp: mcp_state,
+            stop: streams.clone(),
+        });
         let router = Router::new()
-            .route("/healthz", get(|| async { "ok\n" }))
-            .merge(crate::mcp::http::routes(
-                self.core.clone(),
-                self.shutdown.clone(),
-            ));
-        let signals = tokio::spawn(watch_signals(self.core.clone(), self.shutdown.clone()));
+            .merge(super::control::routes(control))
+            .merge(mcp_routes);
+        let notifier = Arc::new(Notifier::from_env());
+        let signals = tokio::spawn(watch_signals(
+            self.core.clone(),
+            self.shutdown.clone(),
+            notifier.clone(),
+            self.reload.clone(),
+        ));
         tracing::info!(
             addr = %self.addr,
             keys = self.core.keys_required(),
-            "idpool serving MCP at http://{}/mcp (legacy SSE at /sse)",
+            "idpool serving MCP at http://{}/mcp (legacy SSE at /sse), status page at /",
             self.addr
         );
-        let grace = Duration::from_secs(self.core.settings().shutdown_grace_secs);
-        let stop = self.shutdown.clone();
+        // SIGTERM closes the listening socket at once (new connections are
+        // refused); open connections are closed only after the drain.
+        let closing = CancellationToken::new();
+        let listener = Closable {
+            inner: Some(listener),
+            addr: self.addr,
+            stop: self.shutdown.clone(),
+        };
+        let stop = closing.clone();
         let server = axum::serve(listener, router)
-            .with_graceful_shutdown(async move { stop.cancelled().await });
-        let mut server = std::pin::pin!(server.into_future());
-        tokio::select! {
-            r = &mut server => {
-                if let Err(e) = r {
-                    tracing::error!("the listener failed: {e}");
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .into_future();
+        let server = tokio::spawn(server);
+        notifier.notify("READY=1");
+        let watchdog = super::systemd::watchdog_interval().map(|every| {
+            let n = notifier.clone();
+            let stop = self.shutdown.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+                loop {
+                    tokio::select! {
+                        _ = tick.tick() => n.notify("WATCHDOG=1"),
+                        () = stop.cancelled() => break,
+                    }
                 }
-            }
-            () = self.shutdown.cancelled() => {
-                tracing::info!("shutting down: draining in-flight calls (up to {}s)", grace.as_secs());
-                if tokio::time::timeout(grace, &mut server).await.is_err() {
-                    tracing::warn!("calls still running after {}s were cancelled", grace.as_secs());
-                }
-            }
+            })
+        });
+        self.shutdown.cancelled().await;
+
+        notifier.notify("STOPPING=1");
+        self.core.begin_drain();
+        let grace = Duration::from_secs(self.core.settings().shutdown_grace_secs);
+        let running = self.core.in_flight();
+        if running > 0 {
+            tracing::info!(
+                "shutting down: {running} call(s) running, waiting up to {}s",
+                grace.as_secs()
+            );
+        }
+        if !self.core.wait_drained(grace).await {
+            tracing::warn!(
+                "{} call(s) still running after {}s: cancelled",
+                self.core.in_flight(),
+                grace.as_secs()
+            );
+            self.core.cancel_calls();
+            // Let the cancelled calls send their error before the streams end.
+            self.core.wait_drained(Duration::from_secs(5)).await;
+        }
+        if running > 0 {
+            // The last answers are still on their way through the sessions'
+            // streams; give them a moment before the streams end.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        streams.cancel();
+        closing.cancel();
+        match tokio::time::timeout(Duration::from_secs(10), server).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => tracing::error!("the listener failed: {e}"),
+            Ok(Err(e)) => tracing::error!("the listener task failed: {e}"),
+            Err(_) => tracing::warn!("connections still open after 10s: closed"),
         }
         signals.abort();
+        if let Some(w) = watchdog {
+            w.abort();
+        }
         self.core.pool().shutdown().await;
         if let Some(a) = self.core.audit() {
             a.flush();
@@ -126,7 +191,51 @@ impl Daemon {
     }
 }
 
-async fn watch_signals(core: Arc<Core>, shutdown: CancellationToken) {
+/// A listener whose socket is closed when `stop` fires; after that it accepts
+/// nothing (and never returns).
+struct Closable {
+    inner: Option<TcpListener>,
+    addr: SocketAddr,
+    stop: CancellationToken,
+}
+
+impl axum::serve::Listener for Closable {
+    type Io = tokio::net::TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Some(l) = self.inner.as_ref() else {
+                std::future::pending::<()>().await;
+                continue;
+            };
+            tokio::select! {
+                r = l.accept() => match r {
+                    Ok(conn) => return conn,
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                () = self.stop.cancelled() => {
+                    self.inner = None;
+                    tracing::info!("stopped accepting connections");
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.addr)
+    }
+}
+
+async fn watch_signals(
+    core: Arc<Core>,
+    shutdown: CancellationToken,
+    notifier: Arc<Notifier>,
+    reload_cfg: Option<std::path::PathBuf>,
+) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
@@ -140,16 +249,36 @@ async fn watch_signals(core: Arc<Core>, shutdown: CancellationToken) {
         tokio::select! {
             _ = term.recv() => break,
             _ = int.recv() => break,
-            _ = hup.recv() => reload(&core),
+            _ = hup.recv() => {
+                notifier.notify("RELOADING=1");
+                reload(&core, reload_cfg.as_deref()).await;
+                notifier.notify("READY=1");
+            }
             () = shutdown.cancelled() => return,
         }
     }
+    tracing::info!("signal received: shutting down");
     shutdown.cancel();
 }
 
-/// SIGHUP: re-read the keys file (a broken one keeps the old keys) and re-open
-/// the audit log.
-fn reload(core: &Core) {
+/// SIGHUP: re-read strategies (all or nothing), profiles (checked; a changed
+/// profile applies at the next start) and the keys file, re-open the audit log,
+/// and tell MCP clients the tool list changed. A broken file keeps the old
+/// configuration and says why.
+pub async fn reload(core: &Core, config: Option<&std::path::Path>) {
+    match core.pool().reload_strategies() {
+        Ok(n) => tracing::info!("reloaded strategies: {n}"),
+        Err(problems) => {
+            for p in &problems {
+                tracing::error!("reload: {p}");
+            }
+            tracing::error!(
+                "reload: keeping the old strategies ({} problem(s))",
+                problems.len()
+            );
+        }
+    }
+    check_profiles(core, config);
     let path = core.settings().keys_file.clone();
     if path.exists() {
         match Keys::load(&path) {
@@ -157,11 +286,11 @@ fn reload(core: &Core) {
                 tracing::info!("reloaded {} ({} keys)", path.display(), k.entries().len());
                 core.set_keys(Some(k));
             }
-            Err(e) => tracing::error!("keeping the old keys: {e}"),
+            Err(e) => tracing::error!("reload: keeping the old keys: {e}"),
         }
     } else if core.keys_required() {
         tracing::warn!(
-            "{} is gone; keeping the keys loaded at start (remove keys with `idpool keys revoke`)",
+            "{} is gone; keeping the keys loaded before (remove keys with `idpool keys revoke`)",
             path.display()
         );
     }
@@ -169,6 +298,31 @@ fn reload(core: &Core) {
         match a.reopen() {
             Ok(()) => tracing::info!("re-opened the audit log {}", a.path().display()),
             Err(e) => tracing::error!("cannot re-open the audit log: {e}"),
+        }
+    }
+    let told = core.notify_tools_changed().await;
+    tracing::info!("told {told} MCP client(s) that the tool list changed");
+}
+
+/// Re-read the profiles: report broken files and slots whose profile changed
+/// (a slot's identity is rebuilt only at the next start).
+fn check_profiles(core: &Core, config: Option<&std::path::Path>) {
+    let Ok(cfg) = Config::load(config) else {
+        return;
+    };
+    let (profiles, problems) = crate::profile::load_dir(&cfg.pool.profiles_dir);
+    for p in &problems {
+        tracing::error!("reload: {p} (the slot keeps its profile)");
+    }
+    for slot in core.pool().slots() {
+        if let Some(p) = profiles.get(&slot.profile.name)
+            && p != &slot.profile
+        {
+            tracing::warn!(
+                "reload: profile `{}` of slot {} changed; it applies when the daemon restarts",
+                p.name,
+                slot.id
+            );
         }
     }
 }

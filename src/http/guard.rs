@@ -12,9 +12,10 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::strategy::host_matches;
 
 /// What may be fetched.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Guard {
-    hosts: Vec<String>,
+    /// Swapped when strategies are reloaded.
+    hosts: parking_lot::RwLock<Vec<String>>,
     allow_private: bool,
     /// Private addresses allowed one by one.
     private_ok: Vec<IpAddr>,
@@ -27,10 +28,15 @@ impl Guard {
     pub fn new(hosts: Vec<String>, allow_private: bool) -> Self {
         let hosts = hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect();
         Guard {
-            hosts,
+            hosts: parking_lot::RwLock::new(hosts),
             allow_private,
             private_ok: Vec::new(),
         }
+    }
+
+    /// Replace the host patterns (strategies reloaded).
+    pub fn set_hosts(&self, hosts: Vec<String>) {
+        *self.hosts.write() = hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect();
     }
 
     /// From `security.allow_private_networks`.
@@ -54,7 +60,7 @@ impl Guard {
             )));
         }
         let host = host_of(url)?;
-        if !host_matches(&self.hosts, &host) {
+        if !host_matches(&self.hosts.read(), &host) {
             return Err(Error::refused(format!(
                 "host `{host}` is not covered by any strategy or security.allowed_hosts"
             )));

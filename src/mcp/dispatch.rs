@@ -2,6 +2,7 @@
 //! record, and the tool run (with progress and cancellation).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use parking_lot::RwLock;
@@ -44,6 +45,26 @@ pub struct Core {
     settings: ServerConfig,
     keys: RwLock<Option<Keys>>,
     audit: Option<AuditLog>,
+    /// Tool calls running now; `drained` is woken when it drops to zero.
+    in_flight: AtomicUsize,
+    drained: tokio::sync::Notify,
+    /// Set on SIGTERM: new calls are refused.
+    draining: AtomicBool,
+    /// Cancelled when the shutdown grace is over: running calls end.
+    stop_calls: CancellationToken,
+    /// Connected MCP clients, told when the tool list changes.
+    peers: parking_lot::Mutex<Vec<rmcp::Peer<rmcp::RoleServer>>>,
+}
+
+/// Counts a call as in flight while alive.
+struct InFlight<'a>(&'a Core);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if self.0.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.drained.notify_waiters();
+        }
+    }
 }
 
 impl Core {
@@ -59,7 +80,74 @@ impl Core {
             settings,
             keys: RwLock::new(keys),
             audit,
+            in_flight: AtomicUsize::new(0),
+            drained: tokio::sync::Notify::new(),
+            draining: AtomicBool::new(false),
+            stop_calls: CancellationToken::new(),
+            peers: parking_lot::Mutex::new(Vec::new()),
         })
+    }
+
+    /// Refuse new calls from now on (SIGTERM).
+    pub fn begin_drain(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// Calls running now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// Wait until no call runs (or `limit` passes); `true` when drained.
+    pub async fn wait_drained(&self, limit: std::time::Duration) -> bool {
+        let wait = async {
+            loop {
+                let notified = self.drained.notified();
+                if self.in_flight() == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(limit, wait).await.is_ok()
+    }
+
+    /// End every running call with a clear error (the grace is over).
+    pub fn cancel_calls(&self) {
+        self.stop_calls.cancel();
+    }
+
+    /// Remember a connected client for `notifications/tools/list_changed`.
+    pub fn add_peer(&self, peer: rmcp::Peer<rmcp::RoleServer>) {
+        let mut peers = self.peers.lock();
+        peers.retain(|p| !p.is_transport_closed());
+        peers.push(peer);
+    }
+
+    /// Tell every connected client that the tool list changed; returns how many.
+    pub async fn notify_tools_changed(&self) -> usize {
+        let peers: Vec<_> = {
+            let mut peers = self.peers.lock();
+            peers.retain(|p| !p.is_transport_closed());
+            peers.clone()
+        };
+        let mut told = 0;
+        for p in peers {
+            if tokio::time::timeout(
+                std::time::Duration::from_secs(2),
+                p.notify_tool_list_changed(),
+            )
+            .await
+            .is_ok_and(|r| r.is_ok())
+            {
+                told += 1;
+            }
+        }
+        told
     }
 
     pub fn pool(&self) -> &Pool {
@@ -127,10 +215,16 @@ impl Core {
     ) -> CallEnd {
         let started = Instant::now();
         let audit_args = crate::auth::audit::redact(&args);
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let _counted = InFlight(self);
         let end = match catalog::role_of(tool) {
             None => CallEnd::InvalidParams(format!("unknown tool `{tool}`")),
             Some(needed) => match authorize(&ctx.principal, tool, needed) {
                 Err(d) => CallEnd::Denied(d),
+                Ok(()) if self.is_draining() => CallEnd::Failed(
+                    "the daemon is shutting down and takes no new calls; retry once it is back"
+                        .into(),
+                ),
                 Ok(()) => {
                     let opts = RunOptions {
                         progress,
@@ -145,10 +239,31 @@ impl Core {
                             Err(e) => CallEnd::Failed(e.to_string()),
                         },
                         () = cancel.cancelled() => CallEnd::Cancelled,
+                        () = self.stop_calls.cancelled() => CallEnd::Failed(format!(
+                            "cancelled: the daemon shut down before `{tool}` finished \
+                             (server.shutdown_grace_secs = {})",
+                            self.settings.shutdown_grace_secs
+                        )),
                     }
                 }
             },
         };
+        let result = match &end {
+            CallEnd::Ok(_) => "ok",
+            CallEnd::Failed(_) => "error",
+            CallEnd::InvalidParams(_) => "invalid",
+            CallEnd::Denied(_) => "denied",
+            CallEnd::Cancelled => "cancelled",
+        };
+        let tool_label = if catalog::role_of(tool).is_some() {
+            tool.to_string()
+        } else {
+            "unknown".to_string()
+        };
+        metrics::counter!("idpool_mcp_calls_total", "tool" => tool_label.clone(), "result" => result)
+            .increment(1);
+        metrics::histogram!("idpool_mcp_call_duration_seconds", "tool" => tool_label)
+            .record(started.elapsed().as_secs_f64());
         if let Some(audit) = &self.audit {
             let (ok, error) = match &end {
                 CallEnd::Ok(_) => (true, None),

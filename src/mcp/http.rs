@@ -33,21 +33,26 @@ pub struct McpHttp {
     pub core: Arc<Core>,
     /// Streamable HTTP session id → the key name that opened it.
     bindings: Mutex<HashMap<String, String>>,
+    /// rmcp's sessions (they expire after 5 idle minutes): bindings of
+    /// sessions it no longer knows are pruned.
+    sessions: Arc<LocalSessionManager>,
     pub sse: Arc<SseSessions>,
 }
 
-/// The MCP routes, ready to merge into the daemon's router. `shutdown` ends
-/// every session and stream.
-pub fn routes(core: Arc<Core>, shutdown: CancellationToken) -> Router {
+/// The MCP routes, ready to merge into the daemon's router, and their state.
+/// `shutdown` ends every session and stream.
+pub fn routes(core: Arc<Core>, shutdown: CancellationToken) -> (Router, Arc<McpHttp>) {
     let s = core.settings().clone();
     let sse = SseSessions::new(
         Duration::from_secs(s.sse_ping_secs.max(1)),
         Duration::from_secs(s.sse_idle_secs.max(1)),
         shutdown.clone(),
     );
+    let sessions = Arc::new(LocalSessionManager::default());
     let state = Arc::new(McpHttp {
         core: core.clone(),
         bindings: Mutex::new(HashMap::new()),
+        sessions: sessions.clone(),
         sse,
     });
     let config = StreamableHttpServerConfig::default()
@@ -68,16 +73,43 @@ pub fn routes(core: Arc<Core>, shutdown: CancellationToken) -> Router {
                 None,
             ))
         },
-        Arc::new(LocalSessionManager::default()),
+        sessions,
         config,
     );
-    Router::new()
+    let router = Router::new()
         .route_service("/mcp", streamable)
         .route("/sse", get(super::sse::open))
         .route("/messages", post(super::sse::message))
         .layer(middleware::from_fn_with_state(state.clone(), guard))
         .layer(DefaultBodyLimit::max(s.max_body_bytes))
-        .with_state(state)
+        .with_state(state.clone());
+    (router, state)
+}
+
+/// Above this many bindings, those of expired sessions are pruned.
+const PRUNE_ABOVE: usize = 256;
+
+impl McpHttp {
+    /// Open Streamable HTTP and legacy SSE sessions.
+    pub async fn session_counts(&self) -> (usize, usize) {
+        (self.sessions.sessions.read().await.len(), self.sse.len())
+    }
+
+    async fn bind(&self, id: &str, name: String) {
+        let full = self.bindings.lock().len() >= PRUNE_ABOVE;
+        if full {
+            let live: std::collections::HashSet<String> = self
+                .sessions
+                .sessions
+                .read()
+                .await
+                .keys()
+                .map(|k| k.to_string())
+                .collect();
+            self.bindings.lock().retain(|k, _| live.contains(k));
+        }
+        self.bindings.lock().insert(id.to_string(), name);
+    }
 }
 
 /// A JSON-RPC error as an HTTP response.
@@ -167,7 +199,7 @@ async fn guard(State(state): State<Arc<McpHttp>>, mut req: Request, next: Next) 
         match (&session, response.headers().get("mcp-session-id")) {
             (None, Some(new)) => {
                 if let Ok(id) = new.to_str() {
-                    state.bindings.lock().insert(id.to_string(), name);
+                    state.bind(id, name).await;
                 }
             }
             (Some(id), _) if is_delete && response.status().is_success() => {
@@ -179,9 +211,18 @@ async fn guard(State(state): State<Arc<McpHttp>>, mut req: Request, next: Next) 
     response
 }
 
-/// The key from `Authorization: Bearer`, `x-api-key`, or (legacy SSE GET only) `?key=`.
-fn presented_key(req: &Request<Body>, query_allowed: bool) -> Option<String> {
-    let h = req.headers();
+/// The key from `Authorization: Bearer`, `x-api-key`, or (where `query_allowed`)
+/// `?key=`.
+pub(crate) fn presented_key(req: &Request<Body>, query_allowed: bool) -> Option<String> {
+    key_from(req.headers(), req.uri(), query_allowed)
+}
+
+/// [`presented_key`] from the parts of a request.
+pub(crate) fn key_from(
+    h: &HeaderMap,
+    uri: &axum::http::Uri,
+    query_allowed: bool,
+) -> Option<String> {
     if let Some(v) = h.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok())
         && let Some(k) = v
             .strip_prefix("Bearer ")
@@ -193,7 +234,7 @@ fn presented_key(req: &Request<Body>, query_allowed: bool) -> Option<String> {
         return Some(v.trim().to_string());
     }
     if query_allowed {
-        let q = req.uri().query().unwrap_or("");
+        let q = uri.query().unwrap_or("");
         return url::form_urlencoded::parse(q.as_bytes())
             .find(|(k, _)| k == "key")
             .map(|(_, v)| v.into_owned());
@@ -224,7 +265,7 @@ fn split_host(authority: &str) -> (&str, Option<&str>) {
 }
 
 /// DNS-rebinding protection: the Host header must name this server.
-fn check_host(
+pub(crate) fn check_host(
     headers: &HeaderMap,
     allowed: &[String],
     listen: std::net::SocketAddr,
@@ -249,7 +290,7 @@ fn check_host(
 }
 
 /// A browser Origin must be loopback or listed in `server.allowed_origins`.
-fn check_origin(headers: &HeaderMap, allowed: &[String]) -> Result<(), String> {
+pub(crate) fn check_origin(headers: &HeaderMap, allowed: &[String]) -> Result<(), String> {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return Ok(());
     };

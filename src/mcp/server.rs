@@ -78,6 +78,10 @@ impl ServerHandler for McpServer {
             )
     }
 
+    async fn on_initialized(&self, ctx: rmcp::service::NotificationContext<RoleServer>) {
+        self.core.add_peer(ctx.peer);
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,

@@ -83,7 +83,10 @@ impl Lease {
         let cfg = self.inner.breaker;
         let mut router = self.inner.router.lock();
         let site = router.site(self.slot, &self.strategy, cfg);
+        let before = site.breaker.state(now);
         site.breaker.record(self.admission, verdict, now);
+        let after = site.breaker.state(now);
+        let failures = site.breaker.failures();
         match verdict {
             Verdict::HardBlock => site.hard_blocks += 1,
             Verdict::Success => site.successes += 1,
@@ -92,13 +95,23 @@ impl Lease {
         if let Some(d) = retry_after {
             site.retry_after_until = Some(now + d);
         }
+        drop(router);
+        if before != after {
+            self.inner.events.emit(
+                "breaker",
+                Some(self.slot),
+                Some(&self.strategy),
+                serde_json::json!({"from": before.as_str(), "to": after.as_str(), "failures": failures}),
+            );
+        }
         self.finished = true;
     }
 
     /// Fetch `req` on this lease's slot and record the outcome.
     pub async fn fetch(self, req: FetchRequest) -> Result<Fetched> {
         let slot = self.inner.slots[self.slot].clone();
-        let strategy = self.inner.registry.get(&self.strategy).cloned();
+        let strategy = self.inner.registry.read().get(&self.strategy).cloned();
+        let started = std::time::Instant::now();
         match slot.fetch(req).await {
             Ok(response) => {
                 let body = response.text();
@@ -117,6 +130,7 @@ impl Lease {
                     None
                 };
                 let (slot_id, degraded, name) = (self.slot, self.degraded, self.strategy.clone());
+                super::record_request(&name, 2, outcome.as_str(), started.elapsed());
                 self.finish(outcome, retry_after);
                 Ok(Fetched {
                     via: Via::Http,
@@ -128,6 +142,7 @@ impl Lease {
                 })
             }
             Err(e) => {
+                super::record_request(&self.strategy, 2, "failed", started.elapsed());
                 self.finish(Outcome::Failed, None);
                 Err(e)
             }
@@ -143,7 +158,7 @@ impl Lease {
             return Err(e);
         }
         let slot = self.inner.slots[self.slot].clone();
-        let strategy = self.inner.registry.get(&self.strategy).cloned();
+        let strategy = self.inner.registry.read().get(&self.strategy).cloned();
         let markers = strategy
             .as_ref()
             .map(|s| s.markers().clone())
@@ -161,11 +176,13 @@ impl Lease {
             Some(s) => s.page_state(html, url, status),
             None => markers.page_state(html, url, status),
         };
+        let started = std::time::Instant::now();
         let result = slot.browser().fetch(&req, slot.jar(), &probe).await;
         slot.save_jar().await;
         let page = match result {
             Ok(p) => p,
             Err(e) => {
+                super::record_request(&self.strategy, 3, "failed", started.elapsed());
                 self.finish(Outcome::Failed, None);
                 return Err(e);
             }
@@ -187,6 +204,7 @@ impl Lease {
             Some(s) => s.classify(page.status, &page.final_url, &page.html),
             None => strategy::classify(&markers, page.status, &page.final_url, &page.html),
         };
+        super::record_request(&self.strategy, 3, outcome.as_str(), started.elapsed());
         if !page.wait_for_met && !outcome.is_failure() {
             self.finish(Outcome::Failed, None);
             return Err(Error::new(

@@ -8,12 +8,14 @@
 
 mod circuit;
 pub(crate) mod cookies;
+pub mod events;
 mod lease;
 mod politeness;
 mod slot;
 
 pub use circuit::{Admission, Breaker, BreakerState, Verdict};
 pub use cookies::{Jar, OpenNote, PortableCookie};
+pub use events::{Events, SlotEvent};
 pub use lease::Lease;
 pub use politeness::Site;
 pub use slot::{Slot, SlotEnv, SlotHealth};
@@ -44,8 +46,14 @@ pub struct Pool {
 
 struct Inner {
     slots: Vec<Arc<Slot>>,
-    registry: Arc<Registry>,
+    /// Swapped whole on reload (SIGHUP).
+    registry: parking_lot::RwLock<Arc<Registry>>,
+    /// What a reload rebuilds the registry and the guard from.
+    strategies_dir: std::path::PathBuf,
+    compiled: Vec<Arc<dyn Strategy>>,
+    allowed_hosts: Vec<String>,
     guard: Arc<Guard>,
+    events: Events,
     breaker: BreakerConfig,
     cascade: crate::config::CascadeConfig,
     max_wait: Duration,
@@ -116,11 +124,10 @@ impl Pool {
         for p in &problems {
             tracing::warn!("{p} (strategy skipped)");
         }
-        for s in compiled {
-            registry.add(s).map_err(Error::from)?;
+        for s in &compiled {
+            registry.add(s.clone()).map_err(Error::from)?;
         }
-        let mut hosts: Vec<String> = registry.iter().flat_map(|s| s.hosts().to_vec()).collect();
-        hosts.extend(cfg.security.allowed_hosts.iter().cloned());
+        let hosts = guard_hosts(&registry, &cfg.security.allowed_hosts);
         let guard = Arc::new(Guard::with_private(
             hosts,
             &cfg.security.allow_private_networks,
@@ -151,8 +158,12 @@ impl Pool {
         let pool = Pool {
             inner: Arc::new(Inner {
                 slots,
-                registry: Arc::new(registry),
+                registry: parking_lot::RwLock::new(Arc::new(registry)),
+                strategies_dir: cfg.pool.strategies_dir.clone(),
+                compiled,
+                allowed_hosts: cfg.security.allowed_hosts.clone(),
                 guard,
+                events: Events::default(),
                 breaker: cfg.breaker,
                 cascade: cfg.cascade,
                 max_wait: Duration::from_secs(cfg.http.max_queue_wait_secs),
@@ -163,7 +174,94 @@ impl Pool {
         if cfg.browser.idle_close_secs > 0 {
             pool.spawn_idle_closer(Duration::from_secs(cfg.browser.idle_close_secs));
         }
+        pool.spawn_browser_watcher();
         Ok(pool)
+    }
+
+    /// Re-read the strategies folder. All or nothing: a broken file keeps the
+    /// old strategies and returns every problem found.
+    pub fn reload_strategies(&self) -> std::result::Result<usize, Vec<crate::diag::Diagnostic>> {
+        let (mut registry, problems) = Registry::load_dir(&self.inner.strategies_dir);
+        if !problems.is_empty() {
+            self.inner.events.emit(
+                "reload",
+                None,
+                None,
+                serde_json::json!({"ok": false, "errors": problems.iter().map(|p| p.to_string()).collect::<Vec<_>>()}),
+            );
+            return Err(problems);
+        }
+        for s in &self.inner.compiled {
+            if let Err(d) = registry.add(s.clone()) {
+                return Err(vec![d]);
+            }
+        }
+        let n = registry.iter().count();
+        self.inner
+            .guard
+            .set_hosts(guard_hosts(&registry, &self.inner.allowed_hosts));
+        *self.inner.registry.write() = Arc::new(registry);
+        self.inner.events.emit(
+            "reload",
+            None,
+            None,
+            serde_json::json!({"ok": true, "strategies": n}),
+        );
+        Ok(n)
+    }
+
+    /// Every strategy name, plus [`DIRECT`] for `allowed_hosts` traffic.
+    pub fn strategy_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .registry()
+            .iter()
+            .map(|s| s.name().to_string())
+            .collect();
+        names.push(DIRECT.to_string());
+        names
+    }
+
+    /// The pool's event hub.
+    pub fn events(&self) -> &Events {
+        &self.inner.events
+    }
+
+    /// Turn changes in the browsers' facts (launches, recycles, crashes, RSS
+    /// restarts, closes) into events. Ends by itself once the pool is gone.
+    fn spawn_browser_watcher(&self) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let weak = Arc::downgrade(&self.inner);
+        rt.spawn(async move {
+            let mut last: Vec<crate::browser::BrowserFacts> = Vec::new();
+            let mut interval = tokio::time::interval(Duration::from_millis(500));
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                interval.tick().await;
+                let Some(inner) = weak.upgrade() else {
+                    return;
+                };
+                let now: Vec<_> = inner.slots.iter().map(|s| s.browser_facts()).collect();
+                for (i, (old, new)) in last.iter().zip(&now).enumerate() {
+                    let detail = serde_json::json!({"pid": new.pid, "port": new.port});
+                    let emit = |kind: &str, changed: bool| {
+                        if changed {
+                            inner.events.emit(kind, Some(i), None, detail.clone());
+                        }
+                    };
+                    emit("browser_crash", new.crashes > old.crashes);
+                    emit("browser_restart_rss", new.rss_restarts > old.rss_restarts);
+                    emit("browser_launch", new.launches > old.launches);
+                    emit("browser_recycle", new.recycles > old.recycles);
+                    emit(
+                        "browser_closed",
+                        old.running && !new.running && new.crashes == old.crashes,
+                    );
+                }
+                last = now;
+            }
+        });
     }
 
     /// Close browsers nobody used for `idle`. The task holds only a weak reference:
@@ -249,8 +347,9 @@ impl Pool {
         self.inner.slots.get(id)
     }
 
-    pub fn registry(&self) -> &Arc<Registry> {
-        &self.inner.registry
+    /// The strategies now (a reload swaps them; holders keep the old set).
+    pub fn registry(&self) -> Arc<Registry> {
+        self.inner.registry.read().clone()
     }
 
     /// The SSRF guard every fetch goes through.
@@ -264,7 +363,7 @@ impl Pool {
     }
 
     fn politeness(&self, strategy: &str) -> Politeness {
-        match self.inner.registry.get(strategy) {
+        match self.inner.registry.read().get(strategy) {
             Some(s) => s.politeness().clone(),
             None => Politeness {
                 min_interval_ms: 0,
@@ -405,9 +504,8 @@ impl Pool {
 
     /// The strategy responsible for `url`: a registered one, or [`DIRECT`].
     pub fn strategy_for(&self, url: &url::Url) -> Option<Arc<dyn Strategy>> {
-        url.host_str()
-            .and_then(|h| self.inner.registry.for_host(h))
-            .cloned()
+        let registry = self.registry();
+        url.host_str().and_then(|h| registry.for_host(h)).cloned()
     }
 
     /// Fetch `req` through the pool's HTTP tier: lease a slot (or the pinned one),
@@ -474,6 +572,13 @@ impl Pool {
         if let Some(t) = site.tier_blocked_at.get_mut(usize::from(tier)) {
             *t = Some(now);
         }
+        drop(router);
+        self.inner.events.emit(
+            "tier_blocked",
+            Some(slot),
+            Some(strategy),
+            serde_json::json!({"tier": tier}),
+        );
     }
 
     /// Close the breakers of `slot` (all strategies, or one) and forget its tier blocks.
@@ -486,6 +591,12 @@ impl Pool {
             }
         }
         drop(router);
+        self.inner.events.emit(
+            "breaker_reset",
+            Some(slot),
+            strategy,
+            serde_json::json!({"to": "closed"}),
+        );
         self.inner.released.notify_waiters();
     }
 
@@ -501,4 +612,21 @@ enum Pick {
     Lease(Lease),
     /// Nothing free now: wait until this instant (politeness) or a release.
     Wait(Option<Instant>),
+}
+
+/// Host patterns the SSRF guard admits: every strategy's plus `allowed_hosts`.
+fn guard_hosts(registry: &Registry, allowed: &[String]) -> Vec<String> {
+    let mut hosts: Vec<String> = registry.iter().flat_map(|s| s.hosts().to_vec()).collect();
+    hosts.extend(allowed.iter().cloned());
+    hosts
+}
+
+/// Count one request in `/metrics`: by strategy, tier and outcome, with its latency.
+pub fn record_request(strategy: &str, tier: u8, outcome: &str, elapsed: Duration) {
+    metrics::counter!("idpool_requests_total",
+        "strategy" => strategy.to_string(), "tier" => tier.to_string(), "outcome" => outcome.to_string())
+    .increment(1);
+    metrics::histogram!("idpool_request_duration_seconds",
+        "strategy" => strategy.to_string(), "tier" => tier.to_string())
+    .record(elapsed.as_secs_f64());
 }

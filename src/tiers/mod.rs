@@ -187,6 +187,12 @@ pub async fn run(
                 ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 error,
             };
+            crate::pool::record_request(
+                strategy.name(),
+                attempt.tier,
+                &attempt.outcome,
+                started.elapsed(),
+            );
             opts.report(format!(
                 "{} of {}: slot {} tier {}: {}{}",
                 op.name,

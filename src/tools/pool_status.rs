@@ -5,15 +5,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 
-use crate::pool::{DIRECT, Pool};
+use crate::pool::Pool;
 
 pub fn run(pool: &Pool) -> Value {
-    let mut strategies: Vec<String> = pool
-        .registry()
-        .iter()
-        .map(|s| s.name().to_string())
-        .collect();
-    strategies.push(DIRECT.to_string());
+    let strategies = pool.strategy_names();
     let slots: Vec<Value> = pool
         .slots()
         .iter()

@@ -52,16 +52,31 @@ impl Daemon {
     /// Write idpool.toml (`slots` slots, `[server]` with `server_extra`) and start
     /// `idpool serve`; returns once `/healthz` answers.
     pub async fn start(env: &Env, slots: usize, server_extra: &str) -> Daemon {
+        Self::start_with(env, slots, server_extra, "", &[]).await
+    }
+
+    /// [`Daemon::start`] with more TOML after `[server]` and extra environment.
+    pub async fn start_with(
+        env: &Env,
+        slots: usize,
+        server_extra: &str,
+        toml_extra: &str,
+        vars: &[(&str, String)],
+    ) -> Daemon {
         let port = free_port();
         env.write_config_with(
             slots,
             true,
             super::free_base_port(slots),
-            &format!("[server]\nlisten = \"127.0.0.1:{port}\"\n{server_extra}\n"),
+            &format!("[server]\nlisten = \"127.0.0.1:{port}\"\n{server_extra}\n\n{toml_extra}\n"),
         );
         let log = env.path("daemon.log");
         let err = std::fs::File::create(&log).expect("log file");
-        let child = idpool(env)
+        let mut cmd = idpool(env);
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        let child = cmd
             .arg("serve")
             .stdout(Stdio::null())
             .stderr(err)
@@ -98,8 +113,13 @@ impl Daemon {
     }
 
     /// SIGTERM and wait; the daemon must exit 0.
-    pub async fn stop(mut self) {
+    pub async fn stop(self) {
         self.signal(libc::SIGTERM);
+        self.wait_exit().await;
+    }
+
+    /// Wait for the daemon to exit (after a signal); it must exit 0.
+    pub async fn wait_exit(mut self) {
         let status = tokio::time::timeout(Duration::from_secs(60), self.child.wait())
             .await
             .expect("the daemon stops within 60 s")
@@ -109,6 +129,24 @@ impl Daemon {
             "daemon exit {status}:\n{}",
             self.log_text()
         );
+    }
+}
+
+impl Drop for Daemon {
+    /// A test that fails half-way still stops its daemon the clean way, so the
+    /// daemon ends its Chromium (SIGKILL would orphan them).
+    fn drop(&mut self) {
+        if !matches!(self.child.try_wait(), Ok(None)) {
+            return;
+        }
+        self.signal(libc::SIGTERM);
+        for _ in 0..300 {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.start_kill();
     }
 }
 

@@ -1,0 +1,235 @@
+//! `idpool slots [--json] [--watch]`: slot health from the running daemon
+//! (`/api/v1/slots`); `--watch` then follows the event stream.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use futures::StreamExt;
+use serde_json::Value;
+
+use crate::config::Config;
+
+#[derive(Debug, Args)]
+pub struct SlotsArgs {
+    /// Print the JSON the daemon returns.
+    #[arg(long)]
+    pub json: bool,
+    /// After the table, print slot events as they happen (Ctrl-C ends).
+    #[arg(long)]
+    pub watch: bool,
+    /// The daemon's base URL (default: from the config's server.listen).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// API key (a viewer key is enough).
+    #[arg(long, env = "IDPOOL_KEY", hide_env_values = true)]
+    pub key: Option<String>,
+}
+
+/// `http://<server.listen>` with a wildcard address turned into loopback.
+pub fn daemon_base(cfg: &Config) -> String {
+    super::mcp::daemon_url(cfg)
+        .trim_end_matches("/mcp")
+        .to_string()
+}
+
+/// GET `path` from the daemon as JSON.
+pub async fn get_json(base: &str, path: &str, key: Option<&str>) -> anyhow::Result<Value> {
+    let client = wreq::Client::builder()
+        .no_proxy()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(30))
+        .build()?;
+    let mut req = client.get(format!("{base}{path}"));
+    if let Some(k) = key {
+        req = req.header("authorization", format!("Bearer {k}"));
+    }
+    let resp = req
+        .send()
+        .await
+        .with_context(|| format!("no daemon answers at {base} (is `idpool serve` running?)"))?;
+    let status = resp.status().as_u16();
+    let bytes = resp.bytes().await.context("reading the daemon's answer")?;
+    let body: Value = serde_json::from_slice(&bytes).with_context(|| {
+        format!(
+            "{path}: HTTP {status}, not JSON: {}",
+            String::from_utf8_lossy(&bytes)
+        )
+    })?;
+    if status != 200 {
+        bail!(
+            "{path}: HTTP {status}: {}",
+            body["error"].as_str().unwrap_or("")
+        );
+    }
+    Ok(body)
+}
+
+pub async fn run(config: Option<&Path>, a: SlotsArgs) -> anyhow::Result<ExitCode> {
+    let cfg = Config::load(config)?;
+    let base = a.url.clone().unwrap_or_else(|| daemon_base(&cfg));
+    let status = get_json(&base, "/api/v1/slots", a.key.as_deref()).await?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&status)?);
+    } else {
+        print!("{}", table(&status));
+    }
+    if a.watch {
+        watch(&base, a.key.as_deref()).await?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn ago(unix: &Value) -> String {
+    match unix.as_u64() {
+        Some(t) => {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(t);
+            format!("{} s ago", now.saturating_sub(t))
+        }
+        None => "never".into(),
+    }
+}
+
+/// The human-readable slot table.
+pub fn table(status: &Value) -> String {
+    let mut out = String::new();
+    for s in status["slots"].as_array().into_iter().flatten() {
+        let b = &s["browser"];
+        let browser = if b["running"] == true {
+            format!(
+                "pid {} port {}, {} ops ({} since recycle), {}",
+                b["pid"],
+                b["port"],
+                b["total_ops"],
+                b["ops_since_recycle"],
+                b["rss_mb"]
+                    .as_u64()
+                    .map(|m| format!("{m} MB"))
+                    .unwrap_or_else(|| "RSS ?".into())
+            )
+        } else {
+            format!("not running (port {})", b["port"])
+        };
+        out.push_str(&format!(
+            "slot {}  {} ({})  proxy: {}\n",
+            s["slot"],
+            s["profile"].as_str().unwrap_or(""),
+            s["emulation"].as_str().unwrap_or(""),
+            s["proxy"].as_str().unwrap_or("-")
+        ));
+        out.push_str(&format!(
+            "  browser    {browser}; launches {}, recycles {}, crashes {}\n",
+            b["launches"], b["recycles"], b["crashes"]
+        ));
+        out.push_str(&format!(
+            "  cookies    {}, saved {}\n",
+            s["cookies"]["count"],
+            ago(&s["cookies"]["last_saved"])
+        ));
+        out.push_str(&format!(
+            "  requests   {}, last success {}, last error: {}\n",
+            s["requests"],
+            ago(&s["last_success"]),
+            s["last_error"].as_str().unwrap_or("-")
+        ));
+        if let Some(breakers) = s["breakers"].as_object() {
+            for (name, br) in breakers {
+                let left = br["open_for_secs"]
+                    .as_f64()
+                    .map(|x| format!(", {x:.0} s left"))
+                    .unwrap_or_default();
+                let tiers: Vec<String> = br["tiers_blocked"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(t, v)| {
+                        format!(
+                            "tier {t} ({:.0} s ago)",
+                            v["blocked_secs_ago"].as_f64().unwrap_or(0.0)
+                        )
+                    })
+                    .collect();
+                out.push_str(&format!(
+                    "  {:<10} {} ({} failures{left}){}\n",
+                    name,
+                    br["state"].as_str().unwrap_or("?"),
+                    br["failures"],
+                    if tiers.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; blocked: {}", tiers.join(", "))
+                    }
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// One line per event.
+pub fn event_line(ev: &Value) -> String {
+    let slot = ev["slot"]
+        .as_u64()
+        .map(|s| format!("slot {s} "))
+        .unwrap_or_default();
+    let strategy = ev["strategy"]
+        .as_str()
+        .map(|s| format!("{s} "))
+        .unwrap_or_default();
+    let d = &ev["detail"];
+    let what = match ev["kind"].as_str().unwrap_or("") {
+        "breaker" => format!(
+            "breaker {} -> {} ({} failures)",
+            d["from"].as_str().unwrap_or("?"),
+            d["to"].as_str().unwrap_or("?"),
+            d["failures"]
+        ),
+        "tier_blocked" => format!("tier {} blocked", d["tier"]),
+        other => format!("{other} {d}"),
+    };
+    format!(
+        "{} {slot}{strategy}{what}",
+        ev["ts"].as_str().unwrap_or("").get(11..19).unwrap_or("")
+    )
+}
+
+async fn watch(base: &str, key: Option<&str>) -> anyhow::Result<()> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let ws_url = format!("{}/api/v1/events", base.replacen("http", "ws", 1));
+    let mut req = ws_url.as_str().into_client_request()?;
+    if let Some(k) = key {
+        req.headers_mut()
+            .insert("authorization", format!("Bearer {k}").parse()?);
+    }
+    let (mut ws, _) = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio_tungstenite::connect_async(req),
+    )
+    .await
+    .context("the event stream did not open within 10 s")?
+    .context("cannot open the event stream")?;
+    println!("-- following events (Ctrl-C ends)");
+    loop {
+        tokio::select! {
+            msg = ws.next() => match msg {
+                Some(Ok(tokio_tungstenite::tungstenite::Message::Text(t))) => {
+                    if let Ok(ev) = serde_json::from_str::<Value>(&t) {
+                        println!("{}", event_line(&ev));
+                    }
+                }
+                Some(Ok(tokio_tungstenite::tungstenite::Message::Close(_))) | None => {
+                    println!("-- the daemon closed the stream");
+                    return Ok(());
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => bail!("event stream: {e}"),
+            },
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! The operator's HTTP surface besides MCP: `/healthz`, `/readyz`, `/metrics`,
+//! the control API under `/api/v1` (a viewer key reads, an admin key acts), the
+//! live event stream (`/api/v1/events`, WebSocket) and the status page (`/`).
+//! Keys and roles are the MCP ones; actions run through the dispatcher (the same
+//! gate and the same audit log as MCP calls).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::{Principal, Role, authorize};
+use crate::mcp::http::{McpHttp, check_host, check_origin, key_from};
+use crate::mcp::{CallContext, CallEnd, Core};
+use crate::pool::BreakerState;
+
+/// State behind the control routes.
+pub struct Control {
+    pub core: Arc<Core>,
+    pub mcp: Arc<McpHttp>,
+    /// Ends event streams at shutdown.
+    pub stop: CancellationToken,
+}
+
+pub fn routes(control: Arc<Control>) -> Router {
+    Router::new()
+        .route("/", get(status_page))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/api/v1/slots", get(slots))
+        .route("/api/v1/slots/{n}", get(slot))
+        .route("/api/v1/slots/{n}/{action}", post(slot_action))
+        .route("/api/v1/events", get(events))
+        .route("/api/v1/events/recent", get(recent))
+        .with_state(control)
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    let mut r = (status, axum::Json(json!({"error": message.into()}))).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer realm=\"idpool\""),
+        );
+    }
+    r
+}
+
+/// Why a request is refused: its status and message.
+type Refusal = (StatusCode, String);
+
+fn refuse((status, message): Refusal) -> Response {
+    error(status, message)
+}
+
+/// Host/Origin checks, the key, and the role gate for one action.
+fn gate(
+    c: &Control,
+    headers: &HeaderMap,
+    uri: &Uri,
+    query_key: bool,
+    action: &str,
+    needed: Role,
+) -> Result<Principal, Refusal> {
+    let s = c.core.settings();
+    check_host(headers, &s.allowed_hosts, s.listen).map_err(|m| (StatusCode::FORBIDDEN, m))?;
+    check_origin(headers, &s.allowed_origins).map_err(|m| (StatusCode::FORBIDDEN, m))?;
+    let key = key_from(headers, uri, query_key);
+    let who = c
+        .core
+        .authenticate(key.as_deref(), "api")
+        .map_err(|m| (StatusCode::UNAUTHORIZED, m))?;
+    authorize(&who, action, needed).map_err(|d| (StatusCode::FORBIDDEN, d.to_string()))?;
+    Ok(who)
+}
+
+async fn status_page() -> Html<&'static str> {
+    Html(include_str!("status.html"))
+}
+
+/// Ready while not shutting down and some slot admits traffic for some strategy.
+async fn readyz(State(c): State<Arc<Control>>) -> Response {
+    if c.core.is_draining() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: shutting down\n",
+        )
+            .into_response();
+    }
+    let pool = c.core.pool();
+    let registry = pool.registry();
+    let names: Vec<&str> = registry.iter().map(|s| s.name()).collect();
+    let serving = pool.slots().iter().any(|slot| {
+        names.is_empty()
+            || names
+                .iter()
+                .any(|n| pool.breaker(slot.id, n).state != BreakerState::Open)
+    });
+    if pool.slots().is_empty() || !serving {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: no slot can serve (every breaker is open)\n",
+        )
+            .into_response();
+    }
+    (StatusCode::OK, "ready\n").into_response()
+}
+
+async fn metrics(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Response {
+    if let Err(r) = gate(&c, &headers, &uri, false, "GET /metrics", Role::Viewer) {
+        return refuse(r);
+    }
+    let (http, sse) = c.mcp.session_counts().await;
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        super::metrics::render(&c.core, http, sse),
+    )
+        .into_response()
+}
+
+async fn slots(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Response {
+    if let Err(r) = gate(&c, &headers, &uri, false, "GET /api/v1/slots", Role::Viewer) {
+        return refuse(r);
+    }
+    axum::Json(crate::tools::pool_status::run(c.core.pool())).into_response()
+}
+
+async fn slot(
+    State(c): State<Arc<Control>>,
+    Path(n): Path<String>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    if let Err(r) = gate(
+        &c,
+        &headers,
+        &uri,
+        false,
+        "GET /api/v1/slots/{n}",
+        Role::Viewer,
+    ) {
+        return refuse(r);
+    }
+    let all = crate::tools::pool_status::run(c.core.pool());
+    let found = n.parse::<u64>().ok().and_then(|n| {
+        all["slots"]
+            .as_array()
+            .and_then(|a| a.iter().find(|s| s["slot"] == n).cloned())
+    });
+    match found {
+        Some(s) => axum::Json(s).into_response(),
+        None => error(StatusCode::NOT_FOUND, format!("no slot `{n}`")),
+    }
+}
+
+/// Run an admin action through the dispatcher (gate + audit) and answer.
+async fn act(c: &Control, headers: &HeaderMap, uri: &Uri, tool: &str, args: Value) -> Response {
+    let who = match gate(c, headers, uri, false, tool, Role::Admin) {
+        Ok(p) => p,
+        Err(r) => return refuse(r),
+    };
+    let ctx = CallContext {
+        principal: who,
+        session: None,
+    };
+    match c
+        .core
+        .call_tool(&ctx, tool, args, None, CancellationToken::new())
+        .await
+    {
+        CallEnd::Ok(v) => axum::Json(v).into_response(),
+        CallEnd::InvalidParams(m) => error(StatusCode::BAD_REQUEST, m),
+        CallEnd::Denied(d) => error(StatusCode::FORBIDDEN, d.to_string()),
+        CallEnd::Failed(m) => error(StatusCode::BAD_GATEWAY, m),
+        CallEnd::Cancelled => error(StatusCode::SERVICE_UNAVAILABLE, "cancelled"),
+    }
+}
+
+fn slot_args(n: &str, body: &[u8]) -> Result<Value, Refusal> {
+    let slot: u64 = n
+        .parse()
+        .map_err(|_| (StatusCode::NOT_FOUND, format!("no slot `{n}`")))?;
+    let mut args = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice::<Value>(body).map_err(|e| {
+            (
+                StatusCode::BAD_REQUEST,
+                format!("the body is not JSON: {e}"),
+            )
+        })?
+    };
+    let Some(obj) = args.as_object_mut() else {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            "the body must be a JSON object".into(),
+        ));
+    };
+    obj.insert("slot".into(), json!(slot));
+    Ok(args)
+}
+
+/// `POST /api/v1/slots/{n}/refresh-cookies` and `/reset`.
+async fn slot_action(
+    State(c): State<Arc<Control>>,
+    Path((n, action)): Path<(String, String)>,
+    headers: HeaderMap,
+    uri: Uri,
+    body: axum::body::Bytes,
+) -> Response {
+    let tool = match action.as_str() {
+        "refresh-cookies" => "refresh_cookies",
+        "reset" => "reset_slot",
+        other => return error(StatusCode::NOT_FOUND, format!("no action `{other}`")),
+    };
+    match slot_args(&n, &body) {
+        Ok(args) => act(&c, &headers, &uri, tool, args).await,
+        Err(r) => refuse(r),
+    }
+}
+
+async fn recent(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Response {
+    if let Err(r) = gate(
+        &c,
+        &headers,
+        &uri,
+        false,
+        "GET /api/v1/events",
+        Role::Viewer,
+    ) {
+        return refuse(r);
+    }
+    axum::Json(json!({"events": c.core.pool().events().recent()})).into_response()
+}
+
+/// The live event stream; the key may come as `?key=` (browsers cannot set
+/// headers on a WebSocket).
+async fn events(
+    State(c): State<Arc<Control>>,
+    headers: HeaderMap,
+    uri: Uri,
+    ws: WebSocketUpgrade,
+) -> Response {
+    if let Err(r) = gate(&c, &headers, &uri, true, "GET /api/v1/events", Role::Viewer) {
+        return refuse(r);
+    }
+    let rx = c.core.pool().events().subscribe();
+    let stop = c.stop.clone();
+    ws.on_upgrade(move |socket| stream(socket, rx, stop))
+}
+
+async fn stream(
+    mut socket: WebSocket,
+    mut rx: tokio::sync::broadcast::Receiver<crate::pool::SlotEvent>,
+    stop: CancellationToken,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        tokio::select! {
+            ev = rx.recv() => {
+                let text = match ev {
+                    Ok(ev) => serde_json::to_string(&ev).unwrap_or_default(),
+                    Err(RecvError::Lagged(n)) => json!({"kind": "lagged", "missed": n}).to_string(),
+                    Err(RecvError::Closed) => break,
+                };
+                if socket.send(Message::Text(text.into())).await.is_err() {
+                    return;
+                }
+            }
+            msg = socket.recv() => match msg {
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                Some(Ok(_)) => {}
+            },
+            () = stop.cancelled() => break,
+        }
+    }
+    let _ = socket.send(Message::Close(None)).await;
+}

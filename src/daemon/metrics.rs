@@ -1,0 +1,78 @@
+//! `/metrics` in Prometheus text format. Counters and histograms are recorded
+//! where things happen (`idpool_requests_total`, `idpool_request_duration_seconds`
+//! in the pool and the cascade; `idpool_mcp_calls_total`,
+//! `idpool_mcp_call_duration_seconds` in the dispatcher); gauges of the pool's
+//! state (breakers, browsers, sessions) are set at scrape time.
+
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+use crate::mcp::Core;
+use crate::pool::BreakerState;
+
+static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// Install the process-wide recorder (once); `None` when another recorder won.
+pub fn install() -> Option<&'static PrometheusHandle> {
+    HANDLE
+        .get_or_init(|| {
+            let builder = PrometheusBuilder::new()
+                .set_buckets(&[
+                    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                ])
+                .ok()?;
+            let recorder = builder.build_recorder();
+            let handle = recorder.handle();
+            metrics::set_global_recorder(recorder).ok()?;
+            Some(handle)
+        })
+        .as_ref()
+}
+
+/// Numeric breaker state: 0 closed, 1 half-open, 2 open.
+fn state_value(s: BreakerState) -> f64 {
+    match s {
+        BreakerState::Closed => 0.0,
+        BreakerState::HalfOpen => 1.0,
+        BreakerState::Open => 2.0,
+    }
+}
+
+/// The exposition text, with the state gauges brought up to date.
+pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String {
+    let Some(handle) = install() else {
+        return "# metrics recorder unavailable\n".into();
+    };
+    let pool = core.pool();
+    let strategies = pool.strategy_names();
+    for slot in pool.slots() {
+        let id = slot.id.to_string();
+        for name in &strategies {
+            let b = pool.breaker(slot.id, name);
+            let labels = [("slot", id.clone()), ("strategy", name.clone())];
+            metrics::gauge!("idpool_breaker_state", &labels).set(state_value(b.state));
+            metrics::gauge!("idpool_breaker_open", &labels).set(if b.state == BreakerState::Open {
+                1.0
+            } else {
+                0.0
+            });
+            metrics::gauge!("idpool_breaker_failures", &labels).set(f64::from(b.failures));
+        }
+        let f = slot.browser_facts();
+        let l = [("slot", id.clone())];
+        metrics::counter!("idpool_browser_launches_total", &l).absolute(f.launches);
+        metrics::counter!("idpool_browser_recycles_total", &l).absolute(f.recycles);
+        metrics::counter!("idpool_browser_crashes_total", &l).absolute(f.crashes);
+        metrics::counter!("idpool_browser_rss_restarts_total", &l).absolute(f.rss_restarts);
+        metrics::gauge!("idpool_browser_running", &l).set(if f.running { 1.0 } else { 0.0 });
+        metrics::gauge!("idpool_browser_rss_bytes", &l)
+            .set(f.rss_mb.map(|mb| (mb * 1024 * 1024) as f64).unwrap_or(0.0));
+        metrics::gauge!("idpool_slot_cookies", &l).set(slot.jar().count() as f64);
+    }
+    metrics::gauge!("idpool_mcp_sessions", "transport" => "http").set(http_sessions as f64);
+    metrics::gauge!("idpool_mcp_sessions", "transport" => "sse").set(sse_sessions as f64);
+    metrics::gauge!("idpool_mcp_calls_in_flight").set(core.in_flight() as f64);
+    handle.run_upkeep();
+    handle.render()
+}

@@ -1,0 +1,82 @@
+//! Slot events for operators: breaker transitions, tier blocks, browser launch /
+//! recycle / crash / close, cookie refreshes and reloads. Broadcast to live
+//! subscribers (`/api/v1/events`, `idpool slots --watch`) and kept in a short
+//! ring for the status page.
+
+use std::collections::VecDeque;
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+/// How many recent events are kept.
+pub const RECENT: usize = 200;
+
+/// One event.
+#[derive(Debug, Clone, Serialize)]
+pub struct SlotEvent {
+    /// RFC 3339 UTC.
+    pub ts: String,
+    /// `breaker`, `tier_blocked`, `browser_launch`, `browser_recycle`,
+    /// `browser_crash`, `browser_restart_rss`, `browser_closed`,
+    /// `cookie_refresh`, `reload`.
+    pub kind: String,
+    pub slot: Option<usize>,
+    pub strategy: Option<String>,
+    /// Kind-specific facts, e.g. `{"from": "closed", "to": "open"}`.
+    pub detail: Value,
+}
+
+/// The event hub of a pool.
+pub struct Events {
+    tx: broadcast::Sender<SlotEvent>,
+    recent: Mutex<VecDeque<SlotEvent>>,
+}
+
+impl Default for Events {
+    fn default() -> Self {
+        let (tx, _) = broadcast::channel(1024);
+        Events {
+            tx,
+            recent: Mutex::new(VecDeque::with_capacity(RECENT)),
+        }
+    }
+}
+
+impl Events {
+    pub fn emit(&self, kind: &str, slot: Option<usize>, strategy: Option<&str>, detail: Value) {
+        let ev = SlotEvent {
+            ts: crate::auth::audit::now_rfc3339(),
+            kind: kind.to_string(),
+            slot,
+            strategy: strategy.map(str::to_string),
+            detail,
+        };
+        tracing::info!(
+            kind,
+            slot,
+            strategy,
+            detail = %ev.detail,
+            "slot event"
+        );
+        {
+            let mut r = self.recent.lock();
+            if r.len() == RECENT {
+                r.pop_front();
+            }
+            r.push_back(ev.clone());
+        }
+        // No subscriber is fine.
+        let _ = self.tx.send(ev);
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<SlotEvent> {
+        self.tx.subscribe()
+    }
+
+    /// Oldest first.
+    pub fn recent(&self) -> Vec<SlotEvent> {
+        self.recent.lock().iter().cloned().collect()
+    }
+}

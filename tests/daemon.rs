@@ -1,0 +1,564 @@
+//! The daemon as a service: systemd notify and watchdog, SIGTERM draining,
+//! SIGHUP reloads with `list_changed`, slot health through `idpool slots`,
+//! `/metrics` and the event stream, the status page in real Chromium, and the
+//! systemd unit.
+
+mod common;
+
+use std::os::unix::net::UnixDatagram;
+use std::time::{Duration, Instant};
+
+use common::daemon::{Daemon, Mcp, add_key, idpool};
+use common::{chromium_browsers_under, shop, shutdown_and_check};
+use futures::StreamExt;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+/// Make the testbed answer paths under `prefix` after `delay_ms`.
+fn slow(env: &common::Env, prefix: &str, delay_ms: u64) {
+    use idpool::testbed::{Fault, FaultKind};
+    let prefix = prefix.to_string();
+    env.testbed.set_modes(|m| {
+        m.fault = Some(Fault {
+            kind: FaultKind::Slow,
+            path_prefix: Some(prefix),
+            remaining: None,
+            delay_ms,
+            status: 200,
+            size_mb: 0,
+        })
+    });
+}
+
+/// Start a `scrape` call on its own task; it yields the messages of the answer.
+fn spawn_scrape(c: &Mcp, url: &str, mode: &str) -> tokio::task::JoinHandle<Vec<Value>> {
+    let req = c.request(reqwest::Method::POST).body(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "scrape", "arguments": {"url": url, "mode": mode}}})
+        .to_string(),
+    );
+    tokio::spawn(async move {
+        let r = req.send().await.expect("send");
+        let ct = r
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        common::daemon::messages_of(&ct, &r.text().await.expect("body"))
+    })
+}
+
+/// Wait until the testbed has seen a request for a path under `prefix`.
+async fn seen(env: &common::Env, prefix: &str) -> bool {
+    for _ in 0..300 {
+        if env
+            .testbed
+            .stats()
+            .by_path
+            .keys()
+            .any(|p| p.starts_with(prefix))
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// Next datagram on `sock` within `limit`, as text.
+fn recv(sock: &UnixDatagram, limit: Duration) -> Option<String> {
+    sock.set_read_timeout(Some(limit)).ok()?;
+    let mut buf = [0u8; 256];
+    let n = sock.recv(&mut buf).ok()?;
+    Some(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+#[tokio::test]
+async fn systemd_ready_watchdog_and_stopping() {
+    let env = shop(1).await;
+    let path = env.path("notify.sock");
+    let sock = UnixDatagram::bind(&path).expect("bind notify socket");
+    let d = Daemon::start_with(
+        &env,
+        1,
+        "",
+        "",
+        &[
+            ("NOTIFY_SOCKET", path.display().to_string()),
+            ("WATCHDOG_USEC", "400000".into()),
+        ],
+    )
+    .await;
+    let sock = tokio::task::spawn_blocking(move || {
+        let first = recv(&sock, Duration::from_secs(10));
+        (sock, first)
+    })
+    .await
+    .expect("join");
+    let (sock, first) = sock;
+    assert_eq!(first.as_deref(), Some("READY=1"));
+    // READY came after the port accepts connections (Daemon::start saw /healthz
+    // answer, and the port is bound before READY is sent).
+    assert!(std::net::TcpStream::connect(("127.0.0.1", d.port)).is_ok());
+    let (sock, pings) = tokio::task::spawn_blocking(move || {
+        let mut pings = 0;
+        let until = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < until {
+            if recv(&sock, Duration::from_millis(500)).as_deref() == Some("WATCHDOG=1") {
+                pings += 1;
+            }
+        }
+        (sock, pings)
+    })
+    .await
+    .expect("join");
+    assert!(pings >= 3, "WATCHDOG=1 every 200 ms, got {pings} in 3 s");
+    d.signal(libc::SIGTERM);
+    let stopping = tokio::task::spawn_blocking(move || {
+        (0..50).find_map(|_| recv(&sock, Duration::from_millis(200)).filter(|m| m == "STOPPING=1"))
+    })
+    .await
+    .expect("join");
+    assert_eq!(stopping.as_deref(), Some("STOPPING=1"));
+    d.wait_exit().await;
+}
+
+#[tokio::test]
+async fn sigterm_during_a_long_browser_call_cancels_it_at_the_grace_limit() {
+    let env = shop(1).await;
+    slow(&env, "/product/B0SLOWB", 120_000);
+    let d = Daemon::start(&env, 1, "shutdown_grace_secs = 2").await;
+    let mut c = Mcp::new(&d, None);
+    c.initialize().await;
+    // A first call puts the shop's cookie into slot 0's jar.
+    let r = c
+        .tool(
+            9,
+            "scrape",
+            json!({"url": env.url("/product/B0FIRST").as_str(), "mode": "http"}),
+        )
+        .await;
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    let call = spawn_scrape(&c, env.url("/product/B0SLOWB").as_str(), "browser");
+    // Wait until the browser is on the slow page.
+    let seen = seen(&env, "/product/B0SLOWB").await;
+    assert!(seen, "the browser reached the slow page:\n{}", d.log_text());
+    let started = Instant::now();
+    d.signal(libc::SIGTERM);
+    let messages = tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .expect("the call ends after the grace")
+        .expect("join");
+    let r = messages
+        .iter()
+        .find(|m| m["id"] == 1)
+        .unwrap_or_else(|| panic!("a response in {messages:?}\n{}", d.log_text()));
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let text = r["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(
+        text.contains("shut down") && text.contains("shutdown_grace_secs"),
+        "{text}"
+    );
+    let log = d.log_text();
+    d.wait_exit().await;
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(log.contains("still running after 2s"), "{log}");
+    assert!(
+        chromium_browsers_under(env.data_dir()).is_empty(),
+        "no Chromium left"
+    );
+    let jar = std::fs::read_to_string(env.path("data/slots/0/cookies.json")).expect("jar saved");
+    assert!(
+        serde_json::from_str::<Value>(&jar).is_ok(),
+        "a whole jar: {jar}"
+    );
+    // New calls during the drain are refused, not started: covered by the
+    // dispatcher's draining flag (the listener is closed by then).
+}
+
+#[tokio::test]
+async fn sigterm_lets_a_running_call_finish_within_the_grace() {
+    let env = shop(1).await;
+    slow(&env, "/product/B0LATE", 1500);
+    let d = Daemon::start(&env, 1, "shutdown_grace_secs = 20").await;
+    let mut c = Mcp::new(&d, None);
+    c.initialize().await;
+    let call = spawn_scrape(&c, env.url("/product/B0LATE").as_str(), "http");
+    assert!(seen(&env, "/product/B0LATE").await);
+    d.signal(libc::SIGTERM);
+    // New connections are refused while the call drains.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(std::net::TcpStream::connect(("127.0.0.1", d.port)).is_err());
+    let messages = call.await.expect("join");
+    let r = messages.iter().find(|m| m["id"] == 1).expect("the answer");
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert!(
+        r["result"]["structuredContent"]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("B0LATE"),
+        "{r}"
+    );
+    d.wait_exit().await;
+}
+
+#[tokio::test]
+async fn sighup_reloads_strategies_and_tells_clients_the_tool_list_changed() {
+    let env = shop(1).await;
+    let d = Daemon::start(&env, 1, "").await;
+    let mut c = Mcp::new(&d, None);
+    c.initialize().await;
+    // The session's stream for server-initiated messages.
+    let mut stream = c
+        .request(reqwest::Method::GET)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("GET /mcp");
+    assert_eq!(stream.status(), StatusCode::OK);
+    let names = |r: &Value| -> Vec<String> {
+        r["result"]["structuredContent"]["strategies"]
+            .as_array()
+            .expect("strategies")
+            .iter()
+            .map(|s| s["name"].as_str().expect("name").to_string())
+            .collect()
+    };
+    let before = names(&c.tool(1, "list_strategies", json!({})).await);
+    assert!(!before.contains(&"newshop".to_string()));
+    env.write(
+        "strategies/newshop.toml",
+        "name = \"newshop\"\nhosts = [\"newshop.test\"]\n",
+    );
+    d.signal(libc::SIGHUP);
+    let mut buf = String::new();
+    let changed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let chunk = stream.chunk().await.expect("stream").expect("open");
+            buf.push_str(&String::from_utf8_lossy(&chunk));
+            if buf.contains("notifications/tools/list_changed") {
+                return true;
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        changed,
+        Ok(true),
+        "list_changed on the session stream: {buf}"
+    );
+    let after = names(&c.tool(2, "list_strategies", json!({})).await);
+    assert!(after.contains(&"newshop".to_string()), "{after:?}");
+    // The new host is fetchable now (guard updated): it fails on DNS, not on the guard.
+    let r = c
+        .tool(
+            3,
+            "scrape",
+            json!({"url": "https://newshop.test/x", "mode": "http"}),
+        )
+        .await;
+    let text = r["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(!text.contains("not covered"), "{text}");
+
+    // A broken file: the old strategies stay, the error is logged with file:line.
+    env.write("strategies/broken.toml", "name = \"broken\"\nhosts = 7\n");
+    d.signal(libc::SIGHUP);
+    let mut logged = false;
+    for _ in 0..100 {
+        if d.log_text().contains("keeping the old strategies") {
+            logged = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = d.log_text();
+    assert!(logged, "{log}");
+    assert!(log.contains("broken.toml:2"), "{log}");
+    let still = names(&c.tool(4, "list_strategies", json!({})).await);
+    assert_eq!(still, after, "the old strategies stay");
+    // The session survived both reloads.
+    assert_eq!(
+        c.call(5, "tools/list", json!({})).await["result"]["tools"]
+            .as_array()
+            .map(Vec::len),
+        Some(5)
+    );
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_blocked_slot_shows_in_slots_metrics_and_the_event_stream() {
+    let env = shop(2).await;
+    let viewer = add_key(&env, "watcher", "viewer").await;
+    let operator = add_key(&env, "agent", "operator").await;
+    let d = Daemon::start_with(
+        &env,
+        2,
+        "keys_file = \"keys.toml\"",
+        "[breaker]\nthreshold = 1\ncooldown_secs = 300\n",
+        &[],
+    )
+    .await;
+    // Events need a viewer key; ?key= works for browsers.
+    let ws_url = format!("ws://127.0.0.1:{}/api/v1/events?key={viewer}", d.port);
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url.as_str())
+        .await
+        .expect("event stream opens");
+    let denied = tokio_tungstenite::connect_async(
+        format!("ws://127.0.0.1:{}/api/v1/events", d.port).as_str(),
+    )
+    .await;
+    assert!(denied.is_err(), "no key, no events");
+
+    // A login wall on every tier of slot 0: one hard block opens its breaker.
+    let mut c = Mcp::new(&d, Some(&operator));
+    c.initialize().await;
+    let r = c
+        .tool(
+            1,
+            "get_reviews",
+            json!({"item": "LOGIN5", "strategy": "testshop", "slot": 0}),
+        )
+        .await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+
+    let transition = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(Ok(m)) = ws.next().await {
+            if let Ok(text) = m.to_text()
+                && let Ok(ev) = serde_json::from_str::<Value>(text)
+                && ev["kind"] == "breaker"
+            {
+                return ev;
+            }
+        }
+        Value::Null
+    })
+    .await
+    .expect("a breaker event within 10 s");
+    assert_eq!(transition["slot"], 0);
+    assert_eq!(transition["strategy"], "testshop");
+    assert_eq!(transition["detail"]["from"], "closed");
+    assert_eq!(transition["detail"]["to"], "open");
+
+    let slots = |json: bool| {
+        let mut cmd = idpool(&env);
+        cmd.args(["slots", "--url", &d.url(""), "--key", &viewer]);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.output()
+    };
+    let out = slots(false).await.expect("slots runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = String::from_utf8_lossy(&out.stdout);
+    let slot0 = table.split("slot 1").next().unwrap_or("");
+    assert!(
+        slot0
+            .lines()
+            .any(|l| l.trim_start().starts_with("testshop") && l.contains("open (1 failures")),
+        "{table}"
+    );
+    assert!(
+        slot0.contains("blocked: tier 1 (") && slot0.contains("tier 3 ("),
+        "tier memory shown: {table}"
+    );
+    let out = slots(true).await.expect("slots --json runs");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["slots"][0]["breakers"]["testshop"]["state"], "open");
+    assert_eq!(v["slots"][1]["breakers"]["testshop"]["state"], "closed");
+
+    let http = reqwest::Client::new();
+    let r = http.get(d.url("/metrics")).send().await.expect("metrics");
+    assert_eq!(
+        r.status(),
+        StatusCode::UNAUTHORIZED,
+        "metrics need a key when keys are on"
+    );
+    let text = http
+        .get(d.url("/metrics"))
+        .bearer_auth(&viewer)
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    for needle in [
+        "idpool_breaker_open{slot=\"0\",strategy=\"testshop\"} 1",
+        "idpool_breaker_open{slot=\"1\",strategy=\"testshop\"} 0",
+        "idpool_requests_total{strategy=\"testshop\",tier=\"1\",outcome=\"hard_block\"} ",
+        "idpool_mcp_calls_total{tool=\"get_reviews\",result=\"error\"} 1",
+        "idpool_request_duration_seconds_bucket{strategy=\"testshop\",tier=\"1\"",
+        "idpool_mcp_sessions{transport=\"http\"} 1",
+        "idpool_browser_launches_total{slot=\"0\"} 1",
+    ] {
+        assert!(text.contains(needle), "missing `{needle}` in:\n{text}");
+    }
+
+    // The control API: a viewer reads, only an admin acts.
+    let r = http
+        .get(d.url("/api/v1/slots/0"))
+        .bearer_auth(&viewer)
+        .send()
+        .await
+        .expect("slot 0");
+    assert_eq!(r.status(), StatusCode::OK);
+    let r = http
+        .post(d.url("/api/v1/slots/0/reset"))
+        .bearer_auth(&viewer)
+        .send()
+        .await
+        .expect("reset");
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let admin = add_key(&env, "root", "admin").await;
+    d.signal(libc::SIGHUP);
+    let mut status = StatusCode::UNAUTHORIZED;
+    for _ in 0..50 {
+        status = http
+            .post(d.url("/api/v1/slots/0/reset"))
+            .bearer_auth(&admin)
+            .body("{\"browser\": true}")
+            .send()
+            .await
+            .expect("reset")
+            .status();
+        if status != StatusCode::UNAUTHORIZED {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, StatusCode::OK);
+    let r = http.get(d.url("/readyz")).send().await.expect("readyz");
+    assert_eq!(r.status(), StatusCode::OK);
+    let v: Value = http
+        .get(d.url("/api/v1/slots"))
+        .bearer_auth(&viewer)
+        .send()
+        .await
+        .expect("slots")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(v["slots"][0]["breakers"]["testshop"]["state"], "closed");
+    d.stop().await;
+    assert!(chromium_browsers_under(env.data_dir()).is_empty());
+}
+
+#[tokio::test]
+async fn the_status_page_renders_the_slot_table_in_headless_chromium() {
+    let env = shop(2).await;
+    let viewer = add_key(&env, "phone", "viewer").await;
+    let d = Daemon::start(&env, 2, "keys_file = \"keys.toml\"").await;
+    // Another pool (its own data dir) drives Chromium to the page.
+    let viewer_env = shop(1).await;
+    let pool = viewer_env.pool();
+    let url = url::Url::parse(&format!("{}#key={viewer}", d.url("/"))).expect("url");
+    let page = pool
+        .fetch_browser(url, Some("#slots tr[data-slot='1']".into()), Some(0))
+        .await
+        .expect("the page renders its rows");
+    let html = page.response.text();
+    let doc = scraper::Html::parse_document(&html);
+    let rows = scraper::Selector::parse("#slots tbody tr").expect("selector");
+    let rows: Vec<_> = doc.select(&rows).collect();
+    assert_eq!(rows.len(), 2, "{} rows in {html}", rows.len());
+    assert!(rows[0].html().contains("default") && rows[0].html().contains("testshop"));
+    assert!(html.contains("2 slots, updated"), "{html}");
+    // With a wrong key the page asks for one.
+    let page = pool
+        .fetch_browser(
+            url::Url::parse(&format!("{}?again=1#key=idp_wrong", d.url("/"))).expect("url"),
+            Some("#login:not([hidden])".into()),
+            Some(0),
+        )
+        .await
+        .expect("the login form shows");
+    assert!(page.response.text().contains("a viewer key is needed"));
+    shutdown_and_check(&pool).await;
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn refresh_cookies_goes_through_the_running_daemon() {
+    let env = shop(1).await;
+    let admin = add_key(&env, "root", "admin").await;
+    let d = Daemon::start(&env, 1, "keys_file = \"keys.toml\"").await;
+    let out = idpool(&env)
+        .args(["refresh-cookies", "--strategy", "testshop", "--slot", "0"])
+        .env("IDPOOL_KEY", &admin)
+        .output()
+        .await
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stderr.contains("through the daemon"), "{stderr}");
+    assert!(
+        stdout.contains("slot 0: 127.0.0.1 cookies") && stdout.contains(": ok"),
+        "{stdout}"
+    );
+    // It was the daemon's browser that did it.
+    let v: Value = reqwest::Client::new()
+        .get(d.url("/api/v1/slots"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .expect("slots")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(v["slots"][0]["browser"]["running"], true, "{v}");
+    d.stop().await;
+    assert!(chromium_browsers_under(env.data_dir()).is_empty());
+}
+
+#[test]
+fn the_systemd_unit_verifies_or_has_the_required_keys() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let unit = std::fs::read_to_string(root.join("scripts/idpool.service")).expect("unit");
+    let value = |key: &str| -> Option<String> {
+        unit.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")).map(str::to_string))
+    };
+    assert_eq!(value("Type").as_deref(), Some("notify"));
+    assert!(value("WatchdogSec").is_some());
+    assert_eq!(
+        value("ExecReload").as_deref(),
+        Some("/bin/kill -HUP $MAINPID")
+    );
+    assert_eq!(value("StateDirectory").as_deref(), Some("idpool"));
+    assert_eq!(value("NoNewPrivileges").as_deref(), Some("yes"));
+    assert_eq!(value("ProtectSystem").as_deref(), Some("strict"));
+    let rw = value("ReadWritePaths").expect("ReadWritePaths");
+    assert!(rw.contains("/var/lib/idpool"), "{rw}");
+    assert!(value("ExecStart").is_some_and(|s| s.ends_with("serve")));
+    // Where systemd-analyze exists, the unit must verify (with the binary we built).
+    if let Ok(out) = std::process::Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        && out.status.success()
+    {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("idpool.service");
+        std::fs::write(
+            &path,
+            unit.replace("/usr/local/bin/idpool", env!("CARGO_BIN_EXE_idpool")),
+        )
+        .expect("write");
+        let out = std::process::Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&path)
+            .output()
+            .expect("systemd-analyze runs");
+        assert!(
+            out.status.success(),
+            "systemd-analyze verify: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

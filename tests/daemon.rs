@@ -417,6 +417,25 @@ async fn a_blocked_slot_shows_in_slots_metrics_and_the_event_stream() {
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
     let admin = add_key(&env, "root", "admin").await;
     d.signal(libc::SIGHUP);
+    // `idpool slots --watch` prints the table, then follows the events.
+    let mut watch = idpool(&env)
+        .args(["slots", "--watch", "--url", &d.url(""), "--key", &viewer])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("slots --watch starts");
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(
+        watch.stdout.take().expect("stdout"),
+    ));
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while let Ok(Some(l)) = lines.next_line().await {
+            if l.starts_with("-- following events") {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("--watch follows the stream");
     let mut status = StatusCode::UNAUTHORIZED;
     for _ in 0..50 {
         status = http
@@ -433,6 +452,19 @@ async fn a_blocked_slot_shows_in_slots_metrics_and_the_event_stream() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(status, StatusCode::OK);
+    let line = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Ok(Some(l)) = lines.next_line().await {
+            if l.contains("breaker_reset") || l.contains("browser_closed") {
+                return l;
+            }
+        }
+        String::new()
+    })
+    .await
+    .expect("the reset shows in --watch");
+    assert!(line.contains("slot 0"), "{line}");
+    watch.start_kill().expect("end --watch");
+    let _ = watch.wait().await;
     let r = http.get(d.url("/readyz")).send().await.expect("readyz");
     assert_eq!(r.status(), StatusCode::OK);
     let v: Value = http

@@ -417,6 +417,36 @@ async fn keys_roles_sessions_and_the_audit_log() {
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     drop(stream);
 
+    // A key re-made under the same name with another role cannot use the
+    // sessions of the old one.
+    let out = idpool(&env)
+        .args(["keys", "revoke", "root"])
+        .output()
+        .await
+        .expect("revoke");
+    assert!(out.status.success());
+    let root_viewer = add_key(&env, "root", "viewer").await;
+    d.signal(libc::SIGHUP);
+    let mut reused = Mcp::new(&d, Some(&root_viewer));
+    reused.session = adm.session.clone();
+    reused.protocol = adm.protocol.clone();
+    let mut status = StatusCode::UNAUTHORIZED;
+    for _ in 0..50 {
+        status = reused
+            .post(json!({"jsonrpc": "2.0", "id": 20, "method": "tools/list"}))
+            .await
+            .status;
+        if status != StatusCode::UNAUTHORIZED {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        status,
+        StatusCode::FORBIDDEN,
+        "the admin session stays the admin key's"
+    );
+
     // Revoked + SIGHUP: the key stops working; the audit log is re-opened.
     let out = idpool(&env)
         .args(["keys", "revoke", "ops-viewer"])
@@ -907,6 +937,19 @@ async fn a_daemon_refuses_a_public_address_without_keys_and_call_reaches_it() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("API key"), "{err}");
+    // One process per data dir: an in-process run next to the daemon is refused
+    // (it would take the daemon's browsers for stale ones).
+    let out = idpool(&env)
+        .args(["call", "pool_status", "--embedded"])
+        .output()
+        .await
+        .expect("call runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("another idpool process") && err.contains("is using the data dir"),
+        "{err}"
+    );
     let out = idpool(&env)
         .args(["keys", "list"])
         .output()
@@ -917,5 +960,82 @@ async fn a_daemon_refuses_a_public_address_without_keys_and_call_reaches_it() {
         listed.contains("cli") && listed.contains("operator") && !listed.contains(&key),
         "{listed}"
     );
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn the_stdio_bridge_resumes_when_the_daemon_forgot_its_session() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let env = shop(1).await;
+    let port = common::daemon::free_port();
+    let d = Daemon::start_at(&env, port, 1, "", "", &[]).await;
+    let mut bridge = idpool(&env)
+        .arg("mcp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("idpool mcp starts");
+    let mut stdin = bridge.stdin.take().expect("stdin");
+    let mut out = BufReader::new(bridge.stdout.take().expect("stdout")).lines();
+    async fn send(stdin: &mut tokio::process::ChildStdin, v: Value) {
+        stdin
+            .write_all(format!("{v}\n").as_bytes())
+            .await
+            .expect("write");
+    }
+    async fn read(
+        out: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+        id: u64,
+    ) -> Value {
+        tokio::time::timeout(Duration::from_secs(30), async {
+            while let Ok(Some(l)) = out.next_line().await {
+                let v: Value = serde_json::from_str(&l).expect("JSON on stdout");
+                if v["id"] == id {
+                    return v;
+                }
+            }
+            Value::Null
+        })
+        .await
+        .expect("an answer")
+    }
+    send(&mut stdin, json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+    .await;
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    )
+    .await;
+    assert_eq!(
+        read(&mut out, 1).await["result"]["serverInfo"]["name"],
+        "idpool"
+    );
+    assert_eq!(
+        read(&mut out, 2).await["result"]["tools"]
+            .as_array()
+            .map(Vec::len),
+        Some(5)
+    );
+    // A restarted daemon knows no sessions: the bridge opens a new one itself.
+    d.stop().await;
+    let d = Daemon::start_at(&env, port, 1, "", "", &[]).await;
+    send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                "params": {"name": "list_strategies", "arguments": {}}}),
+    )
+    .await;
+    let r = read(&mut out, 3).await;
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    drop(stdin);
+    let _ = tokio::time::timeout(Duration::from_secs(10), bridge.wait()).await;
     d.stop().await;
 }

@@ -158,25 +158,65 @@ fn clean(v: &Value, name: Option<&str>) -> Value {
                 .collect::<Map<_, _>>(),
         ),
         Value::Array(a) => Value::Array(a.iter().map(|v| clean(v, None)).collect()),
-        Value::String(s) if s.chars().count() > MAX_STRING => {
-            let cut: String = s.chars().take(MAX_STRING).collect();
-            Value::String(format!("{cut}… [{} chars]", s.chars().count()))
+        // Redact first, then cut: a long URL keeps no password either.
+        Value::String(s) => {
+            let s = redact_text(s);
+            let n = s.chars().count();
+            if n > MAX_STRING {
+                let cut: String = s.chars().take(MAX_STRING).collect();
+                Value::String(format!("{cut}… [{n} chars]"))
+            } else {
+                Value::String(s)
+            }
         }
-        Value::String(s) => Value::String(redact_url_credentials(s)),
         other => other.clone(),
     }
 }
 
-/// `scheme://user:pass@host` → `scheme://[redacted]@host`.
-fn redact_url_credentials(s: &str) -> String {
-    if let Some(scheme_end) = s.find("://") {
-        let rest = &s[scheme_end + 3..];
-        let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        if let Some(at) = rest[..authority_end].rfind('@') {
-            return format!("{}[redacted]{}", &s[..scheme_end + 3], &rest[at..]);
-        }
+/// Every URL in `text` with its credentials and secret-looking query values
+/// replaced (`scheme://[redacted]@host`, `?token=[redacted]`).
+pub fn redact_text(text: &str) -> String {
+    static URL: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    let Some(re) = URL
+        .get_or_init(|| regex::Regex::new(r#"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s`'"<>]+"#).ok())
+        .as_ref()
+    else {
+        return text.to_string();
+    };
+    re.replace_all(text, |c: &regex::Captures<'_>| redact_url(&c[0]))
+        .into_owned()
+}
+
+fn redact_url(s: &str) -> String {
+    let Ok(mut url) = url::Url::parse(s) else {
+        return s.to_string();
+    };
+    let mut changed = false;
+    if !url.username().is_empty() || url.password().is_some() {
+        let _ = url.set_username("[redacted]");
+        let _ = url.set_password(None);
+        changed = true;
     }
-    s.to_string()
+    if url.query_pairs().any(|(k, _)| is_secret(&k)) {
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(k, v)| {
+                let v = if is_secret(&k) {
+                    "[redacted]".to_string()
+                } else {
+                    v.into_owned()
+                };
+                (k.into_owned(), v)
+            })
+            .collect();
+        url.query_pairs_mut().clear().extend_pairs(pairs);
+        changed = true;
+    }
+    if changed {
+        url.to_string().replace("%5Bredacted%5D", "[redacted]")
+    } else {
+        s.to_string()
+    }
 }
 
 /// Now as RFC 3339 UTC with milliseconds.
@@ -205,6 +245,16 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("[redacted]@127.0.0.1"), "{s}");
+        let long = redact(
+            &json!({"url": format!("https://u:hunter2@h.test/{}?token=abc&q=1", "x".repeat(400))}),
+        );
+        let long = long.to_string();
+        assert!(!long.contains("hunter2") && !long.contains("abc"), "{long}");
+        assert!(long.contains("chars]"), "{long}");
+        assert_eq!(
+            redact_text("`http://a:b@h.test/x?api_key=k` is not valid"),
+            "`http://[redacted]@h.test/x?api_key=[redacted]` is not valid"
+        );
         assert!(s.contains("[1000 chars]"), "{s}");
         assert_eq!(v["params"]["item"], "B1");
         let big = redact(&json!({"list": vec!["y".repeat(200); 30]}));

@@ -45,7 +45,10 @@ impl Keys {
                 entries: Vec::new(),
             });
         }
-        let (doc, text): (KeysDoc, String) = diag::read_toml(path)?;
+        let (mut doc, text): (KeysDoc, String) = diag::read_toml(path)?;
+        for k in &mut doc.key {
+            k.sha256 = k.sha256.to_ascii_lowercase();
+        }
         let mut seen = std::collections::HashSet::new();
         for k in &doc.key {
             let pos = text.find(&format!("\"{}\"", k.name)).map(|p| p..p);

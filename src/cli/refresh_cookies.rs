@@ -100,7 +100,8 @@ async fn through_daemon(cfg: &Config, args: &RefreshArgs) -> anyhow::Result<Opti
             _ => {
                 failed += 1;
                 let hint = if matches!(code, 401 | 403) {
-                    " (refreshing cookies needs an admin key: --key or IDPOOL_KEY)"
+                    " (refreshing cookies needs the admin role: an admin key via --key or \
+                     IDPOOL_KEY, or server.anonymous_role = \"admin\" on a daemon without keys)"
                 } else {
                     ""
                 };

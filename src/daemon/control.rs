@@ -71,7 +71,8 @@ fn gate(
 ) -> Result<Principal, Refusal> {
     let s = c.core.settings();
     check_host(headers, &s.allowed_hosts, s.listen).map_err(|m| (StatusCode::FORBIDDEN, m))?;
-    check_origin(headers, &s.allowed_origins).map_err(|m| (StatusCode::FORBIDDEN, m))?;
+    check_origin(headers, &s.allowed_origins, &s.allowed_hosts)
+        .map_err(|m| (StatusCode::FORBIDDEN, m))?;
     let key = key_from(headers, uri, query_key);
     let who = c
         .core

@@ -257,8 +257,14 @@ async fn watch_signals(
             () = shutdown.cancelled() => return,
         }
     }
-    tracing::info!("signal received: shutting down");
+    tracing::info!("signal received: shutting down (a second signal cancels running calls now)");
     shutdown.cancel();
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    tracing::warn!("second signal: cancelling running calls without waiting for the grace");
+    core.cancel_calls();
 }
 
 /// SIGHUP: re-read strategies (all or nothing), profiles (checked; a changed

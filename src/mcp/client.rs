@@ -122,6 +122,17 @@ impl DaemonClient {
         })
     }
 
+    /// The session id the daemon gave us, if any.
+    pub fn session(&self) -> Option<String> {
+        self.session.lock().clone()
+    }
+
+    /// Forget the session (the daemon dropped it) before a new `initialize`.
+    pub fn reset_session(&self) {
+        *self.session.lock() = None;
+        *self.protocol.lock() = None;
+    }
+
     /// Send `MCP-Protocol-Version: v` from now on (after `initialize`).
     pub fn set_protocol(&self, v: &str) {
         *self.protocol.lock() = Some(v.to_string());
@@ -259,23 +270,19 @@ fn forward_events(resp: wreq::Response, tx: mpsc::UnboundedSender<Value>) {
 }
 
 /// Incremental `text/event-stream` parser: yields each event's joined `data`.
+/// Works on bytes, so a UTF-8 character split across chunks stays whole.
 #[derive(Default)]
 pub struct SseParser {
-    buf: String,
+    buf: Vec<u8>,
 }
 
 impl SseParser {
     pub fn push(&mut self, chunk: &[u8]) -> Vec<String> {
-        self.buf.push_str(&String::from_utf8_lossy(chunk));
+        self.buf.extend(chunk.iter().filter(|b| **b != b'\r'));
         let mut out = Vec::new();
-        loop {
-            let normalized = self.buf.replace("\r\n", "\n");
-            let Some(end) = normalized.find("\n\n") else {
-                self.buf = normalized;
-                break;
-            };
-            let event = normalized[..end].to_string();
-            self.buf = normalized[end + 2..].to_string();
+        while let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
+            let event: Vec<u8> = self.buf.drain(..end + 2).collect();
+            let event = String::from_utf8_lossy(&event[..end]).into_owned();
             let data: Vec<&str> = event
                 .lines()
                 .filter_map(|l| l.strip_prefix("data:"))
@@ -301,5 +308,9 @@ mod tests {
                 .is_empty()
         );
         assert_eq!(p.push(b":1}\r\n\r\n"), vec!["{\"a\":1}".to_string()]);
+        // A character split across two chunks stays whole.
+        let text = "data: \u{00e9}t\u{00e9}\n\n".as_bytes();
+        assert!(p.push(&text[..7]).is_empty());
+        assert_eq!(p.push(&text[7..]), vec!["\u{00e9}t\u{00e9}".to_string()]);
     }
 }

@@ -267,7 +267,9 @@ impl Core {
         if let Some(audit) = &self.audit {
             let (ok, error) = match &end {
                 CallEnd::Ok(_) => (true, None),
-                CallEnd::Failed(m) | CallEnd::InvalidParams(m) => (false, Some(m.clone())),
+                CallEnd::Failed(m) | CallEnd::InvalidParams(m) => {
+                    (false, Some(crate::auth::audit::redact_text(m)))
+                }
                 CallEnd::Denied(d) => (false, Some(d.to_string())),
                 CallEnd::Cancelled => (false, Some("cancelled by the client".into())),
             };

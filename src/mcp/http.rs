@@ -25,13 +25,18 @@ use super::server::McpServer;
 use super::sse::SseSessions;
 use crate::auth::{Principal, Role};
 
+/// The key a request came with (name and role, before any cap): what a
+/// session is bound to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner(pub String);
+
 /// Header a bridge (`idpool mcp`) uses to lower its role (`IDPOOL_ROLE`).
 pub const ROLE_CAP_HEADER: &str = "x-idpool-role";
 
 /// State behind the MCP routes.
 pub struct McpHttp {
     pub core: Arc<Core>,
-    /// Streamable HTTP session id → the key name that opened it.
+    /// Streamable HTTP session id → the key (name and role) that opened it.
     bindings: Mutex<HashMap<String, String>>,
     /// rmcp's sessions (they expire after 5 idle minutes): bindings of
     /// sessions it no longer knows are pruned.
@@ -48,7 +53,12 @@ pub fn routes(core: Arc<Core>, shutdown: CancellationToken) -> (Router, Arc<McpH
         Duration::from_secs(s.sse_idle_secs.max(1)),
         shutdown.clone(),
     );
-    let sessions = Arc::new(LocalSessionManager::default());
+    // rmcp ends a session after 5 idle minutes by default; agents often think
+    // longer than that between calls. An hour, then the client re-initializes
+    // (the stdio bridge does it by itself).
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = Some(SESSION_IDLE);
+    let sessions = Arc::new(manager);
     let state = Arc::new(McpHttp {
         core: core.clone(),
         bindings: Mutex::new(HashMap::new()),
@@ -85,6 +95,9 @@ pub fn routes(core: Arc<Core>, shutdown: CancellationToken) -> (Router, Arc<McpH
         .with_state(state.clone());
     (router, state)
 }
+
+/// A Streamable HTTP session with no traffic this long is ended.
+pub const SESSION_IDLE: Duration = Duration::from_secs(3600);
 
 /// Above this many bindings, those of expired sessions are pruned.
 const PRUNE_ABOVE: usize = 256;
@@ -131,7 +144,11 @@ async fn guard(State(state): State<Arc<McpHttp>>, mut req: Request, next: Next) 
     if let Err(m) = check_host(req.headers(), &settings.allowed_hosts, settings.listen) {
         return reject(StatusCode::FORBIDDEN, -32600, m);
     }
-    if let Err(m) = check_origin(req.headers(), &settings.allowed_origins) {
+    if let Err(m) = check_origin(
+        req.headers(),
+        &settings.allowed_origins,
+        &settings.allowed_hosts,
+    ) {
         return reject(StatusCode::FORBIDDEN, -32600, m);
     }
     let path = req.uri().path().to_string();
@@ -141,6 +158,8 @@ async fn guard(State(state): State<Arc<McpHttp>>, mut req: Request, next: Next) 
         Ok(p) => p,
         Err(m) => return reject(StatusCode::UNAUTHORIZED, -32001, m),
     };
+    // Sessions belong to the key (its name and role), whatever cap a request sets.
+    let owner_key = format!("{}/{}", principal.name, principal.role);
     if let Some(cap) = req.headers().get(ROLE_CAP_HEADER) {
         match cap.to_str().ok().map(str::parse::<Role>) {
             Some(Ok(r)) => principal.role = principal.role.min(r),
@@ -160,14 +179,25 @@ async fn guard(State(state): State<Arc<McpHttp>>, mut req: Request, next: Next) 
         .map(str::to_string);
     if path == "/mcp"
         && let Some(id) = &session
-        && let Some(owner) = state.bindings.lock().get(id)
-        && *owner != principal.name
     {
-        return reject(
-            StatusCode::FORBIDDEN,
-            -32001,
-            "this session was opened with another API key",
-        );
+        let owner = state.bindings.lock().get(id).cloned();
+        match owner {
+            None => {
+                return reject(
+                    StatusCode::NOT_FOUND,
+                    -32600,
+                    format!("unknown session `{id}`: initialize a new one"),
+                );
+            }
+            Some(o) if o != owner_key => {
+                return reject(
+                    StatusCode::FORBIDDEN,
+                    -32001,
+                    "this session was opened with another API key",
+                );
+            }
+            Some(_) => {}
+        }
     }
     if path == "/mcp" && req.method() == Method::POST {
         // Read the body here so malformed JSON gets a JSON-RPC parse error
@@ -191,15 +221,15 @@ async fn guard(State(state): State<Arc<McpHttp>>, mut req: Request, next: Next) 
         }
         req = Request::from_parts(parts, Body::from(bytes));
     }
-    let name = principal.name.clone();
     let is_delete = req.method() == Method::DELETE;
     req.extensions_mut().insert(principal);
+    req.extensions_mut().insert(Owner(owner_key.clone()));
     let response = next.run(req).await;
     if path == "/mcp" {
         match (&session, response.headers().get("mcp-session-id")) {
             (None, Some(new)) => {
                 if let Ok(id) = new.to_str() {
-                    state.bind(id, name).await;
+                    state.bind(id, owner_key).await;
                 }
             }
             (Some(id), _) if is_delete && response.status().is_success() => {
@@ -289,16 +319,38 @@ pub(crate) fn check_host(
     }
 }
 
-/// A browser Origin must be loopback or listed in `server.allowed_origins`.
-pub(crate) fn check_origin(headers: &HeaderMap, allowed: &[String]) -> Result<(), String> {
+/// A browser Origin must be loopback, the server itself (same origin, when
+/// the Host is loopback or in `allowed_hosts`), or listed in
+/// `server.allowed_origins`.
+pub(crate) fn check_origin(
+    headers: &HeaderMap,
+    allowed: &[String],
+    allowed_hosts: &[String],
+) -> Result<(), String> {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return Ok(());
     };
     let origin = origin.to_str().unwrap_or("");
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let (host_name, _) = split_host(host);
+    let host_trusted = is_loopback_name(host_name)
+        || allowed_hosts
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case(host) || a.eq_ignore_ascii_case(host_name));
     let ok = url::Url::parse(origin).ok().is_some_and(|u| {
         let loopback =
             matches!(u.scheme(), "http" | "https") && u.host_str().is_some_and(is_loopback_name);
+        let same_origin = host_trusted
+            && !host.is_empty()
+            && matches!(u.scheme(), "http" | "https")
+            && origin
+                .split_once("://")
+                .is_some_and(|(_, rest)| rest.trim_end_matches('/').eq_ignore_ascii_case(host));
         loopback
+            || same_origin
             || allowed.iter().any(|a| {
                 let a = a.trim_end_matches('/');
                 a.eq_ignore_ascii_case(origin.trim_end_matches('/'))
@@ -338,11 +390,16 @@ mod tests {
         assert!(check_host(&h(header::HOST, "evil.example.com"), &[], lo).is_err());
         let listed = vec!["mcp.example.com".to_string()];
         assert!(check_host(&h(header::HOST, "mcp.example.com:443"), &listed, lo).is_ok());
-        assert!(check_origin(&h(header::ORIGIN, "http://localhost:3000"), &[]).is_ok());
-        assert!(check_origin(&h(header::ORIGIN, "http://evil.example.com"), &[]).is_err());
-        assert!(check_origin(&h(header::ORIGIN, "null"), &[]).is_err());
+        assert!(check_origin(&h(header::ORIGIN, "http://localhost:3000"), &[], &[]).is_ok());
+        assert!(check_origin(&h(header::ORIGIN, "http://evil.example.com"), &[], &[]).is_err());
+        assert!(check_origin(&h(header::ORIGIN, "null"), &[], &[]).is_err());
         let origins = vec!["https://app.example.com".to_string()];
-        assert!(check_origin(&h(header::ORIGIN, "https://app.example.com"), &origins).is_ok());
-        assert!(check_origin(&h(header::ORIGIN, "http://app.example.com"), &origins).is_err());
+        assert!(check_origin(&h(header::ORIGIN, "https://app.example.com"), &origins, &[]).is_ok());
+        assert!(check_origin(&h(header::ORIGIN, "http://app.example.com"), &origins, &[]).is_err());
+        // Same origin (the status page's WebSocket) only for a trusted Host.
+        let mut same = h(header::ORIGIN, "http://box.lan:8790");
+        same.insert(header::HOST, HeaderValue::from_static("box.lan:8790"));
+        assert!(check_origin(&same, &[], &["box.lan".to_string()]).is_ok());
+        assert!(check_origin(&same, &[], &[]).is_err());
     }
 }

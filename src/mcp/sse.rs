@@ -26,7 +26,7 @@ use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::http::{McpHttp, reject};
+use super::http::{McpHttp, Owner, reject};
 use super::server::McpServer;
 use crate::auth::Principal;
 
@@ -39,6 +39,7 @@ pub struct SseSessions {
 
 struct Session {
     principal: Principal,
+    owner: Owner,
     to_server: mpsc::UnboundedSender<ClientJsonRpcMessage>,
     last_activity: Mutex<Instant>,
     stream_open: AtomicBool,
@@ -114,17 +115,43 @@ impl Drop for StreamGuard {
     }
 }
 
+/// Messages buffered for one client's stream.
+const CLIENT_BUFFER: usize = 256;
+/// Open legacy sessions one key may hold.
+const SESSIONS_PER_KEY: usize = 64;
+
 /// `GET /sse`.
 pub async fn open(
     State(state): State<Arc<McpHttp>>,
     Extension(principal): Extension<Principal>,
+    Extension(owner): Extension<Owner>,
 ) -> Response {
+    let held = state
+        .sse
+        .map
+        .lock()
+        .values()
+        .filter(|s| s.principal.name == principal.name)
+        .count();
+    if held >= SESSIONS_PER_KEY {
+        return reject(
+            StatusCode::TOO_MANY_REQUESTS,
+            -32600,
+            format!(
+                "`{}` already holds {held} legacy SSE sessions",
+                principal.name
+            ),
+        );
+    }
     let id = uuid::Uuid::new_v4().to_string();
     let (to_server, from_client) = mpsc::unbounded::<ClientJsonRpcMessage>();
-    let (to_client, from_server) = mpsc::unbounded::<ServerJsonRpcMessage>();
+    // Bounded: a client that stops reading slows its own session down instead
+    // of filling memory.
+    let (to_client, from_server) = mpsc::channel::<ServerJsonRpcMessage>(CLIENT_BUFFER);
     let cancel = CancellationToken::new();
     let session = Arc::new(Session {
         principal: principal.clone(),
+        owner,
         to_server,
         last_activity: Mutex::new(Instant::now()),
         stream_open: AtomicBool::new(true),
@@ -181,7 +208,7 @@ pub struct MessageQuery {
 /// `POST /messages?session_id=…`.
 pub async fn message(
     State(state): State<Arc<McpHttp>>,
-    Extension(principal): Extension<Principal>,
+    Extension(owner): Extension<Owner>,
     Query(q): Query<MessageQuery>,
     body: Bytes,
 ) -> Response {
@@ -195,7 +222,7 @@ pub async fn message(
             format!("unknown session `{id}`"),
         );
     };
-    if session.principal.name != principal.name {
+    if session.owner != owner {
         return reject(
             StatusCode::FORBIDDEN,
             -32001,

@@ -10,6 +10,7 @@ mod circuit;
 pub(crate) mod cookies;
 pub mod events;
 mod lease;
+mod lock;
 mod politeness;
 mod slot;
 
@@ -45,6 +46,8 @@ pub struct Pool {
 }
 
 struct Inner {
+    /// This process owns the data dir while the pool lives.
+    _lock: lock::DataDirLock,
     slots: Vec<Arc<Slot>>,
     /// Swapped whole on reload (SIGHUP).
     registry: parking_lot::RwLock<Arc<Registry>>,
@@ -116,6 +119,7 @@ impl Pool {
     /// TOML ones.
     pub fn open_with(cfg: &Config, compiled: Vec<Arc<dyn Strategy>>) -> Result<Pool> {
         crate::browser::launcher::become_subreaper();
+        let lock = lock::DataDirLock::acquire(&cfg.pool.data_dir)?;
         let (profiles, problems) = profile::load_dir(&cfg.pool.profiles_dir);
         for p in &problems {
             tracing::warn!("{p}");
@@ -157,6 +161,7 @@ impl Pool {
         }
         let pool = Pool {
             inner: Arc::new(Inner {
+                _lock: lock,
                 slots,
                 registry: parking_lot::RwLock::new(Arc::new(registry)),
                 strategies_dir: cfg.pool.strategies_dir.clone(),

@@ -594,3 +594,42 @@ fn the_systemd_unit_verifies_or_has_the_required_keys() {
         );
     }
 }
+
+#[tokio::test]
+async fn readyz_is_not_ready_while_no_slot_can_serve() {
+    let env = shop(1).await;
+    let d = Daemon::start_with(
+        &env,
+        1,
+        "anonymous_role = \"admin\"",
+        "[breaker]\nthreshold = 1\ncooldown_secs = 300\n",
+        &[],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let ready = || async {
+        let r = http.get(d.url("/readyz")).send().await.expect("readyz");
+        (r.status(), r.text().await.unwrap_or_default())
+    };
+    assert_eq!(ready().await.0, StatusCode::OK);
+    let mut c = Mcp::new(&d, None);
+    c.initialize().await;
+    let r = c
+        .tool(
+            1,
+            "get_reviews",
+            json!({"item": "LOGIN9", "strategy": "testshop"}),
+        )
+        .await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let (status, text) = ready().await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{text}");
+    assert!(text.contains("no slot can serve"), "{text}");
+    let r = c.tool(2, "reset_slot", json!({"slot": 0})).await;
+    assert_eq!(
+        r["result"]["structuredContent"]["breakers_reset"], true,
+        "{r}"
+    );
+    assert_eq!(ready().await.0, StatusCode::OK);
+    d.stop().await;
+}

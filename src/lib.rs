@@ -19,7 +19,16 @@
 //! tiers/        the cascade: an operation through tier 1 -> 2 -> 3 and across
 //!               slots, with tier memory, retry budget and attempt records
 //! tools/        transport-agnostic tools: scrape, get_reviews, extract,
-//!               list_strategies (MCP wraps them)
+//!               list_strategies, pool_status, refresh_cookies, reset_slot
+//! auth/         API keys (hashed), roles and the one authorization gate, the
+//!               audit log
+//! mcp/          the MCP server: the dispatcher (gate, audit, tool runs), the
+//!               rmcp handler, Streamable HTTP, legacy SSE, stdio (embedded or
+//!               bridged to the daemon), and the daemon client
+//! daemon/       `idpool serve`: systemd notify/watchdog, signals (drain,
+//!               reload), control API, metrics, events, status page
+//! fingerprint/  what a client's HTTP looks like on the wire: HTTP/2 frames
+//!               (Akamai fingerprint, HEADERS priority) and header order
 //! testbed/      idpool-testbed: the local imitation of a protected shop that tests,
 //!               the demo and benchmarks run against (JA4 gate, JS challenge,
 //!               rate limit, review data, faults on demand)
@@ -35,6 +44,7 @@ pub mod config;
 pub mod daemon;
 pub mod diag;
 pub mod error;
+pub mod fingerprint;
 pub mod http;
 pub mod mcp;
 pub mod pool;

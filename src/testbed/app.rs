@@ -26,6 +26,21 @@ use super::state::{CHALLENGE_ROUNDS, FaultKind, LogEntry, Modes, Shared};
 pub struct Conn {
     pub tls: bool,
     pub hello: Option<ClientHello>,
+    /// The first bytes the client sent (decrypted): its HTTP/2 frames or
+    /// HTTP/1.1 heads, for header order and the HTTP/2 fingerprint.
+    pub tap: Option<Arc<crate::fingerprint::TapBuf>>,
+}
+
+impl Conn {
+    /// How the client sent `req`: header order, HTTP/2 fingerprint, priority.
+    fn view(&self, req: &Request) -> Option<crate::fingerprint::RequestView> {
+        let path = req
+            .uri()
+            .path_and_query()
+            .map_or_else(|| req.uri().path().to_string(), |p| p.to_string());
+        let bytes = self.tap.as_ref()?.snapshot();
+        crate::fingerprint::request_view(&bytes, req.method().as_str(), &path)
+    }
 }
 
 impl Conn {
@@ -100,7 +115,12 @@ fn log_entry(conn: &Conn, req: &Request, at_ms: u64) -> LogEntry {
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
     };
+    let view = conn.view(req);
     LogEntry {
+        protocol: view.as_ref().map(|v| v.protocol.to_string()),
+        akamai: view.as_ref().and_then(|v| v.akamai.clone()),
+        h2_priority: view.as_ref().and_then(|v| v.priority.clone()),
+        header_order: view.map(|v| v.headers).unwrap_or_default(),
         path: req
             .uri()
             .path_and_query()
@@ -362,6 +382,8 @@ async fn whoami(State(shared): State<Arc<Shared>>, req: Request) -> Json<Value> 
         "accept_language": h("accept-language"),
         "cookie": h("cookie"),
         "headers": headers,
+        // As sent: order, HTTP/2 pseudo-headers, the connection's fingerprint.
+        "wire": conn.view(&req),
     }))
 }
 

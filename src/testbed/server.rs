@@ -19,9 +19,12 @@ use tower::ServiceExt;
 use super::app::Conn;
 use super::ja4::{self, ClientHello};
 use super::state::Shared;
+use crate::fingerprint::{Tap, TapBuf};
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_HELLO: usize = 64 * 1024;
+/// How much of each connection is kept for header-order fingerprints.
+const TAP_BYTES: usize = 256 * 1024;
 
 /// Read TLS records until the whole ClientHello handshake message is in; return the
 /// raw bytes read (to replay) and the parsed hello.
@@ -138,7 +141,9 @@ pub async fn serve_http(
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
-                    conns.spawn(serve_conn(stream, Conn::default(), app.clone(), shared.clone()));
+                    let buf = TapBuf::new(TAP_BYTES);
+                    let conn = Conn { tap: Some(buf.clone()), ..Conn::default() };
+                    conns.spawn(serve_conn(Tap { inner: stream, buf }, conn, app.clone(), shared.clone()));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "testbed accept failed");
@@ -181,7 +186,9 @@ pub async fn serve_https(
                             }
                             Err(_) => return,
                         };
-                        serve_conn(tls, Conn { tls: true, hello }, app, shared).await;
+                        let buf = TapBuf::new(TAP_BYTES);
+                        let conn = Conn { tls: true, hello, tap: Some(buf.clone()) };
+                        serve_conn(Tap { inner: tls, buf }, conn, app, shared).await;
                     });
                 }
                 Err(e) => {

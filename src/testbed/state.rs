@@ -97,6 +97,14 @@ pub struct Stats {
 pub struct LogEntry {
     /// Path and query.
     pub path: String,
+    /// `h2` or `http/1.1`, when the connection was tapped.
+    pub protocol: Option<String>,
+    /// The connection's Akamai HTTP/2 fingerprint.
+    pub akamai: Option<String>,
+    /// This request's HTTP/2 HEADERS priority (`weight:exclusive:depends_on`).
+    pub h2_priority: Option<String>,
+    /// Every header as sent, in order (HTTP/2 pseudo-headers included).
+    pub header_order: Vec<(String, String)>,
     pub ja4: String,
     pub family: String,
     pub user_agent: Option<String>,

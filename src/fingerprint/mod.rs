@@ -1,0 +1,73 @@
+//! What a client's HTTP looks like on the wire, beyond TLS: the HTTP/2
+//! connection preface (SETTINGS, WINDOW_UPDATE, PRIORITY frames), each
+//! request's HEADERS priority, and every request's header list in the order
+//! the client sent it (HTTP/2 via HPACK, HTTP/1.1 from the request head).
+//!
+//! `Tap` copies the first bytes a server reads from a (decrypted) connection;
+//! [`request_view`] finds one request in them. The testbed logs it; identity
+//! calibration compares a slot's browser and HTTP tier with it.
+
+pub mod h1;
+pub mod h2;
+mod tap;
+
+pub use tap::{Tap, TapBuf};
+
+use serde::Serialize;
+
+/// One request as its client sent it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RequestView {
+    /// `h2` or `http/1.1`.
+    pub protocol: &'static str,
+    /// Header names (lower case for HTTP/2, as sent for HTTP/1.1) and values,
+    /// in order; HTTP/2 pseudo-headers included.
+    pub headers: Vec<(String, String)>,
+    /// The connection's Akamai HTTP/2 fingerprint
+    /// (`SETTINGS|WINDOW_UPDATE|PRIORITY|pseudo-header order`).
+    pub akamai: Option<String>,
+    /// This request's HEADERS priority: `weight:exclusive:depends_on`
+    /// (weight 1–256), when the frame carried one.
+    pub priority: Option<String>,
+}
+
+impl RequestView {
+    /// Header names in order, without pseudo-headers.
+    pub fn names(&self) -> Vec<&str> {
+        self.headers
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .filter(|k| !k.starts_with(':'))
+            .collect()
+    }
+}
+
+/// The request `method path` (path with query) in the bytes a connection sent
+/// so far; the latest match when the client asked for it more than once.
+pub fn request_view(bytes: &[u8], method: &str, path: &str) -> Option<RequestView> {
+    if bytes.starts_with(h2::PREFACE) {
+        let conn = h2::parse(bytes);
+        let akamai = conn.akamai();
+        conn.requests
+            .iter()
+            .rev()
+            .find(|r| r.pseudo(":method") == Some(method) && r.pseudo(":path") == Some(path))
+            .map(|r| RequestView {
+                protocol: "h2",
+                headers: r.headers.clone(),
+                akamai: Some(akamai.clone()),
+                priority: r.priority.map(|p| p.to_string()),
+            })
+    } else {
+        h1::parse(bytes)
+            .into_iter()
+            .rev()
+            .find(|r| r.method == method && r.target == path)
+            .map(|r| RequestView {
+                protocol: "http/1.1",
+                headers: r.headers,
+                akamai: None,
+                priority: None,
+            })
+    }
+}

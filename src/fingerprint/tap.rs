@@ -1,0 +1,76 @@
+//! A stream wrapper that keeps a copy of the first bytes read through it.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use parking_lot::Mutex;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// The bytes a tapped connection has read so far (up to its cap).
+#[derive(Debug, Default)]
+pub struct TapBuf {
+    bytes: Mutex<Vec<u8>>,
+    cap: usize,
+}
+
+impl TapBuf {
+    pub fn new(cap: usize) -> Arc<TapBuf> {
+        Arc::new(TapBuf {
+            bytes: Mutex::new(Vec::new()),
+            cap,
+        })
+    }
+
+    /// A copy of what was read so far.
+    pub fn snapshot(&self) -> Vec<u8> {
+        self.bytes.lock().clone()
+    }
+
+    fn push(&self, data: &[u8]) {
+        let mut b = self.bytes.lock();
+        let room = self.cap.saturating_sub(b.len());
+        b.extend_from_slice(&data[..data.len().min(room)]);
+    }
+}
+
+/// `inner`, with everything read from it copied into `buf` (up to its cap).
+pub struct Tap<S> {
+    pub inner: S,
+    pub buf: Arc<TapBuf>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Tap<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = out.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, out);
+        if let Poll::Ready(Ok(())) = &r {
+            let new = &out.filled()[before..];
+            if !new.is_empty() {
+                self.buf.push(new);
+            }
+        }
+        r
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Tap<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, data)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}

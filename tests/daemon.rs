@@ -633,3 +633,84 @@ async fn readyz_is_not_ready_while_no_slot_can_serve() {
     assert_eq!(ready().await.0, StatusCode::OK);
     d.stop().await;
 }
+
+#[tokio::test]
+async fn streams_of_a_revoked_key_end_after_the_reload() {
+    let env = shop(1).await;
+    let key = add_key(&env, "temp", "operator").await;
+    let keep = add_key(&env, "keep", "viewer").await;
+    let d = Daemon::start(&env, 1, "keys_file = \"keys.toml\"").await;
+    let ws = |k: &str| format!("ws://127.0.0.1:{}/api/v1/events?key={k}", d.port);
+    let (mut events, _) = tokio_tungstenite::connect_async(ws(&key).as_str())
+        .await
+        .expect("events");
+    let (mut kept, _) = tokio_tungstenite::connect_async(ws(&keep).as_str())
+        .await
+        .expect("events");
+    let mut sse = reqwest::Client::new()
+        .get(d.url(&format!("/sse?key={key}")))
+        .send()
+        .await
+        .expect("GET /sse");
+    assert_eq!(sse.status(), StatusCode::OK);
+    let out = idpool(&env)
+        .args(["keys", "revoke", "temp"])
+        .output()
+        .await
+        .expect("revoke");
+    assert!(out.status.success());
+    d.signal(libc::SIGHUP);
+    // The revoked key's event stream closes...
+    let closed = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            match events.next().await {
+                None | Some(Err(_)) => return true,
+                Some(Ok(m)) if m.is_close() => return true,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await;
+    assert_eq!(closed, Ok(true), "the revoked key's event stream ended");
+    // ...and so does its legacy SSE stream.
+    let ended = tokio::time::timeout(Duration::from_secs(15), async {
+        loop {
+            match sse.chunk().await {
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return true,
+            }
+        }
+    })
+    .await;
+    assert_eq!(ended, Ok(true), "the revoked key's SSE stream ended");
+    // The other key's stream lives on: a reset shows up on it.
+    let admin_reset = add_key(&env, "root", "admin").await;
+    d.signal(libc::SIGHUP);
+    let http = reqwest::Client::new();
+    let mut status = StatusCode::UNAUTHORIZED;
+    for _ in 0..50 {
+        status = http
+            .post(d.url("/api/v1/slots/0/reset"))
+            .bearer_auth(&admin_reset)
+            .send()
+            .await
+            .expect("reset")
+            .status();
+        if status != StatusCode::UNAUTHORIZED {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, StatusCode::OK);
+    let got = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(Ok(m)) = kept.next().await {
+            if m.to_text().is_ok_and(|t| t.contains("breaker_reset")) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(got, Ok(true), "the kept key still gets events");
+    d.stop().await;
+}

@@ -249,22 +249,31 @@ async fn events(
     uri: Uri,
     ws: WebSocketUpgrade,
 ) -> Response {
-    if let Err(r) = gate(&c, &headers, &uri, true, "GET /api/v1/events", Role::Viewer) {
-        return refuse(r);
-    }
+    let who = match gate(&c, &headers, &uri, true, "GET /api/v1/events", Role::Viewer) {
+        Ok(p) => p,
+        Err(r) => return refuse(r),
+    };
     let rx = c.core.pool().events().subscribe();
-    let stop = c.stop.clone();
-    ws.on_upgrade(move |socket| stream(socket, rx, stop))
+    let (stop, core) = (c.stop.clone(), c.core.clone());
+    ws.on_upgrade(move |socket| stream(socket, rx, stop, core, who))
 }
 
 async fn stream(
     mut socket: WebSocket,
     mut rx: tokio::sync::broadcast::Receiver<crate::pool::SlotEvent>,
     stop: CancellationToken,
+    core: Arc<Core>,
+    who: Principal,
 ) {
     use tokio::sync::broadcast::error::RecvError;
+    // A key revoked (and reloaded) meanwhile ends the stream within seconds.
+    let mut check = tokio::time::interval(std::time::Duration::from_secs(2));
     loop {
         tokio::select! {
+            _ = check.tick() => if !core.still_valid(&who) {
+                tracing::info!(key = %who.name, "event stream of a revoked key: ended");
+                break;
+            },
             ev = rx.recv() => {
                 let text = match ev {
                     Ok(ev) => serde_json::to_string(&ev).unwrap_or_default(),

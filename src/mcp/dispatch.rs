@@ -172,6 +172,18 @@ impl Core {
         *self.keys.write() = keys;
     }
 
+    /// Whether `who` (a key's name and role, or the anonymous caller) is still
+    /// valid under the keys loaded now; long-lived streams end when not.
+    pub fn still_valid(&self, who: &Principal) -> bool {
+        match self.keys.read().as_ref() {
+            None => who.name == "anonymous",
+            Some(k) => k
+                .entries()
+                .iter()
+                .any(|e| e.name == who.name && e.role >= who.role),
+        }
+    }
+
     /// The principal a presented key stands for; with no keys file, the
     /// anonymous loopback caller. `Err` carries the 401 message.
     pub fn authenticate(

@@ -51,6 +51,7 @@ pub fn routes(core: Arc<Core>, shutdown: CancellationToken) -> (Router, Arc<McpH
     let sse = SseSessions::new(
         Duration::from_secs(s.sse_ping_secs.max(1)),
         Duration::from_secs(s.sse_idle_secs.max(1)),
+        &core,
         shutdown.clone(),
     );
     // rmcp ends a session after 5 idle minutes by default; agents often think

@@ -35,6 +35,8 @@ pub struct SseSessions {
     map: Mutex<HashMap<String, Arc<Session>>>,
     ping: Duration,
     idle: Duration,
+    /// Sessions of keys revoked (or changed) since are ended.
+    core: std::sync::Weak<super::dispatch::Core>,
 }
 
 struct Session {
@@ -54,11 +56,17 @@ impl Session {
 
 impl SseSessions {
     /// Start the idle reaper; it stops with `shutdown`.
-    pub fn new(ping: Duration, idle: Duration, shutdown: CancellationToken) -> Arc<SseSessions> {
+    pub fn new(
+        ping: Duration,
+        idle: Duration,
+        core: &Arc<super::dispatch::Core>,
+        shutdown: CancellationToken,
+    ) -> Arc<SseSessions> {
         let sessions = Arc::new(SseSessions {
             map: Mutex::new(HashMap::new()),
             ping,
             idle,
+            core: Arc::downgrade(core),
         });
         let weak = Arc::downgrade(&sessions);
         let tick = (idle / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
@@ -80,18 +88,25 @@ impl SseSessions {
         sessions
     }
 
-    /// Drop sessions with no stream and no traffic for the idle limit.
+    /// Drop sessions with no stream and no traffic for the idle limit, and
+    /// sessions whose key was revoked or changed.
     fn reap(&self) {
         let idle = self.idle;
+        let core = self.core.upgrade();
         let mut map = self.map.lock();
         map.retain(|id, s| {
-            let dead =
+            let idle_out =
                 !s.stream_open.load(Ordering::SeqCst) && s.last_activity.lock().elapsed() >= idle;
-            if dead {
+            let revoked = core.as_ref().is_some_and(|c| !c.still_valid(&s.principal));
+            if idle_out {
                 tracing::info!(session = %id, "legacy SSE session idle: dropped");
+            } else if revoked {
+                tracing::info!(session = %id, key = %s.principal.name, "legacy SSE session of a revoked key: ended");
+            }
+            if idle_out || revoked {
                 s.cancel.cancel();
             }
-            !dead
+            !(idle_out || revoked)
         });
     }
 

@@ -83,3 +83,81 @@ async fn the_testbed_records_h2_fingerprints_and_header_order_of_both_tiers() {
     assert!(first.is_some() && first < second, "{names:?}");
     shutdown_and_check(&pool).await;
 }
+
+#[tokio::test]
+async fn a_slot_calibrated_from_its_browser_sends_the_browsers_navigation_headers() {
+    let env = Env::new(1).await;
+    let pool = env.pool();
+    // The browser's navigation, as the testbed saw it.
+    pool.fetch_browser(env.url("/product/B0CAL?via=browser"), None, Some(0))
+        .await
+        .expect("browser tier");
+    let log = env.testbed.log();
+    let browser = log
+        .iter()
+        .find(|e| e.path == "/product/B0CAL?via=browser")
+        .expect("browser request logged")
+        .clone();
+    let nav = idpool::fingerprint::NavigationProfile::from_capture(
+        &browser.header_order,
+        browser.h2_priority.as_deref(),
+    )
+    .expect("a browser navigation");
+    let slot = &pool.slots()[0];
+    slot.calibrate(Some(nav.clone())).expect("calibrate");
+    assert_eq!(slot.calibration(), Some(nav));
+    pool.fetch(
+        FetchRequest::get(env.url("/product/B0CAL?via=http")),
+        Some(0),
+    )
+    .await
+    .expect("http tier");
+    let log = env.testbed.log();
+    let http = log
+        .iter()
+        .find(|e| e.path == "/product/B0CAL?via=http")
+        .expect("http request logged");
+    // The browser's first visit had no cookie yet; the HTTP tier's has the
+    // one the browser earned, in the place Chromium gives it.
+    let strip = |h: &[(String, String)]| -> Vec<(String, String)> {
+        h.iter()
+            .filter(|(k, _)| k != ":path" && k != "cookie")
+            .cloned()
+            .collect()
+    };
+    let names: Vec<&str> = http.header_order.iter().map(|(k, _)| k.as_str()).collect();
+    let cookie = names
+        .iter()
+        .position(|n| *n == "cookie")
+        .expect("cookie sent");
+    assert_eq!(names.get(cookie + 1), Some(&"priority"), "{names:?}");
+    println!(
+        "browser: {:?}\nhttp:    {:?}",
+        browser.header_order, http.header_order
+    );
+    assert_eq!(
+        strip(&http.header_order),
+        strip(&browser.header_order),
+        "same header list: names, order, values (the cookie is the same jar's)"
+    );
+    assert_eq!(
+        http.h2_priority, browser.h2_priority,
+        "same HEADERS priority"
+    );
+    assert_eq!(http.akamai, browser.akamai, "same HTTP/2 fingerprint");
+    // Back to the emulation's own headers.
+    slot.calibrate(None).expect("uncalibrate");
+    pool.fetch(
+        FetchRequest::get(env.url("/product/B0CAL?via=plain")),
+        Some(0),
+    )
+    .await
+    .expect("http tier");
+    let log = env.testbed.log();
+    let plain = log
+        .iter()
+        .find(|e| e.path == "/product/B0CAL?via=plain")
+        .expect("logged");
+    assert_ne!(strip(&plain.header_order), strip(&browser.header_order));
+    shutdown_and_check(&pool).await;
+}

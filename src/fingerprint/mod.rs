@@ -7,10 +7,12 @@
 //! [`request_view`] finds one request in them. The testbed logs it; identity
 //! calibration compares a slot's browser and HTTP tier with it.
 
+pub mod calibration;
 pub mod h1;
 pub mod h2;
 mod tap;
 
+pub use calibration::NavigationProfile;
 pub use tap::{Tap, TapBuf};
 
 use serde::Serialize;

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use http::header::{
-    ACCEPT_LANGUAGE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, SET_COOKIE, USER_AGENT,
+    ACCEPT_LANGUAGE, COOKIE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, SET_COOKIE,
+    USER_AGENT,
 };
 use url::Url;
 use wreq::tls::trust::CertStore;
@@ -110,6 +111,20 @@ impl HttpClient {
         roots: &RootStore,
         guard: Arc<Guard>,
     ) -> Result<Self> {
+        Self::calibrated(profile, jar, cfg, roots, guard, None)
+    }
+
+    /// Like [`HttpClient::new`], sending navigations as `nav` (captured from the
+    /// slot's own browser) does: its header list, order and values, and its
+    /// HTTP/2 HEADERS priority.
+    pub fn calibrated(
+        profile: &Profile,
+        jar: Arc<Jar>,
+        cfg: HttpConfig,
+        roots: &RootStore,
+        guard: Arc<Guard>,
+        nav: Option<&crate::fingerprint::NavigationProfile>,
+    ) -> Result<Self> {
         let mut emulation = wreq::IntoEmulation::into_emulation(
             wreq_util::Emulation::builder()
                 .profile(profile.emulation.0)
@@ -129,6 +144,9 @@ impl HttpClient {
             &profile.accept_language,
             "accept_language",
         )?;
+        if let Some(nav) = nav {
+            apply_navigation(&mut emulation, nav)?;
+        }
         let redirect_guard = guard.clone();
         let max_redirects = cfg.max_redirects;
         let policy = wreq::redirect::Policy::custom(move |attempt| {
@@ -236,6 +254,40 @@ impl HttpClient {
             http_version,
         })
     }
+}
+
+/// Replace the emulation's default headers, their order and the HEADERS
+/// priority with the browser's.
+fn apply_navigation(
+    emulation: &mut wreq::Emulation,
+    nav: &crate::fingerprint::NavigationProfile,
+) -> Result<()> {
+    let mut headers = HeaderMap::new();
+    let mut order = wreq::header::OrigHeaderMap::new();
+    for (k, v) in &nav.headers {
+        let name = HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| Error::config(format!("captured header name `{k}` is not valid")))?;
+        order.insert(name.clone());
+        if name == COOKIE {
+            continue; // the jar's, per request
+        }
+        let value = HeaderValue::from_str(v)
+            .map_err(|_| Error::config(format!("captured header `{k}` has an invalid value")))?;
+        headers.append(name, value);
+    }
+    emulation.headers = headers;
+    emulation.orig_headers = order;
+    if let (Some((weight, exclusive, dep)), Some(h2)) =
+        (nav.priority, emulation.http2_options.as_mut())
+    {
+        let weight = u8::try_from(weight.clamp(1, 256) - 1).unwrap_or(u8::MAX);
+        h2.headers_stream_dependency = Some(wreq::http2::StreamDependency::new(
+            wreq::http2::StreamId::from(dep),
+            weight,
+            exclusive,
+        ));
+    }
+    Ok(())
 }
 
 fn set_header(map: &mut HeaderMap, name: HeaderName, value: &str, field: &str) -> Result<()> {

@@ -31,7 +31,11 @@ pub struct Slot {
     /// CDP port of this slot's Chromium: `base_port + n`.
     pub cdp_port: u16,
     jar: Arc<Jar>,
-    http: HttpClient,
+    /// Rebuilt when the slot is calibrated against its browser.
+    http: parking_lot::RwLock<HttpClient>,
+    /// What a rebuild needs.
+    http_env: (HttpConfig, RootStore, Arc<Guard>),
+    calibration: parking_lot::RwLock<Option<crate::fingerprint::NavigationProfile>>,
     browser: SlotBrowser,
     health: Mutex<SlotHealth>,
 }
@@ -94,7 +98,9 @@ impl Slot {
             dir,
             cdp_port,
             jar,
-            http,
+            http: parking_lot::RwLock::new(http),
+            http_env: (env.http, env.roots.clone(), env.guard.clone()),
+            calibration: parking_lot::RwLock::new(None),
             browser,
             health: Mutex::new(SlotHealth::default()),
         })
@@ -102,6 +108,28 @@ impl Slot {
 
     pub fn jar(&self) -> &Arc<Jar> {
         &self.jar
+    }
+
+    /// Send navigations as `nav` (captured from this slot's browser) does, or
+    /// as the profile's emulation does again with `None`.
+    pub fn calibrate(&self, nav: Option<crate::fingerprint::NavigationProfile>) -> Result<()> {
+        let (cfg, roots, guard) = &self.http_env;
+        let client = HttpClient::calibrated(
+            &self.profile,
+            self.jar.clone(),
+            *cfg,
+            roots,
+            guard.clone(),
+            nav.as_ref(),
+        )?;
+        *self.http.write() = client;
+        *self.calibration.write() = nav;
+        Ok(())
+    }
+
+    /// The navigation profile the HTTP tier uses, if calibrated.
+    pub fn calibration(&self) -> Option<crate::fingerprint::NavigationProfile> {
+        self.calibration.read().clone()
     }
 
     /// This slot's Chromium (launched on first use).
@@ -119,7 +147,8 @@ impl Slot {
 
     /// One HTTP request through this identity; the jar is saved when it changed.
     pub async fn fetch(&self, req: FetchRequest) -> Result<FetchResponse> {
-        let result = self.http.fetch(req).await;
+        let client = self.http.read().clone();
+        let result = client.fetch(req).await;
         {
             let mut h = self.health.lock();
             h.requests += 1;

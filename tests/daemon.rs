@@ -231,7 +231,7 @@ async fn sighup_reloads_strategies_and_tells_clients_the_tool_list_changed() {
         "strategies/newshop.toml",
         "name = \"newshop\"\nhosts = [\"newshop.test\"]\n",
     );
-    d.signal(libc::SIGHUP);
+    d.reload().await;
     let mut buf = String::new();
     let changed = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
@@ -263,17 +263,9 @@ async fn sighup_reloads_strategies_and_tells_clients_the_tool_list_changed() {
 
     // A broken file: the old strategies stay, the error is logged with file:line.
     env.write("strategies/broken.toml", "name = \"broken\"\nhosts = 7\n");
-    d.signal(libc::SIGHUP);
-    let mut logged = false;
-    for _ in 0..100 {
-        if d.log_text().contains("keeping the old strategies") {
-            logged = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    d.reload().await;
     let log = d.log_text();
-    assert!(logged, "{log}");
+    assert!(log.contains("keeping the old strategies"), "{log}");
     assert!(log.contains("broken.toml:2"), "{log}");
     let still = names(&c.tool(4, "list_strategies", json!({})).await);
     assert_eq!(still, after, "the old strategies stay");
@@ -416,7 +408,7 @@ async fn a_blocked_slot_shows_in_slots_metrics_and_the_event_stream() {
         .expect("reset");
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
     let admin = add_key(&env, "root", "admin").await;
-    d.signal(libc::SIGHUP);
+    d.reload().await;
     // `idpool slots --watch` prints the table, then follows the events.
     let mut watch = idpool(&env)
         .args(["slots", "--watch", "--url", &d.url(""), "--key", &viewer])
@@ -436,21 +428,14 @@ async fn a_blocked_slot_shows_in_slots_metrics_and_the_event_stream() {
     })
     .await
     .expect("--watch follows the stream");
-    let mut status = StatusCode::UNAUTHORIZED;
-    for _ in 0..50 {
-        status = http
-            .post(d.url("/api/v1/slots/0/reset"))
-            .bearer_auth(&admin)
-            .body("{\"browser\": true}")
-            .send()
-            .await
-            .expect("reset")
-            .status();
-        if status != StatusCode::UNAUTHORIZED {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let status = http
+        .post(d.url("/api/v1/slots/0/reset"))
+        .bearer_auth(&admin)
+        .body("{\"browser\": true}")
+        .send()
+        .await
+        .expect("reset")
+        .status();
     assert_eq!(status, StatusCode::OK);
     let line = tokio::time::timeout(Duration::from_secs(10), async {
         while let Ok(Some(l)) = lines.next_line().await {
@@ -545,6 +530,26 @@ async fn refresh_cookies_goes_through_the_running_daemon() {
         .await
         .expect("json");
     assert_eq!(v["slots"][0]["browser"]["running"], true, "{v}");
+    // The refresh is an event too.
+    let recent: Value = reqwest::Client::new()
+        .get(d.url("/api/v1/events/recent"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .expect("events")
+        .json()
+        .await
+        .expect("json");
+    let refresh = recent["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|e| e["kind"] == "cookie_refresh")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(refresh["slot"], 0, "{recent}");
+    assert_eq!(refresh["strategy"], "testshop");
+    assert_eq!(refresh["detail"]["ok"], true);
     d.stop().await;
     assert!(chromium_browsers_under(env.data_dir()).is_empty());
 }
@@ -659,7 +664,7 @@ async fn streams_of_a_revoked_key_end_after_the_reload() {
         .await
         .expect("revoke");
     assert!(out.status.success());
-    d.signal(libc::SIGHUP);
+    d.reload().await;
     // The revoked key's event stream closes...
     let closed = tokio::time::timeout(Duration::from_secs(15), async {
         loop {
@@ -685,22 +690,15 @@ async fn streams_of_a_revoked_key_end_after_the_reload() {
     assert_eq!(ended, Ok(true), "the revoked key's SSE stream ended");
     // The other key's stream lives on: a reset shows up on it.
     let admin_reset = add_key(&env, "root", "admin").await;
-    d.signal(libc::SIGHUP);
+    d.reload().await;
     let http = reqwest::Client::new();
-    let mut status = StatusCode::UNAUTHORIZED;
-    for _ in 0..50 {
-        status = http
-            .post(d.url("/api/v1/slots/0/reset"))
-            .bearer_auth(&admin_reset)
-            .send()
-            .await
-            .expect("reset")
-            .status();
-        if status != StatusCode::UNAUTHORIZED {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let status = http
+        .post(d.url("/api/v1/slots/0/reset"))
+        .bearer_auth(&admin_reset)
+        .send()
+        .await
+        .expect("reset")
+        .status();
     assert_eq!(status, StatusCode::OK);
     let got = tokio::time::timeout(Duration::from_secs(10), async {
         while let Some(Ok(m)) = kept.next().await {

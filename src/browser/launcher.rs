@@ -260,23 +260,47 @@ fn xdg_dir(spec: &LaunchSpec) -> PathBuf {
         .join("xdg")
 }
 
+/// Every pid in `/proc`.
+pub fn all_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+        .collect()
+}
+
+/// The arguments `pid` was started with.
+pub fn cmdline(pid: u32) -> Option<Vec<String>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(
+        raw.split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect(),
+    )
+}
+
+/// Field `n` of `/proc/<pid>/stat` counted after the command name
+/// (0: state, 1: parent pid, 2: process group).
+fn stat_field(pid: u32, n: usize) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(n)?.parse().ok()
+}
+
 /// Crashpad handlers whose database lives in this slot's XDG folder.
 fn crashpad_of(spec: &LaunchSpec) -> Vec<u32> {
     let needle = format!("--database={}", xdg_dir(spec).display());
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let text = String::from_utf8_lossy(&raw);
-        if text.contains("crashpad_handler") && text.contains(&needle) {
-            out.push(pid);
-        }
-    }
-    out
+    all_pids()
+        .into_iter()
+        .filter(|&pid| {
+            cmdline(pid).is_some_and(|args| {
+                args.iter().any(|a| a.contains("crashpad_handler"))
+                    && args.iter().any(|a| a.starts_with(&needle))
+            })
+        })
+        .collect()
 }
 
 /// Spawn Chromium and wait for its DevTools address. On any failure the child is
@@ -413,28 +437,10 @@ pub fn become_subreaper() {
 
 /// Processes of the group led by `pid`, other than `pid` itself.
 pub fn group_members(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir("/proc") {
-        for e in rd.flatten() {
-            let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            if p == pid {
-                continue;
-            }
-            if let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat"))
-                && let Some((_, rest)) = stat.rsplit_once(')')
-                && rest
-                    .split_whitespace()
-                    .nth(2)
-                    .and_then(|g| g.parse::<u32>().ok())
-                    == Some(pid)
-            {
-                out.push(p);
-            }
-        }
-    }
-    out
+    all_pids()
+        .into_iter()
+        .filter(|&p| p != pid && stat_field(p, 2) == Some(pid))
+        .collect()
 }
 
 /// End the rest of a group whose leader `pid` has exited, and reap its members.
@@ -500,11 +506,7 @@ pub async fn end_stale(spec: &LaunchSpec) -> Option<u32> {
         .parse()
         .ok()?;
     let _ = std::fs::remove_file(&spec.pid_file);
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let args: Vec<String> = cmdline
-        .split(|b| *b == 0)
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
+    let args = cmdline(pid)?;
     let port_arg = format!("--remote-debugging-port={}", spec.port);
     let dir_arg = format!("--user-data-dir={}", spec.user_data_dir.display());
     if !(args.contains(&port_arg) && args.contains(&dir_arg)) {
@@ -563,20 +565,10 @@ pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
 
 /// Resident memory of `pid` and all its descendants, in MiB.
 pub fn tree_rss_mb(pid: u32) -> u64 {
-    let mut parents: Vec<(u32, u32)> = Vec::new();
-    if let Ok(rd) = std::fs::read_dir("/proc") {
-        for e in rd.flatten() {
-            let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            if let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat"))
-                && let Some((_, rest)) = stat.rsplit_once(')')
-                && let Some(ppid) = rest.split_whitespace().nth(1).and_then(|x| x.parse().ok())
-            {
-                parents.push((p, ppid));
-            }
-        }
-    }
+    let parents: Vec<(u32, u32)> = all_pids()
+        .into_iter()
+        .filter_map(|p| Some((p, stat_field(p, 1)?)))
+        .collect();
     let mut tree = vec![pid];
     let mut i = 0;
     while i < tree.len() {

@@ -307,7 +307,7 @@ pub async fn reload(core: &Core, config: Option<&std::path::Path>) {
         }
     }
     let told = core.notify_tools_changed().await;
-    tracing::info!("told {told} MCP client(s) that the tool list changed");
+    tracing::info!("reload done; told {told} MCP client(s) that the tool list changed");
 }
 
 /// Re-read the profiles: report broken files and slots whose profile changed

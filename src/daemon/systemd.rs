@@ -43,10 +43,6 @@ impl Notifier {
             tracing::warn!("systemd notify {state:?} to {path}: {e}");
         }
     }
-
-    pub fn is_active(&self) -> bool {
-        self.target.is_some()
-    }
 }
 
 /// Half of `$WATCHDOG_USEC` when the watchdog is on for this process.

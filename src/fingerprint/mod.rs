@@ -33,17 +33,6 @@ pub struct RequestView {
     pub priority: Option<String>,
 }
 
-impl RequestView {
-    /// Header names in order, without pseudo-headers.
-    pub fn names(&self) -> Vec<&str> {
-        self.headers
-            .iter()
-            .map(|(k, _)| k.as_str())
-            .filter(|k| !k.starts_with(':'))
-            .collect()
-    }
-}
-
 /// The request `method path` (path with query) in the bytes a connection sent
 /// so far; the latest match when the client asked for it more than once.
 pub fn request_view(bytes: &[u8], method: &str, path: &str) -> Option<RequestView> {

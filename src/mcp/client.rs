@@ -51,10 +51,6 @@ impl DaemonClient {
         })
     }
 
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
     fn request(&self, method: wreq::Method) -> wreq::RequestBuilder {
         let mut b = self
             .http

@@ -307,6 +307,22 @@ impl Pool {
     /// challenge to pass, and save the cookies into its jar. A page still
     /// challenged or blocked at the end is an error.
     pub async fn refresh_cookies(&self, slot: usize, strategy: &str, url: &url::Url) -> Result<()> {
+        let result = self.warm_up(slot, strategy, url).await;
+        let cookies = self.inner.slots.get(slot).map(|s| s.jar().count());
+        self.inner.events.emit(
+            "cookie_refresh",
+            Some(slot),
+            Some(strategy),
+            serde_json::json!({
+                "ok": result.is_ok(),
+                "cookies": cookies,
+                "error": result.as_ref().err().map(|e| e.to_string()),
+            }),
+        );
+        result
+    }
+
+    async fn warm_up(&self, slot: usize, strategy: &str, url: &url::Url) -> Result<()> {
         let lease = self.next_slot(strategy, Some(slot)).await?;
         let fetched = lease.fetch_browser(url.clone(), None).await?;
         self.inner.slots[slot].save_jar().await;

@@ -123,6 +123,20 @@ impl Daemon {
         }
     }
 
+    /// SIGHUP, then wait until the daemon says the reload is done.
+    pub async fn reload(&self) {
+        let done = |t: String| t.matches("reload done").count();
+        let before = done(self.log_text());
+        self.signal(libc::SIGHUP);
+        for _ in 0..200 {
+            if done(self.log_text()) > before {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the reload did not finish:\n{}", self.log_text());
+    }
+
     /// SIGTERM and wait; the daemon must exit 0.
     pub async fn stop(self) {
         self.signal(libc::SIGTERM);

@@ -177,26 +177,17 @@ pub async fn shutdown_and_check(pool: &Pool) {
 
 /// Pids of Chromium browser processes (not helpers) using a user-data-dir under `dir`.
 pub fn chromium_browsers_under(dir: &Path) -> Vec<(u32, Vec<String>)> {
+    use idpool::browser::launcher::{all_pids, cmdline, pid_alive};
     let needle = format!("--user-data-dir={}", dir.display());
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let args: Vec<String> = raw
-            .split(|b| *b == 0)
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        let ours = args.iter().any(|a| a.starts_with(&needle));
-        let helper = args.iter().any(|a| a.starts_with("--type="));
-        if ours && !helper && idpool::browser::launcher::pid_alive(pid) {
-            out.push((pid, args));
-        }
-    }
-    out
+    all_pids()
+        .into_iter()
+        .filter_map(|pid| Some((pid, cmdline(pid)?)))
+        .filter(|(pid, args)| {
+            let ours = args.iter().any(|a| a.starts_with(&needle));
+            let helper = args.iter().any(|a| a.starts_with("--type="));
+            ours && !helper && pid_alive(*pid)
+        })
+        .collect()
 }
 
 /// An env whose strategies folder holds the bundled testshop, aimed at this testbed.

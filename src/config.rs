@@ -249,6 +249,10 @@ pub struct BrowserConfig {
     pub op_timeout_secs: u64,
     /// How long a caller queues for a slot's browser (one operation at a time per slot).
     pub lock_wait_secs: u64,
+    /// Calibrate each slot's HTTP tier against its own Chromium (header sets,
+    /// HTTP/2 priority, TLS options) when the browser first launches and
+    /// whenever Chromium's version changes.
+    pub calibrate: bool,
 }
 
 impl Default for BrowserConfig {
@@ -262,6 +266,7 @@ impl Default for BrowserConfig {
             launch_timeout_secs: 20,
             op_timeout_secs: 45,
             lock_wait_secs: 60,
+            calibrate: true,
         }
     }
 }

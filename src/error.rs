@@ -70,6 +70,12 @@ impl Error {
         self
     }
 
+    /// Prefix the message with what was being done.
+    pub fn context(mut self, what: impl std::fmt::Display) -> Self {
+        self.message = format!("{what}: {}", self.message);
+        self
+    }
+
     /// Override whether a retry elsewhere can help.
     pub fn retryable(mut self, retryable: bool) -> Self {
         self.retryable = retryable;

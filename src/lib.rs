@@ -27,8 +27,12 @@
 //!               bridged to the daemon), and the daemon client
 //! daemon/       `idpool serve`: systemd notify/watchdog, signals (drain,
 //!               reload), control API, metrics, events, status page
-//! fingerprint/  what a client's HTTP looks like on the wire: HTTP/2 frames
-//!               (Akamai fingerprint, HEADERS priority) and header order
+//! fingerprint/  what a client looks like on the wire: the TLS ClientHello
+//!               (JA4 and its parts), HTTP/2 frames (Akamai fingerprint,
+//!               HEADERS priority) and header order; calibration profiles and
+//!               the residual between two captures
+//! calibrate/    each slot's HTTP tier calibrated against its own Chromium
+//!               through a loopback listener inside the daemon
 //! testbed/      idpool-testbed: the local imitation of a protected shop that tests,
 //!               the demo and benchmarks run against (JA4 gate, JS challenge,
 //!               rate limit, review data, faults on demand)
@@ -39,6 +43,7 @@
 
 pub mod auth;
 pub mod browser;
+pub mod calibrate;
 pub mod cli;
 pub mod config;
 pub mod daemon;

@@ -1,11 +1,32 @@
-//! Groundwork for identity fidelity (issue 7): the testbed sees how each client
-//! sends a request (HTTP/2 fingerprint, HEADERS priority, header order), for a
-//! slot's HTTP tier and its real Chromium alike.
+//! Identity fidelity: each slot's HTTP tier calibrated against its own
+//! Chromium, checked where a site would check it, on the testbed.
 
 mod common;
 
-use common::{Env, shutdown_and_check};
+use common::{Env, shop, shutdown_and_check};
+use idpool::fingerprint::tls::ja4_c;
 use idpool::http::FetchRequest;
+use idpool::testbed::LogEntry;
+use idpool::tiers::RunOptions;
+use idpool::tools;
+use serde_json::json;
+
+fn logged(env: &Env, path: &str) -> LogEntry {
+    env.testbed
+        .log()
+        .into_iter()
+        .rev()
+        .find(|e| e.path == path)
+        .unwrap_or_else(|| panic!("{path} not in the testbed log"))
+}
+
+/// The hex codes a residual entry's side names (`0xca34 (trust_anchors), ...`).
+fn codes(text: &str) -> Vec<u16> {
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .filter_map(|w| w.strip_prefix("0x"))
+        .filter_map(|h| u16::from_str_radix(h, 16).ok())
+        .collect()
+}
 
 #[tokio::test]
 async fn the_testbed_records_h2_fingerprints_and_header_order_of_both_tiers() {
@@ -85,79 +106,192 @@ async fn the_testbed_records_h2_fingerprints_and_header_order_of_both_tiers() {
 }
 
 #[tokio::test]
-async fn a_slot_calibrated_from_its_browser_sends_the_browsers_navigation_headers() {
+async fn after_calibration_the_http_tier_sends_what_the_slots_browser_sends() {
     let env = Env::new(1).await;
     let pool = env.pool();
-    // The browser's navigation, as the testbed saw it.
+    let slot = pool.slots()[0].clone();
+    assert_eq!(slot.calibration_status().state, "pending");
+    // The first browser use launches Chromium; the slot calibrates after it.
+    pool.fetch_browser(env.url("/product/B0CAL?via=first"), None, Some(0))
+        .await
+        .expect("browser tier");
+    let status = slot.calibration_status();
+    println!("{}", serde_json::to_string_pretty(&status).unwrap());
+    assert_eq!(status.state, "calibrated", "{status:?}");
+    assert_eq!(status.runs, 1);
+    let record = slot.calibration_record().expect("a record");
+    assert!(
+        record.report.h2_equal && record.report.headers_equal,
+        "{:?}",
+        record.report
+    );
+    assert!(
+        record.report.xhr_headers_equal,
+        "{:?}",
+        record.report.residual
+    );
+    // Now at the testbed: the browser (with the cookie it earned) and the
+    // calibrated HTTP tier, one navigation each.
     pool.fetch_browser(env.url("/product/B0CAL?via=browser"), None, Some(0))
         .await
         .expect("browser tier");
-    let log = env.testbed.log();
-    let browser = log
-        .iter()
-        .find(|e| e.path == "/product/B0CAL?via=browser")
-        .expect("browser request logged")
-        .clone();
-    let nav = idpool::fingerprint::NavigationProfile::from_capture(
-        &browser.header_order,
-        browser.h2_priority.as_deref(),
-    )
-    .expect("a browser navigation");
-    let slot = &pool.slots()[0];
-    slot.calibrate(Some(nav.clone())).expect("calibrate");
-    assert_eq!(slot.calibration(), Some(nav));
     pool.fetch(
         FetchRequest::get(env.url("/product/B0CAL?via=http")),
         Some(0),
     )
     .await
     .expect("http tier");
-    let log = env.testbed.log();
-    let http = log
-        .iter()
-        .find(|e| e.path == "/product/B0CAL?via=http")
-        .expect("http request logged");
-    // The browser's first visit had no cookie yet; the HTTP tier's has the
-    // one the browser earned, in the place Chromium gives it.
+    let browser = logged(&env, "/product/B0CAL?via=browser");
+    let http = logged(&env, "/product/B0CAL?via=http");
     let strip = |h: &[(String, String)]| -> Vec<(String, String)> {
-        h.iter()
-            .filter(|(k, _)| k != ":path" && k != "cookie")
-            .cloned()
-            .collect()
+        h.iter().filter(|(k, _)| k != ":path").cloned().collect()
     };
-    let names: Vec<&str> = http.header_order.iter().map(|(k, _)| k.as_str()).collect();
-    let cookie = names
-        .iter()
-        .position(|n| *n == "cookie")
-        .expect("cookie sent");
-    assert_eq!(names.get(cookie + 1), Some(&"priority"), "{names:?}");
     println!(
         "browser: {:?}\nhttp:    {:?}",
         browser.header_order, http.header_order
     );
+    assert!(browser.header_order.iter().any(|(k, _)| k == "cookie"));
     assert_eq!(
         strip(&http.header_order),
         strip(&browser.header_order),
-        "same header list: names, order, values (the cookie is the same jar's)"
+        "identical header lists: names, order, values"
     );
+    assert_eq!(http.akamai, browser.akamai, "identical HTTP/2 fingerprints");
     assert_eq!(
         http.h2_priority, browser.h2_priority,
-        "same HEADERS priority"
+        "identical HEADERS priority"
     );
-    assert_eq!(http.akamai, browser.akamai, "same HTTP/2 fingerprint");
-    // Back to the emulation's own headers.
-    slot.calibrate(None).expect("uncalibrate");
-    pool.fetch(
-        FetchRequest::get(env.url("/product/B0CAL?via=plain")),
-        Some(0),
-    )
-    .await
-    .expect("http tier");
-    let log = env.testbed.log();
-    let plain = log
+    // JA4: parts a and b equal; part c differs only by what the residual names.
+    println!("browser {}\nhttp    {}", browser.ja4, http.ja4);
+    let part = |j: &str, n: usize| j.split('_').nth(n).unwrap_or("").to_string();
+    assert_eq!(part(&browser.ja4, 0), part(&http.ja4, 0), "part a");
+    assert_eq!(part(&browser.ja4, 1), part(&http.ja4, 1), "part b");
+    assert_eq!(
+        record.report.browser_ja4, browser.ja4,
+        "the listener and the testbed agree"
+    );
+    assert_eq!(record.report.http_ja4, http.ja4);
+    let hello = record
+        .browser
+        .navigation
+        .hello
+        .clone()
+        .expect("browser hello");
+    let (mut exts, mut sigs) = (hello.extensions.clone(), hello.sig_algs.clone());
+    for d in &record.report.residual {
+        match d.what.as_str() {
+            "tls.extensions" => {
+                let only_browser = codes(&d.browser);
+                exts.retain(|e| !only_browser.contains(e));
+                exts.extend(codes(&d.http));
+            }
+            "tls.signature_algorithms" => {
+                let only_browser = codes(&d.browser);
+                sigs.retain(|s| !only_browser.contains(s));
+                sigs.extend(codes(&d.http));
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        ja4_c(&exts, &sigs),
+        part(&http.ja4, 2),
+        "the browser's part c without the residual is the HTTP tier's: {:?}",
+        record.report.residual
+    );
+    shutdown_and_check(&pool).await;
+}
+
+fn tiers_of(page: &serde_json::Value) -> Vec<(u64, String)> {
+    page["attempts"]
+        .as_array()
+        .expect("attempts")
         .iter()
-        .find(|e| e.path == "/product/B0CAL?via=plain")
-        .expect("logged");
-    assert_ne!(strip(&plain.header_order), strip(&browser.header_order));
+        .map(|a| {
+            (
+                a["tier"].as_u64().unwrap_or(0),
+                a["outcome"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn consistency_mode_accepts_the_calibrated_http_tier_and_refuses_it_uncalibrated() {
+    let env = shop(1).await;
+    env.testbed.set_modes(|m| {
+        m.challenge = true;
+        m.consistency = true;
+    });
+    let pool = env.pool();
+    let item = "B0TESTA1";
+    let reviews = |page: u64| {
+        tools::get_reviews::run(
+            &pool,
+            json!({"item": item, "strategy": "testshop", "page": page}),
+            RunOptions::default(),
+        )
+    };
+    // Page 1: the HTTP tier meets the challenge; the slot's Chromium passes
+    // it (binding the clearance to itself) and then calibrates.
+    let r = reviews(1).await.expect("page 1");
+    let attempts = tiers_of(&r["pages"][0]);
+    println!("page 1: {attempts:?}");
+    assert_eq!(attempts.first(), Some(&(1, "challenge".to_string())));
+    assert_eq!(attempts.last(), Some(&(3, "ok".to_string())));
+    assert_eq!(pool.slots()[0].calibration_status().state, "calibrated");
+    // Pages 2 and 3: the calibrated HTTP tier replays the clearance on tier 1.
+    for (page, count) in [(2, 10), (3, 2)] {
+        let r = reviews(page).await.expect("page");
+        assert_eq!(
+            tiers_of(&r["pages"][0]),
+            [(1, "ok".to_string())],
+            "page {page}: {r}"
+        );
+        assert_eq!(r["count"], count, "the item has 22 reviews");
+    }
+    // Tier 2 (a navigation) is accepted too.
+    let nav = pool
+        .fetch(
+            FetchRequest::get(env.url(&format!("/product-reviews/{item}?page=2"))),
+            Some(0),
+        )
+        .await
+        .expect("tier 2");
+    assert_eq!(nav.response.status, 200, "{}", nav.response.text());
+    assert_eq!(env.testbed.stats().inconsistent, 0);
+    // The same slot, same cookie, calibration switched off: refused on both.
+    pool.slots()[0].set_calibration(None).expect("uncalibrate");
+    let plain = pool
+        .fetch(
+            FetchRequest::get(env.url(&format!("/product-reviews/{item}?page=2"))),
+            Some(0),
+        )
+        .await
+        .expect("tier 2 uncalibrated");
+    assert_eq!(plain.response.status, 403);
+    assert!(
+        plain.response.text().contains("header order"),
+        "{}",
+        plain.response.text()
+    );
+    let r = tools::get_reviews::run(
+        &pool,
+        json!({"item": item, "strategy": "testshop", "page": 2}),
+        RunOptions {
+            only_tiers: Some(vec![1]),
+            ..RunOptions::default()
+        },
+    )
+    .await;
+    let text = match &r {
+        Ok(v) => v.to_string(),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        text.contains("tier 1: hard_block"),
+        "tier 1 uncalibrated is refused: {text}"
+    );
+    assert!(env.testbed.stats().inconsistent >= 2);
     shutdown_and_check(&pool).await;
 }

@@ -26,6 +26,10 @@ struct Args {
     /// Require the JS challenge's clearance cookie.
     #[arg(long)]
     challenge: bool,
+    /// Bind each clearance cookie to the client that earned it (User-Agent,
+    /// header order, HTTP/2 fingerprint, JA4 part b); refuse replays that differ.
+    #[arg(long)]
+    consistency: bool,
     /// Per-identity rate limit as MAX/WINDOW_SECS (e.g. 30/60).
     #[arg(long, value_name = "MAX/SECS")]
     rate_limit: Option<String>,
@@ -66,6 +70,7 @@ async fn main() -> ExitCode {
         modes: Modes {
             gate: args.gate,
             challenge: args.challenge,
+            consistency: args.consistency,
             rate_limit,
             fault: None,
         },

@@ -151,6 +151,11 @@ pub fn spki_hashes(pem_files: &[PathBuf]) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// base64(SHA-256(SubjectPublicKeyInfo)) of one DER certificate.
+pub fn spki_hash_der(der: &[u8]) -> Option<String> {
+    spki_of(der).map(|spki| base64::engine::general_purpose::STANDARD.encode(Sha256::digest(spki)))
+}
+
 fn pem_blocks(text: &str) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut cur: Option<String> = None;
@@ -301,6 +306,22 @@ fn crashpad_of(spec: &LaunchSpec) -> Vec<u32> {
             })
         })
         .collect()
+}
+
+/// What `<executable> --version` prints (its first line), within 10 s.
+pub async fn executable_version(executable: &Path) -> Option<String> {
+    let mut cmd = Command::new(executable);
+    cmd.arg("--version")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(10), cmd.output())
+        .await
+        .ok()?
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().next()?.trim();
+    (out.status.success() && !line.is_empty()).then(|| line.to_string())
 }
 
 /// Spawn Chromium and wait for its DevTools address. On any failure the child is

@@ -48,6 +48,9 @@ pub struct BrowserFacts {
     pub rss_restarts: u64,
     pub rss_mb: Option<u64>,
     pub last_error: Option<String>,
+    /// The running (or last) Chromium's version: what its executable's
+    /// `--version` prints, else what DevTools reports.
+    pub version: Option<String>,
     /// Every Chromium pid this slot started, oldest first (for hygiene checks).
     #[serde(skip)]
     pub pids: Vec<u32>,
@@ -220,6 +223,49 @@ impl SlotBrowser {
         result
     }
 
+    /// Navigate the working tab to each of `urls` in turn, each until
+    /// `wait_for` appears (launching Chromium if needed): the calibration's
+    /// visit to the daemon's own listener. No cookie sync, no probe.
+    pub async fn visit(&self, urls: &[String], wait_for: &str) -> Result<()> {
+        let wait = Duration::from_secs(self.cfg.lock_wait_secs);
+        let mut guard = tokio::time::timeout(wait, self.state.lock())
+            .await
+            .map_err(|_| {
+                Error::new(
+                    ErrorKind::Timeout,
+                    format!("slot {}: the browser stayed busy", self.spec.slot),
+                )
+            })?;
+        self.ensure_running(&mut guard).await?;
+        let Some(tab) = guard.as_ref().and_then(|r| r.page.clone()) else {
+            return Err(Error::new(ErrorKind::Internal, "browser has no tab"));
+        };
+        let op_timeout = Duration::from_secs(self.cfg.op_timeout_secs);
+        let normal = |_: &str, _: &str, _: u16| page::PageState::Normal;
+        for url in urls {
+            let deadline = Instant::now() + op_timeout.mul_f64(0.8);
+            let page = tokio::time::timeout(
+                op_timeout,
+                page::navigate(&tab, url, Some(wait_for), &normal, deadline),
+            )
+            .await
+            .map_err(|_| Error::new(ErrorKind::Timeout, format!("{url} timed out")))??;
+            if !page.wait_for_met {
+                return Err(Error::new(
+                    ErrorKind::Network,
+                    format!(
+                        "{url}: `{wait_for}` did not appear (status {})",
+                        page.status
+                    ),
+                ));
+            }
+        }
+        if let Some(r) = guard.as_mut() {
+            r.last_used = Instant::now();
+        }
+        Ok(())
+    }
+
     /// Fresh blank tab first, then close the stale ones. Process and cookies stay.
     async fn recycle(&self, running: &mut Running) -> Result<()> {
         let fresh = running
@@ -314,8 +360,17 @@ impl SlotBrowser {
         };
         let flags = Arc::new(Flags::default());
         let (stop_tx, stop_rx) = oneshot::channel();
+        let version = match launcher::executable_version(&spec.executable).await {
+            Some(v) => Some(v),
+            None => tokio::time::timeout(spec.launch_timeout, browser.version())
+                .await
+                .ok()
+                .and_then(|v| v.ok())
+                .map(|v| v.product),
+        };
         {
             let mut f = self.facts.lock();
+            f.version = version;
             f.running = true;
             f.pid = Some(pid);
             f.launches += 1;

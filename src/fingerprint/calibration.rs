@@ -1,61 +1,455 @@
-//! What a slot's HTTP tier takes from its own browser: the navigation header
-//! list (names, values, order, with the cookie in the browser's place) and the
-//! HTTP/2 HEADERS priority, captured from one real navigation.
+//! What a slot's HTTP tier takes from its own browser, and what still differs.
+//!
+//! A [`Capture`] is one client's calibration run as the listener saw it: a
+//! navigation and an XHR-style request, each with its ClientHello, HTTP/2
+//! fingerprint, HEADERS priority and header list. [`Calibration::from_browser`]
+//! turns the browser's capture into header sets per request kind;
+//! [`compare`] lists every remaining difference between two captures by name.
 
 use serde::{Deserialize, Serialize};
 
-/// Headers the client library sets itself, never copied.
-const OWN: [&str; 3] = ["host", "content-length", "connection"];
+use super::tls::{ClientHello, ja4_c};
 
-/// A browser navigation, as the HTTP tier should repeat it.
+/// Headers the client library sets itself, never copied.
+const OWN: [&str; 2] = ["host", "connection"];
+
+/// Headers whose value belongs to one request (the jar's cookie, the page an
+/// XHR comes from, its body): their place is kept, their value is not.
+pub const PER_REQUEST: [&str; 6] = [
+    "cookie",
+    "content-length",
+    "content-type",
+    "origin",
+    "referer",
+    "x-requested-with",
+];
+
+/// One request as the calibration listener saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NavigationProfile {
-    /// In the browser's order, pseudo-headers left out; `cookie` keeps its
-    /// place with an empty value (the slot's jar fills it per request), or
-    /// takes Chromium's (before `priority`) when the capture had none.
+pub struct Observed {
+    /// The ClientHello of the connection that carried it.
+    pub hello: Option<ClientHello>,
+    /// `h2` or `http/1.1`.
+    pub protocol: String,
+    pub akamai: Option<String>,
+    /// HEADERS priority `weight:exclusive:depends_on`.
+    pub priority: Option<String>,
+    /// Names and values in order, pseudo-headers included.
+    pub headers: Vec<(String, String)>,
+}
+
+/// One client's calibration run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capture {
+    /// A top-level navigation typed into the browser (tier 2 repeats it).
+    pub navigation: Observed,
+    /// A same-origin `fetch` POST with a form body (tier 1 repeats it).
+    pub xhr: Observed,
+}
+
+/// One kind of request as the HTTP tier should send it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestProfile {
+    /// In the browser's order, pseudo-headers left out. [`PER_REQUEST`]
+    /// headers keep their place with an empty value; `cookie` takes Chromium's
+    /// place (before `priority`) when the capture had none.
     pub headers: Vec<(String, String)>,
     /// HEADERS priority: weight 1–256, exclusive, parent stream.
     pub priority: Option<(u16, bool, u32)>,
 }
 
-impl NavigationProfile {
+/// A navigation profile (tier 2).
+pub type NavigationProfile = RequestProfile;
+
+/// Chromium's own `accept` for a fetch/XHR whose script sets none (the Fetch
+/// standard's default). The calibration XHR sets one, as shops' AJAX calls
+/// do, to learn where Chromium puts it.
+pub const XHR_DEFAULT_ACCEPT: &str = "*/*";
+
+impl RequestProfile {
     /// From a captured header list and `weight:exclusive:depends_on` priority;
-    /// `None` when the list holds no user agent (not a browser navigation).
+    /// `None` when the list holds no user agent (not a browser request).
     pub fn from_capture(headers: &[(String, String)], priority: Option<&str>) -> Option<Self> {
-        let headers: Vec<(String, String)> = headers
-            .iter()
-            .filter(|(k, _)| !k.starts_with(':') && !OWN.contains(&k.to_ascii_lowercase().as_str()))
-            .map(|(k, v)| {
-                let k = k.to_ascii_lowercase();
-                let v = if k == "cookie" {
-                    String::new()
-                } else {
-                    v.clone()
-                };
-                (k, v)
-            })
-            .collect();
-        if !headers.iter().any(|(k, _)| k == "user-agent") {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for (k, v) in headers {
+            let k = k.to_ascii_lowercase();
+            if k.starts_with(':') || OWN.contains(&k.as_str()) {
+                continue;
+            }
+            let v = if PER_REQUEST.contains(&k.as_str()) {
+                String::new()
+            } else {
+                v.clone()
+            };
+            out.push((k, v));
+        }
+        if !out.iter().any(|(k, _)| k == "user-agent") {
             return None;
         }
-        let mut headers = headers;
-        if !headers.iter().any(|(k, _)| k == "cookie") {
+        if !out.iter().any(|(k, _)| k == "cookie") {
             // A capture without cookies (a fresh host): Chromium sends the
-            // cookie right before `priority`, the last header of a navigation.
-            let at = headers
+            // cookie right before `priority`, the last header.
+            let at = out
                 .iter()
                 .position(|(k, _)| k == "priority")
-                .unwrap_or(headers.len());
-            headers.insert(at, ("cookie".into(), String::new()));
+                .unwrap_or(out.len());
+            out.insert(at, ("cookie".into(), String::new()));
         }
-        let priority = priority.and_then(|p| {
-            let mut it = p.split(':');
-            let weight = it.next()?.parse().ok()?;
-            let exclusive = it.next()? == "1";
-            let dep = it.next()?.parse().ok()?;
-            Some((weight, exclusive, dep))
+        Some(RequestProfile {
+            headers: out,
+            priority: priority.and_then(parse_priority),
+        })
+    }
+
+    /// The value a header takes by default (`None` for per-request headers
+    /// and headers the profile lacks).
+    pub fn value(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .filter(|v| !v.is_empty())
+    }
+}
+
+fn parse_priority(p: &str) -> Option<(u16, bool, u32)> {
+    let mut it = p.split(':');
+    let weight = it.next()?.parse().ok()?;
+    let exclusive = it.next()? == "1";
+    let dep = it.next()?.parse().ok()?;
+    Some((weight, exclusive, dep))
+}
+
+/// What the HTTP tier copies from its browser.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// Tier 2: a navigation.
+    pub navigation: RequestProfile,
+    /// Tier 1: a same-origin fetch/XHR.
+    pub xhr: Option<RequestProfile>,
+    /// The browser's ClientHello, for the TLS options wreq exposes.
+    pub hello: Option<ClientHello>,
+}
+
+impl Calibration {
+    /// From the browser's own capture; `None` when its navigation carried no
+    /// user agent.
+    pub fn from_browser(capture: &Capture) -> Option<Self> {
+        let nav = &capture.navigation;
+        Some(Calibration {
+            navigation: RequestProfile::from_capture(&nav.headers, nav.priority.as_deref())?,
+            xhr: RequestProfile::from_capture(
+                &capture.xhr.headers,
+                capture.xhr.priority.as_deref(),
+            ),
+            hello: nav.hello.clone(),
+        })
+    }
+}
+
+/// One named difference between the browser and the calibrated HTTP tier.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Difference {
+    /// What differs, e.g. `tls.extension` or `h2.priority.xhr`.
+    pub what: String,
+    /// The browser's side.
+    pub browser: String,
+    /// The HTTP tier's side.
+    pub http: String,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: browser {}, http {}",
+            self.what, self.browser, self.http
+        )
+    }
+}
+
+/// How close a slot's HTTP tier comes to its browser.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    pub browser_ja4: String,
+    pub http_ja4: String,
+    pub ja4_a_equal: bool,
+    pub ja4_b_equal: bool,
+    /// Part `c` of the browser's JA4, recomputed without what the residual
+    /// names, equals the HTTP tier's: the residual is the whole difference.
+    pub ja4_c_explained: bool,
+    /// Same Akamai HTTP/2 fingerprint and navigation HEADERS priority.
+    pub h2_equal: bool,
+    /// Same navigation header list: names, order and values.
+    pub headers_equal: bool,
+    /// Same XHR header list.
+    pub xhr_headers_equal: bool,
+    pub residual: Vec<Difference>,
+}
+
+fn hex_list(v: &[u16]) -> String {
+    if v.is_empty() {
+        return "-".into();
+    }
+    v.iter()
+        .map(|x| {
+            let name = extension_name(*x)
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default();
+            format!("0x{x:04x}{name}")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn plain_hex(v: &[u16]) -> String {
+    if v.is_empty() {
+        return "-".into();
+    }
+    v.iter()
+        .map(|x| format!("0x{x:04x}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// IANA names of the TLS extensions browsers send.
+pub fn extension_name(ty: u16) -> Option<&'static str> {
+    Some(match ty {
+        0x0000 => "server_name",
+        0x0005 => "status_request",
+        0x000a => "supported_groups",
+        0x000b => "ec_point_formats",
+        0x000d => "signature_algorithms",
+        0x0010 => "alpn",
+        0x0012 => "signed_certificate_timestamp",
+        0x0015 => "padding",
+        0x0017 => "extended_master_secret",
+        0x001b => "compress_certificate",
+        0x001c => "record_size_limit",
+        0x0022 => "delegated_credentials",
+        0x0023 => "session_ticket",
+        0x0029 => "pre_shared_key",
+        0x002b => "supported_versions",
+        0x002d => "psk_key_exchange_modes",
+        0x0033 => "key_share",
+        0x4469 => "application_settings_old",
+        0x44cd => "application_settings",
+        0xca34 => "trust_anchors",
+        0xfe0d => "encrypted_client_hello",
+        0xff01 => "renegotiation_info",
+        _ => return None,
+    })
+}
+
+/// Items of `a` missing from `b`, in `a`'s order.
+fn minus(a: &[u16], b: &[u16]) -> Vec<u16> {
+    a.iter().copied().filter(|x| !b.contains(x)).collect()
+}
+
+fn tls_differences(b: &ClientHello, h: &ClientHello, out: &mut Vec<Difference>) {
+    let mut push = |what: &str, browser: String, http: String| {
+        out.push(Difference {
+            what: what.into(),
+            browser,
+            http,
+        })
+    };
+    let (only_b, only_h) = (
+        minus(&b.extensions, &h.extensions),
+        minus(&h.extensions, &b.extensions),
+    );
+    if !only_b.is_empty() || !only_h.is_empty() {
+        push(
+            "tls.extensions",
+            format!("also sends {}", hex_list(&only_b)),
+            format!("also sends {}", hex_list(&only_h)),
+        );
+    }
+    let mut bc = b.ciphers.clone();
+    let mut hc = h.ciphers.clone();
+    if bc != hc {
+        bc.sort_unstable();
+        hc.sort_unstable();
+        let what = if bc == hc {
+            "tls.cipher_order"
+        } else {
+            "tls.ciphers"
+        };
+        push(what, plain_hex(&b.ciphers), plain_hex(&h.ciphers));
+    }
+    if b.sig_algs != h.sig_algs {
+        let (ob, oh) = (
+            minus(&b.sig_algs, &h.sig_algs),
+            minus(&h.sig_algs, &b.sig_algs),
+        );
+        if ob.is_empty() && oh.is_empty() {
+            push(
+                "tls.signature_algorithm_order",
+                plain_hex(&b.sig_algs),
+                plain_hex(&h.sig_algs),
+            );
+        } else {
+            push(
+                "tls.signature_algorithms",
+                format!("also offers {}", sigalg_list(&ob)),
+                format!("also offers {}", sigalg_list(&oh)),
+            );
+        }
+    }
+    if b.sig_algs_grease != h.sig_algs_grease {
+        push(
+            "tls.signature_algorithms_grease",
+            b.sig_algs_grease.to_string(),
+            h.sig_algs_grease.to_string(),
+        );
+    }
+    if b.grease != h.grease {
+        push("tls.grease", b.grease.to_string(), h.grease.to_string());
+    }
+    for (what, bv, hv) in [
+        ("tls.groups", &b.groups, &h.groups),
+        ("tls.key_shares", &b.key_shares, &h.key_shares),
+        ("tls.versions", &b.versions, &h.versions),
+        (
+            "tls.certificate_compression",
+            &b.cert_compression,
+            &h.cert_compression,
+        ),
+    ] {
+        if bv != hv {
+            push(what, plain_hex(bv), plain_hex(hv));
+        }
+    }
+    if b.alpn != h.alpn {
+        push("tls.alpn", b.alpn.join(","), h.alpn.join(","));
+    }
+    if b.alps != h.alps {
+        push("tls.alps", b.alps.join(","), h.alps.join(","));
+    }
+    if b.record_size_limit != h.record_size_limit {
+        push(
+            "tls.record_size_limit",
+            format!("{:?}", b.record_size_limit),
+            format!("{:?}", h.record_size_limit),
+        );
+    }
+}
+
+/// Signature algorithm codes with their names.
+fn sigalg_list(v: &[u16]) -> String {
+    if v.is_empty() {
+        return "-".into();
+    }
+    v.iter()
+        .map(|x| match crate::fingerprint::tls::sigalg_name(*x) {
+            Some(n) => format!("0x{x:04x} ({n})"),
+            None => format!("0x{x:04x}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn header_differences(kind: &str, b: &Observed, h: &Observed, out: &mut Vec<Difference>) -> bool {
+    let names =
+        |o: &Observed| -> Vec<String> { o.headers.iter().map(|(k, _)| k.clone()).collect() };
+    let (bn, hn) = (names(b), names(h));
+    let mut equal = true;
+    if bn != hn {
+        equal = false;
+        out.push(Difference {
+            what: format!("headers.{kind}.order"),
+            browser: bn.join(","),
+            http: hn.join(","),
         });
-        Some(NavigationProfile { headers, priority })
+    }
+    for (k, v) in &b.headers {
+        let theirs = h.headers.iter().find(|(hk, _)| hk == k).map(|(_, v)| v);
+        if let Some(hv) = theirs
+            && hv != v
+        {
+            equal = false;
+            out.push(Difference {
+                what: format!("headers.{kind}.{k}"),
+                browser: v.clone(),
+                http: hv.clone(),
+            });
+        }
+    }
+    equal
+}
+
+/// Every difference between the browser's capture and the HTTP tier's.
+pub fn compare(browser: &Capture, http: &Capture) -> Report {
+    let mut residual = Vec::new();
+    let (bh, hh) = (&browser.navigation.hello, &http.navigation.hello);
+    let ja4 = |h: &Option<ClientHello>| h.as_ref().map_or("-".to_string(), |h| h.ja4.clone());
+    let part = |h: &Option<ClientHello>, n: usize| {
+        h.as_ref()
+            .map(|h| h.ja4_part(n).to_string())
+            .unwrap_or_default()
+    };
+    let mut ja4_c_explained = false;
+    if let (Some(b), Some(h)) = (bh, hh) {
+        tls_differences(b, h, &mut residual);
+        // Part c without what the residual names: the browser's extensions
+        // and signature algorithms, less what only it sends, plus what only
+        // the HTTP tier sends, in the HTTP tier's signature order.
+        let mut exts = minus(&b.extensions, &minus(&b.extensions, &h.extensions));
+        exts.extend(minus(&h.extensions, &b.extensions));
+        let sigs: Vec<u16> = h.sig_algs.clone();
+        ja4_c_explained = ja4_c(&exts, &sigs) == h.ja4_part(2);
+    } else if bh != hh {
+        residual.push(Difference {
+            what: "tls".into(),
+            browser: ja4(bh),
+            http: ja4(hh),
+        });
+    }
+    let (bn, hn) = (&browser.navigation, &http.navigation);
+    if bn.protocol != hn.protocol {
+        residual.push(Difference {
+            what: "protocol".into(),
+            browser: bn.protocol.clone(),
+            http: hn.protocol.clone(),
+        });
+    }
+    let opt = |s: &Option<String>| s.clone().unwrap_or_else(|| "-".into());
+    let mut h2_equal = true;
+    if bn.akamai != hn.akamai {
+        h2_equal = false;
+        residual.push(Difference {
+            what: "h2.fingerprint".into(),
+            browser: opt(&bn.akamai),
+            http: opt(&hn.akamai),
+        });
+    }
+    if bn.priority != hn.priority {
+        h2_equal = false;
+        residual.push(Difference {
+            what: "h2.priority.navigation".into(),
+            browser: opt(&bn.priority),
+            http: opt(&hn.priority),
+        });
+    }
+    if browser.xhr.priority != http.xhr.priority {
+        residual.push(Difference {
+            what: "h2.priority.xhr".into(),
+            browser: opt(&browser.xhr.priority),
+            http: opt(&http.xhr.priority),
+        });
+    }
+    let headers_equal = header_differences("navigation", bn, hn, &mut residual);
+    let xhr_headers_equal = header_differences("xhr", &browser.xhr, &http.xhr, &mut residual);
+    Report {
+        browser_ja4: ja4(bh),
+        http_ja4: ja4(hh),
+        ja4_a_equal: !part(bh, 0).is_empty() && part(bh, 0) == part(hh, 0),
+        ja4_b_equal: !part(bh, 1).is_empty() && part(bh, 1) == part(hh, 1),
+        ja4_c_explained,
+        h2_equal,
+        headers_equal,
+        xhr_headers_equal,
+        residual,
     }
 }
 
@@ -63,10 +457,13 @@ impl NavigationProfile {
 mod tests {
     use super::*;
 
+    fn h(k: &str, v: &str) -> (String, String) {
+        (k.to_string(), v.to_string())
+    }
+
     #[test]
     fn pseudo_and_own_headers_are_left_out_and_the_cookie_keeps_its_place() {
-        let h = |k: &str, v: &str| (k.to_string(), v.to_string());
-        let nav = NavigationProfile::from_capture(
+        let nav = RequestProfile::from_capture(
             &[
                 h(":method", "GET"),
                 h(":path", "/x"),
@@ -88,9 +485,9 @@ mod tests {
             ]
         );
         assert_eq!(nav.priority, Some((256, true, 0)));
-        assert!(NavigationProfile::from_capture(&[h("accept", "x")], None).is_none());
+        assert!(RequestProfile::from_capture(&[h("accept", "x")], None).is_none());
         // Without a cookie in the capture, it goes before `priority`.
-        let nav = NavigationProfile::from_capture(
+        let nav = RequestProfile::from_capture(
             &[
                 h("user-agent", "UA"),
                 h("accept", "*/*"),
@@ -100,5 +497,81 @@ mod tests {
         )
         .unwrap();
         assert_eq!(nav.headers[2], h("cookie", ""));
+    }
+
+    #[test]
+    fn per_request_headers_keep_their_place_but_not_their_value() {
+        let xhr = RequestProfile::from_capture(
+            &[
+                h(":method", "POST"),
+                h("content-length", "12"),
+                h("user-agent", "UA"),
+                h("content-type", "application/x-www-form-urlencoded"),
+                h("origin", "https://a.test"),
+                h("referer", "https://a.test/p"),
+                h("accept", "*/*"),
+            ],
+            None,
+        )
+        .unwrap();
+        let names: Vec<&str> = xhr.headers.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "content-length",
+                "user-agent",
+                "content-type",
+                "origin",
+                "referer",
+                "accept",
+                "cookie"
+            ]
+        );
+        assert_eq!(xhr.value("origin"), None);
+        assert_eq!(xhr.value("accept"), Some("*/*"));
+    }
+
+    fn observed(headers: Vec<(String, String)>, priority: &str) -> Observed {
+        Observed {
+            hello: None,
+            protocol: "h2".into(),
+            akamai: Some("1:65536|15663105|0|m,a,s,p".into()),
+            priority: Some(priority.into()),
+            headers,
+        }
+    }
+
+    #[test]
+    fn compare_names_every_difference() {
+        let nav = vec![h("user-agent", "UA"), h("accept", "text/html")];
+        let browser = Capture {
+            navigation: observed(nav.clone(), "256:1:0"),
+            xhr: observed(nav.clone(), "220:1:0"),
+        };
+        let same = compare(&browser, &browser);
+        assert!(same.residual.is_empty(), "{:?}", same.residual);
+        assert!(same.h2_equal && same.headers_equal && same.xhr_headers_equal);
+        let http = Capture {
+            navigation: observed(
+                vec![h("accept", "text/html"), h("user-agent", "UA")],
+                "220:1:0",
+            ),
+            xhr: observed(
+                vec![h("user-agent", "UA2"), h("accept", "text/html")],
+                "256:1:0",
+            ),
+        };
+        let r = compare(&browser, &http);
+        let what: Vec<&str> = r.residual.iter().map(|d| d.what.as_str()).collect();
+        assert_eq!(
+            what,
+            [
+                "h2.priority.navigation",
+                "h2.priority.xhr",
+                "headers.navigation.order",
+                "headers.xhr.user-agent"
+            ]
+        );
+        assert!(!r.h2_equal && !r.headers_equal && !r.xhr_headers_equal);
     }
 }

@@ -3,6 +3,9 @@
 //! request's HEADERS priority, and every request's header list in the order
 //! the client sent it (HTTP/2 via HPACK, HTTP/1.1 from the request head).
 //!
+//! `tls` parses ClientHellos (JA4 and its parts); `hello` reads one off a
+//! fresh connection before the TLS server sees it.
+//!
 //! `Tap` copies the first bytes a server reads from a (decrypted) connection;
 //! [`request_view`] finds one request in them. The testbed logs it; identity
 //! calibration compares a slot's browser and HTTP tier with it.
@@ -10,9 +13,11 @@
 pub mod calibration;
 pub mod h1;
 pub mod h2;
+pub mod hello;
 mod tap;
+pub mod tls;
 
-pub use calibration::NavigationProfile;
+pub use calibration::{Calibration, Capture, NavigationProfile, Observed, Report, RequestProfile};
 pub use tap::{Tap, TapBuf};
 
 use serde::Serialize;

@@ -49,6 +49,16 @@ impl RootStore {
     }
 }
 
+/// What a request stands for in a browser, which decides its default headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RequestKind {
+    /// A top-level page load (tier 2).
+    #[default]
+    Navigation,
+    /// A page's own fetch/XHR call to its site (tier 1).
+    Xhr,
+}
+
 /// One request.
 #[derive(Debug, Clone)]
 pub struct FetchRequest {
@@ -56,6 +66,10 @@ pub struct FetchRequest {
     pub url: Url,
     pub headers: Vec<(String, String)>,
     pub body: Option<Bytes>,
+    pub kind: RequestKind,
+    /// The page an XHR comes from (its `referer`; a calibrated slot sends it
+    /// in its browser's place).
+    pub referer: Option<Url>,
 }
 
 impl FetchRequest {
@@ -65,6 +79,8 @@ impl FetchRequest {
             url,
             headers: Vec::new(),
             body: None,
+            kind: RequestKind::Navigation,
+            referer: None,
         }
     }
 }
@@ -100,6 +116,14 @@ pub struct HttpClient {
     client: wreq::Client,
     guard: Arc<Guard>,
     cfg: HttpConfig,
+    /// The browser's XHR header set, when calibrated.
+    xhr: Option<Arc<XhrHeaders>>,
+}
+
+/// Default headers and order of a calibrated XHR.
+struct XhrHeaders {
+    defaults: Vec<(HeaderName, HeaderValue)>,
+    order: wreq::header::OrigHeaderMap,
 }
 
 impl HttpClient {
@@ -114,16 +138,17 @@ impl HttpClient {
         Self::calibrated(profile, jar, cfg, roots, guard, None)
     }
 
-    /// Like [`HttpClient::new`], sending navigations as `nav` (captured from the
-    /// slot's own browser) does: its header list, order and values, and its
-    /// HTTP/2 HEADERS priority.
+    /// Like [`HttpClient::new`], sending requests as the slot's own browser
+    /// does (`cal`, from its capture): navigations and XHRs with its header
+    /// lists, order and values, its HTTP/2 HEADERS priority, and the TLS
+    /// options wreq exposes set from its ClientHello.
     pub fn calibrated(
         profile: &Profile,
         jar: Arc<Jar>,
         cfg: HttpConfig,
         roots: &RootStore,
         guard: Arc<Guard>,
-        nav: Option<&crate::fingerprint::NavigationProfile>,
+        cal: Option<&crate::fingerprint::Calibration>,
     ) -> Result<Self> {
         let mut emulation = wreq::IntoEmulation::into_emulation(
             wreq_util::Emulation::builder()
@@ -144,8 +169,13 @@ impl HttpClient {
             &profile.accept_language,
             "accept_language",
         )?;
-        if let Some(nav) = nav {
-            apply_navigation(&mut emulation, nav)?;
+        let mut xhr = None;
+        if let Some(cal) = cal {
+            apply_navigation(&mut emulation, &cal.navigation)?;
+            if let Some(hello) = &cal.hello {
+                super::tls_match::apply(&mut emulation, hello);
+            }
+            xhr = cal.xhr.as_ref().map(xhr_headers).transpose()?.map(Arc::new);
         }
         let redirect_guard = guard.clone();
         let max_redirects = cfg.max_redirects;
@@ -190,7 +220,40 @@ impl HttpClient {
             )
             .with_source(e)
         })?;
-        Ok(HttpClient { client, guard, cfg })
+        Ok(HttpClient {
+            client,
+            guard,
+            cfg,
+            xhr,
+        })
+    }
+
+    /// The same client without the SSRF guard, trusting `extra_pem` too: for
+    /// the daemon's own loopback calibration listener only.
+    pub(crate) fn for_calibration(
+        profile: &Profile,
+        cfg: HttpConfig,
+        cal: Option<&crate::fingerprint::Calibration>,
+        extra_pem: &str,
+    ) -> Result<Self> {
+        let roots = CertStore::builder()
+            .add_stack_pem_certs(extra_pem.as_bytes())
+            .build()
+            .map(RootStore)
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Internal,
+                    format!("calibration certificate ({e})"),
+                )
+            })?;
+        let guard = Arc::new(Guard::new(
+            vec!["127.0.0.1".into(), "127.0.0.2".into()],
+            true,
+        ));
+        let jar = Arc::new(Jar::in_memory());
+        let mut profile = profile.clone();
+        profile.proxy = None; // the listener is on loopback
+        Self::calibrated(&profile, jar, cfg, &roots, guard, cal)
     }
 
     /// Send `req` and read the whole body (so the connection can be reused).
@@ -198,8 +261,41 @@ impl HttpClient {
         self.guard.check(&req.url).await?;
         let started = Instant::now();
         let mut builder = self.client.request(req.method.clone(), req.url.as_str());
-        for (k, v) in &req.headers {
-            builder = builder.header(k.as_str(), v.as_str());
+        if let (RequestKind::Xhr, Some(xhr)) = (req.kind, &self.xhr) {
+            // The browser's XHR instead of the navigation defaults; the
+            // request's own headers replace default values in place.
+            let mut headers = HeaderMap::new();
+            for (k, v) in &xhr.defaults {
+                headers.insert(k.clone(), v.clone());
+            }
+            let origin = req.url.origin().ascii_serialization();
+            if !matches!(req.method, http::Method::GET | http::Method::HEAD)
+                && let Ok(v) = HeaderValue::from_str(&origin)
+            {
+                headers.insert(http::header::ORIGIN, v);
+            }
+            let referer = req
+                .referer
+                .as_ref()
+                .map_or_else(|| format!("{origin}/"), Url::to_string);
+            if let Ok(v) = HeaderValue::from_str(&referer) {
+                headers.insert(http::header::REFERER, v);
+            }
+            for (k, v) in &req.headers {
+                let name = HeaderName::from_bytes(k.as_bytes())
+                    .map_err(|_| Error::refused(format!("header name `{k}` is not valid")))?;
+                let value = HeaderValue::from_str(v)
+                    .map_err(|_| Error::refused(format!("header `{k}` has an invalid value")))?;
+                headers.insert(name, value);
+            }
+            builder = builder
+                .default_headers(false)
+                .headers(headers)
+                .orig_headers(xhr.order.clone());
+        } else {
+            for (k, v) in &req.headers {
+                builder = builder.header(k.as_str(), v.as_str());
+            }
         }
         if let Some(body) = req.body.clone() {
             builder = builder.body(body);
@@ -268,8 +364,8 @@ fn apply_navigation(
         let name = HeaderName::from_bytes(k.as_bytes())
             .map_err(|_| Error::config(format!("captured header name `{k}` is not valid")))?;
         order.insert(name.clone());
-        if name == COOKIE {
-            continue; // the jar's, per request
+        if name == COOKIE || v.is_empty() {
+            continue; // the jar's, or the request's
         }
         let value = HeaderValue::from_str(v)
             .map_err(|_| Error::config(format!("captured header `{k}` has an invalid value")))?;
@@ -288,6 +384,25 @@ fn apply_navigation(
         ));
     }
     Ok(())
+}
+
+/// The browser's XHR: its default values (per-request headers left to each
+/// request) and its order.
+fn xhr_headers(p: &crate::fingerprint::RequestProfile) -> Result<XhrHeaders> {
+    let mut defaults = Vec::new();
+    let mut order = wreq::header::OrigHeaderMap::new();
+    for (k, v) in &p.headers {
+        let name = HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| Error::config(format!("captured header name `{k}` is not valid")))?;
+        order.insert(name.clone());
+        if v.is_empty() {
+            continue;
+        }
+        let value = HeaderValue::from_str(v)
+            .map_err(|_| Error::config(format!("captured header `{k}` has an invalid value")))?;
+        defaults.push((name, value));
+    }
+    Ok(XhrHeaders { defaults, order })
 }
 
 fn set_header(map: &mut HeaderMap, name: HeaderName, value: &str, field: &str) -> Result<()> {

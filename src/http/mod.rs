@@ -4,6 +4,7 @@
 
 mod client;
 mod guard;
+mod tls_match;
 
-pub use client::{FetchRequest, FetchResponse, HttpClient, RootStore};
+pub use client::{FetchRequest, FetchResponse, HttpClient, RequestKind, RootStore};
 pub use guard::{Guard, is_private};

@@ -69,6 +69,17 @@ pub enum OpenNote {
 }
 
 impl Jar {
+    /// A jar kept in memory only (the calibration client's); never saved.
+    pub fn in_memory() -> Jar {
+        Jar {
+            store: RwLock::new(Store::new()),
+            path: PathBuf::new(),
+            dirty: AtomicBool::new(false),
+            save_lock: Mutex::new(()),
+            last_saved: AtomicU64::new(0),
+        }
+    }
+
     /// Open the jar at `path`. A missing file gives an empty jar (seeded from `seed`
     /// when given); a corrupt file is moved aside as `<name>.corrupt-<unix>`.
     pub fn open(path: &Path, seed: Option<&Path>) -> Result<(Jar, OpenNote)> {
@@ -396,20 +407,29 @@ impl wreq::cookie::CookieStore for Jar {
         self.dirty.store(true, Ordering::Release);
     }
 
-    fn cookies(&self, uri: &Uri, _version: Version) -> wreq::cookie::Cookies {
+    /// One `cookie` field per cookie over HTTP/2 (Chromium sends "crumbs",
+    /// RFC 9113 §8.2.3), one joined field over HTTP/1.1.
+    fn cookies(&self, uri: &Uri, version: Version) -> wreq::cookie::Cookies {
         let Ok(url) = Url::parse(&uri.to_string()) else {
             return wreq::cookie::Cookies::Empty;
         };
-        let store = self.store.read();
-        let header = store
+        let pairs: Vec<String> = self
+            .store
+            .read()
             .get_request_values(&url)
             .map(|(n, v)| format!("{n}={v}"))
-            .collect::<Vec<_>>()
-            .join("; ");
-        if header.is_empty() {
+            .collect();
+        if pairs.is_empty() {
             return wreq::cookie::Cookies::Empty;
         }
-        match HeaderValue::from_str(&header) {
+        if version == Version::HTTP_2 {
+            let values: Vec<HeaderValue> = pairs
+                .iter()
+                .filter_map(|p| HeaderValue::from_str(p).ok())
+                .collect();
+            return wreq::cookie::Cookies::Uncompressed(values);
+        }
+        match HeaderValue::from_str(&pairs.join("; ")) {
             Ok(v) => wreq::cookie::Cookies::Compressed(v),
             Err(_) => wreq::cookie::Cookies::Empty,
         }

@@ -177,7 +177,7 @@ impl Lease {
             None => markers.page_state(html, url, status),
         };
         let started = std::time::Instant::now();
-        let result = slot.browser().fetch(&req, slot.jar(), &probe).await;
+        let result = slot.browse(&req, &probe).await;
         slot.save_jar().await;
         let page = match result {
             Ok(p) => p,

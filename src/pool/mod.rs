@@ -15,11 +15,12 @@ mod politeness;
 mod slot;
 
 pub use circuit::{Admission, Breaker, BreakerState, Verdict};
+pub(crate) use cookies::write_atomically;
 pub use cookies::{Jar, OpenNote, PortableCookie};
 pub use events::{Events, SlotEvent};
 pub use lease::Lease;
 pub use politeness::Site;
-pub use slot::{Slot, SlotEnv, SlotHealth};
+pub use slot::{CalibrationStatus, Slot, SlotEnv, SlotHealth};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -56,7 +57,8 @@ struct Inner {
     compiled: Vec<Arc<dyn Strategy>>,
     allowed_hosts: Vec<String>,
     guard: Arc<Guard>,
-    events: Events,
+    events: Arc<Events>,
+    calibrator: Option<Arc<crate::calibrate::Calibrator>>,
     breaker: BreakerConfig,
     cascade: crate::config::CascadeConfig,
     max_wait: Duration,
@@ -137,7 +139,15 @@ impl Pool {
             &cfg.security.allow_private_networks,
         ));
         let roots = RootStore::new(&cfg.security.extra_root_certs)?;
-        let spki = crate::browser::launcher::spki_hashes(&cfg.security.extra_root_certs)?;
+        let mut spki = crate::browser::launcher::spki_hashes(&cfg.security.extra_root_certs)?;
+        let calibrator = if cfg.browser.calibrate {
+            let c = Arc::new(crate::calibrate::Calibrator::new()?);
+            spki.push(c.spki().to_string());
+            Some(c)
+        } else {
+            None
+        };
+        let events = Arc::new(Events::default());
         let env = SlotEnv {
             data_dir: &cfg.pool.data_dir,
             base_port: cfg.pool.base_port,
@@ -146,6 +156,8 @@ impl Pool {
             guard: guard.clone(),
             browser: &cfg.browser,
             spki: &spki,
+            calibrator: calibrator.clone(),
+            events: events.clone(),
         };
         let mut slots = Vec::new();
         for plan in cfg.slot_plan() {
@@ -168,7 +180,8 @@ impl Pool {
                 compiled,
                 allowed_hosts: cfg.security.allowed_hosts.clone(),
                 guard,
-                events: Events::default(),
+                events,
+                calibrator,
                 breaker: cfg.breaker,
                 cascade: cfg.cascade,
                 max_wait: Duration::from_secs(cfg.http.max_queue_wait_secs),
@@ -342,6 +355,9 @@ impl Pool {
 
     /// Close every browser (reaping each Chromium) and save every jar.
     pub async fn shutdown(&self) {
+        if let Some(c) = &self.inner.calibrator {
+            c.shutdown().await;
+        }
         futures_util::future::join_all(self.inner.slots.iter().map(|s| s.browser().close())).await;
         self.save_jars().await;
     }

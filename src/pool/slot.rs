@@ -7,10 +7,15 @@ use std::time::SystemTime;
 
 use parking_lot::Mutex;
 
+use serde::Serialize;
+
 use super::cookies::{Jar, OpenNote};
+use super::events::Events;
 use crate::browser::{BrowserFacts, ClientHints, Identity, LaunchSpec, SlotBrowser};
+use crate::calibrate::{Calibrator, Record};
 use crate::config::{BrowserConfig, HttpConfig};
 use crate::error::{Error, Result};
+use crate::fingerprint::Calibration;
 use crate::http::{FetchRequest, FetchResponse, Guard, HttpClient, RootStore};
 use crate::profile::Profile;
 
@@ -35,7 +40,17 @@ pub struct Slot {
     http: parking_lot::RwLock<HttpClient>,
     /// What a rebuild needs.
     http_env: (HttpConfig, RootStore, Arc<Guard>),
-    calibration: parking_lot::RwLock<Option<crate::fingerprint::NavigationProfile>>,
+    /// What the HTTP tier copies from the browser now (`None`: the profile's
+    /// emulation as it is).
+    calibration: parking_lot::RwLock<Option<Calibration>>,
+    /// The last calibration run's record (also when not applied).
+    record: parking_lot::RwLock<Option<Record>>,
+    /// `None` when `browser.calibrate` is off.
+    calibrator: Option<Arc<Calibrator>>,
+    /// The browser launch count at the last failed run, and why.
+    cal_failure: Mutex<Option<(u64, String)>>,
+    cal_runs: std::sync::atomic::AtomicU64,
+    events: Arc<Events>,
     browser: SlotBrowser,
     health: Mutex<SlotHealth>,
 }
@@ -57,8 +72,35 @@ pub struct SlotEnv<'a> {
     pub roots: &'a RootStore,
     pub guard: Arc<Guard>,
     pub browser: &'a BrowserConfig,
-    /// SPKI pins of `security.extra_root_certs` for Chromium.
+    /// SPKI pins of `security.extra_root_certs` (and the calibration
+    /// listener's) for Chromium.
     pub spki: &'a [String],
+    pub calibrator: Option<Arc<Calibrator>>,
+    pub events: Arc<Events>,
+}
+
+/// How a slot's HTTP tier compares with its browser, for operators.
+#[derive(Debug, Clone, Serialize)]
+pub struct CalibrationStatus {
+    /// `off` (browser.calibrate = false), `pending` (no browser launched
+    /// yet), `calibrated`, `stale` (made with another Chromium or profile;
+    /// renewed at the next launch), `uncalibrated` (switched off on this
+    /// slot) or `failed`.
+    pub state: &'static str,
+    pub chromium: Option<String>,
+    /// Unix seconds of the run.
+    pub at: Option<u64>,
+    pub browser_ja4: Option<String>,
+    pub http_ja4: Option<String>,
+    pub ja4_a_equal: Option<bool>,
+    pub ja4_b_equal: Option<bool>,
+    pub h2_equal: Option<bool>,
+    pub headers_equal: Option<bool>,
+    pub xhr_headers_equal: Option<bool>,
+    pub residual: Vec<String>,
+    /// Runs since the daemon started.
+    pub runs: u64,
+    pub error: Option<String>,
 }
 
 impl Slot {
@@ -77,13 +119,35 @@ impl Slot {
             _ => {}
         }
         let jar = Arc::new(jar);
-        let http = HttpClient::new(
+        // A calibration saved by an earlier run applies again if it was made
+        // for this profile; a new Chromium version renews it at launch.
+        let record = env
+            .calibrator
+            .as_ref()
+            .and_then(|_| Record::load(&dir))
+            .filter(|r| r.user_agent == profile.user_agent);
+        let calibration = record.as_ref().map(|r| r.calibration.clone());
+        let http = match HttpClient::calibrated(
             &profile,
             jar.clone(),
             env.http,
             env.roots,
             env.guard.clone(),
-        )?;
+            calibration.as_ref(),
+        ) {
+            Ok(c) => c,
+            Err(e) if calibration.is_some() => {
+                tracing::warn!(slot = id, error = %e, "saved calibration not usable; the slot recalibrates at its next browser launch");
+                HttpClient::new(
+                    &profile,
+                    jar.clone(),
+                    env.http,
+                    env.roots,
+                    env.guard.clone(),
+                )?
+            }
+            Err(e) => return Err(e),
+        };
         let port = usize::from(env.base_port) + id;
         let cdp_port = u16::try_from(port)
             .map_err(|_| Error::config(format!("slot {id}: CDP port {port} is out of range")))?;
@@ -100,7 +164,12 @@ impl Slot {
             jar,
             http: parking_lot::RwLock::new(http),
             http_env: (env.http, env.roots.clone(), env.guard.clone()),
-            calibration: parking_lot::RwLock::new(None),
+            calibration: parking_lot::RwLock::new(calibration),
+            record: parking_lot::RwLock::new(record),
+            calibrator: env.calibrator.clone(),
+            cal_failure: Mutex::new(None),
+            cal_runs: std::sync::atomic::AtomicU64::new(0),
+            events: env.events.clone(),
             browser,
             health: Mutex::new(SlotHealth::default()),
         })
@@ -110,9 +179,10 @@ impl Slot {
         &self.jar
     }
 
-    /// Send navigations as `nav` (captured from this slot's browser) does, or
-    /// as the profile's emulation does again with `None`.
-    pub fn calibrate(&self, nav: Option<crate::fingerprint::NavigationProfile>) -> Result<()> {
+    /// Send requests as `cal` (captured from this slot's browser) says, or
+    /// as the profile's emulation does with `None` (calibration switched off
+    /// on this slot until the next run).
+    pub fn set_calibration(&self, cal: Option<Calibration>) -> Result<()> {
         let (cfg, roots, guard) = &self.http_env;
         let client = HttpClient::calibrated(
             &self.profile,
@@ -120,16 +190,170 @@ impl Slot {
             *cfg,
             roots,
             guard.clone(),
-            nav.as_ref(),
+            cal.as_ref(),
         )?;
         *self.http.write() = client;
-        *self.calibration.write() = nav;
+        *self.calibration.write() = cal;
         Ok(())
     }
 
-    /// The navigation profile the HTTP tier uses, if calibrated.
-    pub fn calibration(&self) -> Option<crate::fingerprint::NavigationProfile> {
+    /// What the HTTP tier copies from the browser, if calibrated.
+    pub fn calibration(&self) -> Option<Calibration> {
         self.calibration.read().clone()
+    }
+
+    /// The last calibration run's record.
+    pub fn calibration_record(&self) -> Option<Record> {
+        self.record.read().clone()
+    }
+
+    pub(crate) fn http_config(&self) -> HttpConfig {
+        self.http_env.0
+    }
+
+    /// One browser operation; afterwards, calibrate the HTTP tier if this
+    /// Chromium (its version) has not been calibrated against yet.
+    pub async fn browse(
+        &self,
+        req: &crate::browser::BrowserRequest,
+        probe: &crate::browser::Probe<'_>,
+    ) -> Result<crate::browser::PageResult> {
+        let result = self.browser.fetch(req, &self.jar, probe).await;
+        self.calibrate_if_due().await;
+        result
+    }
+
+    /// Calibrate when the browser runs a version (or the slot a profile) no
+    /// record was made with; one attempt per browser launch.
+    pub async fn calibrate_if_due(&self) {
+        if self.calibrator.is_none() {
+            return;
+        }
+        let facts = self.browser.facts();
+        let Some(version) = facts.version else {
+            return; // never launched
+        };
+        let current = self
+            .record
+            .read()
+            .as_ref()
+            .is_some_and(|r| r.chromium == version && r.user_agent == self.profile.user_agent);
+        if current {
+            return;
+        }
+        if self
+            .cal_failure
+            .lock()
+            .as_ref()
+            .is_some_and(|(launch, _)| *launch == facts.launches)
+        {
+            return;
+        }
+        if let Err(e) = self.calibrate_now().await {
+            tracing::warn!(slot = self.id, error = %e, "calibration failed; the HTTP tier keeps its last settings");
+        }
+    }
+
+    /// Run a calibration now (launching the browser if needed), apply and
+    /// save it.
+    pub async fn calibrate_now(&self) -> Result<Record> {
+        let Some(calibrator) = &self.calibrator else {
+            return Err(Error::config(format!(
+                "slot {}: calibration is off (browser.calibrate = false)",
+                self.id
+            )));
+        };
+        self.cal_runs
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let run = async {
+            let record = calibrator.run(self).await?;
+            self.set_calibration(Some(record.calibration.clone()))?;
+            Ok::<_, Error>(record)
+        };
+        match run.await {
+            Ok(record) => {
+                *self.cal_failure.lock() = None;
+                if let Err(e) = record.save(&self.dir) {
+                    tracing::warn!(slot = self.id, error = %e, "calibration record not saved");
+                }
+                let r = &record.report;
+                tracing::info!(
+                    slot = self.id,
+                    chromium = %record.chromium,
+                    browser_ja4 = %r.browser_ja4,
+                    http_ja4 = %r.http_ja4,
+                    h2_equal = r.h2_equal,
+                    headers_equal = r.headers_equal,
+                    residual = r.residual.len(),
+                    "HTTP tier calibrated against the slot's browser"
+                );
+                self.events.emit(
+                    "calibrated",
+                    Some(self.id),
+                    None,
+                    serde_json::json!({
+                        "chromium": record.chromium,
+                        "browser_ja4": r.browser_ja4,
+                        "http_ja4": r.http_ja4,
+                        "h2_equal": r.h2_equal,
+                        "headers_equal": r.headers_equal,
+                        "residual": r.residual.iter().map(|d| d.what.clone()).collect::<Vec<_>>(),
+                    }),
+                );
+                *self.record.write() = Some(record.clone());
+                Ok(record)
+            }
+            Err(e) => {
+                let launches = self.browser.facts().launches;
+                *self.cal_failure.lock() = Some((launches, e.to_string()));
+                self.events.emit(
+                    "calibration_failed",
+                    Some(self.id),
+                    None,
+                    serde_json::json!({"error": e.to_string()}),
+                );
+                Err(e)
+            }
+        }
+    }
+
+    /// For pool_status, `idpool slots` and `/metrics`.
+    pub fn calibration_status(&self) -> CalibrationStatus {
+        let record = self.record.read().clone();
+        let applied = self.calibration.read().is_some();
+        let error = self.cal_failure.lock().as_ref().map(|(_, e)| e.clone());
+        let version = self.browser.facts().version;
+        let state = match (&self.calibrator, &record) {
+            (None, _) => "off",
+            _ if error.is_some() => "failed",
+            (_, None) => "pending",
+            (_, Some(_)) if !applied => "uncalibrated",
+            (_, Some(r))
+                if r.user_agent != self.profile.user_agent
+                    || version.as_ref().is_some_and(|v| *v != r.chromium) =>
+            {
+                "stale"
+            }
+            _ => "calibrated",
+        };
+        let report = record.as_ref().map(|r| &r.report);
+        CalibrationStatus {
+            state,
+            chromium: record.as_ref().map(|r| r.chromium.clone()),
+            at: record.as_ref().map(|r| r.at),
+            browser_ja4: report.map(|r| r.browser_ja4.clone()),
+            http_ja4: report.map(|r| r.http_ja4.clone()),
+            ja4_a_equal: report.map(|r| r.ja4_a_equal),
+            ja4_b_equal: report.map(|r| r.ja4_b_equal),
+            h2_equal: report.map(|r| r.h2_equal),
+            headers_equal: report.map(|r| r.headers_equal),
+            xhr_headers_equal: report.map(|r| r.xhr_headers_equal),
+            residual: report
+                .map(|r| r.residual.iter().map(ToString::to_string).collect())
+                .unwrap_or_default(),
+            runs: self.cal_runs.load(std::sync::atomic::Ordering::Relaxed),
+            error,
+        }
     }
 
     /// This slot's Chromium (launched on first use).

@@ -18,8 +18,10 @@ use serde_json::{Value, json};
 
 use super::data;
 use super::html;
-use super::ja4::ClientHello;
-use super::state::{CHALLENGE_ROUNDS, FaultKind, LogEntry, Modes, Shared};
+use super::state::{
+    CHALLENGE_ROUNDS, CONTEXT_HEADERS, FaultKind, LogEntry, Modes, Presented, Shared,
+};
+use crate::fingerprint::tls::ClientHello;
 
 /// What the connection told us, attached to every request.
 #[derive(Debug, Clone, Default)]
@@ -52,7 +54,7 @@ impl Conn {
         }
     }
     fn family(&self) -> &str {
-        self.hello.as_ref().map_or("none", |h| h.family)
+        self.hello.as_ref().map_or("none", |h| h.family.as_str())
     }
 }
 
@@ -65,6 +67,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/js-reviews/{id}", get(js_reviews))
         .route("/js-env", get(js_env))
         .route("/ajax/reviews", post(ajax_reviews))
+        .route("/challenge/verify", post(challenge_verify))
         .route("/ap/signin", get(signin))
         .route("/loop", get(redirect_loop))
         .route("/redirect", get(redirect_to))
@@ -174,8 +177,29 @@ async fn gate(shared: &Arc<Shared>, conn: &Conn, req: Request, next: Next) -> Re
         let nonce = shared.issue_nonce();
         return html_status(
             StatusCode::SERVICE_UNAVAILABLE,
-            html::challenge(&nonce, CHALLENGE_ROUNDS),
+            html::challenge(&nonce, CHALLENGE_ROUNDS, modes.consistency),
         );
+    }
+    if modes.consistency
+        && let Some(c) = &clearance
+    {
+        // Navigations and script requests are bound; subresources (images,
+        // scripts, styles: `no-cors`) are not. No fetch metadata at all is
+        // judged as a navigation.
+        let mode = headers
+            .get("sec-fetch-mode")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("navigate");
+        let kind = match mode {
+            "cors" | "same-origin" => Some(true),
+            "no-cors" | "websocket" => None,
+            _ => Some(false),
+        };
+        if let Some(xhr) = kind
+            && let Err(diff) = shared.check_binding(c, xhr, presented(conn, &req))
+        {
+            return html_status(StatusCode::FORBIDDEN, html::inconsistent(&diff.join(", ")));
+        }
     }
     let identity = match (clearance, cookie(&headers, "tb_sid")) {
         (Some(c), _) => c,
@@ -200,6 +224,42 @@ async fn gate(shared: &Arc<Shared>, conn: &Conn, req: Request, next: Next) -> Re
         resp.headers_mut().append(header::SET_COOKIE, v);
     }
     resp
+}
+
+/// What the client presents with this request, for the consistency mode.
+fn presented(conn: &Conn, req: &Request) -> Presented {
+    let view = conn.view(req);
+    let order = view
+        .as_ref()
+        .map(|v| {
+            v.headers
+                .iter()
+                .map(|(k, _)| k.to_ascii_lowercase())
+                .filter(|k| !k.starts_with(':') && !CONTEXT_HEADERS.contains(&k.as_str()))
+                .collect()
+        })
+        .unwrap_or_default();
+    Presented {
+        user_agent: req
+            .headers()
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string(),
+        order,
+        h2: view.and_then(|v| v.akamai),
+        ja4_b: conn
+            .hello
+            .as_ref()
+            .map(|h| h.ja4_part(1).to_string())
+            .unwrap_or_default(),
+    }
+}
+
+/// The challenge script's XHR (consistency mode): it carries the fresh
+/// clearance cookie, so the gate has bound the browser's XHR by now.
+async fn challenge_verify() -> Json<Value> {
+    Json(json!({"ok": true}))
 }
 
 /// A body that promises more than it sends, then breaks the connection.
@@ -409,7 +469,7 @@ async fn control_mode(State(shared): State<Arc<Shared>>, body: Bytes) -> Respons
             if !current.contains_key(&k) {
                 return (
                     StatusCode::BAD_REQUEST,
-                    format!("unknown mode `{k}` (expected gate, challenge, rate_limit, fault)"),
+                    format!("unknown mode `{k}` (expected gate, challenge, consistency, rate_limit, fault)"),
                 )
                     .into_response();
             }

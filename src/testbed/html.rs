@@ -175,7 +175,19 @@ pub fn signin(return_to: &str) -> String {
 
 /// The JS challenge interstitial: a browser runs the script, gets the clearance
 /// cookie and reloads; a plain HTTP client stays here.
-pub fn challenge(nonce: &str, rounds: u32) -> String {
+/// The JS challenge. With `verify` (consistency mode) the script also makes
+/// one XHR with the new cookie, the way the shop's own AJAX calls look, so
+/// the browser's XHR is bound to the clearance before anything else uses it.
+pub fn challenge(nonce: &str, rounds: u32, verify: bool) -> String {
+    let next = if verify {
+        r#"fetch("/challenge/verify", {
+    method: "POST",
+    headers: { "x-requested-with": "XMLHttpRequest", "accept": "application/json", "content-type": "application/x-www-form-urlencoded" },
+    body: "nonce=" + n
+  }).then(function () { location.reload(); }, function () { location.reload(); });"#
+    } else {
+        "setTimeout(function () { location.reload(); }, 50);"
+    };
     page(
         "Just a moment...",
         &format!(
@@ -185,9 +197,21 @@ pub fn challenge(nonce: &str, rounds: u32) -> String {
   var n = "{nonce}", h = 0;
   for (var i = 0; i < {rounds}; i++) {{ h = (Math.imul(h, 31) + n.charCodeAt(i % n.length) + i) >>> 0; }}
   document.cookie = "tb_clearance=" + n + "." + h.toString(16) + "; path=/; max-age=86400";
-  setTimeout(function () {{ location.reload(); }}, 50);
+  {next}
 }})();
 </script>"#
+        ),
+    )
+}
+
+/// Consistency mode: a clearance cookie replayed by a client that does not
+/// look like the browser that earned it.
+pub fn inconsistent(what: &str) -> String {
+    page(
+        "Access denied",
+        &format!(
+            "<h1 class=\"tb-blocked\">Access denied</h1>\n<p>Automated client detected: this clearance was issued to another client ({}).</p>",
+            esc(what)
         ),
     )
 }

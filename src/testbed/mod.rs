@@ -16,7 +16,6 @@ mod app;
 mod ca;
 pub mod data;
 pub mod html;
-pub mod ja4;
 mod server;
 mod state;
 

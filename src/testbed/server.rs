@@ -2,104 +2,26 @@
 //! (for its JA4), then replay it into rustls.
 
 use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tower::ServiceExt;
 
 use super::app::Conn;
-use super::ja4::{self, ClientHello};
 use super::state::Shared;
+use crate::fingerprint::hello::{Replay, read_client_hello};
 use crate::fingerprint::{Tap, TapBuf};
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
-const MAX_HELLO: usize = 64 * 1024;
 /// How much of each connection is kept for header-order fingerprints.
 const TAP_BYTES: usize = 256 * 1024;
-
-/// Read TLS records until the whole ClientHello handshake message is in; return the
-/// raw bytes read (to replay) and the parsed hello.
-async fn read_client_hello(stream: &mut TcpStream) -> io::Result<(Vec<u8>, Option<ClientHello>)> {
-    let mut raw = Vec::new();
-    let mut handshake = Vec::new();
-    loop {
-        let mut header = [0u8; 5];
-        stream.read_exact(&mut header).await?;
-        raw.extend_from_slice(&header);
-        if header[0] != 22 {
-            return Ok((raw, None)); // not a handshake record: let rustls reject it
-        }
-        let len = usize::from(u16::from_be_bytes([header[3], header[4]]));
-        let start = raw.len();
-        raw.resize(start + len, 0);
-        stream.read_exact(&mut raw[start..]).await?;
-        handshake.extend_from_slice(&raw[start..]);
-        if handshake.len() >= 4 {
-            if handshake[0] != 1 {
-                return Ok((raw, None));
-            }
-            let need = 4
-                + (usize::from(handshake[1]) << 16
-                    | usize::from(handshake[2]) << 8
-                    | usize::from(handshake[3]));
-            if handshake.len() >= need {
-                return Ok((raw, ja4::parse_client_hello(&handshake[4..need])));
-            }
-        }
-        if raw.len() > MAX_HELLO {
-            return Ok((raw, None));
-        }
-    }
-}
-
-/// A stream that first yields bytes already read from it.
-struct Replay<S> {
-    prefix: Vec<u8>,
-    pos: usize,
-    inner: S,
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Replay<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        if self.pos < self.prefix.len() {
-            let n = (self.prefix.len() - self.pos).min(buf.remaining());
-            let start = self.pos;
-            buf.put_slice(&self.prefix[start..start + n]);
-            self.pos += n;
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
 
 async fn serve_conn<I>(io: I, conn: Conn, app: Router, shared: Arc<Shared>)
 where
@@ -177,7 +99,7 @@ pub async fn serve_https(
                             Ok(Ok(v)) => v,
                             _ => return,
                         };
-                        let replay = Replay { prefix, pos: 0, inner: stream };
+                        let replay = Replay::new(prefix, stream);
                         let tls = match tokio::time::timeout(HELLO_TIMEOUT, acceptor.accept(replay)).await {
                             Ok(Ok(s)) => s,
                             Ok(Err(e)) => {

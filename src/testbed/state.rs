@@ -71,8 +71,67 @@ pub struct Modes {
     pub gate: bool,
     /// Require the JS challenge's clearance cookie.
     pub challenge: bool,
+    /// Bind a clearance cookie to what the browser that earned it presented
+    /// (User-Agent, header order, HTTP/2 fingerprint, JA4 part b, per request
+    /// kind: navigation or XHR); a replay that differs is refused.
+    #[serde(default)]
+    pub consistency: bool,
     pub rate_limit: Option<RateLimit>,
     pub fault: Option<Fault>,
+}
+
+/// What a client presented with a clearance cookie, compared by the
+/// consistency mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Presented {
+    pub user_agent: String,
+    /// Header names in order, without the ones that belong to one request's
+    /// context (referer, origin, body headers, reload and user-activation
+    /// headers).
+    pub order: Vec<String>,
+    /// Akamai HTTP/2 fingerprint (`None` over HTTP/1.1).
+    pub h2: Option<String>,
+    pub ja4_b: String,
+}
+
+/// Headers a browser adds or drops with the context of one request.
+pub const CONTEXT_HEADERS: [&str; 9] = [
+    "referer",
+    "origin",
+    "content-length",
+    "content-type",
+    "cache-control",
+    "pragma",
+    "sec-fetch-user",
+    "sec-purpose",
+    "purpose",
+];
+
+impl Presented {
+    /// The parts that differ from `bound`, by name.
+    pub fn differences(&self, bound: &Presented) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.user_agent != bound.user_agent {
+            out.push("user-agent");
+        }
+        if self.order != bound.order {
+            out.push("header order");
+        }
+        if self.h2 != bound.h2 {
+            out.push("HTTP/2 fingerprint");
+        }
+        if self.ja4_b != bound.ja4_b {
+            out.push("JA4 part b");
+        }
+        out
+    }
+}
+
+/// A clearance cookie's bound presentations.
+#[derive(Debug, Clone, Default)]
+struct Binding {
+    navigation: Option<Presented>,
+    xhr: Option<Presented>,
 }
 
 #[derive(Debug, Default, Clone, Serialize)]
@@ -90,6 +149,8 @@ pub struct Stats {
     pub by_path: BTreeMap<String, u64>,
     pub captchas: u64,
     pub challenges: u64,
+    /// Clearance replays refused by the consistency mode.
+    pub inconsistent: u64,
 }
 
 /// One request as the testbed saw it (the per-request log).
@@ -138,6 +199,7 @@ pub struct Shared {
     pub started: Instant,
     identities: Mutex<HashMap<String, Identity>>,
     nonces: Mutex<HashSet<String>>,
+    bindings: Mutex<HashMap<String, Binding>>,
 }
 
 impl Default for Shared {
@@ -149,6 +211,7 @@ impl Default for Shared {
             started: Instant::now(),
             identities: Mutex::default(),
             nonces: Mutex::default(),
+            bindings: Mutex::default(),
         }
     }
 }
@@ -232,6 +295,36 @@ impl Shared {
         };
         self.nonces.lock().contains(nonce)
             && super::html::challenge_answer(nonce, CHALLENGE_ROUNDS) == answer
+    }
+
+    /// Consistency mode: the first request of each kind (navigation, XHR)
+    /// with `clearance` binds it (the challenge script makes the browser
+    /// send both); later ones must present the same. `Err` names what
+    /// differs.
+    pub fn check_binding(
+        &self,
+        clearance: &str,
+        xhr: bool,
+        presented: Presented,
+    ) -> Result<(), Vec<&'static str>> {
+        let mut bindings = self.bindings.lock();
+        let b = bindings.entry(clearance.to_string()).or_default();
+        let slot = if xhr { &mut b.xhr } else { &mut b.navigation };
+        match slot {
+            None => {
+                *slot = Some(presented);
+                Ok(())
+            }
+            Some(bound) => {
+                let diff = presented.differences(bound);
+                if diff.is_empty() {
+                    Ok(())
+                } else {
+                    self.stats.lock().inconsistent += 1;
+                    Err(diff)
+                }
+            }
+        }
     }
 
     /// Count one request of `identity`; true when it must see a captcha.

@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 
 use crate::browser::BrowserRequest;
 use crate::error::{Error, ErrorKind, Result};
-use crate::http::FetchRequest;
+use crate::http::{FetchRequest, RequestKind};
 use crate::pool::Pool;
 use crate::strategy::extract::Extracted;
 use crate::strategy::operation::{Operation, Tier, render, render_json};
@@ -296,7 +296,7 @@ async fn run_tier(
             wait_for: tier.wait_for.clone(),
             cookie_domain: Some(strategy.cookie_domain().to_string()),
         };
-        let r = slot.browser().fetch(&req, slot.jar(), &probe).await;
+        let r = slot.browse(&req, &probe).await;
         slot.save_jar().await;
         match r {
             Ok(p) => (p.status, p.final_url, p.html, p.wait_for_met),
@@ -305,6 +305,16 @@ async fn run_tier(
     } else {
         let mut req = FetchRequest::get(url.clone());
         req.method = tier.method.clone();
+        if tier.number == 1 {
+            // The page's own AJAX call: a calibrated slot sends its browser's
+            // XHR headers, with the item's page (tier 2) as the referer.
+            req.kind = RequestKind::Xhr;
+            req.referer = op
+                .tiers
+                .iter()
+                .find(|t| t.number == 2)
+                .and_then(|t| url::Url::parse(&render(&t.url, vars, true)).ok());
+        }
         for (k, v) in &tier.headers {
             req.headers.push((k.clone(), v.clone()));
         }

@@ -1,25 +1,50 @@
-//! JA4 TLS client fingerprints, computed from the raw ClientHello.
+//! TLS ClientHellos: their JA4 fingerprint and the parts a calibration
+//! compares (cipher suites, extensions, groups, signature algorithms, ALPN,
+//! ALPS, certificate compression).
 //!
 //! JA4 = `a_b_c`: `a` is protocol, TLS version, SNI, cipher and extension counts
 //! and ALPN; `b` hashes the sorted cipher list; `c` hashes the sorted extension
 //! list (without SNI and ALPN) and the signature algorithms in order. GREASE
 //! values are ignored everywhere, the signature-algorithm list included.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// What we learned from one ClientHello.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClientHello {
     pub ja4: String,
     /// Our guess at the client family: `chrome`, `safari`, `firefox` or `other`.
-    pub family: &'static str,
+    pub family: String,
     pub sni: Option<String>,
     pub alpn: Vec<String>,
     pub grease: bool,
+    /// Cipher suites in the order sent, GREASE left out.
     pub ciphers: Vec<u16>,
+    /// Extension types in the order sent (Chrome permutes it), GREASE left out.
     pub extensions: Vec<u16>,
+    /// Signature algorithms in order, GREASE left out.
     pub sig_algs: Vec<u16>,
+    /// A GREASE value inside `signature_algorithms`.
+    #[serde(default)]
+    pub sig_algs_grease: bool,
+    /// `supported_groups`, GREASE left out.
+    #[serde(default)]
+    pub groups: Vec<u16>,
+    /// Groups with a key share, GREASE left out.
+    #[serde(default)]
+    pub key_shares: Vec<u16>,
+    /// TLS versions offered, GREASE left out.
+    #[serde(default)]
+    pub versions: Vec<u16>,
+    /// ALPS (application settings) protocols, from either codepoint.
+    #[serde(default)]
+    pub alps: Vec<String>,
+    /// `compress_certificate` algorithms.
+    #[serde(default)]
+    pub cert_compression: Vec<u16>,
+    #[serde(default)]
+    pub record_size_limit: Option<u16>,
 }
 
 impl ClientHello {
@@ -27,6 +52,90 @@ impl ClientHello {
     pub fn is_browser(&self) -> bool {
         self.family != "other"
     }
+
+    /// JA4 part `a`, `b` or `c` (0, 1, 2).
+    pub fn ja4_part(&self, n: usize) -> &str {
+        self.ja4.split('_').nth(n).unwrap_or("")
+    }
+}
+
+/// JA4 part `c` of these extensions (any order) and signature algorithms.
+pub fn ja4_c(extensions: &[u16], sig_algs: &[u16]) -> String {
+    let exts: Vec<u16> = sorted(extensions)
+        .into_iter()
+        .filter(|e| *e != 0x0000 && *e != 0x0010)
+        .collect();
+    if exts.is_empty() {
+        "000000000000".to_string()
+    } else if sig_algs.is_empty() {
+        hash12(&join_hex(&exts))
+    } else {
+        hash12(&format!("{}_{}", join_hex(&exts), join_hex(sig_algs)))
+    }
+}
+
+/// BoringSSL's name of a signature algorithm (the `sigalgs_list` syntax).
+pub fn sigalg_name(code: u16) -> Option<&'static str> {
+    Some(match code {
+        0x0201 => "rsa_pkcs1_sha1",
+        0x0203 => "ecdsa_sha1",
+        0x0401 => "rsa_pkcs1_sha256",
+        0x0403 => "ecdsa_secp256r1_sha256",
+        0x0501 => "rsa_pkcs1_sha384",
+        0x0503 => "ecdsa_secp384r1_sha384",
+        0x0601 => "rsa_pkcs1_sha512",
+        0x0603 => "ecdsa_secp521r1_sha512",
+        0x0804 => "rsa_pss_rsae_sha256",
+        0x0805 => "rsa_pss_rsae_sha384",
+        0x0806 => "rsa_pss_rsae_sha512",
+        0x0807 => "ed25519",
+        0x0904 => "mldsa44",
+        0x0905 => "mldsa65",
+        0x0906 => "mldsa87",
+        _ => return None,
+    })
+}
+
+/// Signature algorithms the HTTP tier's TLS library can offer.
+pub fn sigalg_supported(code: u16) -> bool {
+    !matches!(code, 0x0904..=0x0906) && sigalg_name(code).is_some()
+}
+
+/// BoringSSL's name of a named group (the `curves_list` syntax).
+pub fn group_name(code: u16) -> Option<&'static str> {
+    Some(match code {
+        0x0017 => "P-256",
+        0x0018 => "P-384",
+        0x0019 => "P-521",
+        0x001d => "X25519",
+        0x11ec => "X25519MLKEM768",
+        0x6399 => "X25519Kyber768Draft00",
+        _ => return None,
+    })
+}
+
+/// BoringSSL's name of a cipher suite (the `cipher_list` syntax).
+pub fn cipher_name(code: u16) -> Option<&'static str> {
+    Some(match code {
+        0x1301 => "TLS_AES_128_GCM_SHA256",
+        0x1302 => "TLS_AES_256_GCM_SHA384",
+        0x1303 => "TLS_CHACHA20_POLY1305_SHA256",
+        0xc02b => "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+        0xc02f => "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+        0xc02c => "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+        0xc030 => "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+        0xcca9 => "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+        0xcca8 => "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+        0xc013 => "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+        0xc014 => "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+        0xc009 => "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+        0xc00a => "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+        0x009c => "TLS_RSA_WITH_AES_128_GCM_SHA256",
+        0x009d => "TLS_RSA_WITH_AES_256_GCM_SHA384",
+        0x002f => "TLS_RSA_WITH_AES_128_CBC_SHA",
+        0x0035 => "TLS_RSA_WITH_AES_256_CBC_SHA",
+        _ => return None,
+    })
 }
 
 /// GREASE values (RFC 8701): 0x?a?a with equal bytes.
@@ -84,6 +193,12 @@ pub fn parse_client_hello(body: &[u8]) -> Option<ClientHello> {
     let mut alpn = Vec::new();
     let mut versions = Vec::new();
     let mut sig_algs = Vec::new();
+    let mut sig_algs_grease = false;
+    let mut groups = Vec::new();
+    let mut key_shares = Vec::new();
+    let mut alps = Vec::new();
+    let mut cert_compression = Vec::new();
+    let mut record_size_limit = None;
     if let Some(exts) = r.vec16() {
         let mut e = Reader { buf: exts };
         while !e.buf.is_empty() {
@@ -120,9 +235,40 @@ pub fn parse_client_hello(body: &[u8]) -> Option<ClientHello> {
                 }
                 0x000d => {
                     if let Some(list) = d.vec16() {
-                        sig_algs = u16s(list).into_iter().filter(|s| !is_grease(*s)).collect();
+                        let all = u16s(list);
+                        sig_algs_grease = all.iter().any(|s| is_grease(*s));
+                        sig_algs = all.into_iter().filter(|s| !is_grease(*s)).collect();
                     }
                 }
+                0x000a => {
+                    if let Some(list) = d.vec16() {
+                        groups = u16s(list).into_iter().filter(|g| !is_grease(*g)).collect();
+                    }
+                }
+                0x0033 => {
+                    if let Some(list) = d.vec16() {
+                        let mut l = Reader { buf: list };
+                        while let (Some(group), Some(_)) = (l.u16(), l.vec16()) {
+                            if !is_grease(group) {
+                                key_shares.push(group);
+                            }
+                        }
+                    }
+                }
+                0x4469 | 0x44cd => {
+                    if let Some(list) = d.vec16() {
+                        let mut l = Reader { buf: list };
+                        while let Some(p) = l.vec8() {
+                            alps.push(String::from_utf8_lossy(p).into_owned());
+                        }
+                    }
+                }
+                0x001b => {
+                    if let Some(list) = d.vec8() {
+                        cert_compression = u16s(list);
+                    }
+                }
+                0x001c => record_size_limit = d.u16(),
                 _ => {}
             }
         }
@@ -160,19 +306,7 @@ pub fn parse_client_hello(body: &[u8]) -> Option<ClientHello> {
         extensions.len().min(99)
     );
     let b = hash12(&join_hex(&sorted(&ciphers)));
-    let c = {
-        let exts: Vec<u16> = sorted(&extensions)
-            .into_iter()
-            .filter(|e| *e != 0x0000 && *e != 0x0010)
-            .collect();
-        if exts.is_empty() {
-            "000000000000".to_string()
-        } else if sig_algs.is_empty() {
-            hash12(&join_hex(&exts))
-        } else {
-            hash12(&format!("{}_{}", join_hex(&exts), join_hex(&sig_algs)))
-        }
-    };
+    let c = ja4_c(&extensions, &sig_algs);
     let has = |e: u16| extensions.contains(&e);
     let family = if grease && has(0x001b) && (has(0x4469) || has(0x44cd)) {
         "chrome"
@@ -185,13 +319,20 @@ pub fn parse_client_hello(body: &[u8]) -> Option<ClientHello> {
     };
     Some(ClientHello {
         ja4: format!("{a}_{b}_{c}"),
-        family,
+        family: family.to_string(),
         sni,
         alpn,
         grease,
         ciphers,
         extensions,
         sig_algs,
+        sig_algs_grease,
+        groups,
+        key_shares,
+        versions: versions.into_iter().filter(|v| !is_grease(*v)).collect(),
+        alps,
+        cert_compression,
+        record_size_limit,
     })
 }
 

@@ -3,8 +3,11 @@
 # browser-fingerprint gate and a JS challenge) and `idpool serve` with
 # scripts/demo.toml, then call `get_reviews` over MCP (Streamable HTTP) on an
 # identity whose AJAX endpoint is blocked and who has never passed the
-# challenge, so the cascade uses all three tiers. Prints the reviews, the tiers
-# used and the slot health, and shuts everything down cleanly. Installs what
+# challenge, so the cascade uses all three tiers; the shop binds the clearance
+# to the browser that earned it, so later pages pass only because the slot's
+# HTTP tier was calibrated against that browser. Prints the reviews, the tiers
+# used, the slot health and the identity fidelity (both JA4s, the residual),
+# and shuts everything down cleanly. Installs what
 # is missing and builds first. Exits non-zero if any step does not hold.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,8 +55,8 @@ curl -sf http://127.0.0.1:8790/healthz >/dev/null || { cat "$work/daemon.log" >&
 log "curl (not a browser) is refused by the shop's fingerprint gate"
 curl -s -o /dev/null -w 'curl got HTTP %{http_code}\n' --cacert "$work/testbed/ca.pem" https://127.0.0.1:8443/product/B0DEMO1
 
-log "the shop turns on its JS challenge, and blocks the next AJAX request (slot 0's)"
-curl -sf -o /dev/null -X POST -d '{"challenge": true}' http://127.0.0.1:8080/__control/mode
+log "the shop turns on its JS challenge (clearance bound to the browser that earned it), and blocks the next AJAX request (slot 0's)"
+curl -sf -o /dev/null -X POST -d '{"challenge": true, "consistency": true}' http://127.0.0.1:8080/__control/mode
 curl -sf -o /dev/null -X POST \
   -d '{"fault": {"kind": "error", "status": 403, "path_prefix": "/ajax/reviews", "remaining": 1}}' \
   http://127.0.0.1:8080/__control/mode
@@ -76,7 +79,8 @@ for rv in r["reviews"][:3]:
 print(f"  ... {r['count'] - 3} more")
 if used != {1, 2, 3}:
     sys.exit(f"expected the cascade to use tiers 1, 2 and 3, it used {sorted(used)}")
-print("tiers used: 1 (AJAX, blocked), 2 (HTML, challenged), 3 (browser, passed); later pages over HTTP with the browser's cookie")
+print("tiers used: 1 (AJAX, blocked), 2 (HTML, challenged), 3 (browser, passed); later pages over HTTP with the browser's cookie,")
+print("accepted because slot 0's HTTP tier was calibrated against its Chromium (the shop binds the clearance to header order, HTTP/2 and JA4)")
 PY
 
 log "MCP tools/call pool_status: slot health"
@@ -91,6 +95,21 @@ for x in s["slots"]:
     br = x["browser"]
     browser = f"pid {br['pid']} ops {br['total_ops']}" if br["running"] else "not running"
     print(f"{x['slot']:<5}{x['profile']:<9}{b['state'] + ' (' + str(b['failures']) + ')':<18}{tiers:<15}{browser:<22}{x['cookies']['count']:<8}{x['requests']}")
+print("identity fidelity (HTTP tier vs the slot's own Chromium):")
+for x in s["slots"]:
+    c = x["calibration"]
+    if c["state"] != "calibrated":
+        print(f"  slot {x['slot']}: {c['state']}")
+        continue
+    eq = lambda v: "equal" if v else "DIFFER"
+    print(f"  slot {x['slot']}: {c['chromium']}")
+    print(f"    JA4 browser {c['browser_ja4']}  http {c['http_ja4']} (a {eq(c['ja4_a_equal'])}, b {eq(c['ja4_b_equal'])})")
+    print(f"    HTTP/2 {eq(c['h2_equal'])}, navigation headers {eq(c['headers_equal'])}, XHR headers {eq(c['xhr_headers_equal'])}")
+    print(f"    residual ({len(c['residual'])}):")
+    for d in c["residual"]:
+        print(f"      {d}")
+if s["slots"][0]["calibration"]["state"] != "calibrated":
+    sys.exit("slot 0 should be calibrated after its browser launched")
 PY
 
 browser_pids=$(python3 -c 'import json,sys; print(" ".join(str(x["browser"]["pid"]) for x in json.load(open(sys.argv[1]))["slots"] if x["browser"]["pid"]))' "$work/status.json")

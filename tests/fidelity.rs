@@ -199,6 +199,23 @@ async fn after_calibration_the_http_tier_sends_what_the_slots_browser_sends() {
         "the browser's part c without the residual is the HTTP tier's: {:?}",
         record.report.residual
     );
+    // With a host name both send SNI: still parts a and b equal.
+    pool.fetch_browser(env.alt_url("/product/B0SNI?via=browser"), None, Some(0))
+        .await
+        .expect("browser tier, localhost");
+    pool.fetch(
+        FetchRequest::get(env.alt_url("/product/B0SNI?via=http")),
+        Some(0),
+    )
+    .await
+    .expect("http tier, localhost");
+    let (b, h) = (
+        logged(&env, "/product/B0SNI?via=browser").ja4,
+        logged(&env, "/product/B0SNI?via=http").ja4,
+    );
+    println!("with SNI: browser {b}\n          http    {h}");
+    assert!(b.starts_with("t13d"), "{b}");
+    assert_eq!((part(&b, 0), part(&b, 1)), (part(&h, 0), part(&h, 1)));
     shutdown_and_check(&pool).await;
 }
 
@@ -294,4 +311,139 @@ async fn consistency_mode_accepts_the_calibrated_http_tier_and_refuses_it_uncali
     );
     assert!(env.testbed.stats().inconsistent >= 2);
     shutdown_and_check(&pool).await;
+}
+
+/// A Chromium "executable" that reports `version` and runs the real one.
+fn write_wrapper(env: &Env, version: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let real = idpool::browser::launcher::find_executable(None).expect("chromium");
+    let path = env.path("chromium-wrapper");
+    let tmp = env.path("chromium-wrapper.tmp");
+    std::fs::write(
+        &tmp,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = \"--version\" ]; then echo \"Chromium {version} test wrapper\"; exit 0; fi\nexec {} \"$@\"\n",
+            real.display()
+        ),
+    )
+    .expect("write wrapper");
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::rename(&tmp, &path).expect("rename wrapper");
+    path
+}
+
+#[tokio::test]
+async fn a_new_chromium_version_recalibrates_at_the_next_launch() {
+    let env = Env::new(1).await;
+    let wrapper = write_wrapper(&env, "900.0.0.1");
+    env.write_config_with(
+        1,
+        true,
+        common::free_base_port(1),
+        &format!("[browser]\nexecutable = \"{}\"\n", wrapper.display()),
+    );
+    let pool = env.pool();
+    let slot = pool.slots()[0].clone();
+    let visit =
+        |tag: &str| pool.fetch_browser(env.url(&format!("/product/B0VER?{tag}")), None, Some(0));
+    visit("a").await.expect("first launch");
+    let s = slot.calibration_status();
+    assert_eq!((s.state, s.runs), ("calibrated", 1), "{s:?}");
+    assert!(
+        s.chromium.as_deref().unwrap_or("").contains("900.0.0.1"),
+        "{s:?}"
+    );
+    // The same browser again, and a relaunch of the same version: no new run.
+    visit("b").await.expect("same browser");
+    slot.browser().close().await;
+    visit("c").await.expect("relaunch, same version");
+    assert_eq!(slot.calibration_status().runs, 1);
+    // Chromium "upgraded" while the browser runs: the record turns stale now
+    // and is renewed at the next launch.
+    write_wrapper(&env, "901.0.0.2");
+    slot.browser().close().await;
+    assert_eq!(slot.browser_facts().launches, 2);
+    visit("d").await.expect("relaunch, new version");
+    let s = slot.calibration_status();
+    assert_eq!((s.state, s.runs), ("calibrated", 2), "{s:?}");
+    assert!(
+        s.chromium.as_deref().unwrap_or("").contains("901.0.0.2"),
+        "{s:?}"
+    );
+    shutdown_and_check(&pool).await;
+    drop(pool);
+    // A restart applies the saved calibration before any browser launches.
+    let pool = env.pool();
+    let slot = pool.slots()[0].clone();
+    assert!(
+        slot.calibration().is_some(),
+        "saved calibration applied at start"
+    );
+    let s = slot.calibration_status();
+    assert_eq!((s.state, s.runs), ("calibrated", 0), "{s:?}");
+    pool.fetch(FetchRequest::get(env.url("/product/B0VER?http")), Some(0))
+        .await
+        .expect("http tier");
+    let http = logged(&env, "/product/B0VER?http");
+    let browser = logged(&env, "/product/B0VER?d");
+    let names =
+        |e: &LogEntry| -> Vec<String> { e.header_order.iter().map(|(k, _)| k.clone()).collect() };
+    assert_eq!(
+        names(&http),
+        names(&browser),
+        "the browser's header order, from the saved record"
+    );
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn idpool_calibrate_prints_both_fingerprints_and_the_residual() {
+    let env = Env::new(1).await;
+    // No daemon answers at the config's default address in this test's
+    // namespace: the command works on the data dir directly.
+    env.write_config_with(
+        1,
+        true,
+        common::free_base_port(1),
+        "[server]\nlisten = \"127.0.0.1:9\"\n",
+    );
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_idpool"))
+        .args(["--config"])
+        .arg(env.path("idpool.toml"))
+        .args(["calibrate", "--slot", "0"])
+        .output()
+        .await
+        .expect("idpool runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success());
+    let line = |label: &str| {
+        text.lines()
+            .skip_while(|l| !l.trim_start().starts_with(label))
+            .take(2)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let ja4 = line("JA4");
+    assert!(
+        ja4.contains("browser t13") && ja4.contains("http    t13"),
+        "{ja4}"
+    );
+    assert!(
+        line("HTTP/2 (Akamai)").contains("= browser 1:65536;"),
+        "{text}"
+    );
+    assert!(
+        line("navigation headers").starts_with("  navigation headers     ="),
+        "{text}"
+    );
+    assert!(text.contains("residual ("), "{text}");
+    assert!(
+        text.contains("tls.extensions: browser also sends 0xca34 (trust_anchors)"),
+        "{text}"
+    );
+    assert!(
+        common::chromium_browsers_under(env.data_dir()).is_empty(),
+        "the command ends its Chromium"
+    );
 }

@@ -36,6 +36,8 @@ pub struct LaunchSpec {
     pub proxy_server: Option<String>,
     /// base64 SHA-256 SPKI hashes of `security.extra_root_certs`.
     pub spki: Vec<String>,
+    /// Let the calibration listener's address bypass the proxy.
+    pub calibration_bypass: bool,
     pub timezone: Option<String>,
     pub launch_timeout: Duration,
 }
@@ -80,7 +82,13 @@ impl LaunchSpec {
             a.push(format!("--proxy-server={p}"));
             // Chromium never proxies loopback unless told to; the HTTP tier does,
             // and both tiers must leave through the same proxy.
-            a.push("--proxy-bypass-list=<-loopback>".into());
+            // The daemon's calibration listener (127.0.0.2) is the exception:
+            // a remote proxy cannot reach it.
+            let mut list = "<-loopback>".to_string();
+            if self.calibration_bypass {
+                list.push_str(";127.0.0.2");
+            }
+            a.push(format!("--proxy-bypass-list={list}"));
         }
         if !self.spki.is_empty() {
             a.push(format!(
@@ -646,6 +654,7 @@ mod tests {
             window: (1280, 800),
             proxy_server: Some("socks5://10.0.0.1:1080".into()),
             spki: vec!["AAA=".into(), "BBB=".into()],
+            calibration_bypass: false,
             timezone: None,
             launch_timeout: Duration::from_secs(5),
         };

@@ -1,6 +1,7 @@
 //! The `idpool` command line. Raw arguments live here; each subcommand resolves
 //! them into library calls and prints. `anyhow` is allowed at this edge only.
 
+mod calibrate;
 mod call;
 mod check_config;
 mod fetch;
@@ -57,6 +58,9 @@ pub enum Command {
     Keys(keys::KeysCmd),
     /// Warm slots up in their browser for a strategy and persist the cookies.
     RefreshCookies(refresh_cookies::RefreshArgs),
+    /// Calibrate slots' HTTP tier against their own Chromium now; print both
+    /// fingerprints side by side and the residual.
+    Calibrate(calibrate::CalibrateArgs),
 }
 
 /// Run a parsed command line.
@@ -70,6 +74,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Keys(cmd) => keys::run(cli.config.as_deref(), cmd),
         Command::Slots(args) => slots::run(cli.config.as_deref(), args).await,
         Command::RefreshCookies(args) => refresh_cookies::run(cli.config.as_deref(), args).await,
+        Command::Calibrate(args) => calibrate::run(cli.config.as_deref(), args).await,
     }
 }
 

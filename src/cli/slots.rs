@@ -126,6 +126,7 @@ pub fn table(status: &Value) -> String {
             "  browser    {browser}; launches {}, recycles {}, crashes {}\n",
             b["launches"], b["recycles"], b["crashes"]
         ));
+        out.push_str(&calibration_lines(&s["calibration"]));
         out.push_str(&format!(
             "  cookies    {}, saved {}\n",
             s["cookies"]["count"],
@@ -172,6 +173,40 @@ pub fn table(status: &Value) -> String {
 }
 
 /// One line per event.
+fn yes_no(v: &Value) -> &'static str {
+    match v.as_bool() {
+        Some(true) => "equal",
+        Some(false) => "DIFFER",
+        None => "?",
+    }
+}
+
+/// `fidelity` lines of the table: JA4s, HTTP/2 and headers equal, residual.
+fn calibration_lines(c: &Value) -> String {
+    let state = c["state"].as_str().unwrap_or("?");
+    if !matches!(state, "calibrated" | "stale" | "uncalibrated") {
+        let why = c["error"]
+            .as_str()
+            .map(|e| format!(": {e}"))
+            .unwrap_or_default();
+        return format!("  fidelity   {state}{why}\n");
+    }
+    let residual = c["residual"].as_array().map_or(0, Vec::len);
+    let mut out = format!(
+        "  fidelity   {state} ({}); h2 {}, headers {} (xhr {}), residual {residual}\n",
+        c["chromium"].as_str().unwrap_or("?"),
+        yes_no(&c["h2_equal"]),
+        yes_no(&c["headers_equal"]),
+        yes_no(&c["xhr_headers_equal"]),
+    );
+    out.push_str(&format!(
+        "             JA4 browser {}  http {}\n",
+        c["browser_ja4"].as_str().unwrap_or("-"),
+        c["http_ja4"].as_str().unwrap_or("-")
+    ));
+    out
+}
+
 pub fn event_line(ev: &Value) -> String {
     let slot = ev["slot"]
         .as_u64()
@@ -190,6 +225,13 @@ pub fn event_line(ev: &Value) -> String {
             d["failures"]
         ),
         "tier_blocked" => format!("tier {} blocked", d["tier"]),
+        "calibrated" => format!(
+            "calibrated against {}: h2 {}, headers {}, residual {}",
+            d["chromium"].as_str().unwrap_or("?"),
+            yes_no(&d["h2_equal"]),
+            yes_no(&d["headers_equal"]),
+            d["residual"].as_array().map_or(0, Vec::len)
+        ),
         other => format!("{other} {d}"),
     };
     format!(

@@ -208,7 +208,7 @@ fn slot_args(n: &str, body: &[u8]) -> Result<Value, Refusal> {
     Ok(args)
 }
 
-/// `POST /api/v1/slots/{n}/refresh-cookies` and `/reset`.
+/// `POST /api/v1/slots/{n}/refresh-cookies`, `/reset` and `/calibrate`.
 async fn slot_action(
     State(c): State<Arc<Control>>,
     Path((n, action)): Path<(String, String)>,
@@ -219,6 +219,7 @@ async fn slot_action(
     let tool = match action.as_str() {
         "refresh-cookies" => "refresh_cookies",
         "reset" => "reset_slot",
+        "calibrate" => "calibrate",
         other => return error(StatusCode::NOT_FOUND, format!("no action `{other}`")),
     };
     match slot_args(&n, &body) {

@@ -2,7 +2,7 @@
 //! where things happen (`idpool_requests_total`, `idpool_request_duration_seconds`
 //! in the pool and the cascade; `idpool_mcp_calls_total`,
 //! `idpool_mcp_call_duration_seconds` in the dispatcher); gauges of the pool's
-//! state (breakers, browsers, sessions) are set at scrape time.
+//! state (breakers, browsers, sessions, calibration) are set at scrape time.
 
 use std::sync::OnceLock;
 
@@ -69,6 +69,22 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
         metrics::gauge!("idpool_browser_rss_bytes", &l)
             .set(f.rss_mb.map(|mb| (mb * 1024 * 1024) as f64).unwrap_or(0.0));
         metrics::gauge!("idpool_slot_cookies", &l).set(slot.jar().count() as f64);
+        let c = slot.calibration_status();
+        let flag = |b: Option<bool>| if b == Some(true) { 1.0 } else { 0.0 };
+        metrics::gauge!("idpool_calibrated", &l).set(flag(Some(c.state == "calibrated")));
+        metrics::gauge!("idpool_calibration_h2_equal", &l).set(flag(c.h2_equal));
+        metrics::gauge!("idpool_calibration_headers_equal", &l).set(flag(c.headers_equal));
+        metrics::gauge!("idpool_calibration_xhr_headers_equal", &l).set(flag(c.xhr_headers_equal));
+        metrics::gauge!("idpool_calibration_residual", &l).set(c.residual.len() as f64);
+        if let (Some(b), Some(h)) = (c.browser_ja4, c.http_ja4) {
+            let info = [
+                ("slot", id.clone()),
+                ("browser_ja4", b),
+                ("http_ja4", h),
+                ("chromium", c.chromium.unwrap_or_default()),
+            ];
+            metrics::gauge!("idpool_calibration_info", &info).set(1.0);
+        }
     }
     metrics::gauge!("idpool_mcp_sessions", "transport" => "http").set(http_sessions as f64);
     metrics::gauge!("idpool_mcp_sessions", "transport" => "sse").set(sse_sessions as f64);

@@ -49,7 +49,7 @@ pub fn role_of(tool: &str) -> Option<Role> {
     Some(match tool {
         "list_strategies" | "pool_status" => Role::Viewer,
         "scrape" | "get_reviews" | "extract" => Role::Operator,
-        "refresh_cookies" | "reset_slot" => Role::Admin,
+        "refresh_cookies" | "reset_slot" | "calibrate" => Role::Admin,
         _ => return None,
     })
 }
@@ -229,7 +229,9 @@ pub fn tools(pool: &Pool) -> Vec<ToolDef> {
             title: "Pool status",
             description: "Every slot: profile, proxy (credentials redacted), breaker per \
                 strategy (state, failures, time left open), tier memory, browser (running, \
-                pid, port, operations, RSS), cookies (count, last saved), last success and error."
+                pid, port, operations, RSS), cookies (count, last saved), last success and error, \
+                and calibration: how closely the HTTP tier matches the slot's browser (browser \
+                and HTTP JA4, HTTP/2 and headers equal, the residual differences by name)."
                 .into(),
             input: json!({"type": "object", "properties": {}, "additionalProperties": false}),
             output: json!({
@@ -237,7 +239,7 @@ pub fn tools(pool: &Pool) -> Vec<ToolDef> {
                 "properties": {"slots": {"type": "array", "items": {"type": "object", "properties": {
                     "slot": {"type": "integer"}, "profile": {"type": "string"},
                     "breakers": {"type": "object"}, "browser": {"type": "object"},
-                    "cookies": {"type": "object"},
+                    "cookies": {"type": "object"}, "calibration": {"type": "object"},
                 }}}},
                 "required": ["slots"],
             }),
@@ -311,6 +313,41 @@ pub fn tools(pool: &Pool) -> Vec<ToolDef> {
             }),
             read_only: false,
             destructive: true,
+            idempotent: true,
+            open_world: false,
+            progress: false,
+        },
+        ToolDef {
+            name: "calibrate",
+            role: Role::Admin,
+            title: "Calibrate slots",
+            description: "Calibrate slots' HTTP tier against their own Chromium now (it \
+                launches if needed): both visit the daemon's loopback calibration listener; the \
+                HTTP tier takes the browser's header sets, HTTP/2 priority and TLS options. \
+                Returns both sides (ClientHello with JA4, HTTP/2 fingerprint, header lists) and \
+                the residual differences by name. Slots also calibrate by themselves at their \
+                browser's first launch and when Chromium's version changes."
+                .into(),
+            input: json!({
+                "type": "object",
+                "properties": {
+                    "slot": {"type": "integer", "minimum": 0, "description": "Only this slot; default every slot."},
+                },
+                "additionalProperties": false,
+            }),
+            output: json!({
+                "type": "object",
+                "properties": {
+                    "slots": {"type": "array", "items": {"type": "object", "properties": {
+                        "slot": {"type": "integer"}, "ok": {"type": "boolean"},
+                        "record": {"type": ["object", "null"]},
+                        "error": {"type": ["string", "null"]},
+                    }}},
+                },
+                "required": ["slots"],
+            }),
+            read_only: false,
+            destructive: false,
             idempotent: true,
             open_world: false,
             progress: false,

@@ -318,6 +318,7 @@ impl Core {
             "pool_status" => no_args(args).map(|()| tools::pool_status::run(pool)),
             "refresh_cookies" => tools::refresh_cookies::run(pool, args, opts).await,
             "reset_slot" => tools::reset_slot::run(pool, args).await,
+            "calibrate" => tools::calibrate::run(pool, args).await,
             other => Err(Error::new(
                 ErrorKind::InvalidArgument,
                 format!("unknown tool `{other}`"),

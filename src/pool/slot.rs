@@ -82,7 +82,8 @@ pub struct SlotEnv<'a> {
 /// How a slot's HTTP tier compares with its browser, for operators.
 #[derive(Debug, Clone, Serialize)]
 pub struct CalibrationStatus {
-    /// `off` (browser.calibrate = false), `pending` (no browser launched
+    /// `off` (browser.calibrate = false), `not_applicable` (the profile
+    /// emulates a browser that is not Chromium-based), `pending` (no browser launched
     /// yet), `calibrated`, `stale` (made with another Chromium or profile;
     /// renewed at the next launch), `uncalibrated` (switched off on this
     /// slot) or `failed`.
@@ -124,6 +125,7 @@ impl Slot {
         let record = env
             .calibrator
             .as_ref()
+            .filter(|_| chromium_based(&profile))
             .and_then(|_| Record::load(&dir))
             .filter(|r| r.user_agent == profile.user_agent);
         let calibration = record.as_ref().map(|r| r.calibration.clone());
@@ -226,7 +228,7 @@ impl Slot {
     /// Calibrate when the browser runs a version (or the slot a profile) no
     /// record was made with; one attempt per browser launch.
     pub async fn calibrate_if_due(&self) {
-        if self.calibrator.is_none() {
+        if self.calibrator.is_none() || !chromium_based(&self.profile) {
             return;
         }
         let facts = self.browser.facts();
@@ -263,6 +265,14 @@ impl Slot {
                 self.id
             )));
         };
+        if !chromium_based(&self.profile) {
+            return Err(Error::config(format!(
+                "slot {}: profile `{}` emulates {}; its Chromium cannot speak for it, so it is not calibrated",
+                self.id,
+                self.profile.name,
+                self.profile.emulation.family()
+            )));
+        }
         self.cal_runs
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let run = async {
@@ -325,6 +335,7 @@ impl Slot {
         let version = self.browser.facts().version;
         let state = match (&self.calibrator, &record) {
             (None, _) => "off",
+            _ if !chromium_based(&self.profile) => "not_applicable",
             _ if error.is_some() => "failed",
             (_, None) => "pending",
             (_, Some(_)) if !applied => "uncalibrated",
@@ -400,6 +411,11 @@ impl Slot {
     }
 }
 
+/// Profiles a Chromium can calibrate: Chrome, Edge and Opera emulations.
+fn chromium_based(profile: &Profile) -> bool {
+    matches!(profile.emulation.family(), "chrome" | "edge" | "opera")
+}
+
 fn launch_spec(
     id: usize,
     profile: &Profile,
@@ -419,6 +435,7 @@ fn launch_spec(
         window: (profile.viewport.width, profile.viewport.height),
         proxy_server: profile.proxy.as_ref().map(|p| p.without_credentials()),
         spki: env.spki.to_vec(),
+        calibration_bypass: env.calibrator.is_some(),
         timezone: profile.timezone.clone(),
         launch_timeout: std::time::Duration::from_secs(env.browser.launch_timeout_secs),
     }

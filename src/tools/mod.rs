@@ -1,6 +1,7 @@
 //! Transport-agnostic tools: typed arguments in, JSON results out. The MCP server
 //! and `idpool call` only wrap these.
 
+pub mod calibrate;
 pub mod extract;
 pub mod get_reviews;
 pub mod list_strategies;

@@ -1,5 +1,6 @@
 //! `pool_status`: every slot as an operator sees it: profile, proxy (credentials
-//! redacted), breaker and tier memory per strategy, browser, cookies, health.
+//! redacted), breaker and tier memory per strategy, browser, cookies, health,
+//! and how closely the HTTP tier matches the slot's browser (calibration).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -41,6 +42,7 @@ pub fn run(pool: &Pool) -> Value {
                 "proxy": slot.profile.proxy.as_ref().map(|p| p.redacted()),
                 "breakers": breakers,
                 "browser": facts,
+                "calibration": slot.calibration_status(),
                 "cookies": {
                     "count": slot.jar().count(),
                     "last_saved": slot.jar().last_saved(),

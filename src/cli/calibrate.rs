@@ -1,0 +1,270 @@
+//! `idpool calibrate [--slot N]`: calibrate slots' HTTP tier against their own
+//! Chromium now and print both fingerprints side by side with the residual.
+//! Through the running daemon when one answers (an admin key is needed when
+//! keys are on), otherwise directly on the data dir.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::bail;
+use clap::Args;
+use serde_json::{Value, json};
+
+use crate::config::Config;
+use crate::pool::Pool;
+
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// Only this slot (default: every slot).
+    #[arg(long)]
+    pub slot: Option<usize>,
+    /// Print the whole records as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The daemon's base URL (default: from the config's server.listen).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// API key (admin) for the daemon.
+    #[arg(long, env = "IDPOOL_KEY", hide_env_values = true)]
+    pub key: Option<String>,
+}
+
+/// Each slot's result through the daemon; `None` when no daemon answers.
+async fn through_daemon(cfg: &Config, a: &CalibrateArgs) -> anyhow::Result<Option<Vec<Value>>> {
+    let base = a
+        .url
+        .clone()
+        .unwrap_or_else(|| super::slots::daemon_base(cfg));
+    let client = wreq::Client::builder()
+        .no_proxy()
+        .connect_timeout(std::time::Duration::from_secs(3))
+        .timeout(std::time::Duration::from_secs(180))
+        .build()?;
+    let up = client
+        .get(format!("{base}/healthz"))
+        .timeout(std::time::Duration::from_secs(3))
+        .send()
+        .await
+        .is_ok_and(|r| r.status().is_success());
+    if !up {
+        if a.url.is_some() {
+            bail!("no daemon answers at {base}");
+        }
+        return Ok(None);
+    }
+    let status = super::slots::get_json(&base, "/api/v1/slots", a.key.as_deref()).await?;
+    let count = status["slots"].as_array().map(Vec::len).unwrap_or(0);
+    let slots: Vec<usize> = match a.slot {
+        Some(n) if n >= count => bail!("slot {n} does not exist (the pool has {count} slots)"),
+        Some(n) => vec![n],
+        None => (0..count).collect(),
+    };
+    eprintln!("through the daemon at {base}");
+    let mut out = Vec::new();
+    for n in slots {
+        let mut req = client
+            .post(format!("{base}/api/v1/slots/{n}/calibrate"))
+            .header("content-type", "application/json")
+            .body("{}");
+        if let Some(k) = &a.key {
+            req = req.header("authorization", format!("Bearer {k}"));
+        }
+        let resp = req.send().await?;
+        let code = resp.status().as_u16();
+        let body: Value = serde_json::from_slice(&resp.bytes().await?).unwrap_or_default();
+        match body["slots"].get(0) {
+            Some(r) if code == 200 => out.push(r.clone()),
+            _ => {
+                let hint = if matches!(code, 401 | 403) {
+                    " (calibrating needs the admin role: an admin key via --key or IDPOOL_KEY)"
+                } else {
+                    ""
+                };
+                out.push(json!({"slot": n, "ok": false, "error": format!(
+                    "HTTP {code}: {}{hint}", body["error"].as_str().unwrap_or("")
+                )}));
+            }
+        }
+    }
+    Ok(Some(out))
+}
+
+pub async fn run(config: Option<&Path>, a: CalibrateArgs) -> anyhow::Result<ExitCode> {
+    let cfg = Config::load(config)?;
+    let results = match through_daemon(&cfg, &a).await? {
+        Some(r) => r,
+        None => {
+            let pool = Pool::open(&cfg)?;
+            for (slot, pid) in pool.end_stale_browsers().await {
+                eprintln!("slot {slot}: ended Chromium pid {pid} left by an earlier run");
+            }
+            let r = crate::tools::calibrate::run(&pool, json!({"slot": a.slot})).await;
+            pool.shutdown().await;
+            r?["slots"].as_array().cloned().unwrap_or_default()
+        }
+    };
+    let mut failed = 0;
+    for r in &results {
+        if r["ok"] != true {
+            failed += 1;
+        }
+        if a.json {
+            continue;
+        }
+        print!("{}", side_by_side(r));
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    }
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        Value::Array(a) => a.iter().map(s).collect::<Vec<_>>().join(","),
+        other => other.to_string(),
+    }
+}
+
+fn hex(v: &Value) -> String {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_u64)
+                .map(|x| format!("{x:04x}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_else(|| "-".into())
+}
+
+fn row(out: &mut String, label: &str, b: String, h: String) {
+    let mark = if b == h { "=" } else { "≠" };
+    out.push_str(&format!("  {label:<22} {mark} browser {b}\n"));
+    out.push_str(&format!("  {:<22}   http    {h}\n", ""));
+}
+
+/// One slot's record: browser and HTTP tier side by side, then the residual.
+pub fn side_by_side(r: &Value) -> String {
+    let mut out = String::new();
+    if r["ok"] != true {
+        out.push_str(&format!(
+            "slot {}: calibration failed: {}\n",
+            r["slot"],
+            r["error"].as_str().unwrap_or("?")
+        ));
+        return out;
+    }
+    let rec = &r["record"];
+    out.push_str(&format!(
+        "slot {}  {}\n",
+        r["slot"],
+        rec["chromium"].as_str().unwrap_or("?")
+    ));
+    let (b, h) = (&rec["browser"], &rec["http"]);
+    let (bh, hh) = (&b["navigation"]["hello"], &h["navigation"]["hello"]);
+    row(&mut out, "JA4", s(&bh["ja4"]), s(&hh["ja4"]));
+    row(
+        &mut out,
+        "ciphers",
+        hex(&bh["ciphers"]),
+        hex(&hh["ciphers"]),
+    );
+    let sorted = |v: &Value| {
+        let mut x: Vec<u64> = v
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default();
+        x.sort_unstable();
+        Value::from(x)
+    };
+    row(
+        &mut out,
+        "extensions (sorted)",
+        hex(&sorted(&bh["extensions"])),
+        hex(&sorted(&hh["extensions"])),
+    );
+    row(&mut out, "groups", hex(&bh["groups"]), hex(&hh["groups"]));
+    row(
+        &mut out,
+        "signature algorithms",
+        hex(&bh["sig_algs"]),
+        hex(&hh["sig_algs"]),
+    );
+    row(&mut out, "ALPN", s(&bh["alpn"]), s(&hh["alpn"]));
+    row(&mut out, "ALPS", s(&bh["alps"]), s(&hh["alps"]));
+    row(
+        &mut out,
+        "cert compression",
+        hex(&bh["cert_compression"]),
+        hex(&hh["cert_compression"]),
+    );
+    row(
+        &mut out,
+        "HTTP/2 (Akamai)",
+        s(&b["navigation"]["akamai"]),
+        s(&h["navigation"]["akamai"]),
+    );
+    row(
+        &mut out,
+        "priority navigation",
+        s(&b["navigation"]["priority"]),
+        s(&h["navigation"]["priority"]),
+    );
+    row(
+        &mut out,
+        "priority xhr",
+        s(&b["xhr"]["priority"]),
+        s(&h["xhr"]["priority"]),
+    );
+    let names = |o: &Value| {
+        o["headers"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|p| p.get(0).and_then(Value::as_str))
+                    .filter(|n| !n.starts_with(':'))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default()
+    };
+    row(
+        &mut out,
+        "navigation headers",
+        names(&b["navigation"]),
+        names(&h["navigation"]),
+    );
+    row(&mut out, "xhr headers", names(&b["xhr"]), names(&h["xhr"]));
+    let rep = &rec["report"];
+    let residual = rep["residual"].as_array().cloned().unwrap_or_default();
+    out.push_str(&format!(
+        "  JA4 a {}, b {}, c explained by the residual: {}; HTTP/2 {}; headers {} (xhr {})\n",
+        eq(&rep["ja4_a_equal"]),
+        eq(&rep["ja4_b_equal"]),
+        rep["ja4_c_explained"],
+        eq(&rep["h2_equal"]),
+        eq(&rep["headers_equal"]),
+        eq(&rep["xhr_headers_equal"]),
+    ));
+    out.push_str(&format!("  residual ({}):\n", residual.len()));
+    for d in &residual {
+        out.push_str(&format!(
+            "    {}: browser {}; http {}\n",
+            d["what"].as_str().unwrap_or("?"),
+            d["browser"].as_str().unwrap_or("-"),
+            d["http"].as_str().unwrap_or("-")
+        ));
+    }
+    out
+}
+
+fn eq(v: &Value) -> &'static str {
+    if v == true { "equal" } else { "DIFFER" }
+}

@@ -50,6 +50,42 @@ fn spawn_scrape(c: &Mcp, url: &str, mode: &str) -> tokio::task::JoinHandle<Vec<V
 }
 
 /// Wait until the testbed has seen a request for a path under `prefix`.
+/// `idpool ARGS` with `IDPOOL_KEY=key`: success, stdout, stderr.
+async fn cli(env: &common::Env, args: &[&str], key: &str) -> (bool, String, String) {
+    let out = idpool(env)
+        .args(args)
+        .env("IDPOOL_KEY", key)
+        .output()
+        .await
+        .expect("idpool runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The recent events and the first of `kind` among them (`Null` if none).
+async fn recent_event(d: &Daemon, key: &str, kind: &str) -> (Value, Value) {
+    let recent: Value = reqwest::Client::new()
+        .get(d.url("/api/v1/events/recent"))
+        .bearer_auth(key)
+        .send()
+        .await
+        .expect("events")
+        .json()
+        .await
+        .expect("json");
+    let ev = recent["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|e| e["kind"] == kind)
+        .cloned()
+        .unwrap_or_default();
+    (recent, ev)
+}
+
 async fn seen(env: &common::Env, prefix: &str) -> bool {
     for _ in 0..300 {
         if env
@@ -505,15 +541,13 @@ async fn refresh_cookies_goes_through_the_running_daemon() {
     let env = shop(1).await;
     let admin = add_key(&env, "root", "admin").await;
     let d = Daemon::start(&env, 1, "keys_file = \"keys.toml\"").await;
-    let out = idpool(&env)
-        .args(["refresh-cookies", "--strategy", "testshop", "--slot", "0"])
-        .env("IDPOOL_KEY", &admin)
-        .output()
-        .await
-        .expect("runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}{stderr}");
+    let (ok, stdout, stderr) = cli(
+        &env,
+        &["refresh-cookies", "--strategy", "testshop", "--slot", "0"],
+        &admin,
+    )
+    .await;
+    assert!(ok, "{stdout}{stderr}");
     assert!(stderr.contains("through the daemon"), "{stderr}");
     assert!(
         stdout.contains("slot 0: 127.0.0.1 cookies") && stdout.contains(": ok"),
@@ -531,22 +565,7 @@ async fn refresh_cookies_goes_through_the_running_daemon() {
         .expect("json");
     assert_eq!(v["slots"][0]["browser"]["running"], true, "{v}");
     // The refresh is an event too.
-    let recent: Value = reqwest::Client::new()
-        .get(d.url("/api/v1/events/recent"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .expect("events")
-        .json()
-        .await
-        .expect("json");
-    let refresh = recent["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .find(|e| e["kind"] == "cookie_refresh")
-        .cloned()
-        .unwrap_or_default();
+    let (recent, refresh) = recent_event(&d, &admin, "cookie_refresh").await;
     assert_eq!(refresh["slot"], 0, "{recent}");
     assert_eq!(refresh["strategy"], "testshop");
     assert_eq!(refresh["detail"]["ok"], true);
@@ -711,4 +730,76 @@ async fn streams_of_a_revoked_key_end_after_the_reload() {
     .await;
     assert_eq!(got, Ok(true), "the kept key still gets events");
     d.stop().await;
+}
+
+#[tokio::test]
+async fn calibration_through_the_daemon_shows_in_slots_metrics_and_events() {
+    let env = shop(1).await;
+    let admin = add_key(&env, "root", "admin").await;
+    let viewer = add_key(&env, "watcher", "viewer").await;
+    let d = Daemon::start(&env, 1, "keys_file = \"keys.toml\"").await;
+    // A viewer may not calibrate.
+    let (ok, stdout, _) = cli(&env, &["calibrate", "--slot", "0"], &viewer).await;
+    assert!(!ok, "{stdout}");
+    assert!(stdout.contains("admin role"), "{stdout}");
+    // An admin may: the daemon's browser launches and both sides are printed.
+    let (ok, stdout, stderr) = cli(&env, &["calibrate", "--slot", "0"], &admin).await;
+    assert!(ok, "{stdout}{stderr}");
+    assert!(stderr.contains("through the daemon"), "{stderr}");
+    assert!(
+        stdout.contains("HTTP/2 (Akamai)        = browser"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("residual ("), "{stdout}");
+    let get = |path: &str| {
+        reqwest::Client::new()
+            .get(d.url(path))
+            .bearer_auth(&viewer)
+            .send()
+    };
+    let v: Value = get("/api/v1/slots")
+        .await
+        .expect("slots")
+        .json()
+        .await
+        .expect("json");
+    let c = &v["slots"][0]["calibration"];
+    assert_eq!(c["state"], "calibrated", "{v}");
+    assert_eq!(
+        (c["h2_equal"].clone(), c["headers_equal"].clone()),
+        (json!(true), json!(true))
+    );
+    let browser_ja4 = c["browser_ja4"].as_str().expect("browser JA4").to_string();
+    // `idpool slots` has the fidelity line.
+    let (_, table, _) = cli(&env, &["slots"], &viewer).await;
+    assert!(table.contains("fidelity   calibrated"), "{table}");
+    assert!(
+        table.contains(&format!("JA4 browser {browser_ja4}")),
+        "{table}"
+    );
+    // /metrics has the gauges.
+    let metrics = get("/metrics")
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("idpool_calibration_h2_equal{slot=\"0\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("idpool_calibrated{slot=\"0\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!("browser_ja4=\"{browser_ja4}\"")),
+        "{metrics}"
+    );
+    // And the event stream told.
+    let (recent, ev) = recent_event(&d, &viewer, "calibrated").await;
+    assert_eq!(ev["slot"], 0, "{recent}");
+    assert_eq!(ev["detail"]["browser_ja4"], browser_ja4.as_str());
+    d.stop().await;
+    assert!(chromium_browsers_under(env.data_dir()).is_empty());
 }

@@ -521,6 +521,8 @@ async fn the_status_page_renders_the_slot_table_in_headless_chromium() {
     let rows: Vec<_> = doc.select(&rows).collect();
     assert_eq!(rows.len(), 2, "{} rows in {html}", rows.len());
     assert!(rows[0].html().contains("default") && rows[0].html().contains("testshop"));
+    // The fidelity column: no browser launched yet, so not calibrated yet.
+    assert!(rows[0].html().contains("pending"), "{}", rows[0].html());
     assert!(html.contains("2 slots, updated"), "{html}");
     // With a wrong key the page asks for one.
     let page = pool

@@ -36,8 +36,8 @@ pub struct LaunchSpec {
     pub proxy_server: Option<String>,
     /// base64 SHA-256 SPKI hashes of `security.extra_root_certs`.
     pub spki: Vec<String>,
-    /// Let the calibration listener's address bypass the proxy.
-    pub calibration_bypass: bool,
+    /// The calibration listener's address, let past the proxy.
+    pub calibration_bypass: Option<String>,
     pub timezone: Option<String>,
     pub launch_timeout: Duration,
 }
@@ -85,8 +85,9 @@ impl LaunchSpec {
             // The daemon's calibration listener (127.0.0.2) is the exception:
             // a remote proxy cannot reach it.
             let mut list = "<-loopback>".to_string();
-            if self.calibration_bypass {
-                list.push_str(";127.0.0.2");
+            if let Some(host) = &self.calibration_bypass {
+                list.push(';');
+                list.push_str(host);
             }
             a.push(format!("--proxy-bypass-list={list}"));
         }
@@ -654,7 +655,7 @@ mod tests {
             window: (1280, 800),
             proxy_server: Some("socks5://10.0.0.1:1080".into()),
             spki: vec!["AAA=".into(), "BBB=".into()],
-            calibration_bypass: false,
+            calibration_bypass: None,
             timezone: None,
             launch_timeout: Duration::from_secs(5),
         };

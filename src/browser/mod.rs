@@ -360,14 +360,7 @@ impl SlotBrowser {
         };
         let flags = Arc::new(Flags::default());
         let (stop_tx, stop_rx) = oneshot::channel();
-        let version = match launcher::executable_version(&spec.executable).await {
-            Some(v) => Some(v),
-            None => tokio::time::timeout(spec.launch_timeout, browser.version())
-                .await
-                .ok()
-                .and_then(|v| v.ok())
-                .map(|v| v.product),
-        };
+        let version = launcher::executable_version(&spec.executable).await;
         {
             let mut f = self.facts.lock();
             f.version = version;
@@ -398,6 +391,15 @@ impl SlotBrowser {
             supervisor,
             last_used: Instant::now(),
         };
+        if self.facts.lock().version.is_none() {
+            // `--version` did not answer: ask DevTools (the handler runs now).
+            let product = tokio::time::timeout(Duration::from_secs(5), running.browser.version())
+                .await
+                .ok()
+                .and_then(|v| v.ok())
+                .map(|v| v.product);
+            self.facts.lock().version = product;
+        }
         // The tab we work in, speaking with the slot's identity.
         let page = async {
             let page = running

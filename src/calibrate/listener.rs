@@ -27,6 +27,9 @@ use crate::fingerprint::tls::ClientHello;
 use crate::fingerprint::{Observed, Tap, TapBuf};
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// A calibration connection lives a few seconds; nothing may hold one longer.
+const CONN_TIMEOUT: Duration = Duration::from_secs(30);
+const MAX_CONNS: usize = 64;
 const TAP_BYTES: usize = 256 * 1024;
 
 /// The page a calibration navigates to: it POSTs a form the way a shop's
@@ -34,7 +37,7 @@ const TAP_BYTES: usize = 256 * 1024;
 /// set, so it sets the usual three), then marks itself `#done`.
 const PAGE: &str = r#"<!doctype html><html><head><meta charset="utf-8"><title>idpool calibration</title></head>
 <body><p id="wait">calibrating</p><script>
-fetch("/calibrate/xhr", {
+fetch("xhr", {
   method: "POST",
   headers: { "x-requested-with": "XMLHttpRequest", "accept": "application/json", "content-type": "application/x-www-form-urlencoded" },
   body: "item=calibration&page=1"
@@ -42,6 +45,30 @@ fetch("/calibrate/xhr", {
   document.getElementById("wait").id = "done";
 }, function (e) { document.getElementById("wait").textContent = "failed: " + e; });
 </script></body></html>"#;
+
+/// Cookie values other than the listener's own are not the calibration's
+/// business (a browser may carry cookies of other sites on the same host):
+/// their names stay, their values do not.
+fn redact_cookies(headers: Vec<(String, String)>) -> Vec<(String, String)> {
+    headers
+        .into_iter()
+        .map(|(k, v)| {
+            if !k.eq_ignore_ascii_case("cookie") {
+                return (k, v);
+            }
+            let v = v
+                .split("; ")
+                .map(|pair| match pair.split_once('=') {
+                    Some(_) if pair == COOKIE => pair.to_string(),
+                    Some((name, _)) => format!("{name}=(redacted)"),
+                    None => pair.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("; ");
+            (k, v)
+        })
+        .collect()
+}
 
 /// The cookie the first navigation sets, so later requests show where the
 /// client puts its cookies.
@@ -96,8 +123,45 @@ impl Cert {
     }
 }
 
-/// What the listener saw, by request path.
-pub type Seen = Arc<Mutex<HashMap<String, Observed>>>;
+/// What the listener saw of the current run: its token and the requests
+/// by name (`start`, `page`, `xhr`). Requests with another token are served
+/// but not recorded.
+#[derive(Debug, Default)]
+pub struct Run {
+    pub token: String,
+    pub seen: HashMap<String, Observed>,
+}
+
+pub type Seen = Arc<Mutex<Run>>;
+
+/// The listening socket, bound when the pool opens (so every slot's
+/// Chromium knows the address to let past a proxy), served from the first
+/// run on.
+pub struct Socket {
+    pub host: &'static str,
+    pub port: u16,
+    std: std::net::TcpListener,
+}
+
+impl Socket {
+    pub fn bind() -> Result<Socket> {
+        let (host, std) = match std::net::TcpListener::bind("127.0.0.2:0") {
+            Ok(t) => ("127.0.0.2", t),
+            Err(_) => (
+                "127.0.0.1",
+                std::net::TcpListener::bind("127.0.0.1:0")
+                    .map_err(|e| Error::io("calibration listener: cannot bind 127.0.0.1", e))?,
+            ),
+        };
+        std.set_nonblocking(true)
+            .map_err(|e| Error::io("calibration listener", e))?;
+        let port = std
+            .local_addr()
+            .map_err(|e| Error::io("calibration listener", e))?
+            .port();
+        Ok(Socket { host, port, std })
+    }
+}
 
 /// A running listener.
 pub struct Listener {
@@ -109,20 +173,9 @@ pub struct Listener {
 }
 
 impl Listener {
-    pub async fn start(cert: &Cert) -> Result<Listener> {
-        let (host, tcp) = match TcpListener::bind("127.0.0.2:0").await {
-            Ok(t) => ("127.0.0.2", t),
-            Err(_) => (
-                "127.0.0.1",
-                TcpListener::bind("127.0.0.1:0")
-                    .await
-                    .map_err(|e| Error::io("calibration listener: cannot bind 127.0.0.1", e))?,
-            ),
-        };
-        let port = tcp
-            .local_addr()
-            .map_err(|e| Error::io("calibration listener", e))?
-            .port();
+    pub fn start(socket: Socket, cert: &Cert) -> Result<Listener> {
+        let tcp =
+            TcpListener::from_std(socket.std).map_err(|e| Error::io("calibration listener", e))?;
         let seen: Seen = Arc::default();
         let (stop, stop_rx) = watch::channel(false);
         let task = tokio::spawn(accept_loop(
@@ -132,8 +185,8 @@ impl Listener {
             stop_rx,
         ));
         Ok(Listener {
-            host,
-            port,
+            host: socket.host,
+            port: socket.port,
             seen,
             stop,
             task,
@@ -157,9 +210,10 @@ async fn accept_loop(
         tokio::select! {
             _ = stop.changed() => break,
             accepted = tcp.accept() => match accepted {
-                Ok((stream, _)) => {
+                Ok((stream, _)) if conns.len() < MAX_CONNS => {
                     conns.spawn(serve(stream, acceptor.clone(), seen.clone(), stop.clone()));
                 }
+                Ok(_) => tracing::warn!("calibration listener: too many connections; one refused"),
                 Err(e) => {
                     tracing::warn!(error = %e, "calibration listener: accept failed");
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -199,7 +253,7 @@ async fn serve(
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     let conn = builder.serve_connection(TokioIo::new(Tap { inner: tls, buf }), service);
     tokio::select! {
-        _ = conn => {}
+        _ = tokio::time::timeout(CONN_TIMEOUT, conn) => {}
         _ = stop.changed() => {}
     }
 }
@@ -211,9 +265,13 @@ fn answer(
     hello: Option<ClientHello>,
 ) -> hyper::Response<Full<Bytes>> {
     let path = req.uri().path().to_string();
-    let name = path.strip_prefix("/calibrate/").unwrap_or("");
+    let (token, name) = path
+        .strip_prefix("/calibrate/")
+        .and_then(|rest| rest.split_once('/'))
+        .unwrap_or(("", ""));
     let known = matches!(name, "start" | "page" | "xhr");
-    if known {
+    let mut run = seen.lock();
+    if known && !token.is_empty() && token == run.token {
         let target = req
             .uri()
             .path_and_query()
@@ -221,18 +279,19 @@ fn answer(
         if let Some(view) =
             crate::fingerprint::request_view(&tap.snapshot(), req.method().as_str(), &target)
         {
-            seen.lock().insert(
+            run.seen.insert(
                 name.to_string(),
                 Observed {
                     hello,
                     protocol: view.protocol.to_string(),
                     akamai: view.akamai,
                     priority: view.priority,
-                    headers: view.headers,
+                    headers: redact_cookies(view.headers),
                 },
             );
         }
     }
+    drop(run);
     let (status, ctype, body) = match name {
         "start" => (200, "text/html; charset=utf-8", "<p id=\"done\">start</p>"),
         "page" => (200, "text/html; charset=utf-8", PAGE),
@@ -259,4 +318,27 @@ fn answer(
         );
     }
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn other_cookies_keep_their_names_only() {
+        let h = |k: &str, v: &str| (k.to_string(), v.to_string());
+        let out = redact_cookies(vec![
+            h("user-agent", "UA"),
+            h("cookie", "session=s3cret; idpool_calibration=1"),
+            h("cookie", "idpool_calibration=1"),
+        ]);
+        assert_eq!(
+            out,
+            [
+                h("user-agent", "UA"),
+                h("cookie", "session=(redacted); idpool_calibration=1"),
+                h("cookie", "idpool_calibration=1"),
+            ]
+        );
+    }
 }

@@ -74,8 +74,12 @@ impl Record {
 /// throwaway certificate, whose SPKI pin every slot's Chromium gets at launch.
 pub struct Calibrator {
     cert: listener::Cert,
+    host: &'static str,
+    /// Until the first run starts the listener.
+    socket: parking_lot::Mutex<Option<listener::Socket>>,
     /// Also serialises runs: one calibration at a time across slots.
     listener: tokio::sync::Mutex<Option<listener::Listener>>,
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Calibrator {
@@ -87,13 +91,26 @@ impl std::fmt::Debug for Calibrator {
 }
 
 const WAIT_FOR: &str = "#done";
+/// How long a run queues behind other slots' runs.
+const QUEUE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 impl Calibrator {
+    /// The certificate and the bound (not yet served) socket.
     pub fn new() -> Result<Calibrator> {
+        let socket = listener::Socket::bind()?;
         Ok(Calibrator {
             cert: listener::Cert::generate()?,
+            host: socket.host,
+            socket: parking_lot::Mutex::new(Some(socket)),
             listener: tokio::sync::Mutex::new(None),
+            closed: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// The listener's address (127.0.0.2, else 127.0.0.1), which a slot's
+    /// Chromium reaches directly even behind a proxy.
+    pub fn host(&self) -> &'static str {
+        self.host
     }
 
     /// The SPKI pin of the listener's certificate.
@@ -103,7 +120,11 @@ impl Calibrator {
 
     /// Stop the listener (daemon shutdown).
     pub async fn shutdown(&self) {
-        if let Some(l) = self.listener.lock().await.take() {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Release);
+        if let Ok(mut guard) = tokio::time::timeout(QUEUE_TIMEOUT, self.listener.lock()).await
+            && let Some(l) = guard.take()
+        {
             l.stop().await;
         }
     }
@@ -111,9 +132,31 @@ impl Calibrator {
     /// One calibration run on `slot` (its browser launches if needed). The
     /// slot is not changed here: [`Slot::calibrate_now`] applies the record.
     pub async fn run(&self, slot: &Slot) -> Result<Record> {
-        let mut guard = self.listener.lock().await;
+        let closed = || {
+            Error::new(
+                ErrorKind::Refused,
+                "calibration: the daemon is shutting down",
+            )
+        };
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(closed());
+        }
+        let mut guard = tokio::time::timeout(QUEUE_TIMEOUT, self.listener.lock())
+            .await
+            .map_err(|_| {
+                Error::new(
+                    ErrorKind::Timeout,
+                    "calibration: other slots' runs took too long",
+                )
+            })?;
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(closed());
+        }
         if guard.is_none() {
-            *guard = Some(listener::Listener::start(&self.cert).await?);
+            let socket = self.socket.lock().take().ok_or_else(|| {
+                Error::new(ErrorKind::Internal, "calibration listener socket gone")
+            })?;
+            *guard = Some(listener::Listener::start(socket, &self.cert)?);
         }
         let Some(l) = guard.as_ref() else {
             return Err(Error::new(
@@ -121,8 +164,7 @@ impl Calibrator {
                 "calibration listener vanished",
             ));
         };
-        let base = format!("https://{}:{}/calibrate", l.host, l.port);
-        l.seen.lock().clear();
+        let base = new_run(l);
         slot.browser()
             .visit(&[format!("{base}/start"), format!("{base}/page")], WAIT_FOR)
             .await
@@ -133,6 +175,23 @@ impl Calibrator {
                 ))
             })?;
         let browser = take(l, "browser")?;
+        let ua = |c: &Capture| {
+            c.navigation
+                .headers
+                .iter()
+                .find(|(k, _)| k == "user-agent")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        if ua(&browser) != slot.profile.user_agent {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                format!(
+                    "calibration: the browser sent user agent `{}`, not the profile's",
+                    ua(&browser)
+                ),
+            ));
+        }
         let chromium = slot.browser_facts().version.unwrap_or_default();
         let calibration = Calibration::from_browser(&browser).ok_or_else(|| {
             Error::new(
@@ -140,7 +199,7 @@ impl Calibrator {
                 "the browser's calibration navigation carried no user agent",
             )
         })?;
-        l.seen.lock().clear();
+        let base = new_run(l);
         let client = HttpClient::for_calibration(
             &slot.profile,
             slot.http_config(),
@@ -169,16 +228,38 @@ impl Calibrator {
     }
 }
 
+/// A fresh token; the run's base URL. Only requests under it are recorded.
+fn new_run(l: &listener::Listener) -> String {
+    let token = hex::encode(rand::random::<[u8; 8]>());
+    let base = format!("https://{}:{}/calibrate/{token}", l.host, l.port);
+    *l.seen.lock() = listener::Run {
+        token,
+        seen: Default::default(),
+    };
+    base
+}
+
 fn take(l: &listener::Listener, who: &str) -> Result<Capture> {
-    let mut seen = l.seen.lock();
+    let mut run = l.seen.lock();
+    let seen = &mut run.seen;
     let missing = |what: &str| {
         Error::new(
             ErrorKind::Network,
             format!("calibration: the {who}'s {what} never reached the listener"),
         )
     };
-    let navigation = seen.remove("page").ok_or_else(|| missing("navigation"))?;
-    let xhr = seen.remove("xhr").ok_or_else(|| missing("XHR"))?;
+    let mut navigation = seen.remove("page").ok_or_else(|| missing("navigation"))?;
+    let mut xhr = seen.remove("xhr").ok_or_else(|| missing("XHR"))?;
+    // Each side ran under its own token: the captures name it `{run}`, so
+    // paths and referers compare equal.
+    let token = run.token.clone();
+    for o in [&mut navigation, &mut xhr] {
+        for (_, v) in &mut o.headers {
+            if v.contains(&token) {
+                *v = v.replace(&token, "{run}");
+            }
+        }
+    }
     Ok(Capture { navigation, xhr })
 }
 

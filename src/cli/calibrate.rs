@@ -38,7 +38,7 @@ async fn through_daemon(cfg: &Config, a: &CalibrateArgs) -> anyhow::Result<Optio
     let client = wreq::Client::builder()
         .no_proxy()
         .connect_timeout(std::time::Duration::from_secs(3))
-        .timeout(std::time::Duration::from_secs(180))
+        .timeout(std::time::Duration::from_secs(300))
         .build()?;
     let up = client
         .get(format!("{base}/healthz"))

@@ -13,6 +13,12 @@ use crate::pool::BreakerState;
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
+type Labels = Vec<(&'static str, String)>;
+
+/// The labels of each slot's `idpool_calibration_info` series last set.
+static LAST_INFO: parking_lot::Mutex<std::collections::BTreeMap<usize, Labels>> =
+    parking_lot::Mutex::new(std::collections::BTreeMap::new());
+
 /// Install the process-wide recorder (once); `None` when another recorder won.
 pub fn install() -> Option<&'static PrometheusHandle> {
     HANDLE
@@ -77,12 +83,19 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
         metrics::gauge!("idpool_calibration_xhr_headers_equal", &l).set(flag(c.xhr_headers_equal));
         metrics::gauge!("idpool_calibration_residual", &l).set(c.residual.len() as f64);
         if let (Some(b), Some(h)) = (c.browser_ja4, c.http_ja4) {
-            let info = [
+            let info = vec![
                 ("slot", id.clone()),
                 ("browser_ja4", b),
                 ("http_ja4", h),
                 ("chromium", c.chromium.unwrap_or_default()),
             ];
+            // A recalibration's new labels replace the old series (set to 0).
+            let mut last = LAST_INFO.lock();
+            if let Some(old) = last.insert(slot.id, info.clone())
+                && old != info
+            {
+                metrics::gauge!("idpool_calibration_info", &old).set(0.0);
+            }
             metrics::gauge!("idpool_calibration_info", &info).set(1.0);
         }
     }

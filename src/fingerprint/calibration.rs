@@ -141,7 +141,17 @@ impl Calibration {
             xhr: RequestProfile::from_capture(
                 &capture.xhr.headers,
                 capture.xhr.priority.as_deref(),
-            ),
+            )
+            .map(|mut p| {
+                // The place is the browser's; the value is the browser's own
+                // default unless the request (the strategy) sets one.
+                for (k, v) in &mut p.headers {
+                    if k == "accept" {
+                        *v = XHR_DEFAULT_ACCEPT.to_string();
+                    }
+                }
+                p
+            }),
             hello: nav.hello.clone(),
         })
     }
@@ -378,6 +388,38 @@ fn header_differences(kind: &str, b: &Observed, h: &Observed, out: &mut Vec<Diff
     equal
 }
 
+/// Part c of the browser's JA4 once the residual's TLS items are applied to
+/// its hello: the extensions and signature algorithms it names as only the
+/// browser's are taken out, those it names as only the HTTP tier's put in.
+/// Equal to the HTTP tier's part c when the residual is the whole difference.
+pub fn explains_ja4_c(browser: &ClientHello, residual: &[Difference]) -> String {
+    let codes = |text: &str| -> Vec<u16> {
+        text.split(|c: char| c == ',' || c.is_whitespace())
+            .filter_map(|w| w.strip_prefix("0x"))
+            .filter_map(|h| u16::from_str_radix(h, 16).ok())
+            .collect()
+    };
+    let mut exts = browser.extensions.clone();
+    let mut sigs = browser.sig_algs.clone();
+    for d in residual {
+        match d.what.as_str() {
+            "tls.extensions" => {
+                let gone = codes(&d.browser);
+                exts.retain(|e| !gone.contains(e));
+                exts.extend(codes(&d.http));
+            }
+            "tls.signature_algorithms" => {
+                let gone = codes(&d.browser);
+                sigs.retain(|s| !gone.contains(s));
+                sigs.extend(codes(&d.http));
+            }
+            "tls.signature_algorithm_order" => sigs = codes(&d.http),
+            _ => {}
+        }
+    }
+    ja4_c(&exts, &sigs)
+}
+
 /// Every difference between the browser's capture and the HTTP tier's.
 pub fn compare(browser: &Capture, http: &Capture) -> Report {
     let mut residual = Vec::new();
@@ -390,14 +432,9 @@ pub fn compare(browser: &Capture, http: &Capture) -> Report {
     };
     let mut ja4_c_explained = false;
     if let (Some(b), Some(h)) = (bh, hh) {
+        let first = residual.len();
         tls_differences(b, h, &mut residual);
-        // Part c without what the residual names: the browser's extensions
-        // and signature algorithms, less what only it sends, plus what only
-        // the HTTP tier sends, in the HTTP tier's signature order.
-        let mut exts = minus(&b.extensions, &minus(&b.extensions, &h.extensions));
-        exts.extend(minus(&h.extensions, &b.extensions));
-        let sigs: Vec<u16> = h.sig_algs.clone();
-        ja4_c_explained = ja4_c(&exts, &sigs) == h.ja4_part(2);
+        ja4_c_explained = explains_ja4_c(b, &residual[first..]) == h.ja4_part(2);
     } else if bh != hh {
         residual.push(Difference {
             what: "tls".into(),
@@ -573,5 +610,48 @@ mod tests {
             ]
         );
         assert!(!r.h2_equal && !r.headers_equal && !r.xhr_headers_equal);
+    }
+
+    fn hello(exts: &[u16], sigs: &[u16]) -> ClientHello {
+        ClientHello {
+            ja4: format!("t13d0000h2_000000000000_{}", ja4_c(exts, sigs)),
+            family: "chrome".into(),
+            sni: None,
+            alpn: vec!["h2".into()],
+            grease: true,
+            ciphers: vec![0x1301],
+            extensions: exts.to_vec(),
+            sig_algs: sigs.to_vec(),
+            sig_algs_grease: false,
+            groups: vec![],
+            key_shares: vec![],
+            versions: vec![0x0304],
+            alps: vec![],
+            cert_compression: vec![],
+            record_size_limit: None,
+        }
+    }
+
+    fn with_hello(hello: ClientHello) -> Capture {
+        let mut o = observed(vec![h("user-agent", "UA")], "256:1:0");
+        o.hello = Some(hello);
+        Capture {
+            navigation: o.clone(),
+            xhr: o,
+        }
+    }
+
+    #[test]
+    fn the_residual_explains_ja4_c_only_when_it_is_the_whole_difference() {
+        let browser = with_hello(hello(&[0x000a, 0x000d, 0xca34], &[0x0904, 0x0403, 0x0804]));
+        let http = with_hello(hello(&[0x000a, 0x000d, 0x001c], &[0x0403, 0x0804]));
+        let r = compare(&browser, &http);
+        assert!(r.ja4_c_explained, "{:?}", r.residual);
+        assert_eq!(r.residual[0].browser, "also sends 0xca34 (trust_anchors)");
+        // Signatures missing *and* reordered: the residual names the missing
+        // one only, which does not account for part c.
+        let http = with_hello(hello(&[0x000a, 0x000d, 0x001c], &[0x0804, 0x0403]));
+        let r = compare(&browser, &http);
+        assert!(!r.ja4_c_explained, "{:?}", r.residual);
     }
 }

@@ -50,6 +50,8 @@ pub struct Slot {
     /// The browser launch count at the last failed run, and why.
     cal_failure: Mutex<Option<(u64, String)>>,
     cal_runs: std::sync::atomic::AtomicU64,
+    /// One calibration run of this slot at a time.
+    cal_lock: tokio::sync::Mutex<()>,
     events: Arc<Events>,
     browser: SlotBrowser,
     health: Mutex<SlotHealth>,
@@ -86,7 +88,8 @@ pub struct CalibrationStatus {
     /// emulates a browser that is not Chromium-based), `pending` (no browser launched
     /// yet), `calibrated`, `stale` (made with another Chromium or profile;
     /// renewed at the next launch), `uncalibrated` (switched off on this
-    /// slot) or `failed`.
+    /// slot) or `failed` (no calibration applied and the last run failed;
+    /// `error` also reports a failed run while an older calibration applies).
     pub state: &'static str,
     pub chromium: Option<String>,
     /// Unix seconds of the run.
@@ -128,7 +131,8 @@ impl Slot {
             .filter(|_| chromium_based(&profile))
             .and_then(|_| Record::load(&dir))
             .filter(|r| r.user_agent == profile.user_agent);
-        let calibration = record.as_ref().map(|r| r.calibration.clone());
+        let mut record = record;
+        let mut calibration = record.as_ref().map(|r| r.calibration.clone());
         let http = match HttpClient::calibrated(
             &profile,
             jar.clone(),
@@ -140,6 +144,7 @@ impl Slot {
             Ok(c) => c,
             Err(e) if calibration.is_some() => {
                 tracing::warn!(slot = id, error = %e, "saved calibration not usable; the slot recalibrates at its next browser launch");
+                (record, calibration) = (None, None);
                 HttpClient::new(
                     &profile,
                     jar.clone(),
@@ -171,6 +176,7 @@ impl Slot {
             calibrator: env.calibrator.clone(),
             cal_failure: Mutex::new(None),
             cal_runs: std::sync::atomic::AtomicU64::new(0),
+            cal_lock: tokio::sync::Mutex::new(()),
             events: env.events.clone(),
             browser,
             health: Mutex::new(SlotHealth::default()),
@@ -228,37 +234,49 @@ impl Slot {
     /// Calibrate when the browser runs a version (or the slot a profile) no
     /// record was made with; one attempt per browser launch.
     pub async fn calibrate_if_due(&self) {
-        if self.calibrator.is_none() || !chromium_based(&self.profile) {
+        if self.calibrator.is_none() || !chromium_based(&self.profile) || !self.calibration_due() {
             return;
         }
+        // Another request of this slot is calibrating it: go on without waiting.
+        let Ok(_run) = self.cal_lock.try_lock() else {
+            return;
+        };
+        if !self.calibration_due() {
+            return;
+        }
+        if let Err(e) = self.run_calibration().await {
+            tracing::warn!(slot = self.id, error = %e, "calibration failed; the HTTP tier keeps its last settings");
+        }
+    }
+
+    /// The browser runs a version (or the slot a profile) the record was not
+    /// made with, and no run failed during this launch.
+    fn calibration_due(&self) -> bool {
         let facts = self.browser.facts();
         let Some(version) = facts.version else {
-            return; // never launched
+            return false; // never launched
         };
         let current = self
             .record
             .read()
             .as_ref()
             .is_some_and(|r| r.chromium == version && r.user_agent == self.profile.user_agent);
-        if current {
-            return;
-        }
-        if self
+        let failed_this_launch = self
             .cal_failure
             .lock()
             .as_ref()
-            .is_some_and(|(launch, _)| *launch == facts.launches)
-        {
-            return;
-        }
-        if let Err(e) = self.calibrate_now().await {
-            tracing::warn!(slot = self.id, error = %e, "calibration failed; the HTTP tier keeps its last settings");
-        }
+            .is_some_and(|(launch, _)| *launch == facts.launches);
+        !current && !failed_this_launch
     }
 
     /// Run a calibration now (launching the browser if needed), apply and
-    /// save it.
+    /// save it; after a run of this slot already going.
     pub async fn calibrate_now(&self) -> Result<Record> {
+        let _run = self.cal_lock.lock().await;
+        self.run_calibration().await
+    }
+
+    async fn run_calibration(&self) -> Result<Record> {
         let Some(calibrator) = &self.calibrator else {
             return Err(Error::config(format!(
                 "slot {}: calibration is off (browser.calibrate = false)",
@@ -280,7 +298,19 @@ impl Slot {
             self.set_calibration(Some(record.calibration.clone()))?;
             Ok::<_, Error>(record)
         };
-        match run.await {
+        let run = tokio::time::timeout(CALIBRATION_TIMEOUT, run)
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::new(
+                    crate::error::ErrorKind::Timeout,
+                    format!(
+                        "slot {}: calibration took longer than {} s",
+                        self.id,
+                        CALIBRATION_TIMEOUT.as_secs()
+                    ),
+                ))
+            });
+        match run {
             Ok(record) => {
                 *self.cal_failure.lock() = None;
                 if let Err(e) = record.save(&self.dir) {
@@ -336,7 +366,7 @@ impl Slot {
         let state = match (&self.calibrator, &record) {
             (None, _) => "off",
             _ if !chromium_based(&self.profile) => "not_applicable",
-            _ if error.is_some() => "failed",
+            (_, None) if error.is_some() => "failed",
             (_, None) => "pending",
             (_, Some(_)) if !applied => "uncalibrated",
             (_, Some(r))
@@ -411,6 +441,10 @@ impl Slot {
     }
 }
 
+/// A bound on one calibration run: a browser launch and two navigations on
+/// loopback, three HTTP requests.
+const CALIBRATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(90);
+
 /// Profiles a Chromium can calibrate: Chrome, Edge and Opera emulations.
 fn chromium_based(profile: &Profile) -> bool {
     matches!(profile.emulation.family(), "chrome" | "edge" | "opera")
@@ -435,7 +469,7 @@ fn launch_spec(
         window: (profile.viewport.width, profile.viewport.height),
         proxy_server: profile.proxy.as_ref().map(|p| p.without_credentials()),
         spki: env.spki.to_vec(),
-        calibration_bypass: env.calibrator.is_some(),
+        calibration_bypass: env.calibrator.as_ref().map(|c| c.host().to_string()),
         timezone: profile.timezone.clone(),
         launch_timeout: std::time::Duration::from_secs(env.browser.launch_timeout_secs),
     }

@@ -267,7 +267,18 @@ async fn consistency_mode_accepts_the_calibrated_http_tier_and_refuses_it_uncali
         );
         assert_eq!(r["count"], count, "the item has 22 reviews");
     }
-    // Tier 2 (a navigation) is accepted too.
+    // Tier 2 (a navigation), through the cascade, is accepted too.
+    let r = tools::get_reviews::run(
+        &pool,
+        json!({"item": item, "strategy": "testshop", "page": 2}),
+        RunOptions {
+            only_tiers: Some(vec![2]),
+            ..RunOptions::default()
+        },
+    )
+    .await
+    .expect("tier 2");
+    assert_eq!(tiers_of(&r["pages"][0]), [(2, "ok".to_string())], "{r}");
     let nav = pool
         .fetch(
             FetchRequest::get(env.url(&format!("/product-reviews/{item}?page=2"))),
@@ -292,23 +303,25 @@ async fn consistency_mode_accepts_the_calibrated_http_tier_and_refuses_it_uncali
         "{}",
         plain.response.text()
     );
-    let r = tools::get_reviews::run(
-        &pool,
-        json!({"item": item, "strategy": "testshop", "page": 2}),
-        RunOptions {
-            only_tiers: Some(vec![1]),
-            ..RunOptions::default()
-        },
-    )
-    .await;
-    let text = match &r {
-        Ok(v) => v.to_string(),
-        Err(e) => e.to_string(),
-    };
-    assert!(
-        text.contains("tier 1: hard_block"),
-        "tier 1 uncalibrated is refused: {text}"
-    );
+    for tier in [1u8, 2] {
+        let r = tools::get_reviews::run(
+            &pool,
+            json!({"item": item, "strategy": "testshop", "page": 2}),
+            RunOptions {
+                only_tiers: Some(vec![tier]),
+                ..RunOptions::default()
+            },
+        )
+        .await;
+        let text = match &r {
+            Ok(v) => v.to_string(),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            text.contains(&format!("tier {tier}: hard_block")),
+            "tier {tier} uncalibrated is refused: {text}"
+        );
+    }
     assert!(env.testbed.stats().inconsistent >= 2);
     shutdown_and_check(&pool).await;
 }

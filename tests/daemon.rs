@@ -776,6 +776,10 @@ async fn calibration_through_the_daemon_shows_in_slots_metrics_and_events() {
     let (_, table, _) = cli(&env, &["slots"], &viewer).await;
     assert!(table.contains("fidelity   calibrated"), "{table}");
     assert!(
+        table.contains("tls.extensions, "),
+        "residual names: {table}"
+    );
+    assert!(
         table.contains(&format!("JA4 browser {browser_ja4}")),
         "{table}"
     );

@@ -191,7 +191,18 @@ fn calibration_lines(c: &Value) -> String {
             .unwrap_or_default();
         return format!("  fidelity   {state}{why}\n");
     }
-    let residual = c["residual"].as_array().map_or(0, Vec::len);
+    let names: Vec<&str> = c["residual"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|d| d.split(':').next().unwrap_or(d))
+        .collect();
+    let residual = if names.is_empty() {
+        "none".to_string()
+    } else {
+        format!("{} ({})", names.len(), names.join(", "))
+    };
     let mut out = format!(
         "  fidelity   {state} ({}); h2 {}, headers {} (xhr {}), residual {residual}\n",
         c["chromium"].as_str().unwrap_or("?"),

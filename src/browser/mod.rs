@@ -128,14 +128,9 @@ impl SlotBrowser {
         launcher::end_stale(&self.spec).await
     }
 
-    /// Navigate in this slot's browser, syncing cookies with `jar` around it.
-    /// Operations on one slot run one at a time; callers queue up to `lock_wait_secs`.
-    pub async fn fetch(
-        &self,
-        req: &BrowserRequest,
-        jar: &Jar,
-        probe: &page::Probe<'_>,
-    ) -> Result<PageResult> {
+    /// This slot's turn at its browser (queueing up to `lock_wait_secs`),
+    /// Chromium launched or relaunched if needed.
+    async fn lock_running(&self) -> Result<tokio::sync::MutexGuard<'_, Option<Running>>> {
         let wait = Duration::from_secs(self.cfg.lock_wait_secs);
         let mut guard = tokio::time::timeout(wait, self.state.lock())
             .await
@@ -150,6 +145,18 @@ impl SlotBrowser {
                 )
             })?;
         self.ensure_running(&mut guard).await?;
+        Ok(guard)
+    }
+
+    /// Navigate in this slot's browser, syncing cookies with `jar` around it.
+    /// Operations on one slot run one at a time; callers queue up to `lock_wait_secs`.
+    pub async fn fetch(
+        &self,
+        req: &BrowserRequest,
+        jar: &Jar,
+        probe: &page::Probe<'_>,
+    ) -> Result<PageResult> {
+        let mut guard = self.lock_running().await?;
         let Some(running) = guard.as_mut() else {
             return Err(Error::new(
                 ErrorKind::Internal,
@@ -227,16 +234,7 @@ impl SlotBrowser {
     /// `wait_for` appears (launching Chromium if needed): the calibration's
     /// visit to the daemon's own listener. No cookie sync, no probe.
     pub async fn visit(&self, urls: &[String], wait_for: &str) -> Result<()> {
-        let wait = Duration::from_secs(self.cfg.lock_wait_secs);
-        let mut guard = tokio::time::timeout(wait, self.state.lock())
-            .await
-            .map_err(|_| {
-                Error::new(
-                    ErrorKind::Timeout,
-                    format!("slot {}: the browser stayed busy", self.spec.slot),
-                )
-            })?;
-        self.ensure_running(&mut guard).await?;
+        let mut guard = self.lock_running().await?;
         let Some(tab) = guard.as_ref().and_then(|r| r.page.clone()) else {
             return Err(Error::new(ErrorKind::Internal, "browser has no tab"));
         };

@@ -6,7 +6,6 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::bail;
 use clap::Args;
 use serde_json::{Value, json};
 
@@ -31,47 +30,21 @@ pub struct CalibrateArgs {
 
 /// Each slot's result through the daemon; `None` when no daemon answers.
 async fn through_daemon(cfg: &Config, a: &CalibrateArgs) -> anyhow::Result<Option<Vec<Value>>> {
-    let base = a
-        .url
-        .clone()
-        .unwrap_or_else(|| super::slots::daemon_base(cfg));
-    let client = wreq::Client::builder()
-        .no_proxy()
-        .connect_timeout(std::time::Duration::from_secs(3))
-        .timeout(std::time::Duration::from_secs(300))
-        .build()?;
-    let up = client
-        .get(format!("{base}/healthz"))
-        .timeout(std::time::Duration::from_secs(3))
-        .send()
-        .await
-        .is_ok_and(|r| r.status().is_success());
-    if !up {
-        if a.url.is_some() {
-            bail!("no daemon answers at {base}");
-        }
+    let Some(daemon) = super::slots::SlotActions::connect(
+        cfg,
+        a.url.as_deref(),
+        a.key.as_deref(),
+        std::time::Duration::from_secs(300),
+    )
+    .await?
+    else {
         return Ok(None);
-    }
-    let status = super::slots::get_json(&base, "/api/v1/slots", a.key.as_deref()).await?;
-    let count = status["slots"].as_array().map(Vec::len).unwrap_or(0);
-    let slots: Vec<usize> = match a.slot {
-        Some(n) if n >= count => bail!("slot {n} does not exist (the pool has {count} slots)"),
-        Some(n) => vec![n],
-        None => (0..count).collect(),
     };
-    eprintln!("through the daemon at {base}");
+    let slots = daemon.slots(a.slot).await?;
+    eprintln!("through the daemon at {}", daemon.base);
     let mut out = Vec::new();
     for n in slots {
-        let mut req = client
-            .post(format!("{base}/api/v1/slots/{n}/calibrate"))
-            .header("content-type", "application/json")
-            .body("{}");
-        if let Some(k) = &a.key {
-            req = req.header("authorization", format!("Bearer {k}"));
-        }
-        let resp = req.send().await?;
-        let code = resp.status().as_u16();
-        let body: Value = serde_json::from_slice(&resp.bytes().await?).unwrap_or_default();
+        let (code, body) = daemon.post(n, "calibrate", &json!({})).await?;
         match body["slots"].get(0) {
             Some(r) if code == 200 => out.push(r.clone()),
             _ => {

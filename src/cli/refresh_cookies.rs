@@ -37,50 +37,30 @@ pub struct RefreshArgs {
 
 /// Through the daemon; `None` when no daemon answers.
 async fn through_daemon(cfg: &Config, args: &RefreshArgs) -> anyhow::Result<Option<ExitCode>> {
-    let base = args
-        .url
-        .clone()
-        .unwrap_or_else(|| super::slots::daemon_base(cfg));
-    let client = wreq::Client::builder()
-        .no_proxy()
-        .connect_timeout(std::time::Duration::from_secs(3))
-        .build()?;
-    let up = client
-        .get(format!("{base}/healthz"))
-        .timeout(std::time::Duration::from_secs(3))
-        .send()
-        .await
-        .is_ok_and(|r| r.status().is_success());
-    if !up {
-        if args.url.is_some() {
-            bail!("no daemon answers at {base}");
-        }
+    let Some(daemon) = super::slots::SlotActions::connect(
+        cfg,
+        args.url.as_deref(),
+        args.key.as_deref(),
+        std::time::Duration::from_secs(300),
+    )
+    .await?
+    else {
         return Ok(None);
-    }
+    };
     if args.headful {
         eprintln!("idpool: --headful is ignored: the daemon's browsers refresh the cookies");
     }
-    let status = super::slots::get_json(&base, "/api/v1/slots", args.key.as_deref()).await?;
-    let count = status["slots"].as_array().map(Vec::len).unwrap_or(0);
-    let slots: Vec<usize> = match args.slot {
-        Some(n) if n >= count => bail!("slot {n} does not exist (the pool has {count} slots)"),
-        Some(n) => vec![n],
-        None => (0..count).collect(),
-    };
-    eprintln!("through the daemon at {base}");
+    let slots = daemon.slots(args.slot).await?;
+    eprintln!("through the daemon at {}", daemon.base);
     let mut failed = 0;
     for n in slots {
-        let mut req = client
-            .post(format!("{base}/api/v1/slots/{n}/refresh-cookies"))
-            .header("content-type", "application/json")
-            .body(serde_json::json!({"strategy": args.strategy}).to_string());
-        if let Some(k) = &args.key {
-            req = req.header("authorization", format!("Bearer {k}"));
-        }
-        let resp = req.send().await?;
-        let code = resp.status().as_u16();
-        let body: serde_json::Value =
-            serde_json::from_slice(&resp.bytes().await?).unwrap_or_default();
+        let (code, body) = daemon
+            .post(
+                n,
+                "refresh-cookies",
+                &serde_json::json!({"strategy": args.strategy}),
+            )
+            .await?;
         match body["slots"].get(0) {
             Some(r) if code == 200 => {
                 let ok = r["ok"] == true;

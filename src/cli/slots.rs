@@ -67,6 +67,77 @@ pub async fn get_json(base: &str, path: &str, key: Option<&str>) -> anyhow::Resu
     Ok(body)
 }
 
+/// A running daemon's admin actions on slots (`refresh-cookies`,
+/// `calibrate`), for the commands that go through it when one answers.
+pub struct SlotActions {
+    pub base: String,
+    client: wreq::Client,
+    key: Option<String>,
+}
+
+impl SlotActions {
+    /// The daemon at `url` (else the config's address) when its `/healthz`
+    /// answers; `None` when none does and no `url` was given.
+    pub async fn connect(
+        cfg: &Config,
+        url: Option<&str>,
+        key: Option<&str>,
+        timeout: Duration,
+    ) -> anyhow::Result<Option<SlotActions>> {
+        let base = url.map_or_else(|| daemon_base(cfg), str::to_string);
+        let client = wreq::Client::builder()
+            .no_proxy()
+            .connect_timeout(Duration::from_secs(3))
+            .timeout(timeout)
+            .build()?;
+        let up = client
+            .get(format!("{base}/healthz"))
+            .timeout(Duration::from_secs(3))
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success());
+        if !up {
+            if url.is_some() {
+                bail!("no daemon answers at {base}");
+            }
+            return Ok(None);
+        }
+        Ok(Some(SlotActions {
+            base,
+            client,
+            key: key.map(str::to_string),
+        }))
+    }
+
+    /// `Some(n)` if the daemon has slot n, else every slot.
+    pub async fn slots(&self, slot: Option<usize>) -> anyhow::Result<Vec<usize>> {
+        let status = get_json(&self.base, "/api/v1/slots", self.key.as_deref()).await?;
+        let count = status["slots"].as_array().map(Vec::len).unwrap_or(0);
+        Ok(match slot {
+            Some(n) if n >= count => bail!("slot {n} does not exist (the pool has {count} slots)"),
+            Some(n) => vec![n],
+            None => (0..count).collect(),
+        })
+    }
+
+    /// `POST /api/v1/slots/{n}/{action}` with `body`: the HTTP status and the
+    /// JSON answer (`Null` when it was not JSON).
+    pub async fn post(&self, n: usize, action: &str, body: &Value) -> anyhow::Result<(u16, Value)> {
+        let mut req = self
+            .client
+            .post(format!("{}/api/v1/slots/{n}/{action}", self.base))
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(k) = &self.key {
+            req = req.header("authorization", format!("Bearer {k}"));
+        }
+        let resp = req.send().await?;
+        let code = resp.status().as_u16();
+        let body = serde_json::from_slice(&resp.bytes().await?).unwrap_or_default();
+        Ok((code, body))
+    }
+}
+
 pub async fn run(config: Option<&Path>, a: SlotsArgs) -> anyhow::Result<ExitCode> {
     let cfg = Config::load(config)?;
     let base = a.url.clone().unwrap_or_else(|| daemon_base(&cfg));

@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use http::header::{
-    ACCEPT_LANGUAGE, COOKIE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, SET_COOKIE,
-    USER_AGENT,
+    ACCEPT_LANGUAGE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, SET_COOKIE, USER_AGENT,
 };
 use url::Url;
 use wreq::tls::trust::CertStore;
@@ -117,12 +116,13 @@ pub struct HttpClient {
     guard: Arc<Guard>,
     cfg: HttpConfig,
     /// The browser's XHR header set, when calibrated.
-    xhr: Option<Arc<XhrHeaders>>,
+    xhr: Option<Arc<HeaderSet>>,
 }
 
-/// Default headers and order of a calibrated XHR.
-struct XhrHeaders {
-    defaults: Vec<(HeaderName, HeaderValue)>,
+/// One kind of request as the browser sends it: default values (not the
+/// per-request headers, whose values are empty in the profile) and order.
+struct HeaderSet {
+    defaults: HeaderMap,
     order: wreq::header::OrigHeaderMap,
 }
 
@@ -175,7 +175,7 @@ impl HttpClient {
             if let Some(hello) = &cal.hello {
                 super::tls_match::apply(&mut emulation, hello);
             }
-            xhr = cal.xhr.as_ref().map(xhr_headers).transpose()?.map(Arc::new);
+            xhr = cal.xhr.as_ref().map(header_set).transpose()?.map(Arc::new);
         }
         let redirect_guard = guard.clone();
         let max_redirects = cfg.max_redirects;
@@ -264,10 +264,7 @@ impl HttpClient {
         if let (RequestKind::Xhr, Some(xhr)) = (req.kind, &self.xhr) {
             // The browser's XHR instead of the navigation defaults; the
             // request's own headers replace default values in place.
-            let mut headers = HeaderMap::new();
-            for (k, v) in &xhr.defaults {
-                headers.insert(k.clone(), v.clone());
-            }
+            let mut headers = xhr.defaults.clone();
             let origin = req.url.origin().ascii_serialization();
             if !matches!(req.method, http::Method::GET | http::Method::HEAD)
                 && let Ok(v) = HeaderValue::from_str(&origin)
@@ -358,21 +355,9 @@ fn apply_navigation(
     emulation: &mut wreq::Emulation,
     nav: &crate::fingerprint::NavigationProfile,
 ) -> Result<()> {
-    let mut headers = HeaderMap::new();
-    let mut order = wreq::header::OrigHeaderMap::new();
-    for (k, v) in &nav.headers {
-        let name = HeaderName::from_bytes(k.as_bytes())
-            .map_err(|_| Error::config(format!("captured header name `{k}` is not valid")))?;
-        order.insert(name.clone());
-        if name == COOKIE || v.is_empty() {
-            continue; // the jar's, or the request's
-        }
-        let value = HeaderValue::from_str(v)
-            .map_err(|_| Error::config(format!("captured header `{k}` has an invalid value")))?;
-        headers.append(name, value);
-    }
-    emulation.headers = headers;
-    emulation.orig_headers = order;
+    let set = header_set(nav)?;
+    emulation.headers = set.defaults;
+    emulation.orig_headers = set.order;
     if let (Some((weight, exclusive, dep)), Some(h2)) =
         (nav.priority, emulation.http2_options.as_mut())
     {
@@ -386,10 +371,10 @@ fn apply_navigation(
     Ok(())
 }
 
-/// The browser's XHR: its default values (per-request headers left to each
-/// request) and its order.
-fn xhr_headers(p: &crate::fingerprint::RequestProfile) -> Result<XhrHeaders> {
-    let mut defaults = Vec::new();
+/// A captured profile as wreq takes it: every name in order, and the values
+/// that are not the request's own (the jar's cookie, the body's headers).
+fn header_set(p: &crate::fingerprint::RequestProfile) -> Result<HeaderSet> {
+    let mut defaults = HeaderMap::new();
     let mut order = wreq::header::OrigHeaderMap::new();
     for (k, v) in &p.headers {
         let name = HeaderName::from_bytes(k.as_bytes())
@@ -400,9 +385,9 @@ fn xhr_headers(p: &crate::fingerprint::RequestProfile) -> Result<XhrHeaders> {
         }
         let value = HeaderValue::from_str(v)
             .map_err(|_| Error::config(format!("captured header `{k}` has an invalid value")))?;
-        defaults.push((name, value));
+        defaults.append(name, value);
     }
-    Ok(XhrHeaders { defaults, order })
+    Ok(HeaderSet { defaults, order })
 }
 
 fn set_header(map: &mut HeaderMap, name: HeaderName, value: &str, field: &str) -> Result<()> {

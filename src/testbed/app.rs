@@ -104,7 +104,7 @@ async fn gatekeeper(State(shared): State<Arc<Shared>>, req: Request, next: Next)
     let at_ms = shared.now_ms();
     let conn = req.extensions().get::<Conn>().cloned().unwrap_or_default();
     let mut entry = log_entry(&conn, &req, at_ms);
-    let resp = gate(&shared, &conn, req, next).await;
+    let resp = gate(&shared, &conn, &entry, req, next).await;
     entry.status = resp.status().as_u16();
     entry.done_ms = shared.now_ms();
     shared.push_log(entry);
@@ -141,7 +141,14 @@ fn log_entry(conn: &Conn, req: &Request, at_ms: u64) -> LogEntry {
     }
 }
 
-async fn gate(shared: &Arc<Shared>, conn: &Conn, req: Request, next: Next) -> Response {
+/// `entry`: how the request was sent (its log entry, read once).
+async fn gate(
+    shared: &Arc<Shared>,
+    conn: &Conn,
+    entry: &LogEntry,
+    req: Request,
+    next: Next,
+) -> Response {
     let path = req.uri().path().to_string();
     let modes = shared.modes.lock().clone();
 
@@ -196,7 +203,7 @@ async fn gate(shared: &Arc<Shared>, conn: &Conn, req: Request, next: Next) -> Re
             _ => Some(false),
         };
         if let Some(xhr) = kind
-            && let Err(diff) = shared.check_binding(c, xhr, presented(conn, &req))
+            && let Err(diff) = shared.check_binding(c, xhr, presented(entry))
         {
             return html_status(StatusCode::FORBIDDEN, html::inconsistent(&diff.join(", ")));
         }
@@ -227,32 +234,17 @@ async fn gate(shared: &Arc<Shared>, conn: &Conn, req: Request, next: Next) -> Re
 }
 
 /// What the client presents with this request, for the consistency mode.
-fn presented(conn: &Conn, req: &Request) -> Presented {
-    let view = conn.view(req);
-    let order = view
-        .as_ref()
-        .map(|v| {
-            v.headers
-                .iter()
-                .map(|(k, _)| k.to_ascii_lowercase())
-                .filter(|k| !k.starts_with(':') && !CONTEXT_HEADERS.contains(&k.as_str()))
-                .collect()
-        })
-        .unwrap_or_default();
+fn presented(entry: &LogEntry) -> Presented {
     Presented {
-        user_agent: req
-            .headers()
-            .get(header::USER_AGENT)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string(),
-        order,
-        h2: view.and_then(|v| v.akamai),
-        ja4_b: conn
-            .hello
-            .as_ref()
-            .map(|h| h.ja4_part(1).to_string())
-            .unwrap_or_default(),
+        user_agent: entry.user_agent.clone().unwrap_or_default(),
+        order: entry
+            .header_order
+            .iter()
+            .map(|(k, _)| k.to_ascii_lowercase())
+            .filter(|k| !k.starts_with(':') && !CONTEXT_HEADERS.contains(&k.as_str()))
+            .collect(),
+        h2: entry.akamai.clone(),
+        ja4_b: entry.ja4.split('_').nth(1).unwrap_or("").to_string(),
     }
 }
 

@@ -1,0 +1,522 @@
+//! The Rust side of `scripts/bench.sh`: load generators and the raw-library
+//! baselines, each printing one JSON line (calls, errors, seconds, latency
+//! percentiles, this process's CPU seconds). `bench/run.py` runs them in
+//! interleaved rounds and writes the report.
+//!
+//! ```text
+//! bench wreq  --url URL [--ca PEM] -c N -d SECS         raw wreq GETs (one client, chrome_149)
+//! bench pool  --config FILE --tool T --args JSON -c N -d SECS
+//!                                                       a tool through the pool API in-process
+//! bench mcp   --url URL/mcp --tool T --args JSON -c N -d SECS
+//!                                                       MCP Streamable HTTP clients (one
+//!                                                       connection and session each)
+//! bench cdp   --url URL -n N [--chromium PATH]          raw chromiumoxide: launch, first
+//!                                                       content, then N warm navigations
+//! bench mcp-once --url URL/mcp --tool T --args JSON     one call on a fresh session (cold)
+//! bench mcp-count --url URL/mcp --tool T --args JSON -n N  N calls in a row on one session
+//! ```
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+#[derive(Default)]
+struct Args {
+    url: String,
+    ca: Option<String>,
+    config: Option<String>,
+    tool: String,
+    args: String,
+    concurrency: usize,
+    duration: f64,
+    count: usize,
+    chromium: Option<String>,
+    /// A server process whose CPU time over the measured window is reported.
+    watch: Option<u32>,
+}
+
+fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args> {
+    let mut a = Args {
+        concurrency: 1,
+        duration: 5.0,
+        count: 50,
+        args: "{}".into(),
+        ..Args::default()
+    };
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--url" => a.url = value()?,
+            "--ca" => a.ca = Some(value()?),
+            "--config" => a.config = Some(value()?),
+            "--tool" => a.tool = value()?,
+            "--args" => a.args = value()?,
+            "-c" | "--concurrency" => a.concurrency = value()?.parse()?,
+            "-d" | "--duration" => a.duration = value()?.parse()?,
+            "-n" | "--count" => a.count = value()?.parse()?,
+            "--chromium" => a.chromium = Some(value()?),
+            "--watch-pid" => a.watch = Some(value()?.parse()?),
+            other => bail!("unknown flag {other}"),
+        }
+    }
+    Ok(a)
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let mut argv = std::env::args().skip(1);
+    let mode = argv.next().unwrap_or_default();
+    let a = parse_args(argv)?;
+    let out = match mode.as_str() {
+        "wreq" => wreq_load(&a).await?,
+        "pool" => pool_load(&a).await?,
+        "mcp" => mcp_load(&a).await?,
+        "mcp-once" => mcp_once(&a).await?,
+        "mcp-count" => mcp_count(&a).await?,
+        "cdp" => cdp(&a).await?,
+        _ => bail!("usage: bench wreq|pool|mcp|mcp-once|cdp [flags] (see the source)"),
+    };
+    println!("{out}");
+    Ok(())
+}
+
+/// This process's user + system CPU seconds.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct we hand it and has no other effect.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// User + system CPU seconds of another process, from `/proc/PID/stat`.
+fn process_cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces; fields resume after its `)`.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let (utime, stime): (f64, f64) = (f.get(11)?.parse().ok()?, f.get(12)?.parse().ok()?);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some((utime + stime) / hz)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Run `call` from `concurrency` workers for `duration` seconds (after a
+/// short warm-up of one call each) and summarize.
+async fn load<S, F, Fut>(
+    watch: Option<u32>,
+    concurrency: usize,
+    duration: f64,
+    setup: impl Fn(usize) -> Fut + Send + Sync + 'static,
+    call: F,
+) -> Result<Value>
+where
+    S: Send + 'static,
+    Fut: std::future::Future<Output = Result<S>> + Send + 'static,
+    F: Fn(
+            &mut S,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<usize>> + Send + '_>>
+        + Send
+        + Sync
+        + 'static,
+{
+    let call = Arc::new(call);
+    let mut states = Vec::new();
+    for i in 0..concurrency {
+        let mut s = setup(i).await?;
+        // Warm-up: connections, sessions, lazy state.
+        (call)(&mut s).await.context("warm-up call failed")?;
+        states.push(s);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let cpu0 = cpu_seconds();
+    let server0 = watch.and_then(process_cpu_seconds);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for mut s in states {
+        let (call, stop) = (call.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let (mut lat, mut errors, mut bytes, mut first_error) =
+                (Vec::new(), 0u64, 0u64, None::<String>);
+            while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                match (call)(&mut s).await {
+                    Ok(n) => {
+                        lat.push(t.elapsed().as_secs_f64() * 1e3);
+                        bytes += n as u64;
+                    }
+                    Err(e) => {
+                        errors += 1;
+                        first_error.get_or_insert_with(|| format!("{e:#}"));
+                    }
+                }
+            }
+            (lat, errors, bytes, first_error)
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs_f64(duration)).await;
+    stop.store(true, Ordering::Relaxed);
+    let server1 = watch.and_then(process_cpu_seconds);
+    let (mut lat, mut errors, mut bytes, mut first_error) = (Vec::new(), 0, 0, None);
+    for t in tasks {
+        let (l, e, b, f) = t.await?;
+        lat.extend(l);
+        errors += e;
+        bytes += b;
+        if first_error.is_none() {
+            first_error = f;
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu0;
+    lat.sort_by(f64::total_cmp);
+    Ok(json!({
+        "calls": lat.len(),
+        "errors": errors,
+        "first_error": first_error,
+        "secs": secs,
+        "calls_per_sec": lat.len() as f64 / secs,
+        "p50_ms": percentile(&lat, 0.5),
+        "p99_ms": percentile(&lat, 0.99),
+        "bytes_per_call": if lat.is_empty() { 0 } else { bytes / lat.len() as u64 },
+        "client_cpu_s": cpu,
+        "server_cpu_s": server0.zip(server1).map(|(a, b)| b - a),
+    }))
+}
+
+async fn wreq_load(a: &Args) -> Result<Value> {
+    let mut b = wreq::Client::builder()
+        .emulation(
+            wreq_util::Emulation::builder()
+                .profile(wreq_util::Profile::Chrome149)
+                .build(),
+        )
+        .no_proxy()
+        .timeout(Duration::from_secs(30));
+    if let Some(ca) = &a.ca {
+        let pem = std::fs::read(ca).with_context(|| format!("read {ca}"))?;
+        let store = wreq::tls::trust::CertStore::builder()
+            .add_stack_pem_certs(pem)
+            .build()?;
+        b = b.tls_cert_store(store);
+    }
+    let client = b.build()?;
+    let url = a.url.clone();
+    load(
+        a.watch,
+        a.concurrency,
+        a.duration,
+        move |_| {
+            let (client, url) = (client.clone(), url.clone());
+            async move { Ok((client, url)) }
+        },
+        |(client, url): &mut (wreq::Client, String)| {
+            Box::pin(async move {
+                let r = client.get(url.as_str()).send().await?;
+                if !r.status().is_success() {
+                    bail!("HTTP {}", r.status());
+                }
+                Ok(r.bytes().await?.len())
+            })
+        },
+    )
+    .await
+}
+
+async fn pool_load(a: &Args) -> Result<Value> {
+    let path = a.config.as_deref().context("--config is required")?;
+    let cfg = idpool::config::Config::load_file(std::path::Path::new(path))
+        .map_err(|d| anyhow::anyhow!("{d}"))?;
+    let pool = Arc::new(idpool::pool::Pool::open(&cfg)?);
+    let args: Value = serde_json::from_str(&a.args).context("--args is not JSON")?;
+    let tool = a.tool.clone();
+    let out = load(
+        a.watch,
+        a.concurrency,
+        a.duration,
+        {
+            let (pool, args, tool) = (pool.clone(), args.clone(), tool.clone());
+            move |_| {
+                let s = (pool.clone(), args.clone(), tool.clone());
+                async move { Ok(s) }
+            }
+        },
+        |(pool, args, tool): &mut (Arc<idpool::pool::Pool>, Value, String)| {
+            Box::pin(async move {
+                let opts = idpool::tiers::RunOptions::default();
+                let v = match tool.as_str() {
+                    "get_reviews" => {
+                        idpool::tools::get_reviews::run(pool, args.clone(), opts).await?
+                    }
+                    "extract" => idpool::tools::extract::run(pool, args.clone(), opts).await?,
+                    other => bail!("pool mode runs get_reviews or extract, not {other}"),
+                };
+                let n = v["reviews"]
+                    .as_array()
+                    .or_else(|| v["items"].as_array())
+                    .map_or(0, Vec::len);
+                if n == 0 {
+                    bail!("no items in {v}");
+                }
+                Ok(n)
+            })
+        },
+    )
+    .await;
+    pool.shutdown().await;
+    out
+}
+
+/// One MCP client: its own connection and session.
+struct McpClient {
+    http: reqwest::Client,
+    url: String,
+    session: String,
+    next_id: u64,
+    tool: String,
+    args: Value,
+}
+
+const MCP_VERSION: &str = "2025-06-18";
+
+/// The JSON-RPC message answering `id` in a JSON or SSE response body.
+fn answer_of(content_type: &str, body: &str, id: u64) -> Result<Value> {
+    let messages: Vec<Value> = if content_type.starts_with("text/event-stream") {
+        body.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str(d.trim()).ok())
+            .collect()
+    } else {
+        vec![serde_json::from_str(body)?]
+    };
+    messages
+        .into_iter()
+        .find(|m| m["id"] == json!(id))
+        .with_context(|| format!("no answer to request {id} in {body:.200}"))
+}
+
+impl McpClient {
+    async fn connect(url: &str, tool: &str, args: Value) -> Result<Self> {
+        let http = reqwest::Client::builder()
+            .http1_only()
+            .pool_max_idle_per_host(1)
+            .timeout(Duration::from_secs(60))
+            .build()?;
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": MCP_VERSION, "capabilities": {},
+            "clientInfo": {"name": "idpool-bench", "version": "1"}}});
+        let r = http
+            .post(url)
+            .header("accept", "application/json, text/event-stream")
+            .json(&init)
+            .send()
+            .await?;
+        let session = r
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .context("initialize: no mcp-session-id")?
+            .to_string();
+        let _ = r.bytes().await?;
+        let r = http
+            .post(url)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", MCP_VERSION)
+            .json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .send()
+            .await?;
+        let _ = r.bytes().await?;
+        Ok(McpClient {
+            http,
+            url: url.to_string(),
+            session,
+            next_id: 1,
+            tool: tool.to_string(),
+            args,
+        })
+    }
+
+    /// One `tools/call`; the response's size in bytes.
+    async fn call(&mut self) -> Result<usize> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": self.tool, "arguments": self.args}});
+        let r = self
+            .http
+            .post(&self.url)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", &self.session)
+            .header("mcp-protocol-version", MCP_VERSION)
+            .json(&body)
+            .send()
+            .await?;
+        let ct = r
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        let text = r.text().await?;
+        let answer = answer_of(&ct, &text, id)?;
+        if answer["result"]["isError"] == json!(true) || answer.get("error").is_some() {
+            bail!("tool error: {:.300}", answer.to_string());
+        }
+        Ok(text.len())
+    }
+}
+
+async fn mcp_load(a: &Args) -> Result<Value> {
+    let args: Value = serde_json::from_str(&a.args).context("--args is not JSON")?;
+    let (url, tool) = (a.url.clone(), a.tool.clone());
+    load(
+        a.watch,
+        a.concurrency,
+        a.duration,
+        move |_| {
+            let (url, tool, args) = (url.clone(), tool.clone(), args.clone());
+            async move { McpClient::connect(&url, &tool, args).await }
+        },
+        |c: &mut McpClient| Box::pin(c.call()),
+    )
+    .await
+}
+
+/// One call on a fresh session: the daemon's cold path (a lazy browser launch).
+async fn mcp_once(a: &Args) -> Result<Value> {
+    let args: Value = serde_json::from_str(&a.args).context("--args is not JSON")?;
+    let mut c = McpClient::connect(&a.url, &a.tool, args).await?;
+    let t = Instant::now();
+    let bytes = c.call().await?;
+    Ok(json!({"ms": t.elapsed().as_secs_f64() * 1e3, "bytes": bytes}))
+}
+
+/// `count` calls one after another on one session.
+async fn mcp_count(a: &Args) -> Result<Value> {
+    let args: Value = serde_json::from_str(&a.args).context("--args is not JSON")?;
+    let mut c = McpClient::connect(&a.url, &a.tool, args).await?;
+    let mut lat = Vec::new();
+    for _ in 0..a.count {
+        let t = Instant::now();
+        c.call().await?;
+        lat.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    lat.sort_by(f64::total_cmp);
+    Ok(
+        json!({"calls": lat.len(), "p50_ms": percentile(&lat, 0.5), "p99_ms": percentile(&lat, 0.99)}),
+    )
+}
+
+/// Raw chromiumoxide with the flags idpool's launcher uses: launch to first
+/// content (cold), then `count` warm navigations of one tab.
+async fn cdp(a: &Args) -> Result<Value> {
+    use chromiumoxide::Browser;
+    use futures_util::StreamExt;
+    let exe = a
+        .chromium
+        .clone()
+        .unwrap_or_else(|| "/usr/bin/chromium".into());
+    let dir = tempfile::tempdir()?;
+    let started = Instant::now();
+    let mut cmd = tokio::process::Command::new(&exe);
+    cmd.args([
+        "--headless=new",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-quic",
+        "--js-flags=--max-old-space-size=256",
+        "--disk-cache-size=1",
+        "--media-cache-size=1",
+        "--disable-application-cache",
+        "--disable-breakpad",
+        "--disable-dev-shm-usage",
+        "--password-store=basic",
+        "--use-mock-keychain",
+        "--disable-features=Translate,MediaRouter,OptimizationHints",
+        "--hide-scrollbars",
+        "--mute-audio",
+        "--remote-debugging-address=127.0.0.1",
+        "--remote-debugging-port=0",
+    ]);
+    if let Some(ca) = &a.ca {
+        cmd.arg(format!("--ignore-certificate-errors-spki-list={ca}"));
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.arg("--no-sandbox");
+    }
+    cmd.arg(format!("--user-data-dir={}", dir.path().display()))
+        .arg("about:blank")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .process_group(0);
+    let mut child = cmd.spawn().with_context(|| format!("start {exe}"))?;
+    let port_file = dir.path().join("DevToolsActivePort");
+    let ws = loop {
+        if let Ok(text) = std::fs::read_to_string(&port_file)
+            && let Some((port, path)) = text.split_once('\n')
+            && !path.trim().is_empty()
+        {
+            break format!("ws://127.0.0.1:{}{}", port.trim(), path.trim());
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            bail!("chromium did not open its DevTools port");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let (browser, mut handler) = Browser::connect(ws).await?;
+    let driver = tokio::spawn(async move { while handler.next().await.is_some() {} });
+    let page = browser.new_page("about:blank").await?;
+    page.goto(a.url.as_str()).await?;
+    let first = page.content().await?;
+    let cold_ms = started.elapsed().as_secs_f64() * 1e3;
+    if first.len() < 100 {
+        bail!("first content too short: {first}");
+    }
+    let mut lat = Vec::new();
+    let cpu0 = cpu_seconds();
+    for _ in 0..a.count {
+        let t = Instant::now();
+        page.goto(a.url.as_str()).await?;
+        let html = page.content().await?;
+        if html.len() < 100 {
+            bail!("content too short");
+        }
+        lat.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let cpu = cpu_seconds() - cpu0;
+    drop(page);
+    drop(browser);
+    driver.abort();
+    // Ours to end: the whole process group, then reap.
+    if let Some(pid) = child.id() {
+        // SAFETY: kill on our own child's process group.
+        unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+    }
+    let _ = child.wait().await;
+    lat.sort_by(f64::total_cmp);
+    Ok(json!({
+        "cold_ms": cold_ms,
+        "calls": lat.len(),
+        "p50_ms": percentile(&lat, 0.5),
+        "p99_ms": percentile(&lat, 0.99),
+        "client_cpu_s": cpu,
+    }))
+}

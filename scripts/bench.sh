@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The side-by-side benchmark (DESIGN §10): idpool against the raw libraries it
+# uses (wreq, chromiumoxide), the load limit (wrk, h2load on the same nginx
+# target) and the Python stack it replaces (curl_cffi + json / lxml), in
+# interleaved rounds, medians and ratios from one run. Loopback only.
+#
+#   ./scripts/bench.sh            3 rounds of 5 s per row (about 15 minutes)
+#   ./scripts/bench.sh --quick    one short round: a smoke test that the bench works
+#   ./scripts/bench.sh --rounds 5 --seconds 10
+#
+# Writes bench/results/<time>/report.md and raw.json (and bench/results/latest.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
+ensure_bench_packages() {
+  local need=() pkg sudo=""
+  for pkg in nginx-light wrk nghttp2-client openssl python3-venv; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+  done
+  [ "${#need[@]}" -eq 0 ] && return 0
+  log "installing: ${need[*]}"
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${need[@]}"
+}
+
+# A venv with the Python predecessor's stack, pinned.
+VENV=.idpool/bench-venv
+ensure_venv() {
+  if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import curl_cffi, lxml' 2>/dev/null; then
+    log "python venv: curl_cffi, lxml"
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install --quiet curl_cffi==0.17.0 lxml==6.1.3
+  fi
+}
+
+if [ "${IDPOOL_BENCH_SKIP_SETUP:-}" != 1 ]; then
+  ensure_packages
+  ensure_bench_packages
+  ensure_cargo
+  ensure_venv
+fi
+
+if [ "${IDPOOL_SKIP_BUILD:-}" != 1 ]; then
+  log "cargo build --release (idpool, the bench driver)"
+  cargo build --locked --release --bin idpool --example bench
+fi
+
+exec "$VENV/bin/python" bench/run.py --python "$VENV/bin/python" \
+  --target-dir "${CARGO_TARGET_DIR:-target}" "$@"

@@ -347,7 +347,7 @@ class Bench:
         if self.work.exists():
             shutil.rmtree(self.work)
         self.work.mkdir(parents=True)
-        self.bin = pathlib.Path(args.target_dir) / "release"
+        self.bin = pathlib.Path(args.target_dir) / args.profile
         self.procs = []
         self.samples = {}  # row -> list of results
         self.tls, self.plain = free_port(), free_port()
@@ -399,8 +399,8 @@ class Bench:
 
     # measurements
     def tool(self, *argv):
-        r = subprocess.run([str(pathlib.Path(self.args.target_dir) / "release/examples/bench"),
-                            *argv], capture_output=True, text=True, timeout=600)
+        r = subprocess.run([str(self.bin / "examples/bench"), *argv],
+                           capture_output=True, text=True, timeout=600)
         if r.returncode != 0:
             raise RuntimeError(f"bench {' '.join(argv)} failed: {r.stderr.strip()[-2000:]}")
         return json.loads(r.stdout.strip().splitlines()[-1])
@@ -415,7 +415,7 @@ class Bench:
         log(f"  {row}: {desc} {'' if not result.get('errors') else '(errors: %s)' % result['errors']}")
 
     def measure(self, row, fn):
-        self.busy = wait_idle()
+        self.busy = wait_idle(patience=2 if self.quick else 20)
         try:
             self.record(row, fn())
         except Exception as e:  # a failed row is reported, the bench goes on
@@ -568,7 +568,7 @@ class Bench:
 
     def report(self):
         raw = {"machine": machine(), "rounds": self.rounds, "seconds": self.secs,
-               "quick": self.quick, "samples": self.samples}
+               "quick": self.quick, "profile": self.args.profile, "samples": self.samples}
         (self.out / "raw.json").write_text(json.dumps(raw, indent=1))
         md = render(raw)
         (self.out / "report.md").write_text(md)
@@ -647,7 +647,8 @@ def render(raw):
         "# idpool bench",
         "",
         f"Machine: {m['cpus']} CPUs ({m['cpu']}), Linux {m['kernel']}. "
-        f"{raw['rounds']} interleaved round(s) of {raw['seconds']:g} s per row; medians."
+        f"{raw['rounds']} interleaved round(s) of {raw['seconds']:g} s per row; medians; "
+        f"`{raw.get('profile', 'release')}` build."
         + (" **Quick run: smoke test only, not a measurement.**" if raw["quick"] else ""),
         "",
         "CPU per call: the daemon's own CPU (from /proc) for MCP rows; the whole client "
@@ -724,6 +725,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--target-dir", default=str(ROOT / "target"))
+    ap.add_argument("--profile", default="release",
+                    help="the build under --target-dir (`debug` for a smoke run on the test build)")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--render", help="re-render a raw.json and print it")
     args = ap.parse_args()

@@ -23,6 +23,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
+// The daemon's allocator, so in-process rows measure what the daemon runs.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Default)]
 struct Args {
     url: String,

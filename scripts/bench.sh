@@ -7,6 +7,8 @@
 #   ./scripts/bench.sh            3 rounds of 5 s per row (about 15 minutes)
 #   ./scripts/bench.sh --quick    one short round: a smoke test that the bench works
 #   ./scripts/bench.sh --rounds 5 --seconds 10
+#   IDPOOL_SKIP_BUILD=1 ./scripts/bench.sh --quick --profile debug
+#                                 the smoke run scripts/test.sh makes on the test build
 #
 # Writes bench/results/<time>/report.md and raw.json (and bench/results/latest.md).
 set -euo pipefail
@@ -36,6 +38,12 @@ ensure_venv() {
     "$VENV/bin/pip" install --quiet curl_cffi==0.17.0 lxml==6.1.3
   fi
 }
+
+if [ "${1:-}" = "--setup-only" ]; then
+  ensure_bench_packages
+  ensure_venv
+  exit 0
+fi
 
 if [ "${IDPOOL_BENCH_SKIP_SETUP:-}" != 1 ]; then
   ensure_packages

@@ -11,6 +11,9 @@ cd "$(dirname "$0")/.."
 ensure_packages
 ensure_cargo
 ensure_node_deps
+# What the bench's smoke run needs (nginx, wrk, h2load, a venv with curl_cffi
+# and lxml), installed here: the tests run without a network.
+./scripts/bench.sh --setup-only
 
 # --- build --------------------------------------------------------------------
 log "cargo fmt --check"
@@ -33,10 +36,14 @@ if command -v unshare >/dev/null && unshare --net true 2>/dev/null; then
   # The test build made the binaries; a plain `cargo build` would rebuild every
   # dependency with other features.
   IDPOOL_SKIP_BUILD=1 CARGO_NET_OFFLINE=true unshare --net bash -c 'ip link set lo up && ./scripts/demo.sh'
+  log "scripts/bench.sh --quick (a smoke run on the test build: the bench works; no timing is judged)"
+  IDPOOL_SKIP_BUILD=1 IDPOOL_BENCH_SKIP_SETUP=1 unshare --net bash -c 'ip link set lo up && ./scripts/bench.sh --quick --profile debug'
 else
   log "cargo test (WARNING: cannot create a network namespace here; relying on the tests' own loopback checks)"
   run_tests
   log "scripts/demo.sh"
   IDPOOL_SKIP_BUILD=1 ./scripts/demo.sh
+  log "scripts/bench.sh --quick (a smoke run on the test build: the bench works; no timing is judged)"
+  IDPOOL_SKIP_BUILD=1 IDPOOL_BENCH_SKIP_SETUP=1 ./scripts/bench.sh --quick --profile debug
 fi
-log "all tests passed, and the demo ran"
+log "all tests passed, the demo ran, and the bench's smoke run passed"

@@ -4,6 +4,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+// mimalloc: per-call allocations made on one worker thread and freed on
+// another contend on glibc's arena locks; scripts/bench.sh measured the
+// difference (README, Performance).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = idpool::cli::Cli::parse();
     idpool::cli::init_tracing(cli.log_json || cli.log_format == idpool::cli::LogFormat::Json);

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use idpool::strategy::{Outcome, Strategy, TomlStrategy, classify};
+use idpool::strategy::{Body, Outcome, Strategy, TomlStrategy, classify};
 use serde_json::{Value, json};
 
 fn root() -> &'static Path {
@@ -68,7 +68,7 @@ fn reviews_fields_from_the_review_list() {
             s.markers(),
             200,
             page_url().as_str(),
-            &fixture("reviews-empty.html")
+            &Body::new(&fixture("reviews-empty.html"), Some("text/html"))
         ),
         Outcome::Empty
     );
@@ -97,7 +97,7 @@ fn captcha_and_sign_in_are_hard_blocks_and_urls_give_the_asin() {
             s.markers(),
             200,
             "https://www.amazon.com/errors/validateCaptcha",
-            &fixture("captcha.html")
+            &Body::new(&fixture("captcha.html"), Some("text/html"))
         ),
         Outcome::HardBlock
     );
@@ -106,7 +106,7 @@ fn captcha_and_sign_in_are_hard_blocks_and_urls_give_the_asin() {
             s.markers(),
             200,
             "https://www.amazon.com/ap/signin?openid=x",
-            "<html></html>"
+            &Body::new("<html></html>", None)
         ),
         Outcome::HardBlock
     );

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use common::{Env, shutdown_and_check};
 use idpool::strategy::extract::Extracted;
 use idpool::strategy::operation::{Operation, Tier};
-use idpool::strategy::{Markers, Outcome, Politeness, Strategy};
+use idpool::strategy::{Body, Markers, Outcome, Politeness, Strategy};
 use idpool::tiers::RunOptions;
 use idpool::tools;
 use serde_json::{Map, Value, json};
@@ -73,8 +73,8 @@ impl Strategy for Fingerprint {
         &self.operations
     }
     /// A site that answers non-browsers with a 200 and `"browser": false` blocks them.
-    fn classify(&self, status: u16, _url: &str, body: &str) -> Outcome {
-        match serde_json::from_str::<Value>(body) {
+    fn classify(&self, status: u16, _url: &str, body: &Body<'_>) -> Outcome {
+        match body.take_json() {
             Ok(v) if v["browser"] == false => Outcome::HardBlock,
             Ok(_) if status == 200 => Outcome::Ok,
             _ => Outcome::Failed,
@@ -84,10 +84,10 @@ impl Strategy for Fingerprint {
         &self,
         _op: &Operation,
         _tier: &Tier,
-        body: &str,
+        body: &Body<'_>,
         _url: &url::Url,
     ) -> Result<Extracted, String> {
-        let v: Value = serde_json::from_str(body).map_err(|e| e.to_string())?;
+        let v: Value = body.take_json()?;
         let mut item = Map::new();
         for k in ["ja4", "family", "http_version"] {
             item.insert(k.into(), v[k].clone());

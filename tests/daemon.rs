@@ -809,3 +809,129 @@ async fn calibration_through_the_daemon_shows_in_slots_metrics_and_events() {
     d.stop().await;
     assert!(chromium_browsers_under(env.data_dir()).is_empty());
 }
+
+/// The daemon's own end of a TCP connection, as a descriptor of ours
+/// (pidfd_getfd), found by the connection's ports in /proc.
+fn server_socket(daemon_pid: u32, server_port: u16, client_port: u16) -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    let tcp = std::fs::read_to_string(format!("/proc/{daemon_pid}/net/tcp")).expect("net/tcp");
+    let inode = tcp
+        .lines()
+        .skip(1)
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let port = |a: &str| u16::from_str_radix(a.rsplit(':').next().unwrap_or(""), 16).ok();
+            (port(f[1]) == Some(server_port) && port(f[2]) == Some(client_port))
+                .then(|| f[9].to_string())
+        })
+        .expect("the daemon's end of our connection in /proc/PID/net/tcp");
+    let target = format!("socket:[{inode}]");
+    let fd: i32 = std::fs::read_dir(format!("/proc/{daemon_pid}/fd"))
+        .expect("fd dir")
+        .filter_map(|e| e.ok())
+        .find(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy() == target))
+        .and_then(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+        .expect("the daemon's descriptor for that socket");
+    // SAFETY: pidfd_open and pidfd_getfd on our own child; each returns a new
+    // descriptor we own, or -1.
+    unsafe {
+        let pidfd = libc::syscall(libc::SYS_pidfd_open, daemon_pid, 0) as i32;
+        assert!(
+            pidfd >= 0,
+            "pidfd_open: {}",
+            std::io::Error::last_os_error()
+        );
+        let got = libc::syscall(libc::SYS_pidfd_getfd, pidfd, fd, 0) as i32;
+        let err = std::io::Error::last_os_error();
+        libc::close(pidfd);
+        assert!(got >= 0, "pidfd_getfd: {err}");
+        std::os::fd::OwnedFd::from_raw_fd(got)
+    }
+}
+
+fn nodelay(fd: &std::os::fd::OwnedFd) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt into a c_int we own, with its size.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    assert_eq!(r, 0, "getsockopt: {}", std::io::Error::last_os_error());
+    v != 0
+}
+
+/// Regression: rmcp writes a response in two parts, and without TCP_NODELAY
+/// the second waited for the client's delayed ACK (40 ms on every call).
+/// A call without a progress token is answered as one JSON body; with one,
+/// as a stream carrying the progress.
+#[tokio::test]
+async fn mcp_connections_set_tcp_nodelay_and_plain_calls_get_one_json_reply() {
+    use std::io::{Read, Write};
+    let env = shop(1).await;
+    let d = Daemon::start(&env, 1, "").await;
+    let pid = d.child.id().expect("pid");
+    // A keep-alive connection of our own, as every MCP client holds one.
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", d.port)).expect("connect");
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    write!(
+        conn,
+        "POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("write");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("\"result\"") {
+        let n = conn.read(&mut buf).expect("read");
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    let head = String::from_utf8_lossy(&got).to_ascii_lowercase();
+    assert!(head.contains("content-type: application/json"), "{head}");
+    let client_port = conn.local_addr().expect("addr").port();
+    let theirs = server_socket(pid, d.port, client_port);
+    assert!(
+        nodelay(&theirs),
+        "TCP_NODELAY is not set on the daemon's end"
+    );
+    drop(theirs);
+
+    let mut c = Mcp::new(&d, None);
+    c.initialize().await;
+    let plain = c
+        .post(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                     "params": {"name": "pool_status", "arguments": {}}}))
+        .await;
+    assert_eq!(
+        plain.headers["content-type"], "application/json",
+        "{:?}",
+        plain.messages
+    );
+    assert!(plain.response(2)["result"]["structuredContent"]["slots"].is_array());
+    let streamed = c
+        .post(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                     "params": {"name": "get_reviews", "_meta": {"progressToken": "p"},
+                                "arguments": {"item": "B0TESTA1", "strategy": "testshop"}}}))
+        .await;
+    assert_eq!(streamed.headers["content-type"], "text/event-stream");
+    assert!(
+        streamed
+            .messages
+            .iter()
+            .any(|m| m["method"] == "notifications/progress"),
+        "{:?}",
+        streamed.messages
+    );
+    assert!(streamed.response(3)["result"].is_object());
+    d.stop().await;
+}

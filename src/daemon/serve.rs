@@ -211,7 +211,15 @@ impl axum::serve::Listener for Closable {
             };
             tokio::select! {
                 r = l.accept() => match r {
-                    Ok(conn) => return conn,
+                    Ok(conn) => {
+                        // Without TCP_NODELAY a response written in two parts
+                        // (rmcp's SSE head, then the result) waits for the
+                        // client's delayed ACK: 40 ms on every call.
+                        if let Err(e) = conn.0.set_nodelay(true) {
+                            tracing::debug!("TCP_NODELAY not set on a connection: {e}");
+                        }
+                        return conn;
+                    }
                     Err(e) => {
                         tracing::warn!("accept failed: {e}");
                         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -101,11 +101,33 @@ pub struct FetchResponse {
 impl FetchResponse {
     /// The body as text (lossy UTF-8).
     pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
+        self.text_ref().into_owned()
+    }
+
+    /// The body as text, borrowed when it is valid UTF-8 (the usual case).
+    pub fn text_ref(&self) -> std::borrow::Cow<'_, str> {
+        utf8_text(&self.body)
+    }
+
+    /// The `Content-Type` header, when it is text.
+    pub fn content_type(&self) -> Option<&str> {
+        self.headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
     }
 
     pub fn retry_after(&self) -> Option<&str> {
         self.headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// `bytes` as text: borrowed when valid UTF-8, else lossy. `str::from_utf8`
+/// checks ASCII a word at a time; the lossy decoder goes byte by byte, which
+/// cost more than the HTTP/2 stack on a tier-1 call.
+pub fn utf8_text(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(bytes),
     }
 }
 
@@ -200,6 +222,7 @@ impl HttpClient {
         let mut builder = wreq::Client::builder()
             .emulation(emulation)
             .cookie_provider(jar)
+            .tcp_nodelay(true)
             .tls_cert_store(roots.0.clone())
             .connect_timeout(Duration::from_secs(cfg.connect_timeout_secs))
             .timeout(Duration::from_secs(cfg.timeout_secs))
@@ -310,13 +333,20 @@ impl HttpClient {
             .filter_map(|s| s.split('=').next())
             .map(|n| n.trim().to_string())
             .collect();
+        let limit = self.cfg.max_body_bytes;
+        // A body that arrives in one chunk is kept as it came; more chunks
+        // go into one buffer sized from Content-Length.
+        let expected = resp
+            .content_length()
+            .map_or(0, |n| usize::try_from(n).unwrap_or(limit).min(limit));
+        let mut first: Option<Bytes> = None;
         let mut body = BytesMut::new();
         let mut stream = resp.bytes_stream();
-        let limit = self.cfg.max_body_bytes;
         let read = async {
             while let Some(chunk) = stream.next().await {
                 let chunk = chunk.map_err(|e| net_error(&req.url, e))?;
-                if body.len() + chunk.len() > limit {
+                let had = first.as_ref().map_or(0, Bytes::len) + body.len();
+                if had + chunk.len() > limit {
                     return Err(Error::new(
                         ErrorKind::Network,
                         format!(
@@ -325,6 +355,14 @@ impl HttpClient {
                         ),
                     )
                     .retryable(false));
+                }
+                if first.is_none() && body.is_empty() {
+                    first = Some(chunk);
+                    continue;
+                }
+                if let Some(f) = first.take() {
+                    body.reserve(expected.max(f.len() + chunk.len()));
+                    body.extend_from_slice(&f);
                 }
                 body.extend_from_slice(&chunk);
             }
@@ -341,7 +379,10 @@ impl HttpClient {
             status,
             final_url,
             headers,
-            body: body.freeze(),
+            body: match first {
+                Some(one) => one,
+                None => body.freeze(),
+            },
             cookies_set,
             elapsed: started.elapsed(),
             http_version,

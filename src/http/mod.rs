@@ -6,5 +6,5 @@ mod client;
 mod guard;
 mod tls_match;
 
-pub use client::{FetchRequest, FetchResponse, HttpClient, RequestKind, RootStore};
+pub use client::{FetchRequest, FetchResponse, HttpClient, RequestKind, RootStore, utf8_text};
 pub use guard::{Guard, is_private};

@@ -200,6 +200,7 @@ async fn guard(State(state): State<Arc<McpHttp>>, mut req: Request, next: Next) 
             Some(_) => {}
         }
     }
+    let mut json_reply = false;
     if path == "/mcp" && req.method() == Method::POST {
         // Read the body here so malformed JSON gets a JSON-RPC parse error
         // (rmcp would answer 415 in plain text) and oversize bodies a 413.
@@ -220,12 +221,18 @@ async fn guard(State(state): State<Arc<McpHttp>>, mut req: Request, next: Next) 
         if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
             return reject(StatusCode::BAD_REQUEST, -32700, format!("parse error: {e}"));
         }
+        // A batch or anything unusual keeps rmcp's stream.
+        json_reply =
+            serde_json::from_slice::<super::reply::Peek>(&bytes).is_ok_and(|p| p.wants_json());
         req = Request::from_parts(parts, Body::from(bytes));
     }
     let is_delete = req.method() == Method::DELETE;
     req.extensions_mut().insert(principal);
     req.extensions_mut().insert(Owner(owner_key.clone()));
-    let response = next.run(req).await;
+    let mut response = next.run(req).await;
+    if json_reply {
+        response = super::reply::to_json(response).await;
+    }
     if path == "/mcp" {
         match (&session, response.headers().get("mcp-session-id")) {
             (None, Some(new)) => {

@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod client;
 pub mod dispatch;
 pub mod http;
+mod reply;
 pub mod server;
 pub mod sse;
 pub mod stdio;

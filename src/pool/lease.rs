@@ -114,15 +114,16 @@ impl Lease {
         let started = std::time::Instant::now();
         match slot.fetch(req).await {
             Ok(response) => {
-                let body = response.text();
-                let outcome = match &strategy {
-                    Some(s) => s.classify(response.status, response.final_url.as_str(), &body),
-                    None => strategy::classify(
-                        &strategy::Markers::generic(),
-                        response.status,
-                        response.final_url.as_str(),
-                        &body,
-                    ),
+                let outcome = {
+                    let text = response.text_ref();
+                    let body = strategy::Body::new(&text, response.content_type());
+                    let (status, url) = (response.status, response.final_url.as_str());
+                    match &strategy {
+                        Some(s) => s.classify(status, url, &body),
+                        None => {
+                            strategy::classify(&strategy::Markers::generic(), status, url, &body)
+                        }
+                    }
                 };
                 let retry_after = if matches!(response.status, 429 | 503) {
                     strategy::outcome::retry_after(response.retry_after())
@@ -200,9 +201,12 @@ impl Lease {
             ))
             .retryable(false));
         }
-        let outcome = match &strategy {
-            Some(s) => s.classify(page.status, &page.final_url, &page.html),
-            None => strategy::classify(&markers, page.status, &page.final_url, &page.html),
+        let outcome = {
+            let body = strategy::Body::html_page(&page.html);
+            match &strategy {
+                Some(s) => s.classify(page.status, &page.final_url, &body),
+                None => strategy::classify(&markers, page.status, &page.final_url, &body),
+            }
         };
         super::record_request(&self.strategy, 3, outcome.as_str(), started.elapsed());
         if !page.wait_for_met && !outcome.is_failure() {

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::extract::Extracted;
 use super::operation::{Operation, Tier};
-use super::{Markers, Outcome, Politeness, classify, host_matches};
+use super::{Body, Markers, Outcome, Politeness, classify, host_matches};
 use crate::browser::PageState;
 
 /// Everything the pool, the cascade and the tools need from a strategy.
@@ -39,7 +39,8 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
     }
 
     /// What a complete response means for the identity that fetched it.
-    fn classify(&self, status: u16, final_url: &str, body: &str) -> Outcome {
+    /// `body` parses itself at most once, for this and for [`Strategy::extract`].
+    fn classify(&self, status: u16, final_url: &str, body: &Body<'_>) -> Outcome {
         classify(self.markers(), status, final_url, body)
     }
 
@@ -53,11 +54,11 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
         &self,
         _op: &Operation,
         tier: &Tier,
-        body: &str,
+        body: &Body<'_>,
         page_url: &url::Url,
     ) -> Result<Extracted, String> {
         tier.extractor
-            .extract(body, tier.html_pointer.as_deref(), page_url)
+            .extract_body(body, tier.html_pointer.as_deref(), page_url)
     }
 }
 

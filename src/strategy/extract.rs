@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use toml::Spanned;
 
+use super::Body;
 use super::operation::Format;
 use crate::diag::Diagnostic;
 
@@ -48,7 +49,59 @@ struct FieldFile {
 #[derive(Debug, Clone)]
 enum Locator {
     Css(Selector),
-    Pointer(String),
+    Pointer(JsonPointer),
+}
+
+/// A JSON pointer split into its unescaped tokens once, at load
+/// (`Value::pointer` splits and unescapes on every lookup).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct JsonPointer {
+    text: String,
+    tokens: Vec<String>,
+}
+
+impl JsonPointer {
+    fn new(text: &str) -> Self {
+        let tokens = text
+            .split('/')
+            .skip(1)
+            .map(|t| t.replace("~1", "/").replace("~0", "~"))
+            .collect();
+        JsonPointer {
+            text: text.to_string(),
+            tokens,
+        }
+    }
+
+    fn get<'v>(&self, v: &'v Value) -> Option<&'v Value> {
+        self.tokens.iter().try_fold(v, |v, t| match v {
+            Value::Object(m) => m.get(t),
+            Value::Array(a) => index(t).and_then(|i| a.get(i)),
+            _ => None,
+        })
+    }
+
+    fn get_mut<'v>(&self, v: &'v mut Value) -> Option<&'v mut Value> {
+        self.tokens.iter().try_fold(v, |v, t| match v {
+            Value::Object(m) => m.get_mut(t),
+            Value::Array(a) => index(t).and_then(|i| a.get_mut(i)),
+            _ => None,
+        })
+    }
+
+    /// Whether one of the two pointers leads into (or is) the other.
+    fn overlaps(&self, other: &JsonPointer) -> bool {
+        let n = self.tokens.len().min(other.tokens.len());
+        self.tokens[..n] == other.tokens[..n]
+    }
+}
+
+/// An array index token as RFC 6901 writes it (no sign, no leading zero).
+fn index(t: &str) -> Option<usize> {
+    if t.starts_with('+') || (t.len() > 1 && t.starts_with('0')) {
+        return None;
+    }
+    t.parse().ok()
 }
 
 #[derive(Debug, Clone)]
@@ -60,6 +113,9 @@ struct Field {
     regex: Option<regex::Regex>,
     number: bool,
     exists: bool,
+    /// JSON tiers: no other field reads this value, so it can be moved out
+    /// of the parsed response instead of copied.
+    sole_reader: bool,
 }
 
 /// Compiled extraction rules for one tier.
@@ -114,7 +170,7 @@ impl ExtractFile {
         };
         let ptr = |s: &Spanned<String>, what: &str| {
             if pointer_ok(s.get_ref()) {
-                Ok(Locator::Pointer(s.get_ref().clone()))
+                Ok(Locator::Pointer(JsonPointer::new(s.get_ref())))
             } else {
                 Err(at(
                     s.span(),
@@ -188,7 +244,28 @@ impl ExtractFile {
                 regex,
                 number: f.number,
                 exists: f.exists,
+                sole_reader: false,
             });
+        }
+        let pointers: Vec<Option<&JsonPointer>> = fields
+            .iter()
+            .map(|f| match &f.at {
+                Some(Locator::Pointer(p)) => Some(p),
+                _ => None,
+            })
+            .collect();
+        let sole: Vec<bool> = (0..fields.len())
+            .map(|i| {
+                pointers[i].is_some_and(|p| {
+                    pointers
+                        .iter()
+                        .enumerate()
+                        .all(|(j, q)| j == i || q.is_some_and(|q| !p.overlaps(q)))
+                })
+            })
+            .collect();
+        for (f, sole) in fields.iter_mut().zip(sole) {
+            f.sole_reader = sole;
         }
         Ok(Extractor {
             format,
@@ -234,13 +311,16 @@ fn finish(raw: Option<String>, f: &Field) -> Value {
     Value::String(s)
 }
 
+/// The element's text, whitespace collapsed (text nodes are separated by a space).
 fn text_of(e: ElementRef<'_>) -> String {
-    e.text()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
+    let mut out = String::new();
+    for word in e.text().flat_map(str::split_whitespace) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
 }
 
 fn truthy(v: &Value) -> bool {
@@ -263,10 +343,21 @@ impl Extractor {
         html_pointer: Option<&str>,
         page_url: &url::Url,
     ) -> Result<Extracted, String> {
+        self.extract_body(&Body::new(body, None), html_pointer, page_url)
+    }
+
+    /// [`Extractor::extract`] on a body that may already be parsed (by the
+    /// markers that classified it).
+    pub fn extract_body(
+        &self,
+        body: &Body<'_>,
+        html_pointer: Option<&str>,
+        page_url: &url::Url,
+    ) -> Result<Extracted, String> {
         let out = match self.format {
             Format::Html => {
-                let doc = Html::parse_document(body);
-                let mut out = self.html_items(&doc);
+                let doc = body.html();
+                let mut out = self.html_items(doc);
                 out.empty =
                     matches!(&self.empty, Some(Locator::Css(s)) if doc.select(s).next().is_some());
                 if let Some(Locator::Css(s)) = &self.next
@@ -282,35 +373,41 @@ impl Extractor {
                 out
             }
             Format::Json | Format::HtmlInJson => {
-                let json: Value = serde_json::from_str(body)
-                    .map_err(|e| format!("response is not JSON ({e})"))?;
-                let mut out = if self.format == Format::Json {
-                    self.json_items(&json)?
-                } else {
-                    let p = html_pointer.unwrap_or("");
-                    let html = match json.pointer(p) {
-                        Some(Value::String(s)) => s.clone(),
-                        Some(Value::Array(a)) => a
-                            .iter()
-                            .filter_map(Value::as_str)
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                        _ => return Err(format!("no HTML at `{p}` in the JSON response")),
-                    };
-                    self.html_items(&Html::parse_fragment(&html))
+                // The parse is this extraction's own: items are moved out of it.
+                let mut json = body.take_json()?;
+                let empty = match &self.empty {
+                    Some(Locator::Pointer(p)) => p.get(&json).is_some_and(|v| !truthy(v)),
+                    _ => false,
                 };
-                if let Some(Locator::Pointer(p)) = &self.empty {
-                    out.empty = json.pointer(p).is_some_and(|v| !truthy(v));
-                }
+                let (mut has_more, mut next_url) = (false, None);
                 if let Some(Locator::Pointer(p)) = &self.next
-                    && let Some(v) = json.pointer(p)
+                    && let Some(v) = p.get(&json)
                 {
-                    out.has_more = truthy(v);
-                    out.next_url = v
+                    has_more = truthy(v);
+                    next_url = v
                         .as_str()
                         .and_then(|h| page_url.join(h).ok())
                         .map(|u| u.to_string());
                 }
+                let mut out = if self.format == Format::Json {
+                    self.json_items(&mut json)?
+                } else {
+                    let p = html_pointer.unwrap_or("");
+                    let doc = match json.pointer(p) {
+                        Some(Value::String(s)) => Html::parse_fragment(s),
+                        Some(Value::Array(a)) => Html::parse_fragment(
+                            &a.iter()
+                                .filter_map(Value::as_str)
+                                .collect::<Vec<_>>()
+                                .join("\n"),
+                        ),
+                        _ => return Err(format!("no HTML at `{p}` in the JSON response")),
+                    };
+                    self.html_items(&doc)
+                };
+                out.empty = empty;
+                out.has_more = has_more;
+                out.next_url = next_url;
                 out
             }
         };
@@ -358,23 +455,23 @@ impl Extractor {
         }
     }
 
-    fn json_items(&self, json: &Value) -> Result<Extracted, String> {
+    fn json_items(&self, json: &mut Value) -> Result<Extracted, String> {
         let Locator::Pointer(p) = &self.items else {
             return Ok(Extracted::default());
         };
-        let list = match json.pointer(p) {
-            Some(Value::Array(a)) => a.clone(),
-            Some(_) => return Err(format!("`{p}` in the JSON response is not a list")),
+        let list = match p.get_mut(json) {
+            Some(Value::Array(a)) => std::mem::take(a),
+            Some(_) => return Err(format!("`{}` in the JSON response is not a list", p.text)),
             None => Vec::new(),
         };
         let items = list
-            .iter()
-            .map(|item| {
+            .into_iter()
+            .map(|mut item| {
                 let mut m = Map::new();
                 for f in &self.fields {
                     let v = match &f.at {
-                        Some(Locator::Pointer(fp)) => item.pointer(fp),
-                        _ => Some(item),
+                        Some(Locator::Pointer(fp)) => fp.get(&item),
+                        _ => Some(&item),
                     };
                     let v = if f.exists {
                         Value::Bool(v.is_some_and(|v| !v.is_null()))
@@ -383,6 +480,20 @@ impl Extractor {
                             v.map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)),
                             f,
                         )
+                    } else if let (true, Some(Locator::Pointer(fp))) = (f.sole_reader, &f.at) {
+                        // A top-level field named as it is read: move the
+                        // entry, key and all.
+                        if let ([token], Value::Object(obj)) = (fp.tokens.as_slice(), &mut item)
+                            && *token == f.name
+                        {
+                            if let Some((k, v)) = obj.remove_entry(token) {
+                                m.insert(k, v);
+                            } else {
+                                m.insert(f.name.clone(), Value::Null);
+                            }
+                            continue;
+                        }
+                        fp.get_mut(&mut item).map_or(Value::Null, Value::take)
                     } else {
                         v.cloned().unwrap_or(Value::Null)
                     };
@@ -395,5 +506,22 @@ impl Extractor {
             items,
             ..Default::default()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pointers_unescape_once_and_index_arrays() {
+        let v: Value = serde_json::from_str(r#"{"a/b": {"m~n": [10, 20]}, "01": 1}"#).unwrap();
+        let p = JsonPointer::new("/a~1b/m~0n/1");
+        assert_eq!(p.get(&v), Some(&Value::from(20)));
+        assert_eq!(JsonPointer::new("").get(&v), Some(&v));
+        assert_eq!(JsonPointer::new("/a~1b/m~0n/01").get(&v), None);
+        assert_eq!(JsonPointer::new("/01").get(&v), Some(&Value::from(1)));
+        assert!(JsonPointer::new("/a").overlaps(&JsonPointer::new("/a/b")));
+        assert!(!JsonPointer::new("/a").overlaps(&JsonPointer::new("/b")));
     }
 }

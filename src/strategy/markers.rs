@@ -2,10 +2,11 @@
 
 use std::path::Path;
 
-use scraper::{Html, Selector};
+use scraper::Selector;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::Body;
 use crate::diag::Diagnostic;
 
 /// A `[block]`, `[challenge]` or `[empty]` table as written.
@@ -74,26 +75,24 @@ pub struct MarkerSet {
 }
 
 impl MarkerSet {
-    /// Whether the response matches; `doc` is parsed lazily, only when a selector needs it.
-    pub fn matches(
-        &self,
-        status: u16,
-        final_url: &str,
-        body: &str,
-        doc: &mut Option<Html>,
-    ) -> bool {
+    /// Whether the response matches. A selector applies to markup only (a
+    /// JSON answer is judged by its status, URL and text), and the document
+    /// is the body's one parse, shared with extraction.
+    pub fn matches(&self, status: u16, final_url: &str, body: &Body<'_>) -> bool {
         if self.status.contains(&status) {
             return true;
         }
         if self.url.iter().any(|u| final_url.contains(u.as_str())) {
             return true;
         }
-        if self.body.iter().any(|b| body.contains(b.as_str())) {
+        let text = body.text();
+        if self.body.iter().any(|b| text.contains(b.as_str())) {
             return true;
         }
-        if let Some(sel) = &self.selector {
-            let doc = doc.get_or_insert_with(|| Html::parse_document(body));
-            return doc.select(sel).next().is_some();
+        if let Some(sel) = &self.selector
+            && body.is_html()
+        {
+            return body.html().select(sel).next().is_some();
         }
         false
     }
@@ -139,10 +138,10 @@ impl Markers {
 
     /// How a page in the browser looks, from its HTML, URL and main-document status.
     pub fn page_state(&self, html: &str, url: &str, status: u16) -> crate::browser::PageState {
-        let mut doc = None;
-        if self.challenge.matches(status, url, html, &mut doc) {
+        let body = Body::html_page(html);
+        if self.challenge.matches(status, url, &body) {
             crate::browser::PageState::Challenge
-        } else if self.block.matches(status, url, html, &mut doc) || status >= 400 {
+        } else if self.block.matches(status, url, &body) || status >= 400 {
             // An error page will not grow the element we wait for either.
             crate::browser::PageState::Blocked
         } else {

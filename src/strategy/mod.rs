@@ -4,6 +4,7 @@
 //! file format already reserves the `[operations.*]` tables for them.
 
 mod api;
+pub mod body;
 pub mod extract;
 mod markers;
 pub mod operation;
@@ -11,6 +12,7 @@ pub mod outcome;
 mod registry;
 
 pub use api::Strategy;
+pub use body::{Body, BodyKind};
 pub use markers::{MarkerSet, Markers};
 pub use outcome::{Outcome, classify};
 pub use registry::Registry;

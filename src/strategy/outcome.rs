@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::Markers;
+use super::{Body, Markers};
 
 /// What a response means for the identity that fetched it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -44,18 +44,17 @@ impl Outcome {
 
 /// Classify a complete response. Order matters: a challenge page often carries a
 /// 403/503, so challenge markers win; block markers win over a bare 429 or 5xx.
-pub fn classify(markers: &Markers, status: u16, final_url: &str, body: &str) -> Outcome {
-    let mut doc = None;
-    if markers.challenge.matches(status, final_url, body, &mut doc) {
+pub fn classify(markers: &Markers, status: u16, final_url: &str, body: &Body<'_>) -> Outcome {
+    if markers.challenge.matches(status, final_url, body) {
         return Outcome::Challenge;
     }
-    if markers.block.matches(status, final_url, body, &mut doc) {
+    if markers.block.matches(status, final_url, body) {
         return Outcome::HardBlock;
     }
     if status == 429 || status >= 500 {
         return Outcome::Failed;
     }
-    if markers.empty.matches(status, final_url, body, &mut doc) {
+    if markers.empty.matches(status, final_url, body) {
         return Outcome::Empty;
     }
     Outcome::Ok
@@ -93,34 +92,60 @@ selector = ".no-reviews"
         .unwrap()
     }
 
+    fn classify_text(m: &Markers, status: u16, url: &str, text: &str) -> Outcome {
+        classify(m, status, url, &Body::new(text, None))
+    }
+
+    #[test]
+    fn selectors_judge_markup_only() {
+        // A JSON answer that happens to contain the empty marker's class name
+        // in a string is not parsed as HTML.
+        let m = &strategy().markers;
+        let u = "https://shop.test/api";
+        let json = r#"{"html": "<p class=no-reviews>none</p>"}"#;
+        assert_eq!(classify_text(m, 200, u, json), Outcome::Ok);
+        assert_eq!(
+            classify(
+                m,
+                200,
+                u,
+                &Body::new("<p class=no-reviews>", Some("application/json"))
+            ),
+            Outcome::Empty
+        );
+    }
+
     #[test]
     fn outcomes() {
         let m = &strategy().markers;
         let u = "https://shop.test/p/1";
         assert_eq!(
-            classify(m, 200, u, "<div class=review>x</div>"),
+            classify_text(m, 200, u, "<div class=review>x</div>"),
             Outcome::Ok
         );
         assert_eq!(
-            classify(m, 200, u, "<p class=no-reviews>none</p>"),
+            classify_text(m, 200, u, "<p class=no-reviews>none</p>"),
             Outcome::Empty
         );
         assert_eq!(
-            classify(m, 200, u, "<form action=/validateCaptcha>"),
+            classify_text(m, 200, u, "<form action=/validateCaptcha>"),
             Outcome::HardBlock
         );
-        assert_eq!(classify(m, 403, u, "nope"), Outcome::HardBlock);
+        assert_eq!(classify_text(m, 403, u, "nope"), Outcome::HardBlock);
         assert_eq!(
-            classify(m, 200, "https://shop.test/login?r=1", ""),
+            classify_text(m, 200, "https://shop.test/login?r=1", ""),
             Outcome::HardBlock
         );
         assert_eq!(
-            classify(m, 503, u, "<div id=tb-challenge>"),
+            classify_text(m, 503, u, "<div id=tb-challenge>"),
             Outcome::Challenge
         );
-        assert_eq!(classify(m, 503, u, "busy"), Outcome::Failed);
-        assert_eq!(classify(m, 429, u, "slow down"), Outcome::Failed);
-        assert_eq!(classify(m, 429, u, "validateCaptcha"), Outcome::HardBlock);
+        assert_eq!(classify_text(m, 503, u, "busy"), Outcome::Failed);
+        assert_eq!(classify_text(m, 429, u, "slow down"), Outcome::Failed);
+        assert_eq!(
+            classify_text(m, 429, u, "validateCaptcha"),
+            Outcome::HardBlock
+        );
     }
 
     #[test]

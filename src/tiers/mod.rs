@@ -21,7 +21,7 @@ use crate::http::{FetchRequest, RequestKind};
 use crate::pool::Pool;
 use crate::strategy::extract::Extracted;
 use crate::strategy::operation::{Operation, Tier, render, render_json};
-use crate::strategy::{Outcome, Strategy};
+use crate::strategy::{Body, Outcome, Strategy};
 
 /// One tier tried on one slot.
 #[derive(Debug, Clone, Serialize)]
@@ -61,10 +61,10 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
-    /// Tell the progress listener, if any.
-    pub fn report(&self, message: String) {
+    /// Tell the progress listener, if any (the message is only made for one).
+    pub fn report(&self, message: impl FnOnce() -> String) {
         if let Some(p) = &self.progress {
-            (p.0)(message);
+            (p.0)(message());
         }
     }
 }
@@ -193,18 +193,20 @@ pub async fn run(
                 &attempt.outcome,
                 started.elapsed(),
             );
-            opts.report(format!(
-                "{} of {}: slot {} tier {}: {}{}",
-                op.name,
-                strategy.name(),
-                attempt.slot,
-                attempt.tier,
-                attempt.outcome,
-                attempt
-                    .status
-                    .map(|s| format!(" (HTTP {s})"))
-                    .unwrap_or_default()
-            ));
+            opts.report(|| {
+                format!(
+                    "{} of {}: slot {} tier {}: {}{}",
+                    op.name,
+                    strategy.name(),
+                    attempt.slot,
+                    attempt.tier,
+                    attempt.outcome,
+                    attempt
+                        .status
+                        .map(|s| format!(" (HTTP {s})"))
+                        .unwrap_or_default()
+                )
+            });
             attempts.push(attempt);
             match end {
                 TierEnd::Done(extracted, status, final_url) => {
@@ -289,7 +291,7 @@ async fn run_tier(
             );
         }
     };
-    let (status, final_url, body, headers_ok) = if tier.number == 3 {
+    let (status, final_url, body, content_type, headers_ok) = if tier.number == 3 {
         let probe = |html: &str, url: &str, status: u16| strategy.page_state(html, url, status);
         let req = BrowserRequest {
             url: url.to_string(),
@@ -299,7 +301,17 @@ async fn run_tier(
         let r = slot.browse(&req, &probe).await;
         slot.save_jar().await;
         match r {
-            Ok(p) => (p.status, p.final_url, p.html, p.wait_for_met),
+            Ok(p) => {
+                let final_url = url::Url::parse(&p.final_url).unwrap_or(url);
+                let html = bytes::Bytes::from(p.html);
+                (
+                    p.status,
+                    final_url,
+                    html,
+                    Some("text/html".to_string()),
+                    p.wait_for_met,
+                )
+            }
             Err(e) => return (TierEnd::NextSlot, None, Some(e.to_string())),
         }
     } else {
@@ -336,11 +348,36 @@ async fn run_tier(
             req.body = Some(render_json(json, vars).to_string().into());
         }
         match slot.fetch(req).await {
-            Ok(r) => (r.status, r.final_url.to_string(), r.text(), true),
+            Ok(r) => {
+                let content_type = r.content_type().map(str::to_string);
+                (r.status, r.final_url, r.body, content_type, true)
+            }
             Err(e) => return (TierEnd::NextSlot, None, Some(e.to_string())),
         }
     };
-    let outcome = strategy.classify(status, &final_url, &body);
+    let text = crate::http::utf8_text(&body);
+    judge(
+        strategy,
+        op,
+        tier,
+        status,
+        final_url,
+        &Body::new(&text, content_type.as_deref()),
+        headers_ok,
+    )
+}
+
+/// Classify a tier's response and extract its items, from one parse of it.
+fn judge(
+    strategy: &dyn Strategy,
+    op: &Operation,
+    tier: &Tier,
+    status: u16,
+    final_url: url::Url,
+    body: &Body<'_>,
+    headers_ok: bool,
+) -> (TierEnd, Option<u16>, Option<String>) {
+    let outcome = strategy.classify(status, final_url.as_str(), body);
     let status_some = Some(status);
     match outcome {
         Outcome::HardBlock => (TierEnd::HardBlock, status_some, None),
@@ -353,7 +390,7 @@ async fn run_tier(
                     ..Default::default()
                 },
                 status,
-                final_url,
+                final_url.into(),
             ),
             status_some,
             None,
@@ -366,12 +403,13 @@ async fn run_tier(
                 tier.wait_for.clone().unwrap_or_default()
             )),
         ),
-        Outcome::Ok => {
-            let page_url = url::Url::parse(&final_url).unwrap_or(url);
-            match strategy.extract(op, tier, &body, &page_url) {
-                Ok(ex) => (TierEnd::Done(ex, status, final_url), status_some, None),
-                Err(e) => (TierEnd::NextTier, status_some, Some(e)),
-            }
-        }
+        Outcome::Ok => match strategy.extract(op, tier, body, &final_url) {
+            Ok(ex) => (
+                TierEnd::Done(ex, status, final_url.into()),
+                status_some,
+                None,
+            ),
+            Err(e) => (TierEnd::NextTier, status_some, Some(e)),
+        },
     }
 }

@@ -42,16 +42,18 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         ..opts
     };
     let r = tiers::run(pool, &strategy, op, &bound, &opts).await?;
-    Ok(json!({
+    let mut out = json!({
         "strategy": name,
         "operation": op_name,
-        "items": r.extracted.items,
         "has_more": r.extracted.has_more,
         "slot": r.slot,
         "tier": r.tier,
         "degraded": r.degraded,
         "attempts": r.attempts,
-    }))
+    });
+    // Moved into place: `json!` would copy every item through serde.
+    out["items"] = Value::Array(r.extracted.items.into_iter().map(Value::Object).collect());
+    Ok(out)
 }
 
 fn bad(msg: &str) -> Error {

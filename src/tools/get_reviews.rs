@@ -63,25 +63,28 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
             "page": page, "count": r.extracted.items.len(), "slot": r.slot, "tier": r.tier,
             "degraded": r.degraded, "attempts": r.attempts,
         }));
-        opts.report(format!(
-            "page {page}: {} reviews (slot {}, tier {})",
-            r.extracted.items.len(),
-            r.slot,
-            r.tier
-        ));
+        opts.report(|| {
+            format!(
+                "page {page}: {} reviews (slot {}, tier {})",
+                r.extracted.items.len(),
+                r.slot,
+                r.tier
+            )
+        });
         reviews.extend(r.extracted.items.into_iter().map(Value::Object));
         if !has_more {
             break;
         }
     }
-    Ok(json!({
-        "strategy": strategy.name(),
-        "item": item_id,
-        "count": reviews.len(),
-        "reviews": reviews,
-        "has_more": has_more,
-        "pages": provenance,
-    }))
+    // Moved into place: `json!` would copy every review through serde.
+    let mut out = serde_json::Map::new();
+    out.insert("strategy".into(), json!(strategy.name()));
+    out.insert("item".into(), Value::String(item_id));
+    out.insert("count".into(), json!(reviews.len()));
+    out.insert("reviews".into(), Value::Array(reviews));
+    out.insert("has_more".into(), Value::Bool(has_more));
+    out.insert("pages".into(), Value::Array(provenance));
+    Ok(Value::Object(out))
 }
 
 fn resolve(pool: &Pool, name: Option<&str>, item: &str) -> Result<Arc<dyn Strategy>> {

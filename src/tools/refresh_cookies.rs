@@ -62,12 +62,14 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
         let before = jar.export_for_domain(&domain).len();
         let r = pool.refresh_cookies(n, strategy.name(), &url).await;
         let after = jar.export_for_domain(&domain).len();
-        opts.report(format!(
-            "slot {n}: {domain} cookies {before} -> {after}: {}",
-            r.as_ref()
-                .map(|_| "ok".to_string())
-                .unwrap_or_else(|e| e.to_string())
-        ));
+        opts.report(|| {
+            format!(
+                "slot {n}: {domain} cookies {before} -> {after}: {}",
+                r.as_ref()
+                    .map(|_| "ok".to_string())
+                    .unwrap_or_else(|e| e.to_string())
+            )
+        });
         ok += usize::from(r.is_ok());
         results.push(json!({
             "slot": n, "ok": r.is_ok(), "cookies_before": before, "cookies_after": after,

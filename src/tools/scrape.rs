@@ -113,13 +113,15 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
 async fn fetch(pool: &Pool, url: url::Url, a: &Args, opts: &RunOptions) -> Result<Fetched> {
     let slot = a.slot.or(opts.slot);
     let report = |f: &Fetched| {
-        opts.report(format!(
-            "slot {} via {}: {} (HTTP {})",
-            f.slot,
-            via(f.via),
-            f.outcome.as_str(),
-            f.response.status
-        ))
+        opts.report(|| {
+            format!(
+                "slot {} via {}: {} (HTTP {})",
+                f.slot,
+                via(f.via),
+                f.outcome.as_str(),
+                f.response.status
+            )
+        })
     };
     let fetched = match a.mode {
         Mode::Browser => pool.fetch_browser(url, a.wait_for.clone(), slot).await,

@@ -719,6 +719,25 @@ def render(raw):
     return "\n".join(lines)
 
 
+def compare(before, after):
+    """A before/after table of two runs' medians (two raw.json files)."""
+    B, A = before["samples"], after["samples"]
+    lines = ["| per call | before calls/s | after calls/s | before p50 | after p50 | "
+             "before CPU/call | after CPU/call |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for key, label in LABELS:
+        b, a = B.get(key, []), A.get(key, [])
+        if not b and not a:
+            continue
+        lines.append(
+            f"| {label} | {fmt(med(b, 'calls_per_sec'))} | {fmt(med(a, 'calls_per_sec'))} | "
+            f"{fmt(med(b, 'p50_ms'), ' ms', 2)} | {fmt(med(a, 'p50_ms'), ' ms', 2)} | "
+            f"{fmt(cpu_per_call(b), ' µs')} | {fmt(cpu_per_call(a), ' µs')} |")
+    cold = lambda S: med(S.get("browser_idpool_cold", []), "ms")  # noqa: E731
+    lines.append(f"| browser: idpool first browser call of a fresh daemon | | | "
+                 f"{fmt(cold(B), ' ms')} | {fmt(cold(A), ' ms')} | | |")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -729,7 +748,13 @@ def main():
                     help="the build under --target-dir (`debug` for a smoke run on the test build)")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--render", help="re-render a raw.json and print it")
+    ap.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
+                    help="print a before/after table of two raw.json files")
     args = ap.parse_args()
+    if args.compare:
+        b, a = (json.loads(pathlib.Path(p).read_text()) for p in args.compare)
+        print(compare(b, a))
+        return 0
     if args.render:
         print(render(json.loads(pathlib.Path(args.render).read_text())))
         return 0

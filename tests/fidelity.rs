@@ -115,6 +115,8 @@ async fn after_calibration_the_http_tier_sends_what_the_slots_browser_sends() {
     pool.fetch_browser(env.url("/product/B0CAL?via=first"), None, Some(0))
         .await
         .expect("browser tier");
+    // The call had its page at once; the run goes on behind it.
+    slot.calibration_settled().await;
     let status = slot.calibration_status();
     println!("{}", serde_json::to_string_pretty(&status).unwrap());
     assert_eq!(status.state, "calibrated", "{status:?}");
@@ -256,8 +258,9 @@ async fn consistency_mode_accepts_the_calibrated_http_tier_and_refuses_it_uncali
     println!("page 1: {attempts:?}");
     assert_eq!(attempts.first(), Some(&(1, "challenge".to_string())));
     assert_eq!(attempts.last(), Some(&(3, "ok".to_string())));
-    assert_eq!(pool.slots()[0].calibration_status().state, "calibrated");
     // Pages 2 and 3: the calibrated HTTP tier replays the clearance on tier 1.
+    // Page 1 returned without waiting for the calibration; page 2's HTTP
+    // request waits for it (uncalibrated, it would be refused).
     for (page, count) in [(2, 10), (3, 2)] {
         let r = reviews(page).await.expect("page");
         assert_eq!(
@@ -266,6 +269,7 @@ async fn consistency_mode_accepts_the_calibrated_http_tier_and_refuses_it_uncali
             "page {page}: {r}"
         );
         assert_eq!(r["count"], count, "the item has 22 reviews");
+        assert_eq!(pool.slots()[0].calibration_status().state, "calibrated");
     }
     // Tier 2 (a navigation), through the cascade, is accepted too.
     let r = tools::get_reviews::run(
@@ -357,8 +361,14 @@ async fn a_new_chromium_version_recalibrates_at_the_next_launch() {
     );
     let pool = env.pool();
     let slot = pool.slots()[0].clone();
-    let visit =
-        |tag: &str| pool.fetch_browser(env.url(&format!("/product/B0VER?{tag}")), None, Some(0));
+    let visit = |tag: &str| {
+        let (pool, slot, url) = (&pool, &slot, env.url(&format!("/product/B0VER?{tag}")));
+        async move {
+            let r = pool.fetch_browser(url, None, Some(0)).await;
+            slot.calibration_settled().await;
+            r
+        }
+    };
     visit("a").await.expect("first launch");
     let s = slot.calibration_status();
     assert_eq!((s.state, s.runs), ("calibrated", 1), "{s:?}");

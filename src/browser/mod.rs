@@ -84,7 +84,12 @@ pub struct SlotBrowser {
     configured_exe: Option<std::path::PathBuf>,
     state: tokio::sync::Mutex<Option<Running>>,
     facts: Arc<Mutex<BrowserFacts>>,
+    /// The last RSS sample: when, of which pid, MB.
+    rss_cache: Mutex<Option<(Instant, u32, u64)>>,
 }
+
+/// An RSS sample younger than this is reused.
+const RSS_FRESH: Duration = Duration::from_secs(1);
 
 impl std::fmt::Debug for SlotBrowser {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -109,14 +114,29 @@ impl SlotBrowser {
             cfg,
             state: tokio::sync::Mutex::new(None),
             facts: Arc::new(Mutex::new(facts)),
+            rss_cache: Mutex::new(None),
         }
     }
 
-    /// Current facts, RSS measured now.
+    /// Current facts, RSS measured at most a second ago (measuring walks
+    /// every process in /proc: milliseconds, too much for each status read).
     pub fn facts(&self) -> BrowserFacts {
         let mut f = self.facts.lock().clone();
-        f.rss_mb = f.pid.map(launcher::tree_rss_mb);
+        f.rss_mb = f.pid.map(|pid| self.rss_mb(pid));
         f
+    }
+
+    /// The process tree's RSS, sampled at most once per [`RSS_FRESH`].
+    fn rss_mb(&self, pid: u32) -> u64 {
+        let mut cache = self.rss_cache.lock();
+        match *cache {
+            Some((at, p, mb)) if p == pid && at.elapsed() < RSS_FRESH => mb,
+            _ => {
+                let mb = launcher::tree_rss_mb(pid);
+                *cache = Some((Instant::now(), pid, mb));
+                mb
+            }
+        }
     }
 
     pub fn spec(&self) -> &LaunchSpec {
@@ -216,7 +236,7 @@ impl SlotBrowser {
                 }
             } else if self.cfg.max_rss_mb > 0
                 && let Some(pid) = pid
-                && launcher::tree_rss_mb(pid) > self.cfg.max_rss_mb
+                && self.rss_mb(pid) > self.cfg.max_rss_mb
             {
                 tracing::info!(
                     slot = self.spec.slot,
@@ -318,6 +338,10 @@ impl SlotBrowser {
         spec.executable = launcher::find_executable(self.configured_exe.as_deref())?;
         launcher::end_stale(&spec).await;
         let started = launcher::start(&spec).await?;
+        // `chromium --version` starts a process of its own: run it while we
+        // attach and open the tab, not before (the first call waits for all).
+        let exe = spec.executable.clone();
+        let version = tokio::spawn(async move { launcher::executable_version(&exe).await });
         let launcher::Started {
             mut child,
             pid,
@@ -358,10 +382,8 @@ impl SlotBrowser {
         };
         let flags = Arc::new(Flags::default());
         let (stop_tx, stop_rx) = oneshot::channel();
-        let version = launcher::executable_version(&spec.executable).await;
         {
             let mut f = self.facts.lock();
-            f.version = version;
             f.running = true;
             f.pid = Some(pid);
             f.launches += 1;
@@ -389,15 +411,6 @@ impl SlotBrowser {
             supervisor,
             last_used: Instant::now(),
         };
-        if self.facts.lock().version.is_none() {
-            // `--version` did not answer: ask DevTools (the handler runs now).
-            let product = tokio::time::timeout(Duration::from_secs(5), running.browser.version())
-                .await
-                .ok()
-                .and_then(|v| v.ok())
-                .map(|v| v.product);
-            self.facts.lock().version = product;
-        }
         // The tab we work in, speaking with the slot's identity.
         let page = async {
             let page = running
@@ -411,6 +424,16 @@ impl SlotBrowser {
         match tokio::time::timeout(spec.launch_timeout, page).await {
             Ok(Ok(p)) => {
                 running.page = Some(p);
+                let mut v = version.await.ok().flatten();
+                if v.is_none() {
+                    // `--version` did not answer: ask DevTools.
+                    v = tokio::time::timeout(Duration::from_secs(5), running.browser.version())
+                        .await
+                        .ok()
+                        .and_then(|v| v.ok())
+                        .map(|v| v.product);
+                }
+                self.facts.lock().version = v;
                 Ok(running)
             }
             Ok(Err(e)) => {

@@ -252,6 +252,7 @@ pub async fn navigate(
     let (mut html, mut challenge_left, mut wait_for_met) =
         (String::new(), false, wait_for.is_none());
     let mut last_err: Option<Error>;
+    let mut poll = Duration::from_millis(5);
     loop {
         drain(&mut last_doc);
         let status = last_doc.as_ref().map_or(0, |d| d.0);
@@ -289,7 +290,10 @@ pub async fn navigate(
         if Instant::now() >= deadline {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Most pages are complete at the first or second look: look again
+        // soon, then back off to every 100 ms for pages that take their time.
+        tokio::time::sleep(poll).await;
+        poll = (poll * 2).min(Duration::from_millis(100));
     }
     if let Some(e) = last_err {
         return Err(e);

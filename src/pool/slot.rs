@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::SystemTime;
 
 use parking_lot::Mutex;
@@ -50,8 +51,11 @@ pub struct Slot {
     /// The browser launch count at the last failed run, and why.
     cal_failure: Mutex<Option<(u64, String)>>,
     cal_runs: std::sync::atomic::AtomicU64,
-    /// One calibration run of this slot at a time.
-    cal_lock: tokio::sync::Mutex<()>,
+    /// One calibration run of this slot at a time; held for the run.
+    cal_lock: Arc<tokio::sync::Mutex<()>>,
+    /// A run is going: this slot's HTTP-tier requests wait for it (they would
+    /// carry the browser's fresh cookie with the uncalibrated fingerprint).
+    calibrating: AtomicBool,
     events: Arc<Events>,
     browser: SlotBrowser,
     health: Mutex<SlotHealth>,
@@ -176,7 +180,8 @@ impl Slot {
             calibrator: env.calibrator.clone(),
             cal_failure: Mutex::new(None),
             cal_runs: std::sync::atomic::AtomicU64::new(0),
-            cal_lock: tokio::sync::Mutex::new(()),
+            cal_lock: Arc::new(tokio::sync::Mutex::new(())),
+            calibrating: AtomicBool::new(false),
             events: env.events.clone(),
             browser,
             health: Mutex::new(SlotHealth::default()),
@@ -222,30 +227,48 @@ impl Slot {
     /// One browser operation; afterwards, calibrate the HTTP tier if this
     /// Chromium (its version) has not been calibrated against yet.
     pub async fn browse(
-        &self,
+        self: &Arc<Self>,
         req: &crate::browser::BrowserRequest,
         probe: &crate::browser::Probe<'_>,
     ) -> Result<crate::browser::PageResult> {
         let result = self.browser.fetch(req, &self.jar, probe).await;
-        self.calibrate_if_due().await;
+        self.calibrate_if_due();
         result
     }
 
     /// Calibrate when the browser runs a version (or the slot a profile) no
-    /// record was made with; one attempt per browser launch.
-    pub async fn calibrate_if_due(&self) {
+    /// record was made with; one attempt per browser launch. The run goes on
+    /// in the background, so the call that launched the browser has its page
+    /// at once; this slot's HTTP-tier requests wait for the run (others do not).
+    pub fn calibrate_if_due(self: &Arc<Self>) {
         if self.calibrator.is_none() || !chromium_based(&self.profile) || !self.calibration_due() {
             return;
         }
         // Another request of this slot is calibrating it: go on without waiting.
-        let Ok(_run) = self.cal_lock.try_lock() else {
+        let Ok(run) = self.cal_lock.clone().try_lock_owned() else {
             return;
         };
         if !self.calibration_due() {
             return;
         }
-        if let Err(e) = self.run_calibration().await {
-            tracing::warn!(slot = self.id, error = %e, "calibration failed; the HTTP tier keeps its last settings");
+        // Raised before the task starts, so no HTTP request slips in between.
+        self.calibrating.store(true, Ordering::Release);
+        let slot = self.clone();
+        tokio::spawn(async move {
+            let _flag = Calibrating::set(&slot.calibrating);
+            if let Err(e) = slot.run_calibration().await {
+                tracing::warn!(slot = slot.id, error = %e, "calibration failed; the HTTP tier keeps its last settings");
+            }
+            drop(_flag);
+            drop(run);
+        });
+    }
+
+    /// Wait until no calibration run of this slot is going (bounded by the
+    /// run's own limit).
+    pub async fn calibration_settled(&self) {
+        if self.calibrating.load(Ordering::Acquire) {
+            drop(self.cal_lock.lock().await);
         }
     }
 
@@ -273,6 +296,7 @@ impl Slot {
     /// save it; after a run of this slot already going.
     pub async fn calibrate_now(&self) -> Result<Record> {
         let _run = self.cal_lock.lock().await;
+        let _flag = Calibrating::set(&self.calibrating);
         self.run_calibration().await
     }
 
@@ -412,6 +436,7 @@ impl Slot {
 
     /// One HTTP request through this identity; the jar is saved when it changed.
     pub async fn fetch(&self, req: FetchRequest) -> Result<FetchResponse> {
+        self.calibration_settled().await;
         let client = self.http.read().clone();
         let result = client.fetch(req).await;
         {
@@ -438,6 +463,22 @@ impl Slot {
             Ok(Err(e)) => tracing::warn!(slot = self.id, error = %e, "cookie jar not saved"),
             Err(e) => tracing::warn!(slot = self.id, error = %e, "cookie jar save task failed"),
         }
+    }
+}
+
+/// Raises a slot's `calibrating` flag for as long as it lives.
+struct Calibrating<'a>(&'a AtomicBool);
+
+impl<'a> Calibrating<'a> {
+    fn set(flag: &'a AtomicBool) -> Self {
+        flag.store(true, Ordering::Release);
+        Calibrating(flag)
+    }
+}
+
+impl Drop for Calibrating<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 

@@ -70,15 +70,34 @@ struct Inner {
 #[derive(Default)]
 struct Router {
     cursor: HashMap<String, usize>,
-    sites: HashMap<(usize, String), Site>,
+    /// Strategy → slot → its site state (looked up by `&str`: no key is
+    /// allocated on the per-call path).
+    sites: HashMap<String, HashMap<usize, Site>>,
     in_flight: HashMap<String, usize>,
 }
 
 impl Router {
     fn site(&mut self, slot: usize, strategy: &str, cfg: BreakerConfig) -> &mut Site {
+        if !self.sites.contains_key(strategy) {
+            self.sites.insert(strategy.to_string(), HashMap::new());
+        }
         self.sites
-            .entry((slot, strategy.to_string()))
-            .or_insert_with(|| Site::new(Breaker::new(cfg)))
+            .get_mut(strategy)
+            .map(|m| {
+                m.entry(slot)
+                    .or_insert_with(|| Site::new(Breaker::new(cfg)))
+            })
+            .unwrap_or_else(|| unreachable!("inserted above"))
+    }
+}
+
+/// One more in flight for `strategy` (its key allocated only the first time).
+fn bump(counts: &mut HashMap<String, usize>, strategy: &str) {
+    match counts.get_mut(strategy) {
+        Some(n) => *n += 1,
+        None => {
+            counts.insert(strategy.to_string(), 1);
+        }
     }
 }
 
@@ -506,9 +525,14 @@ impl Pool {
             };
             site.in_flight += 1;
             site.last_start = Some(now);
-            *router.in_flight.entry(strategy.to_string()).or_default() += 1;
+            bump(&mut router.in_flight, strategy);
             if pin.is_none() {
-                router.cursor.insert(strategy.to_string(), (id + 1) % n);
+                match router.cursor.get_mut(strategy) {
+                    Some(c) => *c = (id + 1) % n,
+                    None => {
+                        router.cursor.insert(strategy.to_string(), (id + 1) % n);
+                    }
+                }
             }
             return Pick::Lease(self.lease(id, strategy, admission, false));
         }
@@ -531,7 +555,7 @@ impl Pool {
         let site = router.site(id, strategy, cfg);
         site.in_flight += 1;
         site.last_start = Some(now);
-        *router.in_flight.entry(strategy.to_string()).or_default() += 1;
+        bump(&mut router.in_flight, strategy);
         Pick::Lease(self.lease(id, strategy, Admission { trial: false }, true))
     }
 
@@ -621,8 +645,11 @@ impl Pool {
     /// Close the breakers of `slot` (all strategies, or one) and forget its tier blocks.
     pub fn reset_breakers(&self, slot: usize, strategy: Option<&str>) {
         let mut router = self.inner.router.lock();
-        for ((s, name), site) in router.sites.iter_mut() {
-            if *s == slot && strategy.is_none_or(|x| x == name) {
+        for (name, sites) in router.sites.iter_mut() {
+            let Some(site) = sites.get_mut(&slot) else {
+                continue;
+            };
+            if strategy.is_none_or(|x| x == name) {
                 site.breaker.reset();
                 site.tier_blocked_at.iter_mut().for_each(|t| *t = None);
             }

@@ -4,7 +4,7 @@
 # target) and the Python stack it replaces (curl_cffi + json / lxml), in
 # interleaved rounds, medians and ratios from one run. Loopback only.
 #
-#   ./scripts/bench.sh            3 rounds of 5 s per row (about 15 minutes)
+#   ./scripts/bench.sh            3 rounds of 5 s per row (about 8 minutes on 2 cores)
 #   ./scripts/bench.sh --quick    one short round: a smoke test that the bench works
 #   ./scripts/bench.sh --rounds 5 --seconds 10
 #   IDPOOL_SKIP_BUILD=1 ./scripts/bench.sh --quick --profile debug

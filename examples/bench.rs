@@ -435,38 +435,28 @@ async fn cdp(a: &Args) -> Result<Value> {
         .unwrap_or_else(|| "/usr/bin/chromium".into());
     let dir = tempfile::tempdir()?;
     let started = Instant::now();
+    // The flags idpool's launcher gives a slot's Chromium (its own list, so
+    // the two rows cannot drift apart); port 0: Chromium picks one.
+    let spec = idpool::browser::launcher::LaunchSpec {
+        slot: 0,
+        executable: exe.clone().into(),
+        port: 0,
+        user_data_dir: dir.path().to_path_buf(),
+        pid_file: dir.path().join("chromium.pid"),
+        headless: true,
+        user_agent: "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) \
+                     Chrome/149.0.0.0 Safari/537.36"
+            .into(),
+        lang: "en-US".into(),
+        window: (1366, 768),
+        proxy_server: None,
+        spki: a.ca.iter().cloned().collect(),
+        calibration_bypass: None,
+        timezone: None,
+        launch_timeout: Duration::from_secs(30),
+    };
     let mut cmd = tokio::process::Command::new(&exe);
-    cmd.args([
-        "--headless=new",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--no-default-browser-check",
-        "--disable-quic",
-        "--js-flags=--max-old-space-size=256",
-        "--disk-cache-size=1",
-        "--media-cache-size=1",
-        "--disable-application-cache",
-        "--disable-breakpad",
-        "--disable-dev-shm-usage",
-        "--password-store=basic",
-        "--use-mock-keychain",
-        "--disable-features=Translate,MediaRouter,OptimizationHints",
-        "--hide-scrollbars",
-        "--mute-audio",
-        "--remote-debugging-address=127.0.0.1",
-        "--remote-debugging-port=0",
-    ]);
-    if let Some(ca) = &a.ca {
-        cmd.arg(format!("--ignore-certificate-errors-spki-list={ca}"));
-    }
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        cmd.arg("--no-sandbox");
-    }
-    cmd.arg(format!("--user-data-dir={}", dir.path().display()))
-        .arg("about:blank")
+    cmd.args(spec.args())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)

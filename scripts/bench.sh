@@ -18,15 +18,7 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
 ensure_bench_packages() {
-  local need=() pkg sudo=""
-  for pkg in nginx-light wrk nghttp2-client openssl python3-venv; do
-    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
-  done
-  [ "${#need[@]}" -eq 0 ] && return 0
-  log "installing: ${need[*]}"
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${need[@]}"
+  ensure_debs nginx-light wrk nghttp2-client openssl python3-venv
 }
 
 # A venv with the Python predecessor's stack, pinned.

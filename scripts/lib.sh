@@ -1,4 +1,4 @@
-# Shared by scripts/test.sh and scripts/demo.sh. Source it; do not run it.
+# Shared by scripts/test.sh, scripts/demo.sh and scripts/bench.sh. Source it; do not run it.
 
 log() { printf '\n==> %s\n' "$*" >&2; }
 
@@ -7,8 +7,13 @@ log() { printf '\n==> %s\n' "$*" >&2; }
 # curl is the "non-browser client" of the JA4 test; iproute2 + util-linux give the
 # loopback-only test namespace; python3 formats the demo's output.
 ensure_packages() {
+  ensure_debs cmake clang libclang-dev chromium curl iproute2 util-linux ca-certificates python3
+}
+
+# Install the Debian packages named when any is missing (apt-get update first).
+ensure_debs() {
   local need=() pkg sudo=""
-  for pkg in cmake clang libclang-dev chromium curl iproute2 util-linux ca-certificates python3; do
+  for pkg in "$@"; do
     dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
   done
   [ "${#need[@]}" -eq 0 ] && return 0

@@ -218,12 +218,16 @@ async fn guard(State(state): State<Arc<McpHttp>>, mut req: Request, next: Next) 
                 );
             }
         };
-        if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
-            return reject(StatusCode::BAD_REQUEST, -32700, format!("parse error: {e}"));
+        // One pass for a single message; a batch (or anything unusual) is
+        // only checked for JSON, and keeps rmcp's stream.
+        match serde_json::from_slice::<super::reply::Peek>(&bytes) {
+            Ok(p) => json_reply = p.wants_json(),
+            Err(_) => {
+                if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+                    return reject(StatusCode::BAD_REQUEST, -32700, format!("parse error: {e}"));
+                }
+            }
         }
-        // A batch or anything unusual keeps rmcp's stream.
-        json_reply =
-            serde_json::from_slice::<super::reply::Peek>(&bytes).is_ok_and(|p| p.wants_json());
         req = Request::from_parts(parts, Body::from(bytes));
     }
     let is_delete = req.method() == Method::DELETE;

@@ -21,7 +21,7 @@ if [ -n "${IDPOOL_SKIP_BUILD:-}" ] && [ -x "$bin/idpool" ] && [ -x "$bin/idpool-
   log "using the binaries already built in $bin"
 else
   log "building"
-  cargo build --locked --bins
+  cargo build --locked --bins --features testbed
 fi
 work=.idpool/demo
 config=scripts/demo.toml

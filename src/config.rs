@@ -5,12 +5,13 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use crate::diag::{self, Diagnostic};
-use crate::profile;
-use crate::strategy::Registry;
 
 /// The whole config file.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -40,7 +41,7 @@ pub struct ServerConfig {
     /// callers get `anonymous_role`.
     pub keys_file: PathBuf,
     /// Role of unauthenticated loopback callers when there is no keys file.
-    pub anonymous_role: crate::auth::Role,
+    pub anonymous_role: Role,
     /// The audit log (one JSON line per call); default `<data_dir>/audit.log`.
     pub audit_log: Option<PathBuf>,
     /// Browser origins allowed to call `/mcp` and `/sse` besides loopback ones
@@ -65,7 +66,7 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8790)),
             keys_file: PathBuf::from("./keys.toml"),
-            anonymous_role: crate::auth::Role::Operator,
+            anonymous_role: Role::Operator,
             audit_log: None,
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
@@ -437,81 +438,45 @@ impl Config {
             })
             .collect()
     }
+}
 
-    /// The config file name for messages (`<embedded defaults>` without one).
-    pub fn display_source(&self) -> String {
-        match &self.source {
-            Some(p) => p.display().to_string(),
-            None => "<embedded defaults>".into(),
+/// A caller's role; later variants may do everything earlier ones may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Viewer,
+    Operator,
+    Admin,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Operator => "operator",
+            Role::Admin => "admin",
         }
     }
 }
 
-/// Everything `idpool check-config` found: problems, and what loaded fine.
-#[derive(Debug, Default)]
-pub struct CheckReport {
-    pub problems: Vec<Diagnostic>,
-    pub slots: usize,
-    pub profiles: usize,
-    pub strategies: usize,
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
-/// Validate the config, every profile and every strategy; collect all problems.
-pub fn check(explicit: Option<&Path>) -> CheckReport {
-    let mut report = CheckReport::default();
-    let cfg = match Config::load(explicit) {
-        Ok(c) => c,
-        Err(d) => {
-            report.problems.push(d);
-            return report;
-        }
-    };
-    let (profiles, problems) = profile::load_dir(&cfg.pool.profiles_dir);
-    report.problems.extend(problems);
-    report.profiles = profiles.len();
-    let cfg_file = cfg
-        .source
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("<embedded defaults>"));
-    let text = cfg
-        .source
-        .as_deref()
-        .and_then(|p| std::fs::read_to_string(p).ok())
-        .unwrap_or_default();
-    for plan in cfg.slot_plan() {
-        if !profiles.contains_key(&plan.profile) {
-            let span = text.find(&format!("\"{}\"", plan.profile)).map(|p| p..p);
-            report.problems.push(Diagnostic::at(
-                &cfg_file,
-                &text,
-                span,
-                format!(
-                    "slot {} uses profile `{}`, which is not in {}",
-                    plan.id,
-                    plan.profile,
-                    cfg.pool.profiles_dir.display()
-                ),
-            ));
-        }
-    }
-    report.slots = cfg.slot_plan().len();
-    for cert in &cfg.security.extra_root_certs {
-        match std::fs::read(cert) {
-            Ok(pem) if pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") => {}
-            Ok(_) => report.problems.push(Diagnostic::file(
-                cert,
-                "extra_root_certs: no PEM certificate in this file",
-            )),
-            Err(e) => report.problems.push(Diagnostic::file(
-                cert,
-                format!("extra_root_certs: cannot read ({e})"),
+impl FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Role, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "viewer" => Ok(Role::Viewer),
+            "operator" => Ok(Role::Operator),
+            "admin" => Ok(Role::Admin),
+            other => Err(format!(
+                "unknown role `{other}` (viewer, operator or admin)"
             )),
         }
     }
-    let (registry, problems) = Registry::load_dir(&cfg.pool.strategies_dir);
-    report.problems.extend(problems);
-    report.strategies = registry.len();
-    report
 }
 
 #[cfg(test)]

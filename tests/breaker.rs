@@ -94,10 +94,11 @@ async fn three_captchas_open_the_breaker_for_that_strategy_only() {
 
     // The identity is still captcha'd: the trial fails and the breaker re-opens for
     // twice as long.
-    let f = trial
-        .fetch(FetchRequest::get(product.clone()))
+    let result = trial
+        .http(FetchRequest::get(product.clone()), |_, _| ())
         .await
-        .expect("trial");
+        .map(|(f, ())| f);
+    let f = trial.close(result).expect("trial");
     assert_eq!(f.outcome, Outcome::HardBlock);
     let b = pool.breaker(0, "testbed");
     assert_eq!(b.state, BreakerState::Open);

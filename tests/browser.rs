@@ -25,7 +25,7 @@ async fn lazy_launch_one_chromium_on_its_slot_port_and_dir() {
     assert!(pool.slots().iter().all(|s| !s.browser_facts().running));
 
     let f = pool
-        .fetch_browser(env.url("/product/B0LAZY"), None, Some(1))
+        .browse(env.url("/product/B0LAZY"), None, Some(1))
         .await
         .expect("browser");
     assert_eq!((f.via, f.slot, f.response.status), (Via::Browser, 1, 200));
@@ -74,7 +74,7 @@ async fn browser_passes_the_challenge_and_the_slots_http_tier_follows() {
     assert_eq!(http(0).await.expect("http 0").outcome, Outcome::Challenge);
 
     let b = pool
-        .fetch_browser(url.clone(), None, Some(0))
+        .browse(url.clone(), None, Some(0))
         .await
         .expect("browser 0");
     assert_eq!((b.response.status, b.outcome), (200, Outcome::Ok));
@@ -111,7 +111,7 @@ async fn both_tiers_send_the_same_user_agent_and_language() {
     )
     .await
     .expect("http");
-    pool.fetch_browser(env.url("/product/B0ID?tier=browser"), None, Some(0))
+    pool.browse(env.url("/product/B0ID?tier=browser"), None, Some(0))
         .await
         .expect("browser");
     let log = env.testbed.log();
@@ -152,7 +152,7 @@ async fn browser_reports_the_real_status_of_the_main_document() {
     let env = Env::new(1).await;
     let pool = env.pool();
     let nf = pool
-        .fetch_browser(env.url("/product/no.such.item"), None, Some(0))
+        .browse(env.url("/product/no.such.item"), None, Some(0))
         .await
         .expect("404 page");
     assert_eq!(nf.response.status, 404);
@@ -167,12 +167,12 @@ async fn browser_reports_the_real_status_of_the_main_document() {
         })
     });
     let su = pool
-        .fetch_browser(env.url("/product/B0STATUS"), None, Some(0))
+        .browse(env.url("/product/B0STATUS"), None, Some(0))
         .await
         .expect("503 page");
     assert_eq!((su.response.status, su.outcome), (503, Outcome::Failed));
     let ok = pool
-        .fetch_browser(env.url("/product/B0STATUS"), None, Some(0))
+        .browse(env.url("/product/B0STATUS"), None, Some(0))
         .await
         .expect("200 page");
     assert_eq!(ok.response.status, 200);
@@ -199,22 +199,24 @@ async fn tabs_recycle_while_process_and_cookies_survive() {
         "[browser]\nrecycle_after = 5\n",
     );
     let pool = env.pool();
-    pool.fetch_browser(env.url("/product/B0REC"), None, Some(0))
+    pool.browse(env.url("/product/B0REC"), None, Some(0))
         .await
         .expect("first");
     let pid = pool.slots()[0].browser_facts().pid.expect("running");
     let mut sids = Vec::new();
     for _ in 1..12 {
         let f = pool
-            .fetch_browser(env.url("/whoami"), None, Some(0))
+            .browse(env.url("/whoami"), None, Some(0))
             .await
             .expect("fetch");
         sids.push(sid_in(&f.response.text()).expect("tb_sid sent"));
     }
+    // The calibration behind the first call navigates twice too: 14 operations.
+    pool.slots()[0].calibration_settled().await;
     let facts = pool.slots()[0].browser_facts();
     assert_eq!(
         (facts.total_ops, facts.recycles, facts.ops_since_recycle),
-        (12, 2, 2),
+        (14, 2, 4),
         "{facts:?}"
     );
     assert_eq!(facts.pid, Some(pid), "recycling restarted the process");
@@ -228,9 +230,11 @@ async fn tabs_recycle_while_process_and_cookies_survive() {
 async fn a_killed_chromium_is_reaped_counted_and_relaunched() {
     let env = Env::new(1).await;
     let pool = env.pool();
-    pool.fetch_browser(env.url("/product/B0KILL"), None, Some(0))
+    pool.browse(env.url("/product/B0KILL"), None, Some(0))
         .await
         .expect("first");
+    // The calibration behind the first call is done with this browser.
+    pool.slots()[0].calibration_settled().await;
     let old = pool.slots()[0].browser_facts().pid.expect("running");
     // SAFETY: a plain signal to the Chromium this test started.
     unsafe { libc::kill(old as i32, libc::SIGKILL) };
@@ -241,7 +245,7 @@ async fn a_killed_chromium_is_reaped_counted_and_relaunched() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let f = pool
-        .fetch_browser(env.url("/product/B0KILL"), None, Some(0))
+        .browse(env.url("/product/B0KILL"), None, Some(0))
         .await
         .expect("after the crash");
     assert_eq!(f.response.status, 200);
@@ -255,7 +259,7 @@ async fn a_killed_chromium_is_reaped_counted_and_relaunched() {
             .is_some_and(|e| e.contains("exited unexpectedly")),
         "{facts:?}"
     );
-    assert!(!idpool::browser::launcher::pid_alive(old));
+    assert!(!idpool::browser::process::pid_alive(old));
     shutdown_and_check(&pool).await;
 }
 
@@ -267,7 +271,7 @@ async fn a_foreign_listener_on_a_slot_port_fails_that_slot_only() {
     let _squatter = std::net::TcpListener::bind(("127.0.0.1", base + 1)).expect("bind squatter");
     let pool = env.pool();
     let err = pool
-        .fetch_browser(env.url("/product/B0PORT"), None, Some(1))
+        .browse(env.url("/product/B0PORT"), None, Some(1))
         .await
         .expect_err("port taken");
     let msg = err.to_string();
@@ -280,7 +284,7 @@ async fn a_foreign_listener_on_a_slot_port_fails_that_slot_only() {
     );
     assert!(pool.slots()[1].browser_facts().last_error.is_some());
     let ok = pool
-        .fetch_browser(env.url("/product/B0PORT"), None, Some(0))
+        .browse(env.url("/product/B0PORT"), None, Some(0))
         .await
         .expect("slot 0 works");
     assert_eq!(ok.response.status, 200);
@@ -303,19 +307,19 @@ async fn browser_operations_on_one_slot_queue_and_on_two_slots_overlap() {
     let pool = env.pool();
     // Warm both browsers so launch time does not blur the picture.
     for s in 0..2 {
-        pool.fetch_browser(env.url("/"), None, Some(s))
+        pool.browse(env.url("/"), None, Some(s))
             .await
             .expect("warm");
     }
     let (a, b) = tokio::join!(
-        pool.fetch_browser(env.url("/product/SLOW1"), None, Some(0)),
-        pool.fetch_browser(env.url("/product/SLOW2"), None, Some(0)),
+        pool.browse(env.url("/product/SLOW1"), None, Some(0)),
+        pool.browse(env.url("/product/SLOW2"), None, Some(0)),
     );
     a.expect("a");
     b.expect("b");
     let (c, d) = tokio::join!(
-        pool.fetch_browser(env.url("/product/SLOW3"), None, Some(0)),
-        pool.fetch_browser(env.url("/product/SLOW4"), None, Some(1)),
+        pool.browse(env.url("/product/SLOW3"), None, Some(0)),
+        pool.browse(env.url("/product/SLOW4"), None, Some(1)),
     );
     c.expect("c");
     d.expect("d");
@@ -380,16 +384,16 @@ async fn chromium_of_a_killed_pool_is_ended_at_the_next_start() {
     child.kill().await.expect("SIGKILL the pool process");
     child.wait().await.expect("reap it");
     assert!(
-        idpool::browser::launcher::pid_alive(stale),
+        idpool::browser::process::pid_alive(stale),
         "Chromium should survive its SIGKILLed owner"
     );
 
     let pool = env.pool();
     let ended = pool.end_stale_browsers().await;
     assert_eq!(ended, vec![(0, stale)]);
-    assert!(!idpool::browser::launcher::pid_alive(stale));
+    assert!(!idpool::browser::process::pid_alive(stale));
     let f = pool
-        .fetch_browser(env.url("/product/B0HOLD"), None, Some(0))
+        .browse(env.url("/product/B0HOLD"), None, Some(0))
         .await
         .expect("clean launch in the same dir");
     assert_eq!(f.response.status, 200);
@@ -411,7 +415,7 @@ async fn holder_child() {
     };
     let cfg = idpool::config::Config::load_file(std::path::Path::new(&cfg)).expect("config");
     let pool = idpool::pool::Pool::open(&cfg).expect("pool");
-    pool.fetch_browser(url::Url::parse(&url).expect("url"), None, Some(0))
+    pool.browse(url::Url::parse(&url).expect("url"), None, Some(0))
         .await
         .expect("launch");
     println!(
@@ -478,7 +482,7 @@ async fn the_browser_environment_matches_the_profile() {
     );
     let pool = env.pool();
     let f = pool
-        .fetch_browser(env.url("/js-env"), Some("#env[data-ready]".into()), Some(0))
+        .browse(env.url("/js-env"), Some("#env[data-ready]".into()), Some(0))
         .await
         .expect("env page");
     let html = f.response.text();
@@ -515,7 +519,7 @@ async fn proxy_credentials_are_answered_through_cdp() {
     );
     let pool = env.pool();
     let f = pool
-        .fetch_browser(env.url("/product/B0PX"), None, Some(0))
+        .browse(env.url("/product/B0PX"), None, Some(0))
         .await
         .expect("browser via proxy");
     assert_eq!(f.response.status, 200);
@@ -548,7 +552,7 @@ async fn idle_browsers_close_and_big_ones_restart() {
         "[browser]\nidle_close_secs = 1\n",
     );
     let pool = env.pool();
-    pool.fetch_browser(env.url("/product/B0IDLE"), None, Some(0))
+    pool.browse(env.url("/product/B0IDLE"), None, Some(0))
         .await
         .expect("first");
     let pid = pool.slots()[0].browser_facts().pid.expect("running");
@@ -561,8 +565,8 @@ async fn idle_browsers_close_and_big_ones_restart() {
     let facts = pool.slots()[0].browser_facts();
     assert!(!facts.running, "idle browser was not closed");
     assert_eq!(facts.crashes, 0, "an idle close is not a crash");
-    assert!(!idpool::browser::launcher::pid_alive(pid));
-    pool.fetch_browser(env.url("/product/B0IDLE"), None, Some(0))
+    assert!(!idpool::browser::process::pid_alive(pid));
+    pool.browse(env.url("/product/B0IDLE"), None, Some(0))
         .await
         .expect("relaunch");
     assert_eq!(pool.slots()[0].browser_facts().launches, 2);
@@ -577,7 +581,7 @@ async fn idle_browsers_close_and_big_ones_restart() {
     );
     let pool = env.pool();
     for _ in 0..2 {
-        pool.fetch_browser(env.url("/product/B0RSS"), None, Some(0))
+        pool.browse(env.url("/product/B0RSS"), None, Some(0))
             .await
             .expect("fetch");
     }
@@ -602,7 +606,7 @@ async fn wait_for_sees_javascript_rendered_content_and_times_out_cleanly() {
     let pool = env.pool();
     let item = "B0JSR";
     let f = pool
-        .fetch_browser(
+        .browse(
             env.url(&format!("/js-reviews/{item}")),
             Some("#reviews[data-state=ready] .review".into()),
             Some(0),
@@ -615,7 +619,7 @@ async fn wait_for_sees_javascript_rendered_content_and_times_out_cleanly() {
         "JS-rendered reviews missing"
     );
     let err = pool
-        .fetch_browser(
+        .browse(
             env.url("/product/B0JSR"),
             Some("#never-there".into()),
             Some(0),
@@ -646,13 +650,13 @@ async fn a_busy_slot_browser_gives_a_clear_error_after_the_wait() {
         })
     });
     let pool = env.pool();
-    pool.fetch_browser(env.url("/"), None, Some(0))
+    pool.browse(env.url("/"), None, Some(0))
         .await
         .expect("warm");
-    let slow = pool.fetch_browser(env.url("/product/SLOW9"), None, Some(0));
+    let slow = pool.browse(env.url("/product/SLOW9"), None, Some(0));
     let queued = async {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        pool.fetch_browser(env.url("/"), None, Some(0)).await
+        pool.browse(env.url("/"), None, Some(0)).await
     };
     let (slow, queued) = tokio::join!(slow, queued);
     slow.expect("the slow one completes");
@@ -691,7 +695,7 @@ async fn a_launch_that_fails_part_way_kills_and_reaps_its_child() {
     );
     let pool = env.pool();
     let err = pool
-        .fetch_browser(env.url("/"), None, Some(0))
+        .browse(env.url("/"), None, Some(0))
         .await
         .expect_err("launch fails");
     assert!(
@@ -705,7 +709,7 @@ async fn a_launch_that_fails_part_way_kills_and_reaps_its_child() {
         .parse()
         .expect("pid");
     assert!(
-        !idpool::browser::launcher::pid_alive(pid),
+        !idpool::browser::process::pid_alive(pid),
         "the failed launch left its child running"
     );
     assert_eq!(pool.slots()[0].browser_facts().launches, 0);

@@ -335,3 +335,74 @@ async fn call_cli_runs_a_tool_and_prints_json() {
             .contains("extract failed: `product` of `testshop` failed")
     );
 }
+
+/// The cascade's tier 3 goes through the same SSRF guard as every request:
+/// a tier-3 URL the guard refuses never reaches the browser, and a page the
+/// browser was redirected to is refused once it lands.
+#[tokio::test]
+async fn tier_three_refuses_what_the_guard_refuses_and_redirects_to_it() {
+    let env = shop(1).await;
+    let bundled = std::fs::read_to_string(env.path("strategies/testshop.toml")).expect("strategy");
+    // Only 127.0.0.1 is the shop's: `localhost` (the same testbed) is not covered.
+    let only_ip = bundled.replace(
+        r#"hosts = ["127.0.0.1", "localhost"]"#,
+        r#"hosts = ["127.0.0.1"]"#,
+    );
+    assert_ne!(only_ip, bundled, "testshop.toml changed its hosts line");
+    let tier3 = "url = \"{base_url}/js-reviews/{item}?page={page}\"";
+    assert!(bundled.contains(tier3), "testshop.toml changed its tier 3");
+    let elsewhere = format!(
+        "{}/js-reviews/B0TESTA1",
+        env.url("/")
+            .as_str()
+            .replace("127.0.0.1", "localhost")
+            .trim_end_matches('/')
+    );
+    let cases = [
+        (
+            "https://elsewhere.test/js-reviews/{item}".to_string(),
+            "elsewhere.test",
+        ),
+        (
+            format!(
+                "{{base_url}}/redirect?to={}",
+                elsewhere.replace(':', "%3A").replace('/', "%2F")
+            ),
+            "redirected",
+        ),
+    ];
+    for (url, says) in cases {
+        env.write(
+            "strategies/testshop.toml",
+            &only_ip.replace(tier3, &format!("url = \"{url}\"")),
+        );
+        let pool = env.pool();
+        let opts = RunOptions {
+            only_tiers: Some(vec![3]),
+            ..RunOptions::default()
+        };
+        let e = tools::get_reviews::run(
+            &pool,
+            json!({"item": "B0TESTA1", "strategy": "testshop"}),
+            opts,
+        )
+        .await
+        .expect_err("the guard refuses");
+        let msg = e.to_string();
+        assert_eq!(e.kind(), idpool::ErrorKind::Refused, "{msg}");
+        assert!(
+            msg.contains(says) && msg.contains("localhost") == (says == "redirected"),
+            "{url}: {msg}"
+        );
+        let facts = pool.slots()[0].browser_facts();
+        if says == "redirected" {
+            assert_eq!(
+                facts.launches, 1,
+                "the redirect is only seen in the browser"
+            );
+        } else {
+            assert_eq!(facts.launches, 0, "a refused URL launched the browser");
+        }
+        shutdown_and_check(&pool).await;
+    }
+}

@@ -512,7 +512,7 @@ async fn the_status_page_renders_the_slot_table_in_headless_chromium() {
     let pool = viewer_env.pool();
     let url = url::Url::parse(&format!("{}#key={viewer}", d.url("/"))).expect("url");
     let page = pool
-        .fetch_browser(url, Some("#slots tr[data-slot='1']".into()), Some(0))
+        .browse(url, Some("#slots tr[data-slot='1']".into()), Some(0))
         .await
         .expect("the page renders its rows");
     let html = page.response.text();
@@ -526,7 +526,7 @@ async fn the_status_page_renders_the_slot_table_in_headless_chromium() {
     assert!(html.contains("2 slots, updated"), "{html}");
     // With a wrong key the page asks for one.
     let page = pool
-        .fetch_browser(
+        .browse(
             url::Url::parse(&format!("{}?again=1#key=idp_wrong", d.url("/"))).expect("url"),
             Some("#login:not([hidden])".into()),
             Some(0),

@@ -38,7 +38,7 @@ async fn the_testbed_records_h2_fingerprints_and_header_order_of_both_tiers() {
     )
     .await
     .expect("http tier");
-    pool.fetch_browser(env.url("/product/B0FP?via=browser"), None, Some(0))
+    pool.browse(env.url("/product/B0FP?via=browser"), None, Some(0))
         .await
         .expect("browser tier");
     let reqwest_h1 = reqwest::Client::new()
@@ -112,7 +112,7 @@ async fn after_calibration_the_http_tier_sends_what_the_slots_browser_sends() {
     let slot = pool.slots()[0].clone();
     assert_eq!(slot.calibration_status().state, "pending");
     // The first browser use launches Chromium; the slot calibrates after it.
-    pool.fetch_browser(env.url("/product/B0CAL?via=first"), None, Some(0))
+    pool.browse(env.url("/product/B0CAL?via=first"), None, Some(0))
         .await
         .expect("browser tier");
     // The call had its page at once; the run goes on behind it.
@@ -134,7 +134,7 @@ async fn after_calibration_the_http_tier_sends_what_the_slots_browser_sends() {
     );
     // Now at the testbed: the browser (with the cookie it earned) and the
     // calibrated HTTP tier, one navigation each.
-    pool.fetch_browser(env.url("/product/B0CAL?via=browser"), None, Some(0))
+    pool.browse(env.url("/product/B0CAL?via=browser"), None, Some(0))
         .await
         .expect("browser tier");
     pool.fetch(
@@ -202,7 +202,7 @@ async fn after_calibration_the_http_tier_sends_what_the_slots_browser_sends() {
         record.report.residual
     );
     // With a host name both send SNI: still parts a and b equal.
-    pool.fetch_browser(env.alt_url("/product/B0SNI?via=browser"), None, Some(0))
+    pool.browse(env.alt_url("/product/B0SNI?via=browser"), None, Some(0))
         .await
         .expect("browser tier, localhost");
     pool.fetch(
@@ -364,7 +364,7 @@ async fn a_new_chromium_version_recalibrates_at_the_next_launch() {
     let visit = |tag: &str| {
         let (pool, slot, url) = (&pool, &slot, env.url(&format!("/product/B0VER?{tag}")));
         async move {
-            let r = pool.fetch_browser(url, None, Some(0)).await;
+            let r = pool.browse(url, None, Some(0)).await;
             slot.calibration_settled().await;
             r
         }

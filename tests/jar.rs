@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use idpool::http::FetchRequest;
-use idpool::pool::{Jar, OpenNote};
+use idpool::jar::{Jar, OpenNote};
 
 #[tokio::test]
 async fn cookies_survive_a_pool_restart() {

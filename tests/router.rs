@@ -41,7 +41,7 @@ async fn open_breaker(pool: &Pool, slot: usize) {
         pool.next_slot("s", Some(slot))
             .await
             .expect("lease")
-            .finish(Outcome::HardBlock, None);
+            .finish(Outcome::HardBlock);
     }
     assert_eq!(pool.breaker(slot, "s").state, BreakerState::Open);
 }
@@ -91,7 +91,8 @@ async fn politeness_interval_spaces_requests_per_slot() {
 async fn retry_after_is_honoured_for_that_slot_and_strategy_only() {
     let (_dir, pool) = pool(1, 0, 8);
     let lease = pool.next_slot("s", None).await.expect("lease");
-    lease.finish(Outcome::Failed, Some(Duration::from_secs(30)));
+    lease.wait_asked(Duration::from_secs(30));
+    lease.finish(Outcome::Failed);
     assert_eq!(
         pool.breaker(0, "s").failures,
         0,
@@ -146,6 +147,6 @@ async fn dropped_trial_lease_frees_the_half_open_trial() {
     drop(trial); // cancelled: no verdict
     let again = pool.next_slot("s", None).await.expect("lease");
     assert!(again.is_trial() && !again.degraded());
-    again.finish(Outcome::Ok, None);
+    again.finish(Outcome::Ok);
     assert_eq!(pool.breaker(0, "s").state, BreakerState::Closed);
 }

@@ -219,13 +219,6 @@ fn redact_url(s: &str) -> String {
     }
 }
 
-/// Now as RFC 3339 UTC with milliseconds.
-pub fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    now.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| now.unix_timestamp().to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,7 +260,7 @@ mod tests {
         let path = dir.path().join("audit.log");
         let log = AuditLog::open(&path).unwrap();
         let rec = AuditRecord {
-            ts: now_rfc3339(),
+            ts: crate::pool::events::now_rfc3339(),
             principal: "p".into(),
             role: "viewer".into(),
             transport: "http".into(),

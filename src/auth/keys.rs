@@ -143,7 +143,7 @@ impl Keys {
         // Keep the owner, group and (at most 0640) mode an installer gave the
         // file, so a daemon running as another user can still read it.
         let before = std::fs::metadata(&self.path).ok();
-        crate::pool::cookies::write_atomically(&self.path, text.as_bytes())?;
+        crate::fsutil::write_atomically(&self.path, text.as_bytes())?;
         if let Some(m) = before {
             use std::os::unix::fs::{MetadataExt, PermissionsExt};
             let _ = std::os::unix::fs::chown(&self.path, Some(m.uid()), Some(m.gid()));

@@ -7,16 +7,16 @@
 //! on error. Chromium is made a process-group leader so its helpers (zygote,
 //! renderers, GPU/network services) end with it.
 
-use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use base64::Engine;
-use sha2::{Digest, Sha256};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+use super::process::{
+    all_pids, cmdline, end_outside, group_members, kill_and_reap, pid_alive, reap, signal_group,
+};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Everything needed to start one slot's Chromium.
@@ -140,105 +140,6 @@ pub fn find_executable(configured: Option<&Path>) -> Result<PathBuf> {
     })
 }
 
-/// base64(SHA-256(SubjectPublicKeyInfo)) of every certificate in the PEM files,
-/// the form `--ignore-certificate-errors-spki-list` takes.
-pub fn spki_hashes(pem_files: &[PathBuf]) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    for path in pem_files {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
-        for der in pem_blocks(&text) {
-            let spki = spki_of(&der).ok_or_else(|| {
-                Error::config(format!(
-                    "{}: a certificate could not be parsed",
-                    path.display()
-                ))
-            })?;
-            out.push(base64::engine::general_purpose::STANDARD.encode(Sha256::digest(spki)));
-        }
-    }
-    Ok(out)
-}
-
-/// base64(SHA-256(SubjectPublicKeyInfo)) of one DER certificate.
-pub fn spki_hash_der(der: &[u8]) -> Option<String> {
-    spki_of(der).map(|spki| base64::engine::general_purpose::STANDARD.encode(Sha256::digest(spki)))
-}
-
-fn pem_blocks(text: &str) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut cur: Option<String> = None;
-    for line in text.lines() {
-        let line = line.trim();
-        if line == "-----BEGIN CERTIFICATE-----" {
-            cur = Some(String::new());
-        } else if line == "-----END CERTIFICATE-----" {
-            if let Some(b64) = cur.take()
-                && let Ok(der) = base64::engine::general_purpose::STANDARD.decode(b64)
-            {
-                out.push(der);
-            }
-        } else if let Some(c) = cur.as_mut() {
-            c.push_str(line);
-        }
-    }
-    out
-}
-
-/// One DER element.
-struct Der<'a> {
-    tag: u8,
-    /// Header and contents.
-    whole: &'a [u8],
-    contents: &'a [u8],
-    /// What follows the element.
-    rest: &'a [u8],
-}
-
-fn der_next(buf: &[u8]) -> Option<Der<'_>> {
-    let tag = *buf.first()?;
-    let first = *buf.get(1)?;
-    let (len, hdr) = if first < 0x80 {
-        (usize::from(first), 2)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 {
-            return None;
-        }
-        let mut len = 0usize;
-        for i in 0..n {
-            len = (len << 8) | usize::from(*buf.get(2 + i)?);
-        }
-        (len, 2 + n)
-    };
-    let end = hdr.checked_add(len)?;
-    if buf.len() < end {
-        return None;
-    }
-    Some(Der {
-        tag,
-        whole: &buf[..end],
-        contents: &buf[hdr..end],
-        rest: &buf[end..],
-    })
-}
-
-/// The SubjectPublicKeyInfo element of a DER certificate.
-fn spki_of(cert: &[u8]) -> Option<&[u8]> {
-    let cert_body = der_next(cert)?.contents;
-    let mut tbs = der_next(cert_body)?.contents;
-    // Optional [0] version, then serial, signature, issuer, validity, subject, SPKI.
-    let first = der_next(tbs)?;
-    if first.tag == 0xa0 {
-        tbs = first.rest;
-    }
-    for _ in 0..5 {
-        tbs = der_next(tbs)?.rest;
-    }
-    let spki = der_next(tbs)?;
-    (spki.tag == 0x30).then_some(spki.whole)
-}
-
 /// Fail clearly when something else holds the slot's CDP port. (Chromium would
 /// silently bind [::1] instead, and we would attach to the stranger.)
 pub fn check_port_free(slot: usize, port: u16) -> Result<()> {
@@ -272,35 +173,6 @@ fn xdg_dir(spec: &LaunchSpec) -> PathBuf {
         .parent()
         .unwrap_or(&spec.user_data_dir)
         .join("xdg")
-}
-
-/// Every pid in `/proc`.
-pub fn all_pids() -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
-        .collect()
-}
-
-/// The arguments `pid` was started with.
-pub fn cmdline(pid: u32) -> Option<Vec<String>> {
-    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    Some(
-        raw.split(|b| *b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect(),
-    )
-}
-
-/// Field `n` of `/proc/<pid>/stat` counted after the command name
-/// (0: state, 1: parent pid, 2: process group).
-fn stat_field(pid: u32, n: usize) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    rest.split_whitespace().nth(n)?.parse().ok()
 }
 
 /// Crashpad handlers whose database lives in this slot's XDG folder.
@@ -337,7 +209,7 @@ pub async fn executable_version(executable: &Path) -> Option<String> {
 /// killed and reaped before the error returns.
 pub async fn start(spec: &LaunchSpec) -> Result<Started> {
     check_port_free(spec.slot, spec.port)?;
-    create_private_dir(&spec.user_data_dir)?;
+    crate::fsutil::create_private_dir(&spec.user_data_dir)?;
     remove_singleton_locks(&spec.user_data_dir);
     let mut cmd = Command::new(&spec.executable);
     cmd.args(spec.args())
@@ -436,96 +308,6 @@ async fn started(spec: &LaunchSpec, child: &mut Child) -> Result<String> {
     }
 }
 
-/// SIGKILL Chromium's whole process group, then reap the main process and the
-/// helpers that were re-parented to us.
-pub async fn kill_and_reap(child: &mut Child) {
-    let pid = child.id();
-    let helpers = pid.map(group_members).unwrap_or_default();
-    if let Some(pid) = pid {
-        signal_group(pid, libc::SIGKILL);
-    }
-    let _ = child.kill().await;
-    let _ = child.wait().await;
-    reap(&helpers).await;
-}
-
-/// Make this process the reaper of its orphaned descendants. Chromium's helpers
-/// (zygote, renderers) outlive a killed browser process for a moment; without this
-/// they would be re-parented to PID 1, which in containers often reaps nothing.
-pub fn become_subreaper() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes plain integers.
-        let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-        if rc != 0 {
-            tracing::debug!(
-                "PR_SET_CHILD_SUBREAPER failed; orphaned Chromium helpers are left to init"
-            );
-        }
-    });
-}
-
-/// Processes of the group led by `pid`, other than `pid` itself.
-pub fn group_members(pid: u32) -> Vec<u32> {
-    all_pids()
-        .into_iter()
-        .filter(|&p| p != pid && stat_field(p, 2) == Some(pid))
-        .collect()
-}
-
-/// End the rest of a group whose leader `pid` has exited, and reap its members.
-pub async fn end_group(pid: u32) {
-    let helpers = group_members(pid);
-    signal_group(pid, libc::SIGKILL);
-    reap(&helpers).await;
-}
-
-/// End and reap processes that left Chromium's group (its crashpad handlers).
-pub async fn end_outside(pids: &[u32]) {
-    for &p in pids {
-        if let Ok(p) = i32::try_from(p)
-            && p > 1
-        {
-            // SAFETY: a signal to a crashpad handler our Chromium started.
-            unsafe { libc::kill(p, libc::SIGKILL) };
-        }
-    }
-    reap(pids).await;
-}
-
-/// Reap `pids` once they are our children (subreaper) and dead; give up after ~3 s
-/// for any that are not ours to wait for.
-async fn reap(pids: &[u32]) {
-    let mut left: Vec<i32> = pids.iter().filter_map(|p| i32::try_from(*p).ok()).collect();
-    for _ in 0..60 {
-        left.retain(|&p| {
-            let mut status = 0;
-            // SAFETY: waitpid on a specific pid with WNOHANG never blocks.
-            let r = unsafe { libc::waitpid(p, &mut status, libc::WNOHANG) };
-            r == 0 // still running (or not yet re-parented to us): try again
-        });
-        if left.is_empty() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Send `sig` to the process group led by `pid` (our Chromium) and to `pid`.
-pub fn signal_group(pid: u32, sig: i32) {
-    let Ok(pid) = i32::try_from(pid) else {
-        return;
-    };
-    if pid <= 1 {
-        return;
-    }
-    // SAFETY: plain syscalls on a pid we spawned as a group leader.
-    unsafe {
-        libc::kill(-pid, sig);
-        libc::kill(pid, sig);
-    }
-}
-
 /// End Chromium left running by an earlier run of this slot: only when the pid
 /// file's process is a Chromium with this slot's port and user-data-dir.
 /// Returns the pid that was ended.
@@ -562,17 +344,6 @@ pub async fn end_stale(spec: &LaunchSpec) -> Option<u32> {
     Some(pid)
 }
 
-/// Whether `pid` exists and is not a zombie.
-pub fn pid_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
-    }
-}
-
 /// Chromium refuses a profile whose `Singleton*` links point at a dead process.
 fn remove_singleton_locks(dir: &Path) {
     for name in ["SingletonLock", "SingletonSocket", "SingletonCookie"] {
@@ -583,63 +354,9 @@ fn remove_singleton_locks(dir: &Path) {
     }
 }
 
-/// Create `dir` and its parents, mode 0700 (slot folders, Chromium profiles).
-pub(crate) fn create_private_dir(dir: &Path) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e: io::Error| Error::io(format!("cannot create {}", dir.display()), e))
-}
-
-/// Resident memory of `pid` and all its descendants, in MiB.
-pub fn tree_rss_mb(pid: u32) -> u64 {
-    let parents: Vec<(u32, u32)> = all_pids()
-        .into_iter()
-        .filter_map(|p| Some((p, stat_field(p, 1)?)))
-        .collect();
-    let mut tree = vec![pid];
-    let mut i = 0;
-    while i < tree.len() {
-        let cur = tree[i];
-        tree.extend(parents.iter().filter(|(_, pp)| *pp == cur).map(|(p, _)| *p));
-        i += 1;
-    }
-    let kb: u64 = tree
-        .iter()
-        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
-        .filter_map(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .sum();
-    kb / 1024
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn spki_hash_matches_openssl() {
-        let dir = tempfile::tempdir().unwrap();
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["x.test".to_string()])
-            .unwrap()
-            .self_signed(&key)
-            .unwrap();
-        let pem = dir.path().join("c.pem");
-        std::fs::write(&pem, cert.pem()).unwrap();
-        let ours = spki_hashes(std::slice::from_ref(&pem)).unwrap();
-        assert_eq!(ours.len(), 1);
-        // The public key DER is exactly the SPKI.
-        let expect =
-            base64::engine::general_purpose::STANDARD.encode(Sha256::digest(key.public_key_der()));
-        assert_eq!(ours[0], expect);
-    }
 
     #[test]
     fn args_are_ours_alone() {

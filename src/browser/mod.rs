@@ -1,7 +1,9 @@
 //! The browser tier: one lazily launched, supervised Chromium per slot.
 //!
-//! - `launcher`: argument list, port check, spawn, kill-and-reap guard, stale
-//!   processes of earlier runs, SPKI pins for extra roots, process-tree RSS.
+//! - `launcher`: argument list, port check, spawn (killed and reaped if a
+//!   later launch step fails), stale processes of earlier runs.
+//! - `process`: `/proc` reading, process groups, kill-and-reap, liveness,
+//!   process-tree RSS.
 //! - `supervisor`: the task that polls the CDP handler and reaps Chromium.
 //! - `page`: one operation on a tab: identity overrides, cookie sync, navigation
 //!   with the main document's real status, waiting for selectors and challenges.
@@ -12,6 +14,7 @@
 
 pub mod launcher;
 pub mod page;
+pub mod process;
 mod supervisor;
 
 pub use launcher::LaunchSpec;
@@ -30,7 +33,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::BrowserConfig;
 use crate::error::{Error, ErrorKind, Result};
-use crate::pool::Jar;
+use crate::jar::Jar;
 use supervisor::Flags;
 
 /// What operators see of a slot's browser.
@@ -132,7 +135,7 @@ impl SlotBrowser {
         match *cache {
             Some((at, p, mb)) if p == pid && at.elapsed() < RSS_FRESH => mb,
             _ => {
-                let mb = launcher::tree_rss_mb(pid);
+                let mb = process::tree_rss_mb(pid);
                 *cache = Some((Instant::now(), pid, mb));
                 mb
             }
@@ -149,8 +152,9 @@ impl SlotBrowser {
     }
 
     /// This slot's turn at its browser (queueing up to `lock_wait_secs`),
-    /// Chromium launched or relaunched if needed.
-    async fn lock_running(&self) -> Result<tokio::sync::MutexGuard<'_, Option<Running>>> {
+    /// Chromium launched or relaunched if needed. Navigations in one turn
+    /// follow each other with nothing of another caller in between.
+    pub async fn turn(&self) -> Result<Turn<'_>> {
         let wait = Duration::from_secs(self.cfg.lock_wait_secs);
         let mut guard = tokio::time::timeout(wait, self.state.lock())
             .await
@@ -165,123 +169,20 @@ impl SlotBrowser {
                 )
             })?;
         self.ensure_running(&mut guard).await?;
-        Ok(guard)
+        Ok(Turn {
+            browser: self,
+            guard,
+        })
     }
 
-    /// Navigate in this slot's browser, syncing cookies with `jar` around it.
-    /// Operations on one slot run one at a time; callers queue up to `lock_wait_secs`.
-    pub async fn fetch(
+    /// One navigation in a turn of its own: see [`Turn::navigate`].
+    pub async fn navigate(
         &self,
         req: &BrowserRequest,
-        jar: &Jar,
+        jar: Option<&Jar>,
         probe: &page::Probe<'_>,
     ) -> Result<PageResult> {
-        let mut guard = self.lock_running().await?;
-        let Some(running) = guard.as_mut() else {
-            return Err(Error::new(
-                ErrorKind::Internal,
-                "browser vanished after launch",
-            ));
-        };
-        let Some(tab) = running.page.clone() else {
-            return Err(Error::new(ErrorKind::Internal, "browser has no tab"));
-        };
-        let op_timeout = Duration::from_secs(self.cfg.op_timeout_secs);
-        // Waiting for selectors / challenges stops early enough to still sync
-        // cookies and report *what* was not met, inside the operation's deadline.
-        let deadline = Instant::now() + op_timeout.mul_f64(0.8);
-        let result = tokio::time::timeout(op_timeout, async {
-            if let Some(domain) = &req.cookie_domain {
-                page::push_cookies(&tab, &jar.export_for_domain(domain)).await?;
-            }
-            let mut result =
-                page::navigate(&tab, &req.url, req.wait_for.as_deref(), probe, deadline).await;
-            if let Some(domain) = &req.cookie_domain {
-                // Cookies the site set are kept even when the page itself failed.
-                let cookies = page::pull_cookies(&running.browser, domain).await?;
-                jar.import(&cookies);
-                if let Ok(page) = result.as_mut() {
-                    page.cookies = cookies;
-                }
-            }
-            result
-        })
-        .await
-        .unwrap_or_else(|_| {
-            Err(Error::new(
-                ErrorKind::Timeout,
-                format!(
-                    "slot {}: browser operation on {} timed out after {}s",
-                    self.spec.slot,
-                    req.url,
-                    op_timeout.as_secs()
-                ),
-            ))
-        });
-        running.last_used = Instant::now();
-        let (ops, pid) = {
-            let mut f = self.facts.lock();
-            f.total_ops += 1;
-            f.ops_since_recycle += 1;
-            if let Err(e) = &result {
-                f.last_error = Some(e.to_string());
-            }
-            (f.ops_since_recycle, f.pid)
-        };
-        if !running.flags.dead.load(Ordering::Acquire) {
-            if self.cfg.recycle_after > 0 && ops >= self.cfg.recycle_after {
-                if let Err(e) = self.recycle(running).await {
-                    tracing::warn!(slot = self.spec.slot, error = %e, "tab recycling failed; restarting the browser");
-                    self.close_running(&mut guard).await;
-                }
-            } else if self.cfg.max_rss_mb > 0
-                && let Some(pid) = pid
-                && self.rss_mb(pid) > self.cfg.max_rss_mb
-            {
-                tracing::info!(
-                    slot = self.spec.slot,
-                    max_rss_mb = self.cfg.max_rss_mb,
-                    "browser passed max_rss_mb; restarting it"
-                );
-                self.facts.lock().rss_restarts += 1;
-                self.close_running(&mut guard).await;
-            }
-        }
-        result
-    }
-
-    /// Navigate the working tab to each of `urls` in turn, each until
-    /// `wait_for` appears (launching Chromium if needed): the calibration's
-    /// visit to the daemon's own listener. No cookie sync, no probe.
-    pub async fn visit(&self, urls: &[String], wait_for: &str) -> Result<()> {
-        let mut guard = self.lock_running().await?;
-        let Some(tab) = guard.as_ref().and_then(|r| r.page.clone()) else {
-            return Err(Error::new(ErrorKind::Internal, "browser has no tab"));
-        };
-        let op_timeout = Duration::from_secs(self.cfg.op_timeout_secs);
-        let normal = |_: &str, _: &str, _: u16| page::PageState::Normal;
-        for url in urls {
-            let deadline = Instant::now() + op_timeout.mul_f64(0.8);
-            let page = tokio::time::timeout(
-                op_timeout,
-                page::navigate(&tab, url, Some(wait_for), &normal, deadline),
-            )
-            .await
-            .map_err(|_| Error::new(ErrorKind::Timeout, format!("{url} timed out")))??;
-            if !page.wait_for_met {
-                return Err(Error::new(
-                    ErrorKind::Network,
-                    format!(
-                        "{url}: `{wait_for}` did not appear (status {})",
-                        page.status
-                    ),
-                ));
-            }
-        }
-        if let Some(r) = guard.as_mut() {
-            r.last_used = Instant::now();
-        }
-        Ok(())
+        self.turn().await?.navigate(req, jar, probe).await
     }
 
     /// Fresh blank tab first, then close the stale ones. Process and cookies stay.
@@ -363,8 +264,8 @@ impl SlotBrowser {
         let (browser, handler) = match connected {
             Ok(Ok(pair)) => pair,
             Ok(Err(e)) => {
-                launcher::kill_and_reap(&mut child).await;
-                launcher::end_outside(&outside_group).await;
+                process::kill_and_reap(&mut child).await;
+                process::end_outside(&outside_group).await;
                 return Err(Error::new(
                     ErrorKind::Network,
                     format!("slot {}: cannot attach to Chromium's DevTools", spec.slot),
@@ -372,8 +273,8 @@ impl SlotBrowser {
                 .with_source(e));
             }
             Err(_) => {
-                launcher::kill_and_reap(&mut child).await;
-                launcher::end_outside(&outside_group).await;
+                process::kill_and_reap(&mut child).await;
+                process::end_outside(&outside_group).await;
                 return Err(Error::new(
                     ErrorKind::Timeout,
                     format!("slot {}: attaching to Chromium timed out", spec.slot),
@@ -462,7 +363,7 @@ impl SlotBrowser {
             Err(_) => {
                 // An operation is stuck: end the process; its supervisor reaps it.
                 if let Some(pid) = self.facts.lock().pid {
-                    launcher::signal_group(pid, libc::SIGKILL);
+                    process::signal_group(pid, libc::SIGKILL);
                 }
                 return;
             }
@@ -508,7 +409,7 @@ impl SlotBrowser {
                 .await
                 .is_err()
         {
-            launcher::signal_group(r.pid, libc::SIGKILL);
+            process::signal_group(r.pid, libc::SIGKILL);
             r.supervisor.abort();
         }
         let mut f = self.facts.lock();
@@ -517,12 +418,105 @@ impl SlotBrowser {
     }
 }
 
+/// One caller's turn at a slot's browser: the browser's lock, held.
+pub struct Turn<'a> {
+    browser: &'a SlotBrowser,
+    guard: tokio::sync::MutexGuard<'a, Option<Running>>,
+}
+
+impl Turn<'_> {
+    /// Navigate the working tab, syncing the cookies of `req.cookie_domain`
+    /// with `jar` around it; afterwards the tab is recycled, or the browser
+    /// restarted past `max_rss_mb`, when due. No SSRF check here: callers go
+    /// through `pool::Lease::browse`, which guards.
+    pub async fn navigate(
+        &mut self,
+        req: &BrowserRequest,
+        jar: Option<&Jar>,
+        probe: &page::Probe<'_>,
+    ) -> Result<PageResult> {
+        self.browser.ensure_running(&mut self.guard).await?;
+        let Some(running) = self.guard.as_mut() else {
+            return Err(Error::new(
+                ErrorKind::Internal,
+                "browser vanished after launch",
+            ));
+        };
+        let Some(tab) = running.page.clone() else {
+            return Err(Error::new(ErrorKind::Internal, "browser has no tab"));
+        };
+        let op_timeout = Duration::from_secs(self.browser.cfg.op_timeout_secs);
+        // Waiting for selectors / challenges stops early enough to still sync
+        // cookies and report *what* was not met, inside the operation's deadline.
+        let deadline = Instant::now() + op_timeout.mul_f64(0.8);
+        let result = tokio::time::timeout(op_timeout, async {
+            let sync = jar.zip(req.cookie_domain.as_deref());
+            if let Some((jar, domain)) = sync {
+                page::push_cookies(&tab, &jar.export_for_domain(domain)).await?;
+            }
+            let mut result =
+                page::navigate(&tab, &req.url, req.wait_for.as_deref(), probe, deadline).await;
+            if let Some((jar, domain)) = sync {
+                // Cookies the site set are kept even when the page itself failed.
+                let cookies = page::pull_cookies(&running.browser, domain).await?;
+                jar.import(&cookies);
+                if let Ok(page) = result.as_mut() {
+                    page.cookies = cookies;
+                }
+            }
+            result
+        })
+        .await
+        .unwrap_or_else(|_| {
+            Err(Error::new(
+                ErrorKind::Timeout,
+                format!(
+                    "slot {}: browser operation on {} timed out after {}s",
+                    self.browser.spec.slot,
+                    req.url,
+                    op_timeout.as_secs()
+                ),
+            ))
+        });
+        running.last_used = Instant::now();
+        let (ops, pid) = {
+            let mut f = self.browser.facts.lock();
+            f.total_ops += 1;
+            f.ops_since_recycle += 1;
+            if let Err(e) = &result {
+                f.last_error = Some(e.to_string());
+            }
+            (f.ops_since_recycle, f.pid)
+        };
+        if !running.flags.dead.load(Ordering::Acquire) {
+            if self.browser.cfg.recycle_after > 0 && ops >= self.browser.cfg.recycle_after {
+                if let Err(e) = self.browser.recycle(running).await {
+                    tracing::warn!(slot = self.browser.spec.slot, error = %e, "tab recycling failed; restarting the browser");
+                    self.browser.close_running(&mut self.guard).await;
+                }
+            } else if self.browser.cfg.max_rss_mb > 0
+                && let Some(pid) = pid
+                && self.browser.rss_mb(pid) > self.browser.cfg.max_rss_mb
+            {
+                tracing::info!(
+                    slot = self.browser.spec.slot,
+                    max_rss_mb = self.browser.cfg.max_rss_mb,
+                    "browser passed max_rss_mb; restarting it"
+                );
+                self.browser.facts.lock().rss_restarts += 1;
+                self.browser.close_running(&mut self.guard).await;
+            }
+        }
+        result
+    }
+}
+
 impl Drop for SlotBrowser {
     fn drop(&mut self) {
         // Last line of defence when the pool is dropped without `shutdown`: no
         // Chromium outlives its owner. (The supervisor, if still polled, reaps it.)
         if let Some(pid) = self.facts.lock().pid {
-            launcher::signal_group(pid, libc::SIGKILL);
+            process::signal_group(pid, libc::SIGKILL);
         }
     }
 }

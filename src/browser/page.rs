@@ -16,7 +16,7 @@ use chromiumoxide::{Browser, Page};
 use futures_util::{FutureExt, StreamExt};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::pool::PortableCookie;
+use crate::jar::PortableCookie;
 
 /// What the browser must claim to be: the slot's HTTP identity.
 #[derive(Debug, Clone)]

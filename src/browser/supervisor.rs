@@ -12,7 +12,7 @@ use tokio::process::Child;
 use tokio::sync::oneshot;
 
 use super::BrowserFacts;
-use super::launcher;
+use super::process;
 
 /// Flags shared between a running browser and its supervisor.
 #[derive(Debug, Default)]
@@ -60,10 +60,10 @@ pub async fn supervise(
         }
     };
     match exit {
-        None => launcher::kill_and_reap(&mut child).await,
+        None => process::kill_and_reap(&mut child).await,
         Some(status) => {
             // The main process is gone; make sure no helper of its group lingers.
-            launcher::end_group(pid).await;
+            process::end_group(pid).await;
             if !flags.closing.load(Ordering::Acquire) {
                 let why = match status {
                     Ok(s) => format!("Chromium (pid {pid}) exited unexpectedly: {s}"),
@@ -76,7 +76,7 @@ pub async fn supervise(
             }
         }
     }
-    launcher::end_outside(&outside_group).await;
+    process::end_outside(&outside_group).await;
     // A pid file that names a reaped process would only confuse the next start.
     if std::fs::read_to_string(&pid_file).is_ok_and(|p| p.trim() == pid.to_string()) {
         let _ = std::fs::remove_file(&pid_file);

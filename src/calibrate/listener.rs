@@ -102,7 +102,7 @@ impl Cert {
         params.not_after = now + time::Duration::days(3650);
         let key = KeyPair::generate().map_err(tls_err)?;
         let cert = params.self_signed(&key).map_err(tls_err)?;
-        let spki = crate::browser::launcher::spki_hash_der(cert.der())
+        let spki = crate::http::cert::spki_hash_der(cert.der())
             .ok_or_else(|| tls_err("cannot read its public key"))?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ServerConfig::builder_with_provider(provider)

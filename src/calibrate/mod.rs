@@ -21,11 +21,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::browser::SlotBrowser;
+use crate::config::HttpConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fingerprint::calibration::compare;
 use crate::fingerprint::{Calibration, Capture, Report};
 use crate::http::{FetchRequest, HttpClient, RequestKind};
-use crate::pool::Slot;
+use crate::profile::Profile;
 
 /// One slot's calibration, as saved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,7 +68,7 @@ impl Record {
     pub fn save(&self, slot_dir: &Path) -> Result<()> {
         let json = serde_json::to_vec_pretty(self)
             .map_err(|e| Error::new(ErrorKind::Internal, format!("calibration record: {e}")))?;
-        crate::pool::write_atomically(&Self::path(slot_dir), &json)
+        crate::fsutil::write_atomically(&Self::path(slot_dir), &json)
     }
 }
 
@@ -129,9 +131,10 @@ impl Calibrator {
         }
     }
 
-    /// One calibration run on `slot` (its browser launches if needed). The
-    /// slot is not changed here: [`Slot::calibrate_now`] applies the record.
-    pub async fn run(&self, slot: &Slot) -> Result<Record> {
+    /// One calibration run of `slot`'s browser against an HTTP client built
+    /// from its profile (the browser launches if needed). Nothing is applied
+    /// here: the pool's slot applies the record.
+    pub async fn run(&self, slot: Subject<'_>) -> Result<Record> {
         let closed = || {
             Error::new(
                 ErrorKind::Refused,
@@ -165,15 +168,12 @@ impl Calibrator {
             ));
         };
         let base = new_run(l);
-        slot.browser()
-            .visit(&[format!("{base}/start"), format!("{base}/page")], WAIT_FOR)
-            .await
-            .map_err(|e| {
-                e.context(format!(
-                    "slot {}: calibration visit of the browser",
-                    slot.id
-                ))
-            })?;
+        browser_visit(slot.browser, &base).await.map_err(|e| {
+            e.context(format!(
+                "slot {}: calibration visit of the browser",
+                slot.id
+            ))
+        })?;
         let browser = take(l, "browser")?;
         let ua = |c: &Capture| {
             c.navigation
@@ -192,7 +192,7 @@ impl Calibrator {
                 ),
             ));
         }
-        let chromium = slot.browser_facts().version.unwrap_or_default();
+        let chromium = slot.browser.facts().version.unwrap_or_default();
         let calibration = Calibration::from_browser(&browser).ok_or_else(|| {
             Error::new(
                 ErrorKind::Internal,
@@ -201,8 +201,8 @@ impl Calibrator {
         })?;
         let base = new_run(l);
         let client = HttpClient::for_calibration(
-            &slot.profile,
-            slot.http_config(),
+            slot.profile,
+            slot.http,
             Some(&calibration),
             &self.cert.pem,
         )?;
@@ -226,6 +226,42 @@ impl Calibrator {
             report,
         })
     }
+}
+
+/// What a run calibrates: one slot's browser, and the profile and HTTP
+/// settings its HTTP tier is built from.
+#[derive(Clone, Copy)]
+pub struct Subject<'a> {
+    pub id: usize,
+    pub browser: &'a SlotBrowser,
+    pub profile: &'a Profile,
+    pub http: HttpConfig,
+}
+
+/// The browser opens the listener's start page, then the page that makes
+/// its XHR, each until the page says it is done, in one turn (nothing else
+/// runs in that browser between them). No cookie sync, no probe.
+async fn browser_visit(browser: &SlotBrowser, base: &str) -> Result<()> {
+    let normal = |_: &str, _: &str, _: u16| crate::browser::PageState::Normal;
+    let mut turn = browser.turn().await?;
+    for p in ["start", "page"] {
+        let req = crate::browser::BrowserRequest {
+            url: format!("{base}/{p}"),
+            wait_for: Some(WAIT_FOR.to_string()),
+            cookie_domain: None,
+        };
+        let page = turn.navigate(&req, None, &normal).await?;
+        if !page.wait_for_met {
+            return Err(Error::new(
+                ErrorKind::Network,
+                format!(
+                    "{}: `{WAIT_FOR}` did not appear (status {})",
+                    req.url, page.status
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A fresh token; the run's base URL. Only requests under it are recorded.

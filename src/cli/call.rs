@@ -16,8 +16,8 @@ use crate::mcp::{CallContext, CallEnd};
 
 #[derive(Debug, Args)]
 pub struct CallArgs {
-    /// scrape, get_reviews, extract, list_strategies, pool_status,
-    /// refresh_cookies or reset_slot.
+    /// The tool.
+    #[arg(help = tool_help())]
     pub tool: String,
     /// The tool's arguments as a JSON object.
     #[arg(long, default_value = "{}")]
@@ -31,6 +31,20 @@ pub struct CallArgs {
     /// Run in-process on the data dir, even when a daemon runs.
     #[arg(long, conflicts_with = "url")]
     pub embedded: bool,
+}
+
+/// Every tool's name.
+fn tool_names() -> Vec<&'static str> {
+    crate::tools::ALL.iter().map(|s| s.name).collect()
+}
+
+/// `TOOL` in `idpool call --help`: every tool, with the role it needs.
+fn tool_help() -> String {
+    let tools: Vec<String> = crate::tools::ALL
+        .iter()
+        .map(|s| format!("{} ({})", s.name, s.role))
+        .collect();
+    format!("The tool: {}", tools.join(", "))
 }
 
 pub async fn run(config: Option<&Path>, a: CallArgs) -> anyhow::Result<ExitCode> {
@@ -95,11 +109,8 @@ async fn remote(client: &DaemonClient, tool: &str, args: Value) -> anyhow::Resul
 }
 
 async fn in_process(cfg: &Config, tool: &str, args: Value) -> anyhow::Result<ExitCode> {
-    if crate::mcp::catalog::role_of(tool).is_none() {
-        bail!(
-            "unknown tool `{tool}` (scrape, get_reviews, extract, list_strategies, pool_status, \
-             refresh_cookies, reset_slot)"
-        );
+    if crate::tools::find(tool).is_none() {
+        bail!("unknown tool `{tool}` ({})", tool_names().join(", "));
     }
     let core = crate::daemon::build_core(cfg).await?;
     let ctx = CallContext {

@@ -43,9 +43,7 @@ pub async fn run(config: Option<&Path>, args: FetchArgs) -> anyhow::Result<ExitC
         Tier::Http => pool.fetch(FetchRequest::get(url), args.slot).await,
         Tier::Browser => {
             pool.end_stale_browsers().await;
-            let r = pool
-                .fetch_browser(url, args.wait_for.clone(), args.slot)
-                .await;
+            let r = pool.browse(url, args.wait_for.clone(), args.slot).await;
             pool.shutdown().await;
             r
         }

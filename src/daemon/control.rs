@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Principal, Role, authorize};
-use crate::mcp::http::{McpHttp, check_host, check_origin, key_from};
+use crate::mcp::gate::{check_host, check_origin, key_from};
+use crate::mcp::http::McpHttp;
 use crate::mcp::{CallContext, CallEnd, Core};
 use crate::pool::BreakerState;
 

@@ -1,6 +1,5 @@
 //! Building and using one slot's impersonating client.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,43 +9,13 @@ use http::header::{
     ACCEPT_LANGUAGE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, SET_COOKIE, USER_AGENT,
 };
 use url::Url;
-use wreq::tls::trust::CertStore;
 
 use super::Guard;
+use super::cert::RootStore;
 use crate::config::HttpConfig;
 use crate::error::{Error, ErrorKind, Result};
-use crate::pool::Jar;
+use crate::jar::Jar;
 use crate::profile::Profile;
-
-/// The trusted roots: the public ones plus `security.extra_root_certs`.
-/// wreq's `tls_cert_store` replaces its defaults, so both go in here.
-#[derive(Clone)]
-pub struct RootStore(CertStore);
-
-impl RootStore {
-    /// Public roots (webpki) plus every PEM certificate in `extra`.
-    pub fn new(extra: &[PathBuf]) -> Result<Self> {
-        let mut builder = CertStore::builder().add_der_certs(
-            webpki_root_certs::TLS_SERVER_ROOT_CERTS
-                .iter()
-                .map(|c| c.as_ref()),
-        );
-        for path in extra {
-            let pem = std::fs::read(path).map_err(|e| {
-                Error::io(
-                    format!("security.extra_root_certs: cannot read {}", path.display()),
-                    e,
-                )
-            })?;
-            builder = builder.add_stack_pem_certs(pem);
-        }
-        builder.build().map(RootStore).map_err(|e| {
-            Error::config(format!(
-                "security.extra_root_certs: invalid certificate ({e})"
-            ))
-        })
-    }
-}
 
 /// What a request stands for in a browser, which decides its default headers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -259,16 +228,7 @@ impl HttpClient {
         cal: Option<&crate::fingerprint::Calibration>,
         extra_pem: &str,
     ) -> Result<Self> {
-        let roots = CertStore::builder()
-            .add_stack_pem_certs(extra_pem.as_bytes())
-            .build()
-            .map(RootStore)
-            .map_err(|e| {
-                Error::new(
-                    ErrorKind::Internal,
-                    format!("calibration certificate ({e})"),
-                )
-            })?;
+        let roots = RootStore::only(extra_pem)?;
         let guard = Arc::new(Guard::new(
             vec!["127.0.0.1".into(), "127.0.0.2".into()],
             true,

@@ -9,7 +9,6 @@ use std::time::Duration;
 use url::Url;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::strategy::host_matches;
 
 /// What may be fetched.
 #[derive(Debug)]
@@ -148,9 +147,33 @@ pub fn is_private(ip: IpAddr) -> bool {
     }
 }
 
+/// `*.example.com` covers every subdomain of example.com but not example.com itself.
+pub fn host_matches(patterns: &[String], host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    patterns.iter().any(|p| match p.strip_prefix("*.") {
+        Some(suffix) => {
+            host.len() > suffix.len() + 1
+                && host.ends_with(suffix)
+                && host[..host.len() - suffix.len()].ends_with('.')
+        }
+        None => *p == host,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wildcards_cover_subdomains_only() {
+        let p = vec!["*.shop.test".to_string(), "other.test".to_string()];
+        assert!(host_matches(&p, "a.shop.test"));
+        assert!(host_matches(&p, "x.y.shop.test"));
+        assert!(!host_matches(&p, "shop.test"));
+        assert!(!host_matches(&p, "evilshop.test"));
+        assert!(host_matches(&p, "OTHER.test"));
+        assert!(!host_matches(&p, "a.other.test"));
+    }
 
     fn url(s: &str) -> Url {
         Url::parse(s).unwrap()

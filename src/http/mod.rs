@@ -1,10 +1,13 @@
 //! The HTTP tier: a wreq client per slot that impersonates the slot's browser
 //! (TLS ClientHello, HTTP/2 settings, header order), with the slot's cookie jar,
-//! proxy and timeouts, and the SSRF guard on every request and redirect.
+//! proxy and timeouts, and the SSRF guard on every request and redirect;
+//! `cert` reads the extra trusted roots (a root store, SPKI pins).
 
+pub mod cert;
 mod client;
 mod guard;
 mod tls_match;
 
-pub use client::{FetchRequest, FetchResponse, HttpClient, RequestKind, RootStore, utf8_text};
-pub use guard::{Guard, is_private};
+pub use cert::RootStore;
+pub use client::{FetchRequest, FetchResponse, HttpClient, RequestKind, utf8_text};
+pub use guard::{Guard, host_matches, is_private};

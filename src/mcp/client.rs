@@ -60,7 +60,7 @@ impl DaemonClient {
             b = b.header("authorization", format!("Bearer {k}"));
         }
         if let Some(r) = self.role_cap {
-            b = b.header(super::http::ROLE_CAP_HEADER, r.as_str());
+            b = b.header(super::gate::ROLE_CAP_HEADER, r.as_str());
         }
         if let Some(s) = self.session.lock().as_ref() {
             b = b.header("mcp-session-id", s.as_str());

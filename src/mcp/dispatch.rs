@@ -9,10 +9,10 @@ use parking_lot::RwLock;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::catalog::{self, ToolDef};
+use super::catalog;
 use crate::auth::{AuditLog, AuditRecord, Denied, Keys, Principal, Role, authorize};
 use crate::config::ServerConfig;
-use crate::error::{Error, ErrorKind};
+use crate::error::ErrorKind;
 use crate::pool::Pool;
 use crate::tiers::{Progress, RunOptions};
 use crate::tools;
@@ -209,11 +209,8 @@ impl Core {
     }
 
     /// The tools `role` may call.
-    pub fn tools_for(&self, role: Role) -> Vec<ToolDef> {
-        catalog::tools(&self.pool)
-            .into_iter()
-            .filter(|t| role >= t.role)
-            .collect()
+    pub fn tools_for(&self, role: Role) -> Vec<Value> {
+        catalog::tools_for(&self.pool, role)
     }
 
     /// Gate, run and audit one tool call.
@@ -229,9 +226,10 @@ impl Core {
         let audit_args = crate::auth::audit::redact(&args);
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         let _counted = InFlight(self);
-        let end = match catalog::role_of(tool) {
+        let spec = tools::find(tool);
+        let end = match spec {
             None => CallEnd::InvalidParams(format!("unknown tool `{tool}`")),
-            Some(needed) => match authorize(&ctx.principal, tool, needed) {
+            Some(spec) => match authorize(&ctx.principal, tool, spec.role) {
                 Err(d) => CallEnd::Denied(d),
                 Ok(()) if self.is_draining() => CallEnd::Failed(
                     "the daemon is shutting down and takes no new calls; retry once it is back"
@@ -243,7 +241,7 @@ impl Core {
                         ..RunOptions::default()
                     };
                     tokio::select! {
-                        r = self.run(tool, args, &opts) => match r {
+                        r = (spec.run)(&self.pool, args, &opts) => match r {
                             Ok(v) => CallEnd::Ok(v),
                             Err(e) if e.kind() == ErrorKind::InvalidArgument => {
                                 CallEnd::InvalidParams(e.to_string())
@@ -267,12 +265,8 @@ impl Core {
             CallEnd::Denied(_) => "denied",
             CallEnd::Cancelled => "cancelled",
         };
-        let tool_label = if catalog::role_of(tool).is_some() {
-            tool.to_string()
-        } else {
-            "unknown".to_string()
-        };
-        metrics::counter!("idpool_mcp_calls_total", "tool" => tool_label.clone(), "result" => result)
+        let tool_label = spec.map_or("unknown", |s| s.name);
+        metrics::counter!("idpool_mcp_calls_total", "tool" => tool_label, "result" => result)
             .increment(1);
         metrics::histogram!("idpool_mcp_call_duration_seconds", "tool" => tool_label)
             .record(started.elapsed().as_secs_f64());
@@ -290,7 +284,7 @@ impl Core {
                 _ => (None, None),
             };
             audit.record(&AuditRecord {
-                ts: crate::auth::audit::now_rfc3339(),
+                ts: crate::pool::events::now_rfc3339(),
                 principal: ctx.principal.name.clone(),
                 role: ctx.principal.role.to_string(),
                 transport: ctx.principal.transport.to_string(),
@@ -306,42 +300,6 @@ impl Core {
             });
         }
         end
-    }
-
-    async fn run(&self, tool: &str, args: Value, opts: &RunOptions) -> crate::Result<Value> {
-        let pool = &self.pool;
-        match tool {
-            "scrape" => tools::scrape::run(pool, args, opts).await,
-            "get_reviews" => tools::get_reviews::run(pool, args, opts.clone()).await,
-            "extract" => tools::extract::run(pool, args, opts.clone()).await,
-            "list_strategies" => no_args(args).map(|()| tools::list_strategies::run(pool)),
-            "pool_status" => no_args(args).map(|()| tools::pool_status::run(pool)),
-            "refresh_cookies" => tools::refresh_cookies::run(pool, args, opts).await,
-            "reset_slot" => tools::reset_slot::run(pool, args).await,
-            "calibrate" => tools::calibrate::run(pool, args).await,
-            other => Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!("unknown tool `{other}`"),
-            )),
-        }
-    }
-}
-
-fn no_args(args: Value) -> crate::Result<()> {
-    match args {
-        Value::Null => Ok(()),
-        Value::Object(m) if m.is_empty() => Ok(()),
-        Value::Object(m) => Err(Error::new(
-            ErrorKind::InvalidArgument,
-            format!(
-                "this tool takes no arguments (got `{}`)",
-                m.keys().cloned().collect::<Vec<_>>().join("`, `")
-            ),
-        )),
-        other => Err(Error::new(
-            ErrorKind::InvalidArgument,
-            format!("arguments must be a JSON object, got {other}"),
-        )),
     }
 }
 

@@ -1,11 +1,12 @@
 //! The MCP server: one dispatcher (`dispatch.rs`: auth gate, audit, tool runs)
 //! behind the rmcp handler (`server.rs`), served on stdio (`stdio.rs`),
-//! Streamable HTTP and legacy SSE (`http.rs`, `sse.rs`). `catalog.rs` describes
-//! the tools.
+//! Streamable HTTP and legacy SSE (`http.rs`, `sse.rs`) behind one gate
+//! (`gate.rs`: Host, Origin, API key). `catalog.rs` describes the tools.
 
 pub mod catalog;
 pub mod client;
 pub mod dispatch;
+pub mod gate;
 pub mod http;
 mod reply;
 pub mod server;

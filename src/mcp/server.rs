@@ -91,8 +91,8 @@ impl ServerHandler for McpServer {
         let tools: Vec<Tool> = self
             .core
             .tools_for(who.role)
-            .iter()
-            .map(|t| from_json(t.to_json()))
+            .into_iter()
+            .map(from_json)
             .collect::<Result<_, _>>()?;
         Ok(ListToolsResult::with_all_items(tools))
     }

@@ -26,7 +26,7 @@ use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
-use super::http::{McpHttp, Owner, reject};
+use super::gate::{Owner, reject};
 use super::server::McpServer;
 use crate::auth::Principal;
 
@@ -137,12 +137,11 @@ const SESSIONS_PER_KEY: usize = 64;
 
 /// `GET /sse`.
 pub async fn open(
-    State(state): State<Arc<McpHttp>>,
+    State(sessions): State<Arc<SseSessions>>,
     Extension(principal): Extension<Principal>,
     Extension(owner): Extension<Owner>,
 ) -> Response {
-    let held = state
-        .sse
+    let held = sessions
         .map
         .lock()
         .values()
@@ -172,9 +171,17 @@ pub async fn open(
         stream_open: AtomicBool::new(true),
         cancel: cancel.clone(),
     });
-    state.sse.map.lock().insert(id.clone(), session.clone());
-    let handler = McpServer::new(state.core.clone(), principal, Some(id.clone()));
-    let sessions = state.sse.clone();
+    let Some(core) = sessions.core.upgrade() else {
+        return reject(
+            StatusCode::SERVICE_UNAVAILABLE,
+            -32600,
+            "the daemon is shutting down",
+        );
+    };
+    sessions.map.lock().insert(id.clone(), session.clone());
+    let handler = McpServer::new(core, principal, Some(id.clone()));
+    let ping = sessions.ping;
+    let task_sessions = sessions.clone();
     let task_id = id.clone();
     let task_cancel = cancel.clone();
     tokio::spawn(async move {
@@ -189,7 +196,7 @@ pub async fn open(
                 tracing::debug!(session = %task_id, "legacy SSE session ended before initialize: {e}")
             }
         }
-        sessions.map.lock().remove(&task_id);
+        task_sessions.map.lock().remove(&task_id);
     });
     let guard = StreamGuard(session);
     let endpoint = futures::stream::once(async move {
@@ -211,7 +218,7 @@ pub async fn open(
             e
         });
     Sse::new(endpoint.chain(messages))
-        .keep_alive(KeepAlive::new().interval(state.sse.ping).text("ping"))
+        .keep_alive(KeepAlive::new().interval(ping).text("ping"))
         .into_response()
 }
 
@@ -222,7 +229,7 @@ pub struct MessageQuery {
 
 /// `POST /messages?session_id=…`.
 pub async fn message(
-    State(state): State<Arc<McpHttp>>,
+    State(sessions): State<Arc<SseSessions>>,
     Extension(owner): Extension<Owner>,
     Query(q): Query<MessageQuery>,
     body: Bytes,
@@ -230,7 +237,7 @@ pub async fn message(
     let Some(id) = q.session_id else {
         return reject(StatusCode::BAD_REQUEST, -32600, "missing ?session_id=");
     };
-    let Some(session) = state.sse.map.lock().get(&id).cloned() else {
+    let Some(session) = sessions.map.lock().get(&id).cloned() else {
         return reject(
             StatusCode::NOT_FOUND,
             -32600,

@@ -47,7 +47,7 @@ impl Default for Events {
 impl Events {
     pub fn emit(&self, kind: &str, slot: Option<usize>, strategy: Option<&str>, detail: Value) {
         let ev = SlotEvent {
-            ts: crate::auth::audit::now_rfc3339(),
+            ts: now_rfc3339(),
             kind: kind.to_string(),
             slot,
             strategy: strategy.map(str::to_string),
@@ -79,4 +79,11 @@ impl Events {
     pub fn recent(&self) -> Vec<SlotEvent> {
         self.recent.lock().iter().cloned().collect()
     }
+}
+
+/// Now as RFC 3339 UTC with milliseconds.
+pub fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    now.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| now.unix_timestamp().to_string())
 }

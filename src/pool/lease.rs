@@ -1,26 +1,69 @@
-//! A lease: permission to use one slot for one strategy, taken before the work,
-//! moved into it, and released on drop (in-flight counts, half-open trials).
-//! Its `fetch` / `fetch_browser` run one request on the slot and feed the outcome
-//! back to the breaker.
+//! A lease: one slot held for one strategy, and the one way to use it.
+//!
+//! Taken before the work, moved into it, released on drop (in-flight counts,
+//! half-open trials). Everything a call does on its slot goes through it:
+//! [`Lease::http`] and [`Lease::browse`] run one request each (the SSRF guard,
+//! the jar save, the calibration trigger, the classification under the
+//! strategy and the request metric happen inside, once), the tier memory is
+//! read and written through it, and [`Lease::finish`] feeds the breaker.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
+use serde::Serialize;
 use tokio::time::Instant;
 
-use super::{Admission, Fetched, Inner, Verdict, Via};
+use super::circuit::{Admission, Verdict};
+use super::{Inner, Slot};
 use crate::error::{Error, ErrorKind, Result};
-use crate::http::{FetchRequest, FetchResponse};
-use crate::strategy::{self, Outcome};
+use crate::http::{FetchRequest, FetchResponse, RequestKind};
+use crate::strategy::{self, Body, Markers, Outcome, Strategy};
+
+/// Which tier served a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Via {
+    Http,
+    Browser,
+}
+
+/// One request's answer on a leased slot, classified under its strategy.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    pub via: Via,
+    pub slot: usize,
+    pub strategy: String,
+    pub degraded: bool,
+    pub outcome: Outcome,
+    pub response: FetchResponse,
+    /// The `wait_for` selector that did not appear in time (browser only).
+    pub wait_for_missed: Option<String>,
+}
 
 /// Permission to use one slot for one strategy.
 pub struct Lease {
     inner: Arc<Inner>,
-    slot: usize,
+    slot: Arc<Slot>,
     strategy: String,
+    /// The strategy as registered when the lease was taken (`None`: direct).
+    rules: Option<Arc<dyn Strategy>>,
     admission: Admission,
     degraded: bool,
+    /// The longest `Retry-After` the site sent under this lease.
+    retry_after: Mutex<Option<Duration>>,
     finished: bool,
+}
+
+impl std::fmt::Debug for Lease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lease")
+            .field("slot", &self.slot.id)
+            .field("strategy", &self.strategy)
+            .field("trial", &self.admission.trial)
+            .field("degraded", &self.degraded)
+            .finish()
+    }
 }
 
 impl Lease {
@@ -31,31 +74,21 @@ impl Lease {
         admission: Admission,
         degraded: bool,
     ) -> Self {
+        let rules = inner.registry.read().get(strategy).cloned();
         Lease {
+            slot: inner.slots[slot].clone(),
             inner,
-            slot,
             strategy: strategy.to_string(),
+            rules,
             admission,
             degraded,
+            retry_after: Mutex::new(None),
             finished: false,
         }
     }
-}
 
-impl std::fmt::Debug for Lease {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lease")
-            .field("slot", &self.slot)
-            .field("strategy", &self.strategy)
-            .field("trial", &self.admission.trial)
-            .field("degraded", &self.degraded)
-            .finish()
-    }
-}
-
-impl Lease {
     pub fn slot(&self) -> usize {
-        self.slot
+        self.slot.id
     }
     pub fn strategy(&self) -> &str {
         &self.strategy
@@ -69,20 +102,202 @@ impl Lease {
         self.admission.trial
     }
 
-    /// Record the outcome of the work done under this lease.
-    pub fn finish(mut self, outcome: Outcome, retry_after: Option<Duration>) {
+    /// Whether `tier` hard-blocked this (slot, strategy) within the cascade's
+    /// `tier_cooldown_secs`.
+    pub fn tier_blocked(&self, tier: u8) -> bool {
+        let cooldown = Duration::from_secs(self.inner.cascade.tier_cooldown_secs);
+        let now = Instant::now();
+        let mut router = self.inner.router.lock();
+        router
+            .site(self.slot.id, &self.strategy, self.inner.breaker)
+            .tier_blocked_at
+            .get(usize::from(tier))
+            .copied()
+            .flatten()
+            .is_some_and(|t| now.duration_since(t) < cooldown)
+    }
+
+    /// Remember that `tier` hard-blocked this (slot, strategy) now.
+    pub fn mark_tier_blocked(&self, tier: u8) {
+        {
+            let mut router = self.inner.router.lock();
+            let site = router.site(self.slot.id, &self.strategy, self.inner.breaker);
+            if let Some(t) = site.tier_blocked_at.get_mut(usize::from(tier)) {
+                *t = Some(Instant::now());
+            }
+        }
+        self.inner.events.emit(
+            "tier_blocked",
+            Some(self.slot.id),
+            Some(&self.strategy),
+            serde_json::json!({"tier": tier}),
+        );
+    }
+
+    /// One HTTP request on this slot (tier 1 for an XHR, else tier 2): its
+    /// redirects checked by the SSRF guard, its cookies saved, its answer
+    /// classified and counted. `read` sees the answer and its body before
+    /// the body's parse is dropped (extraction shares it).
+    pub async fn http<T>(
+        &self,
+        req: FetchRequest,
+        read: impl FnOnce(&Fetched, &Body<'_>) -> T,
+    ) -> Result<(Fetched, T)> {
+        let tier = if req.kind == RequestKind::Xhr { 1 } else { 2 };
+        let started = std::time::Instant::now();
+        let response = match self.slot.fetch(req).await {
+            Ok(r) => r,
+            Err(e) => {
+                super::record_request(&self.strategy, tier, "failed", started.elapsed());
+                return Err(e);
+            }
+        };
+        if matches!(response.status, 429 | 503)
+            && let Some(d) = strategy::outcome::retry_after(response.retry_after())
+        {
+            self.wait_asked(d);
+        }
+        // `Bytes` clones share the buffer: the body is read in place.
+        let raw = response.body.clone();
+        let text = crate::http::utf8_text(&raw);
+        let body = Body::new(&text, response.content_type());
+        let outcome = self.classify(response.status, response.final_url.as_str(), &body);
+        super::record_request(&self.strategy, tier, outcome.as_str(), started.elapsed());
+        let fetched = self.fetched(Via::Http, outcome, response, None);
+        let seen = read(&fetched, &body);
+        Ok((fetched, seen))
+    }
+
+    /// One navigation of this slot's browser (tier 3): the URL and the page
+    /// it ended on checked by the SSRF guard, challenges waited out, cookies
+    /// synced with the jar and saved, the answer classified and counted, and
+    /// the slot calibrated behind it when due. `read` as for [`Lease::http`].
+    pub async fn browse<T>(
+        &self,
+        url: url::Url,
+        wait_for: Option<&str>,
+        read: impl FnOnce(&Fetched, &Body<'_>) -> T,
+    ) -> Result<(Fetched, T)> {
+        let started = std::time::Instant::now();
+        let result = self.navigate(url, wait_for).await;
+        let (page, final_url) = match result {
+            Ok(p) => p,
+            Err(e) => {
+                super::record_request(&self.strategy, 3, "failed", started.elapsed());
+                return Err(e);
+            }
+        };
+        let html = bytes::Bytes::from(page.html);
+        let text = crate::http::utf8_text(&html);
+        let body = Body::html_page(&text);
+        let outcome = self.classify(page.status, final_url.as_str(), &body);
+        super::record_request(&self.strategy, 3, outcome.as_str(), started.elapsed());
+        let response = FetchResponse {
+            status: page.status,
+            final_url,
+            headers: page_headers(&page.headers),
+            body: html.clone(),
+            cookies_set: page.cookies.iter().map(|c| c.name.clone()).collect(),
+            elapsed: page.elapsed,
+            http_version: "browser".into(),
+        };
+        let missed = (!page.wait_for_met).then(|| wait_for.unwrap_or_default().to_string());
+        let fetched = self.fetched(Via::Browser, outcome, response, missed);
+        let seen = read(&fetched, &body);
+        Ok((fetched, seen))
+    }
+
+    /// The guarded navigation itself: the page and the URL it ended on.
+    async fn navigate(
+        &self,
+        url: url::Url,
+        wait_for: Option<&str>,
+    ) -> Result<(crate::browser::PageResult, url::Url)> {
+        self.inner.guard.check(&url).await?;
+        let rules = self.rules.as_deref();
+        let markers = rules.is_none().then(Markers::generic);
+        let probe = |html: &str, url: &str, status: u16| match (rules, &markers) {
+            (Some(s), _) => s.page_state(html, url, status),
+            (None, Some(m)) => m.page_state(html, url, status),
+            (None, None) => crate::browser::PageState::Normal,
+        };
+        let req = crate::browser::BrowserRequest {
+            url: url.to_string(),
+            wait_for: wait_for.map(str::to_string),
+            cookie_domain: rules
+                .map(|s| s.cookie_domain().to_string())
+                .or_else(|| url.host_str().map(str::to_string)),
+        };
+        let page = self.slot.browse(&req, &probe).await?;
+        // The browser follows redirects itself: refuse to hand back what it
+        // ended on if the guard would not have let us go there.
+        let final_url = match url::Url::parse(&page.final_url) {
+            Ok(u) if u.scheme() == "about" => url,
+            Ok(u) => {
+                if let Err(e) = self.inner.guard.check(&u).await {
+                    return Err(Error::refused(format!(
+                        "the browser was redirected to {u}: {}",
+                        e.message()
+                    ))
+                    .retryable(false));
+                }
+                u
+            }
+            Err(_) => url,
+        };
+        Ok((page, final_url))
+    }
+
+    fn classify(&self, status: u16, url: &str, body: &Body<'_>) -> Outcome {
+        match &self.rules {
+            Some(s) => s.classify(status, url, body),
+            None => strategy::classify(&Markers::generic(), status, url, body),
+        }
+    }
+
+    fn fetched(
+        &self,
+        via: Via,
+        outcome: Outcome,
+        response: FetchResponse,
+        wait_for_missed: Option<String>,
+    ) -> Fetched {
+        Fetched {
+            via,
+            slot: self.slot.id,
+            strategy: self.strategy.clone(),
+            degraded: self.degraded,
+            outcome,
+            response,
+            wait_for_missed,
+        }
+    }
+
+    /// The site asked this identity to wait `d` before its next request
+    /// (`Retry-After`): the router holds the slot back for this strategy
+    /// once the lease finishes. The longest wait asked wins.
+    pub fn wait_asked(&self, d: Duration) {
+        let mut r = self.retry_after.lock();
+        *r = Some(r.map_or(d, |old| old.max(d)));
+    }
+
+    /// Record the outcome of the work done under this lease (and any
+    /// `Retry-After` the site sent meanwhile).
+    pub fn finish(mut self, outcome: Outcome) {
         // An empty page proves little about the identity either way (a captcha'd
         // identity can still be served an empty listing), so it leaves the breaker as it
         // is, like a network failure; only content closes, only hard blocks count.
         let verdict = match outcome {
             Outcome::Ok => Verdict::Success,
             Outcome::HardBlock => Verdict::HardBlock,
-            Outcome::Empty | Outcome::Challenge | Outcome::Failed => Verdict::Neutral,
+            Outcome::Empty | Outcome::Challenge | Outcome::Failed | Outcome::Skipped => {
+                Verdict::Neutral
+            }
         };
+        let retry_after = *self.retry_after.lock();
         let now = Instant::now();
-        let cfg = self.inner.breaker;
         let mut router = self.inner.router.lock();
-        let site = router.site(self.slot, &self.strategy, cfg);
+        let site = router.site(self.slot.id, &self.strategy, self.inner.breaker);
         let before = site.breaker.state(now);
         site.breaker.record(self.admission, verdict, now);
         let after = site.breaker.state(now);
@@ -99,7 +314,7 @@ impl Lease {
         if before != after {
             self.inner.events.emit(
                 "breaker",
-                Some(self.slot),
+                Some(self.slot.id),
                 Some(&self.strategy),
                 serde_json::json!({"from": before.as_str(), "to": after.as_str(), "failures": failures}),
             );
@@ -107,163 +322,56 @@ impl Lease {
         self.finished = true;
     }
 
-    /// Fetch `req` on this lease's slot and record the outcome.
-    pub async fn fetch(self, req: FetchRequest) -> Result<Fetched> {
-        let slot = self.inner.slots[self.slot].clone();
-        let strategy = self.inner.registry.read().get(&self.strategy).cloned();
-        let started = std::time::Instant::now();
-        match slot.fetch(req).await {
-            Ok(response) => {
-                let outcome = {
-                    let text = response.text_ref();
-                    let body = strategy::Body::new(&text, response.content_type());
-                    let (status, url) = (response.status, response.final_url.as_str());
-                    match &strategy {
-                        Some(s) => s.classify(status, url, &body),
-                        None => {
-                            strategy::classify(&strategy::Markers::generic(), status, url, &body)
-                        }
-                    }
-                };
-                let retry_after = if matches!(response.status, 429 | 503) {
-                    strategy::outcome::retry_after(response.retry_after())
-                } else {
-                    None
-                };
-                let (slot_id, degraded, name) = (self.slot, self.degraded, self.strategy.clone());
-                super::record_request(&name, 2, outcome.as_str(), started.elapsed());
-                self.finish(outcome, retry_after);
-                Ok(Fetched {
-                    via: Via::Http,
-                    slot: slot_id,
-                    strategy: name,
-                    degraded,
-                    outcome,
-                    response,
-                })
+    /// Finish a one-request call with what its request came to, and hand it
+    /// on: a failure when it failed, or when its `wait_for` never appeared.
+    pub fn close(self, result: Result<Fetched>) -> Result<Fetched> {
+        match result {
+            Ok(f) if f.wait_for_missed.is_some() && !f.outcome.is_failure() => {
+                self.finish(Outcome::Failed);
+                Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "`{}` did not appear on {} in time",
+                        f.wait_for_missed.unwrap_or_default(),
+                        f.response.final_url
+                    ),
+                ))
+            }
+            Ok(f) => {
+                self.finish(f.outcome);
+                Ok(f)
             }
             Err(e) => {
-                super::record_request(&self.strategy, 2, "failed", started.elapsed());
-                self.finish(Outcome::Failed, None);
+                self.finish(Outcome::Failed);
                 Err(e)
             }
         }
     }
 }
 
-impl Lease {
-    /// Fetch `url` in this lease's slot's browser and record the outcome.
-    pub async fn fetch_browser(self, url: url::Url, wait_for: Option<String>) -> Result<Fetched> {
-        if let Err(e) = self.inner.guard.check(&url).await {
-            self.finish(Outcome::Failed, None);
-            return Err(e);
+/// The main document's response headers, as the browser reported them.
+fn page_headers(pairs: &[(String, String)]) -> http::HeaderMap {
+    let mut headers = http::HeaderMap::new();
+    for (k, v) in pairs {
+        if let (Ok(k), Ok(v)) = (
+            http::HeaderName::from_bytes(k.as_bytes()),
+            http::HeaderValue::from_str(v),
+        ) {
+            headers.append(k, v);
         }
-        let slot = self.inner.slots[self.slot].clone();
-        let strategy = self.inner.registry.read().get(&self.strategy).cloned();
-        let markers = strategy
-            .as_ref()
-            .map(|s| s.markers().clone())
-            .unwrap_or_else(strategy::Markers::generic);
-        let cookie_domain = strategy
-            .as_ref()
-            .map(|s| s.cookie_domain().to_string())
-            .or_else(|| url.host_str().map(str::to_string));
-        let req = crate::browser::BrowserRequest {
-            url: url.to_string(),
-            wait_for: wait_for.clone(),
-            cookie_domain,
-        };
-        let probe = |html: &str, url: &str, status: u16| match &strategy {
-            Some(s) => s.page_state(html, url, status),
-            None => markers.page_state(html, url, status),
-        };
-        let started = std::time::Instant::now();
-        let result = slot.browse(&req, &probe).await;
-        slot.save_jar().await;
-        let page = match result {
-            Ok(p) => p,
-            Err(e) => {
-                super::record_request(&self.strategy, 3, "failed", started.elapsed());
-                self.finish(Outcome::Failed, None);
-                return Err(e);
-            }
-        };
-        // The browser follows redirects itself: refuse to hand back what it ended on
-        // if the guard would not have let us go there.
-        if let Ok(final_url) = url::Url::parse(&page.final_url)
-            && final_url.scheme() != "about"
-            && let Err(e) = self.inner.guard.check(&final_url).await
-        {
-            self.finish(Outcome::Failed, None);
-            return Err(Error::refused(format!(
-                "the browser was redirected to {final_url}: {}",
-                e.message()
-            ))
-            .retryable(false));
-        }
-        let outcome = {
-            let body = strategy::Body::html_page(&page.html);
-            match &strategy {
-                Some(s) => s.classify(page.status, &page.final_url, &body),
-                None => strategy::classify(&markers, page.status, &page.final_url, &body),
-            }
-        };
-        super::record_request(&self.strategy, 3, outcome.as_str(), started.elapsed());
-        if !page.wait_for_met && !outcome.is_failure() {
-            self.finish(Outcome::Failed, None);
-            return Err(Error::new(
-                ErrorKind::Timeout,
-                format!(
-                    "`{}` did not appear on {} in time",
-                    wait_for.unwrap_or_default(),
-                    page.final_url
-                ),
-            ));
-        }
-        let mut headers = http::HeaderMap::new();
-        for (k, v) in &page.headers {
-            if let (Ok(k), Ok(v)) = (
-                http::HeaderName::from_bytes(k.as_bytes()),
-                http::HeaderValue::from_str(v),
-            ) {
-                headers.append(k, v);
-            }
-        }
-        let response = FetchResponse {
-            status: page.status,
-            final_url: url::Url::parse(&page.final_url).unwrap_or(url),
-            headers,
-            body: bytes::Bytes::from(page.html),
-            cookies_set: page.cookies.iter().map(|c| c.name.clone()).collect(),
-            elapsed: page.elapsed,
-            http_version: "browser".into(),
-        };
-        let (slot_id, degraded, name) = (self.slot, self.degraded, self.strategy.clone());
-        self.finish(outcome, None);
-        Ok(Fetched {
-            via: Via::Browser,
-            slot: slot_id,
-            strategy: name,
-            degraded,
-            outcome,
-            response,
-        })
     }
+    headers
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        let cfg = self.inner.breaker;
-        let mut router = self.inner.router.lock();
-        let site = router.site(self.slot, &self.strategy, cfg);
-        site.in_flight = site.in_flight.saturating_sub(1);
-        if !self.finished {
-            site.breaker.release(self.admission);
-        }
-        if let Some(n) = router.in_flight.get_mut(&self.strategy) {
-            *n = n.saturating_sub(1);
-        }
-        drop(router);
+        let admission = (!self.finished).then_some(self.admission);
+        self.inner.router.lock().release(
+            self.slot.id,
+            &self.strategy,
+            self.inner.breaker,
+            admission,
+        );
         self.inner.released.notify_waiters();
     }
 }

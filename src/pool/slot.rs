@@ -10,7 +10,6 @@ use parking_lot::Mutex;
 
 use serde::Serialize;
 
-use super::cookies::{Jar, OpenNote};
 use super::events::Events;
 use crate::browser::{BrowserFacts, ClientHints, Identity, LaunchSpec, SlotBrowser};
 use crate::calibrate::{Calibrator, Record};
@@ -18,6 +17,7 @@ use crate::config::{BrowserConfig, HttpConfig};
 use crate::error::{Error, Result};
 use crate::fingerprint::Calibration;
 use crate::http::{FetchRequest, FetchResponse, Guard, HttpClient, RootStore};
+use crate::jar::{Jar, OpenNote};
 use crate::profile::Profile;
 
 /// Health counters of a slot, for status output.
@@ -115,7 +115,7 @@ impl Slot {
     /// Open slot `id`: create its folder (0700), load its jar, build its client.
     pub fn open(id: usize, profile: Profile, env: &SlotEnv<'_>) -> Result<Slot> {
         let dir = env.data_dir.join("slots").join(id.to_string());
-        crate::browser::launcher::create_private_dir(&dir)?;
+        crate::fsutil::create_private_dir(&dir)?;
         let (jar, note) = Jar::open(&dir.join("cookies.json"), profile.seed_cookies.as_deref())?;
         match note {
             OpenNote::Seeded(n) => tracing::info!(
@@ -220,18 +220,16 @@ impl Slot {
         self.record.read().clone()
     }
 
-    pub(crate) fn http_config(&self) -> HttpConfig {
-        self.http_env.0
-    }
-
-    /// One browser operation; afterwards, calibrate the HTTP tier if this
-    /// Chromium (its version) has not been calibrated against yet.
-    pub async fn browse(
+    /// One browser navigation (for [`super::Lease::browse`], which guards it);
+    /// afterwards the jar is saved if the page changed it, and the HTTP tier
+    /// calibrated if this Chromium (its version) has not been yet.
+    pub(super) async fn browse(
         self: &Arc<Self>,
         req: &crate::browser::BrowserRequest,
         probe: &crate::browser::Probe<'_>,
     ) -> Result<crate::browser::PageResult> {
-        let result = self.browser.fetch(req, &self.jar, probe).await;
+        let result = self.browser.navigate(req, Some(&self.jar), probe).await;
+        self.save_jar().await;
         self.calibrate_if_due();
         result
     }
@@ -318,7 +316,13 @@ impl Slot {
         self.cal_runs
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let run = async {
-            let record = calibrator.run(self).await?;
+            let subject = crate::calibrate::Subject {
+                id: self.id,
+                browser: &self.browser,
+                profile: &self.profile,
+                http: self.http_env.0,
+            };
+            let record = calibrator.run(subject).await?;
             self.set_calibration(Some(record.calibration.clone()))?;
             Ok::<_, Error>(record)
         };
@@ -434,8 +438,9 @@ impl Slot {
         self.health.lock().clone()
     }
 
-    /// One HTTP request through this identity; the jar is saved when it changed.
-    pub async fn fetch(&self, req: FetchRequest) -> Result<FetchResponse> {
+    /// One HTTP request through this identity (for [`super::Lease::http`]);
+    /// the jar is saved when it changed.
+    pub(super) async fn fetch(&self, req: FetchRequest) -> Result<FetchResponse> {
         self.calibration_settled().await;
         let client = self.http.read().clone();
         let result = client.fetch(req).await;

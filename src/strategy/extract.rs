@@ -14,7 +14,6 @@ use serde_json::{Map, Value};
 use toml::Spanned;
 
 use super::Body;
-use super::operation::Format;
 use crate::diag::Diagnostic;
 
 #[derive(Debug, Deserialize)]
@@ -50,6 +49,17 @@ struct FieldFile {
 enum Locator {
     Css(Selector),
     Pointer(JsonPointer),
+}
+
+/// Response format of a tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    #[default]
+    Html,
+    Json,
+    /// JSON whose `html_pointer` holds HTML (a string or a list of fragments).
+    HtmlInJson,
 }
 
 /// A JSON pointer split into its unescaped tokens once, at load

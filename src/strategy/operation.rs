@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use toml::Spanned;
 
+pub use super::extract::Format;
 use super::extract::{ExtractFile, Extractor};
 use crate::diag::Diagnostic;
 use crate::error::{Error, Result};
@@ -54,17 +55,6 @@ pub struct Param {
     pub values: Vec<String>,
     pub minimum: Option<i64>,
     pub maximum: Option<i64>,
-}
-
-/// Response format of a tier.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Format {
-    #[default]
-    Html,
-    Json,
-    /// JSON whose `html_pointer` holds HTML (a string or a list of fragments).
-    HtmlInJson,
 }
 
 #[derive(Debug, Deserialize)]

@@ -20,6 +20,8 @@ pub enum Outcome {
     Challenge,
     /// Network error, timeout, 5xx, or a 429 asking us to wait: try elsewhere, no breaker failure.
     Failed,
+    /// Not tried: the tier hard-blocked this identity recently (cascade attempts only).
+    Skipped,
 }
 
 impl Outcome {
@@ -27,7 +29,7 @@ impl Outcome {
     pub fn is_failure(self) -> bool {
         matches!(
             self,
-            Outcome::HardBlock | Outcome::Challenge | Outcome::Failed
+            Outcome::HardBlock | Outcome::Challenge | Outcome::Failed | Outcome::Skipped
         )
     }
 
@@ -38,6 +40,7 @@ impl Outcome {
             Outcome::HardBlock => "hard_block",
             Outcome::Challenge => "challenge",
             Outcome::Failed => "failed",
+            Outcome::Skipped => "skipped",
         }
     }
 }

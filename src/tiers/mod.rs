@@ -8,6 +8,9 @@
 //! - A hard block on every tier tried on a slot is one breaker failure; the call
 //!   moves on to another slot after a full-jitter backoff.
 //! - Network errors, timeouts and 5xx move on to another slot, no breaker failure.
+//! - A URL or redirect the SSRF guard refuses ends the run with the guard's
+//!   error: no slot may go there (every tier, the browser's included, goes
+//!   through [`Lease`], which checks).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,10 +18,9 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::browser::BrowserRequest;
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{FetchRequest, RequestKind};
-use crate::pool::Pool;
+use crate::pool::{Fetched, Lease, Pool};
 use crate::strategy::extract::Extracted;
 use crate::strategy::operation::{Operation, Tier, render, render_json};
 use crate::strategy::{Body, Outcome, Strategy};
@@ -29,7 +31,7 @@ pub struct Attempt {
     pub slot: usize,
     pub tier: u8,
     /// `ok`, `empty`, `hard_block`, `challenge`, `failed`, or `skipped`.
-    pub outcome: String,
+    pub outcome: Outcome,
     pub status: Option<u16>,
     pub ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -79,6 +81,30 @@ impl std::fmt::Debug for Progress {
     }
 }
 
+/// How one tier ended on one slot.
+struct TierRun {
+    end: TierEnd,
+    status: Option<u16>,
+    error: Option<String>,
+}
+
+impl TierRun {
+    fn new(end: TierEnd, status: Option<u16>, error: Option<String>) -> Self {
+        TierRun { end, status, error }
+    }
+
+    /// This tier's attempt, as the caller sees it.
+    fn outcome(&self) -> Outcome {
+        match &self.end {
+            TierEnd::Done(ex, ..) if ex.items.is_empty() => Outcome::Empty,
+            TierEnd::Done(..) => Outcome::Ok,
+            TierEnd::HardBlock => Outcome::HardBlock,
+            TierEnd::Challenge => Outcome::Challenge,
+            TierEnd::NextTier | TierEnd::NextSlot | TierEnd::Refused(_) => Outcome::Failed,
+        }
+    }
+}
+
 enum TierEnd {
     /// Items, or a page proven genuinely empty (`Extracted::empty`).
     Done(Extracted, u16, String),
@@ -88,6 +114,8 @@ enum TierEnd {
     NextTier,
     /// Give up on this slot (network, timeout, 5xx).
     NextSlot,
+    /// The SSRF guard refused the URL or a redirect: no slot may go there.
+    Refused(Error),
 }
 
 /// Run `op` of `strategy` with already bound `args`.
@@ -99,7 +127,6 @@ pub async fn run(
     opts: &RunOptions,
 ) -> Result<CascadeResult> {
     let cfg = pool.cascade_config();
-    let cooldown = Duration::from_secs(cfg.tier_cooldown_secs);
     let mut vars = args.clone();
     if let Some(b) = &strategy.base_url() {
         vars.insert("base_url".into(), Value::String(b.to_string()));
@@ -142,7 +169,7 @@ pub async fn run(
         let fresh: Vec<&Tier> = tiers
             .iter()
             .copied()
-            .filter(|t| !pool.tier_blocked_recently(slot_id, strategy.name(), t.number, cooldown))
+            .filter(|t| !lease.tier_blocked(t.number))
             .collect();
         let plan = if fresh.is_empty() {
             tiers.clone()
@@ -156,7 +183,7 @@ pub async fn run(
             attempts.push(Attempt {
                 slot: slot_id,
                 tier: t.number,
-                outcome: "skipped".into(),
+                outcome: Outcome::Skipped,
                 status: None,
                 ms: 0,
                 error: Some("hard-blocked recently on this slot".into()),
@@ -170,29 +197,15 @@ pub async fn run(
             }
             tried_tiers += 1;
             let started = Instant::now();
-            let (end, status, error) =
-                run_tier(pool, slot_id, strategy.as_ref(), op, tier, &vars).await;
-            let outcome = match &end {
-                TierEnd::Done(ex, ..) if ex.items.is_empty() => "empty",
-                TierEnd::Done(..) => "ok",
-                TierEnd::HardBlock => "hard_block",
-                TierEnd::Challenge => "challenge",
-                TierEnd::NextTier | TierEnd::NextSlot => "failed",
-            };
+            let ran = run_tier(&lease, strategy.as_ref(), op, tier, &vars).await;
             let attempt = Attempt {
                 slot: slot_id,
                 tier: tier.number,
-                outcome: outcome.into(),
-                status,
+                outcome: ran.outcome(),
+                status: ran.status,
                 ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                error,
+                error: ran.error,
             };
-            crate::pool::record_request(
-                strategy.name(),
-                attempt.tier,
-                &attempt.outcome,
-                started.elapsed(),
-            );
             opts.report(|| {
                 format!(
                     "{} of {}: slot {} tier {}: {}{}",
@@ -200,7 +213,7 @@ pub async fn run(
                     strategy.name(),
                     attempt.slot,
                     attempt.tier,
-                    attempt.outcome,
+                    attempt.outcome.as_str(),
                     attempt
                         .status
                         .map(|s| format!(" (HTTP {s})"))
@@ -208,7 +221,7 @@ pub async fn run(
                 )
             });
             attempts.push(attempt);
-            match end {
+            match ran.end {
                 TierEnd::Done(extracted, status, final_url) => {
                     // A genuinely empty page is a result too, and changes no breaker.
                     let outcome = if extracted.items.is_empty() {
@@ -216,7 +229,7 @@ pub async fn run(
                     } else {
                         Outcome::Ok
                     };
-                    lease.finish(outcome, None);
+                    lease.finish(outcome);
                     return Ok(CascadeResult {
                         slot: slot_id,
                         tier: tier.number,
@@ -229,7 +242,7 @@ pub async fn run(
                 }
                 TierEnd::HardBlock => {
                     blocks += 1;
-                    pool.mark_tier_blocked(slot_id, strategy.name(), tier.number);
+                    lease.mark_tier_blocked(tier.number);
                 }
                 TierEnd::Challenge => browser_only = true,
                 TierEnd::NextTier => {}
@@ -237,23 +250,29 @@ pub async fn run(
                     give_up_slot = true;
                     break;
                 }
+                TierEnd::Refused(e) => {
+                    lease.finish(Outcome::Failed);
+                    return Err(e);
+                }
             }
         }
         let all_blocked = !give_up_slot && tried_tiers > 0 && blocks == tried_tiers;
-        lease.finish(
-            if all_blocked {
-                Outcome::HardBlock
-            } else {
-                Outcome::Failed
-            },
-            None,
-        );
+        lease.finish(if all_blocked {
+            Outcome::HardBlock
+        } else {
+            Outcome::Failed
+        });
     }
     let list: Vec<String> = attempts
         .iter()
         .map(|a| {
             let status = a.status.map(|s| format!(" ({s})")).unwrap_or_default();
-            format!("slot {} tier {}: {}{status}", a.slot, a.tier, a.outcome)
+            format!(
+                "slot {} tier {}: {}{status}",
+                a.slot,
+                a.tier,
+                a.outcome.as_str()
+            )
         })
         .collect();
     Err(Error::new(
@@ -269,147 +288,112 @@ pub async fn run(
     .retryable(false))
 }
 
+/// One tier on the lease's slot: the request built from the tier's
+/// template, sent through the lease, and judged from one parse of its body.
 async fn run_tier(
-    pool: &Pool,
-    slot_id: usize,
+    lease: &Lease,
     strategy: &dyn Strategy,
     op: &Operation,
     tier: &Tier,
     vars: &Map<String, Value>,
-) -> (TierEnd, Option<u16>, Option<String>) {
-    let Some(slot) = pool.slot(slot_id) else {
-        return (TierEnd::NextSlot, None, Some("no such slot".into()));
-    };
+) -> TierRun {
     let url_text = render(&tier.url, vars, true);
     let url = match url::Url::parse(&url_text) {
         Ok(u) => u,
         Err(e) => {
-            return (
-                TierEnd::NextTier,
-                None,
-                Some(format!("bad URL `{url_text}` ({e})")),
-            );
+            let error = format!("bad URL `{url_text}` ({e})");
+            return TierRun::new(TierEnd::NextTier, None, Some(error));
         }
     };
-    let (status, final_url, body, content_type, headers_ok) = if tier.number == 3 {
-        let probe = |html: &str, url: &str, status: u16| strategy.page_state(html, url, status);
-        let req = BrowserRequest {
-            url: url.to_string(),
-            wait_for: tier.wait_for.clone(),
-            cookie_domain: Some(strategy.cookie_domain().to_string()),
-        };
-        let r = slot.browse(&req, &probe).await;
-        slot.save_jar().await;
-        match r {
-            Ok(p) => {
-                let final_url = url::Url::parse(&p.final_url).unwrap_or(url);
-                let html = bytes::Bytes::from(p.html);
-                (
-                    p.status,
-                    final_url,
-                    html,
-                    Some("text/html".to_string()),
-                    p.wait_for_met,
-                )
-            }
-            Err(e) => return (TierEnd::NextSlot, None, Some(e.to_string())),
-        }
+    let judged = |f: &Fetched, body: &Body<'_>| judge(strategy, op, tier, f, body);
+    let result = if tier.number == 3 {
+        lease.browse(url, tier.wait_for.as_deref(), judged).await
     } else {
-        let mut req = FetchRequest::get(url.clone());
-        req.method = tier.method.clone();
-        if tier.number == 1 {
-            // The page's own AJAX call: a calibrated slot sends its browser's
-            // XHR headers, with the item's page (tier 2) as the referer.
-            req.kind = RequestKind::Xhr;
-            req.referer = op
-                .tiers
-                .iter()
-                .find(|t| t.number == 2)
-                .and_then(|t| url::Url::parse(&render(&t.url, vars, true)).ok());
-        }
-        for (k, v) in &tier.headers {
-            req.headers.push((k.clone(), v.clone()));
-        }
-        if let Some(form) = &tier.form {
-            let body: String = url::form_urlencoded::Serializer::new(String::new())
-                .extend_pairs(
-                    form.iter()
-                        .map(|(k, v)| (k.clone(), render(v, vars, false))),
-                )
-                .finish();
-            req.headers.push((
-                "content-type".into(),
-                "application/x-www-form-urlencoded".into(),
-            ));
-            req.body = Some(body.into());
-        } else if let Some(json) = &tier.json {
-            req.headers
-                .push(("content-type".into(), "application/json".into()));
-            req.body = Some(render_json(json, vars).to_string().into());
-        }
-        match slot.fetch(req).await {
-            Ok(r) => {
-                let content_type = r.content_type().map(str::to_string);
-                (r.status, r.final_url, r.body, content_type, true)
-            }
-            Err(e) => return (TierEnd::NextSlot, None, Some(e.to_string())),
-        }
+        lease.http(http_request(op, tier, url, vars), judged).await
     };
-    let text = crate::http::utf8_text(&body);
-    judge(
-        strategy,
-        op,
-        tier,
-        status,
-        final_url,
-        &Body::new(&text, content_type.as_deref()),
-        headers_ok,
-    )
+    match result {
+        Ok((_, ran)) => ran,
+        Err(e) if e.kind() == ErrorKind::Refused => {
+            let error = Some(e.to_string());
+            TierRun::new(TierEnd::Refused(e), None, error)
+        }
+        Err(e) => TierRun::new(TierEnd::NextSlot, None, Some(e.to_string())),
+    }
 }
 
-/// Classify a tier's response and extract its items, from one parse of it.
+/// The HTTP request of tier 1 or 2.
+fn http_request(
+    op: &Operation,
+    tier: &Tier,
+    url: url::Url,
+    vars: &Map<String, Value>,
+) -> FetchRequest {
+    let mut req = FetchRequest::get(url);
+    req.method = tier.method.clone();
+    if tier.number == 1 {
+        // The page's own AJAX call: a calibrated slot sends its browser's
+        // XHR headers, with the item's page (tier 2) as the referer.
+        req.kind = RequestKind::Xhr;
+        req.referer = op
+            .tiers
+            .iter()
+            .find(|t| t.number == 2)
+            .and_then(|t| url::Url::parse(&render(&t.url, vars, true)).ok());
+    }
+    for (k, v) in &tier.headers {
+        req.headers.push((k.clone(), v.clone()));
+    }
+    if let Some(form) = &tier.form {
+        let body: String = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(
+                form.iter()
+                    .map(|(k, v)| (k.clone(), render(v, vars, false))),
+            )
+            .finish();
+        req.headers.push((
+            "content-type".into(),
+            "application/x-www-form-urlencoded".into(),
+        ));
+        req.body = Some(body.into());
+    } else if let Some(json) = &tier.json {
+        req.headers
+            .push(("content-type".into(), "application/json".into()));
+        req.body = Some(render_json(json, vars).to_string().into());
+    }
+    req
+}
+
+/// Judge a tier's answer (classified by the lease) and extract its items,
+/// from the same parse of its body.
 fn judge(
     strategy: &dyn Strategy,
     op: &Operation,
     tier: &Tier,
-    status: u16,
-    final_url: url::Url,
+    fetched: &Fetched,
     body: &Body<'_>,
-    headers_ok: bool,
-) -> (TierEnd, Option<u16>, Option<String>) {
-    let outcome = strategy.classify(status, final_url.as_str(), body);
-    let status_some = Some(status);
-    match outcome {
-        Outcome::HardBlock => (TierEnd::HardBlock, status_some, None),
-        Outcome::Challenge => (TierEnd::Challenge, status_some, None),
-        Outcome::Failed => (TierEnd::NextSlot, status_some, None),
-        Outcome::Empty => (
-            TierEnd::Done(
-                Extracted {
-                    empty: true,
-                    ..Default::default()
-                },
-                status,
-                final_url.into(),
-            ),
-            status_some,
-            None,
-        ),
-        Outcome::Ok if !headers_ok => (
-            TierEnd::NextTier,
-            status_some,
-            Some(format!(
+) -> TierRun {
+    let status = fetched.response.status;
+    let final_url = &fetched.response.final_url;
+    let done = |ex: Extracted| TierEnd::Done(ex, status, final_url.to_string());
+    let end = match fetched.outcome {
+        Outcome::HardBlock => TierEnd::HardBlock,
+        Outcome::Challenge => TierEnd::Challenge,
+        Outcome::Failed | Outcome::Skipped => TierEnd::NextSlot,
+        Outcome::Empty => done(Extracted {
+            empty: true,
+            ..Default::default()
+        }),
+        Outcome::Ok if fetched.wait_for_missed.is_some() => {
+            let error = format!(
                 "`{}` did not appear",
                 tier.wait_for.clone().unwrap_or_default()
-            )),
-        ),
-        Outcome::Ok => match strategy.extract(op, tier, body, &final_url) {
-            Ok(ex) => (
-                TierEnd::Done(ex, status, final_url.into()),
-                status_some,
-                None,
-            ),
-            Err(e) => (TierEnd::NextTier, status_some, Some(e)),
+            );
+            return TierRun::new(TierEnd::NextTier, Some(status), Some(error));
+        }
+        Outcome::Ok => match strategy.extract(op, tier, body, final_url) {
+            Ok(ex) => done(ex),
+            Err(e) => return TierRun::new(TierEnd::NextTier, Some(status), Some(e)),
         },
-    }
+    };
+    TierRun::new(end, Some(status), None)
 }

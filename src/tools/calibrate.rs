@@ -2,24 +2,62 @@
 //! needed) and return both sides: what the browser sent, what the calibrated
 //! HTTP tier sent, and the residual.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::error::{Error, ErrorKind, Result};
+use super::spec::{Annotations, Role, Spec, input_schema, invalid, parse};
+use crate::error::Result;
 use crate::pool::Pool;
 
-#[derive(Debug, Deserialize)]
+pub const SPEC: Spec = Spec {
+    name: "calibrate",
+    role: Role::Admin,
+    title: "Calibrate slots",
+    description: |_| {
+        "Calibrate slots' HTTP tier against their own Chromium now (it launches if needed): \
+         both visit the daemon's loopback calibration listener; the HTTP tier takes the \
+         browser's header sets, HTTP/2 priority and TLS options. Returns both sides \
+         (ClientHello with JA4, HTTP/2 fingerprint, header lists) and the residual \
+         differences by name. Slots also calibrate by themselves at their browser's first \
+         launch and when Chromium's version changes."
+            .into()
+    },
+    input: input_schema::<Args>,
+    strategy_enum: false,
+    output: || {
+        json!({
+            "type": "object",
+            "properties": {
+                "slots": {"type": "array", "items": {"type": "object", "properties": {
+                    "slot": {"type": "integer"}, "ok": {"type": "boolean"},
+                    "record": {"type": ["object", "null"]},
+                    "error": {"type": ["string", "null"]},
+                }}},
+            },
+            "required": ["slots"],
+        })
+    },
+    annotations: Annotations {
+        read_only: false,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    },
+    progress: false,
+    run: |pool, args, _| Box::pin(run(pool, args)),
+};
+
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
     /// Only this slot; default every slot.
-    #[serde(default)]
     slot: Option<usize>,
 }
 
 pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
-    let bad = |m: String| Error::new(ErrorKind::InvalidArgument, m).retryable(false);
-    let a: Args = serde_json::from_value(args)
-        .map_err(|e| bad(format!("invalid calibrate arguments: {e}")))?;
+    let bad = invalid;
+    let a: Args = parse("calibrate", args)?;
     let ids: Vec<usize> = match a.slot {
         Some(n) if pool.slot(n).is_none() => {
             return Err(bad(format!(

@@ -1,32 +1,76 @@
 //! `extract`: run any operation of any strategy with its parameters.
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
 
-use crate::error::{Error, ErrorKind, Result};
+use super::spec::{Annotations, Role, Spec, input_schema, invalid, parse};
+use crate::error::Result;
 use crate::pool::Pool;
 use crate::tiers::{self, RunOptions};
 
+pub const SPEC: Spec = Spec {
+    name: "extract",
+    role: Role::Operator,
+    title: "Run a strategy operation",
+    description: |_| {
+        "Run any operation of a strategy (see list_strategies for operations and their \
+         parameters) and return its items with provenance."
+            .into()
+    },
+    input: input_schema::<Args>,
+    strategy_enum: true,
+    output: || {
+        json!({
+            "type": "object",
+            "properties": {
+                "strategy": {"type": "string"}, "operation": {"type": "string"},
+                "items": {"type": "array", "items": {"type": "object"}},
+                "slot": {"type": "integer"}, "tier": {"type": "integer"},
+                "attempts": super::attempts_schema(),
+            },
+            "required": ["strategy", "operation", "items", "slot", "tier"],
+        })
+    },
+    annotations: Annotations {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: true,
+    },
+    progress: true,
+    run: |pool, args, opts| Box::pin(run(pool, args, opts.clone())),
+};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// The strategy.
+    strategy: String,
+    /// One of its operations.
+    operation: String,
+    /// The operation's parameters.
+    #[serde(default)]
+    params: Map<String, Value>,
+    /// Use only this slot (identity).
+    slot: Option<usize>,
+}
+
 /// Arguments: `strategy`, `operation`, `params` (object), optional `slot`.
 pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
-    let mut args = super::object(args)?;
-    let name: String =
-        super::take(&mut args, "strategy")?.ok_or_else(|| bad("missing argument `strategy`"))?;
-    let op_name: String =
-        super::take(&mut args, "operation")?.ok_or_else(|| bad("missing argument `operation`"))?;
-    let params = super::object(args.remove("params").unwrap_or(Value::Null))?;
-    let slot: Option<usize> = super::take(&mut args, "slot")?;
-    if let Some(k) = args.keys().next() {
-        return Err(bad(&format!(
-            "unknown argument `{k}` (expected strategy, operation, params, slot)"
-        )));
-    }
+    let Args {
+        strategy: name,
+        operation: op_name,
+        params,
+        slot,
+    } = parse("extract", args)?;
     let strategy = pool
         .registry()
         .get(&name)
         .cloned()
-        .ok_or_else(|| bad(&format!("unknown strategy `{name}`")))?;
+        .ok_or_else(|| invalid(format!("unknown strategy `{name}`")))?;
     let op = strategy.operations().get(&op_name).ok_or_else(|| {
-        bad(&format!(
+        invalid(format!(
             "strategy `{name}` has no operation `{op_name}` (it has: {})",
             strategy
                 .operations()
@@ -56,6 +100,3 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     Ok(out)
 }
 
-fn bad(msg: &str) -> Error {
-    Error::new(ErrorKind::InvalidArgument, msg.to_string()).retryable(false)
-}

@@ -3,41 +3,125 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
 
-use crate::error::{Error, ErrorKind, Result};
+use super::spec::{Annotations, Role, Spec, input_schema, invalid, parse};
+use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::strategy::Strategy;
 use crate::tiers::{self, RunOptions};
 
+pub const SPEC: Spec = Spec {
+    name: "get_reviews",
+    role: Role::Operator,
+    title: "Get reviews of an item",
+    description: |pool| {
+        let with_reviews: Vec<String> = pool
+            .registry()
+            .iter()
+            .filter(|s| s.operations().contains_key("reviews"))
+            .map(|s| s.name().to_string())
+            .collect();
+        format!(
+            "Reviews of an item through a strategy's `reviews` operation, one or more pages, \
+             via the cheapest tier that works (1: AJAX endpoint, 2: HTML page, 3: real \
+             browser). Strategies with reviews: {}. Extra arguments are the operation's own \
+             filters (see list_strategies).",
+            with_reviews.join(", ")
+        )
+    },
+    input: || {
+        let mut schema = input_schema::<Args>();
+        // The operation's own filters come as extra arguments.
+        schema["additionalProperties"] = Value::Bool(true);
+        schema
+    },
+    strategy_enum: true,
+    output: || {
+        json!({
+            "type": "object",
+            "properties": {
+                "strategy": {"type": "string"}, "item": {"type": "string"},
+                "count": {"type": "integer"},
+                "reviews": {"type": "array", "items": {"type": "object"}},
+                "has_more": {"type": "boolean"},
+                "pages": {"type": "array", "items": {"type": "object", "properties": {
+                    "page": {"type": "integer"}, "count": {"type": "integer"},
+                    "slot": {"type": "integer"}, "tier": {"type": "integer"},
+                    "degraded": {"type": "boolean"}, "attempts": super::attempts_schema(),
+                }}},
+            },
+            "required": ["strategy", "item", "count", "reviews", "pages"],
+        })
+    },
+    annotations: Annotations {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: true,
+    },
+    progress: true,
+    run: |pool, args, opts| Box::pin(run(pool, args, opts.clone())),
+};
+
 /// At most this many pages per call.
 pub const MAX_PAGES: u64 = 20;
+
+fn one() -> u64 {
+    1
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+struct Args {
+    /// Item id, or the item's URL (then `strategy` may be omitted).
+    item: String,
+    /// The strategy whose `reviews` operation runs.
+    strategy: Option<String>,
+    /// First page.
+    #[serde(default = "one")]
+    #[schemars(range(min = 1))]
+    page: u64,
+    /// How many pages, from `page` on.
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = MAX_PAGES))]
+    pages: u64,
+    /// Use only this slot (identity).
+    slot: Option<usize>,
+    /// The operation's own filters.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    filters: Map<String, Value>,
+}
 
 /// Arguments: `item` (id or URL), `strategy` (optional with a URL), `page`
 /// (default 1), `pages` (default 1), `slot`, plus the operation's own filters.
 pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
-    let mut args = super::object(args)?;
-    let item: String = super::take(&mut args, "item")?
-        .ok_or_else(|| bad("missing argument `item` (an item id or URL)"))?;
-    let strategy_name: Option<String> = super::take(&mut args, "strategy")?;
-    let first: u64 = super::take(&mut args, "page")?.unwrap_or(1).max(1);
-    let pages: u64 = super::take(&mut args, "pages")?.unwrap_or(1);
+    let Args {
+        item,
+        strategy: strategy_name,
+        page,
+        pages,
+        slot,
+        filters: args,
+    } = parse("get_reviews", args)?;
+    let first = page.max(1);
     if pages == 0 || pages > MAX_PAGES {
-        return Err(bad(&format!(
+        return Err(invalid(format!(
             "argument `pages` must be between 1 and {MAX_PAGES}"
         )));
     }
-    let slot: Option<usize> = super::take(&mut args, "slot")?;
     let strategy = resolve(pool, strategy_name.as_deref(), &item)?;
     let op = strategy.operations().get("reviews").ok_or_else(|| {
-        bad(&format!(
+        invalid(format!(
             "strategy `{}` has no `reviews` operation",
             strategy.name()
         ))
     })?;
     let item_id = if item.contains("://") {
         op.item_id_from(&item).ok_or_else(|| {
-            bad(&format!(
+            invalid(format!(
                 "no item id found in `{item}` for strategy `{}`",
                 strategy.name()
             ))
@@ -93,10 +177,10 @@ fn resolve(pool: &Pool, name: Option<&str>, item: &str) -> Result<Arc<dyn Strate
             .registry()
             .get(n)
             .cloned()
-            .ok_or_else(|| bad(&format!("unknown strategy `{n}`")));
+            .ok_or_else(|| invalid(format!("unknown strategy `{n}`")));
     }
     let url = url::Url::parse(item)
-        .map_err(|_| bad("give `strategy`, or an item URL whose host picks one"))?;
+        .map_err(|_| invalid("give `strategy`, or an item URL whose host picks one"))?;
     let host = url.host_str().unwrap_or_default();
     pool.registry()
         .for_host(host)
@@ -104,6 +188,3 @@ fn resolve(pool: &Pool, name: Option<&str>, item: &str) -> Result<Arc<dyn Strate
         .ok_or_else(|| Error::refused(format!("no strategy covers host `{host}`")).retryable(false))
 }
 
-fn bad(msg: &str) -> Error {
-    Error::new(ErrorKind::InvalidArgument, msg.to_string()).retryable(false)
-}

@@ -2,7 +2,44 @@
 
 use serde_json::{Value, json};
 
+use super::spec::{Annotations, NoArgs, Role, Spec, input_schema, parse};
 use crate::pool::Pool;
+
+pub const SPEC: Spec = Spec {
+    name: "list_strategies",
+    role: Role::Viewer,
+    title: "List strategies",
+    description: |_| {
+        "The site strategies this pool knows: hosts, operations, and each operation's tiers \
+         and parameters (JSON Schema)."
+            .into()
+    },
+    input: input_schema::<NoArgs>,
+    strategy_enum: false,
+    output: || {
+        json!({
+            "type": "object",
+            "properties": {"strategies": {"type": "array", "items": {"type": "object", "properties": {
+                "name": {"type": "string"}, "hosts": {"type": "array", "items": {"type": "string"}},
+                "operations": {"type": "object"},
+            }}}},
+            "required": ["strategies"],
+        })
+    },
+    annotations: Annotations {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    },
+    progress: false,
+    run: |pool, args, _| {
+        Box::pin(async move {
+            parse::<NoArgs>("list_strategies", args)?;
+            Ok(run(pool))
+        })
+    },
+};
 
 pub fn run(pool: &Pool) -> Value {
     let strategies: Vec<Value> = pool

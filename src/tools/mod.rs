@@ -1,45 +1,76 @@
-//! Transport-agnostic tools: typed arguments in, JSON results out. The MCP server
-//! and `idpool call` only wrap these.
+//! Transport-agnostic tools, one file each. A tool's file declares its
+//! [`Spec`] (name, role, description, typed arguments with a derived JSON
+//! Schema, result schema, annotations, run); [`ALL`] lists them, and the MCP
+//! catalog, the role gate and `idpool call` read only that list.
+//!
+//! Adding a tool: write `tools/<name>.rs` with `pub const SPEC: Spec` (see
+//! `reset_slot.rs` for a small one) and add `<name>` to the `tools!` list below.
 
-pub mod calibrate;
-pub mod extract;
-pub mod get_reviews;
-pub mod list_strategies;
-pub mod pool_status;
-pub mod refresh_cookies;
-pub mod reset_slot;
-pub mod scrape;
+mod spec;
 
-use serde_json::{Map, Value};
+pub use spec::{Annotations, NoArgs, Role, Run, Spec, input_schema, invalid, parse};
 
-use crate::error::{Error, ErrorKind, Result};
+use serde_json::{Value, json};
 
-/// Refuse a non-object argument value with a clear message.
-pub(crate) fn object(args: Value) -> Result<Map<String, Value>> {
-    match args {
-        Value::Object(m) => Ok(m),
-        Value::Null => Ok(Map::new()),
-        other => Err(Error::new(
-            ErrorKind::InvalidArgument,
-            format!("arguments must be a JSON object, got {other}"),
-        )
-        .retryable(false)),
-    }
+/// Declares each tool's module and lists its spec in [`ALL`], in the order
+/// `tools/list` shows them.
+macro_rules! tools {
+    ($($name:ident),* $(,)?) => {
+        $(pub mod $name;)*
+        /// Every tool.
+        pub const ALL: &[&Spec] = &[$(&$name::SPEC),*];
+    };
 }
 
-/// Take an optional argument of type `T`, naming the argument when it has the wrong type.
-pub(crate) fn take<T: serde::de::DeserializeOwned>(
-    args: &mut Map<String, Value>,
-    name: &str,
-) -> Result<Option<T>> {
-    match args.remove(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => serde_json::from_value(v.clone()).map(Some).map_err(|_| {
-            Error::new(
-                ErrorKind::InvalidArgument,
-                format!("argument `{name}` has the wrong type: {v}"),
-            )
-            .retryable(false)
-        }),
+tools!(
+    scrape,
+    get_reviews,
+    extract,
+    list_strategies,
+    pool_status,
+    refresh_cookies,
+    reset_slot,
+    calibrate,
+);
+
+/// The tool called `name`.
+pub fn find(name: &str) -> Option<&'static Spec> {
+    ALL.iter().copied().find(|s| s.name == name)
+}
+
+/// Every tier a cascade tried, as results report them.
+fn attempts_schema() -> Value {
+    json!({
+        "type": "array",
+        "description": "Every tier tried, in order.",
+        "items": {"type": "object", "properties": {
+            "slot": {"type": "integer"}, "tier": {"type": "integer"},
+            "outcome": {"type": "string"}, "status": {"type": ["integer", "null"]},
+            "ms": {"type": "integer"}
+        }, "required": ["slot", "tier", "outcome", "ms"]}
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn schemas_are_derived_from_the_checked_types() {
+        for spec in super::ALL {
+            let s = (spec.input)();
+            assert_eq!(s["type"], "object", "{}", spec.name);
+            assert!(s.get("$defs").is_none() && s.get("$schema").is_none());
+        }
+        let scrape = (super::scrape::SPEC.input)();
+        let max = &scrape["properties"]["max_chars"];
+        assert_eq!(max["maximum"], json!(super::scrape::MAX_MAX_CHARS));
+        assert_eq!(max["type"], "integer", "optional, not nullable");
+        let reviews = (super::get_reviews::SPEC.input)();
+        assert_eq!(
+            reviews["properties"]["pages"]["maximum"],
+            json!(super::get_reviews::MAX_PAGES)
+        );
+        assert_eq!(reviews["additionalProperties"], true, "operation filters");
     }
 }

@@ -6,7 +6,48 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 
+use super::spec::{Annotations, NoArgs, Role, Spec, input_schema, parse};
 use crate::pool::Pool;
+
+pub const SPEC: Spec = Spec {
+    name: "pool_status",
+    role: Role::Viewer,
+    title: "Pool status",
+    description: |_| {
+        "Every slot: profile, proxy (credentials redacted), breaker per strategy (state, \
+         failures, time left open), tier memory, browser (running, pid, port, operations, \
+         RSS), cookies (count, last saved), last success and error, and calibration: how \
+         closely the HTTP tier matches the slot's browser (browser and HTTP JA4, HTTP/2 and \
+         headers equal, the residual differences by name)."
+            .into()
+    },
+    input: input_schema::<NoArgs>,
+    strategy_enum: false,
+    output: || {
+        json!({
+            "type": "object",
+            "properties": {"slots": {"type": "array", "items": {"type": "object", "properties": {
+                "slot": {"type": "integer"}, "profile": {"type": "string"},
+                "breakers": {"type": "object"}, "browser": {"type": "object"},
+                "cookies": {"type": "object"}, "calibration": {"type": "object"},
+            }}}},
+            "required": ["slots"],
+        })
+    },
+    annotations: Annotations {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    },
+    progress: false,
+    run: |pool, args, _| {
+        Box::pin(async move {
+            parse::<NoArgs>("pool_status", args)?;
+            Ok(run(pool))
+        })
+    },
+};
 
 pub fn run(pool: &Pool) -> Value {
     let strategies = pool.strategy_names();

@@ -1,55 +1,79 @@
 //! `refresh_cookies`: warm slots up in their browser for a strategy (visit its
 //! warm-up URL, let any challenge pass) and persist the cookies.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::spec::{Annotations, Role, Spec, input_schema, invalid, parse};
 use crate::error::{Error, ErrorKind, Result};
 use crate::pool::Pool;
 use crate::tiers::RunOptions;
 
-#[derive(Debug, Deserialize)]
+pub const SPEC: Spec = Spec {
+    name: "refresh_cookies",
+    role: Role::Admin,
+    title: "Refresh cookies",
+    description: |_| {
+        "Warm slots up for a strategy in their real browser (visit its warm-up URL, let a JS \
+         challenge pass) and persist the cookies into the slots' jars. Captchas and login \
+         walls are not solved; they are reported."
+            .into()
+    },
+    input: input_schema::<Args>,
+    strategy_enum: true,
+    output: || {
+        json!({
+            "type": "object",
+            "properties": {
+                "strategy": {"type": "string"}, "cookie_domain": {"type": "string"},
+                "slots": {"type": "array", "items": {"type": "object", "properties": {
+                    "slot": {"type": "integer"}, "ok": {"type": "boolean"},
+                    "cookies_before": {"type": "integer"}, "cookies_after": {"type": "integer"},
+                    "error": {"type": ["string", "null"]},
+                }}},
+            },
+            "required": ["strategy", "slots"],
+        })
+    },
+    annotations: Annotations {
+        read_only: false,
+        destructive: false,
+        idempotent: true,
+        open_world: true,
+    },
+    progress: true,
+    run: |pool, args, opts| Box::pin(run(pool, args, opts)),
+};
+
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// The strategy whose warm-up URL the slots visit.
     strategy: String,
-    #[serde(default)]
+    /// Only this slot; default every slot.
     slot: Option<usize>,
 }
 
 /// Arguments: `strategy`, and `slot` (default: every slot). Fails only when no
 /// slot could be refreshed; per-slot errors are in the result.
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
-    let a: Args = serde_json::from_value(args).map_err(|e| {
-        Error::new(
-            ErrorKind::InvalidArgument,
-            format!("invalid refresh_cookies arguments: {e}"),
-        )
-        .retryable(false)
-    })?;
-    let strategy = pool.registry().get(&a.strategy).cloned().ok_or_else(|| {
-        Error::new(
-            ErrorKind::InvalidArgument,
-            format!("unknown strategy `{}`", a.strategy),
-        )
-        .retryable(false)
-    })?;
-    let url = strategy.warmup_url().cloned().ok_or_else(|| {
-        Error::new(
-            ErrorKind::InvalidArgument,
-            format!("strategy `{}` has no warmup_url", a.strategy),
-        )
-        .retryable(false)
-    })?;
+    let a: Args = parse("refresh_cookies", args)?;
+    let strategy = pool
+        .registry()
+        .get(&a.strategy)
+        .cloned()
+        .ok_or_else(|| invalid(format!("unknown strategy `{}`", a.strategy)))?;
+    let url = strategy
+        .warmup_url()
+        .cloned()
+        .ok_or_else(|| invalid(format!("strategy `{}` has no warmup_url", a.strategy)))?;
     let slots: Vec<usize> = match a.slot.or(opts.slot) {
         Some(n) if n >= pool.slots().len() => {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!(
-                    "slot {n} does not exist (the pool has {} slots)",
-                    pool.slots().len()
-                ),
-            )
-            .retryable(false));
+            return Err(invalid(format!(
+                "slot {n} does not exist (the pool has {} slots)",
+                pool.slots().len()
+            )));
         }
         Some(n) => vec![n],
         None => (0..pool.slots().len()).collect(),

@@ -1,34 +1,67 @@
 //! `reset_slot`: close a slot's breaker(s) and/or restart its browser.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::error::{Error, ErrorKind, Result};
+use super::spec::{Annotations, Role, Spec, input_schema, invalid, parse};
+use crate::error::Result;
 use crate::pool::Pool;
+
+pub const SPEC: Spec = Spec {
+    name: "reset_slot",
+    role: Role::Admin,
+    title: "Reset a slot",
+    description: |_| {
+        "Close a slot's circuit breaker(s) and forget its tier blocks (`breakers`, default \
+         true; `strategy` for one only), and/or close its browser (`browser`), which \
+         relaunches on next use with the same profile and cookies."
+            .into()
+    },
+    input: input_schema::<Args>,
+    strategy_enum: false,
+    output: || {
+        json!({
+            "type": "object",
+            "properties": {
+                "slot": {"type": "integer"}, "breakers_reset": {"type": "boolean"},
+                "strategy": {"type": ["string", "null"]}, "browser_closed": {"type": "boolean"},
+            },
+            "required": ["slot", "breakers_reset", "browser_closed"],
+        })
+    },
+    annotations: Annotations {
+        read_only: false,
+        destructive: true,
+        idempotent: true,
+        open_world: false,
+    },
+    progress: false,
+    run: |pool, args, _| Box::pin(run(pool, args)),
+};
 
 fn yes() -> bool {
     true
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// The slot.
     slot: usize,
-    /// Close the breakers (default true).
+    /// Close its breakers and forget its tier blocks (default true).
     #[serde(default = "yes")]
     breakers: bool,
     /// Only this strategy's breaker.
-    #[serde(default)]
     strategy: Option<String>,
-    /// Close the browser; it relaunches on next use (default false).
+    /// Close its browser (default false).
     #[serde(default)]
     browser: bool,
 }
 
 pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
-    let bad = |m: String| Error::new(ErrorKind::InvalidArgument, m).retryable(false);
-    let a: Args = serde_json::from_value(args)
-        .map_err(|e| bad(format!("invalid reset_slot arguments: {e}")))?;
+    let bad = invalid;
+    let a: Args = parse("reset_slot", args)?;
     let Some(slot) = pool.slot(a.slot) else {
         return Err(bad(format!(
             "slot {} does not exist (the pool has {} slots)",

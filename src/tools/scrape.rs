@@ -1,72 +1,120 @@
 //! `scrape`: any allowed URL through the pool, as markdown, HTML, text or links,
 //! read in pieces with `max_chars` / `start_index`.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::spec::{Annotations, Role, Spec, input_schema, invalid, parse};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::FetchRequest;
 use crate::pool::{Fetched, Pool, Via};
-use crate::strategy::Outcome;
+use crate::strategy::{Body, Outcome};
 use crate::tiers::RunOptions;
+
+pub const SPEC: Spec = Spec {
+    name: "scrape",
+    role: Role::Operator,
+    title: "Scrape a page",
+    description: |_| {
+        "Fetch any allowed URL through the identity pool (HTTP with a real browser's TLS \
+         fingerprint, escalating to the slot's real Chromium on a block or challenge) and \
+         return it as markdown, HTML, text or a list of links. Long pages come in pieces: \
+         pass `start_index` = the previous `next_start_index`."
+            .into()
+    },
+    input: input_schema::<Args>,
+    strategy_enum: false,
+    output: || {
+        json!({
+            "type": "object",
+            "properties": {
+                "url": {"type": "string"}, "status": {"type": "integer"},
+                "format": {"type": "string"}, "content": {"type": "string"},
+                "start_index": {"type": "integer"}, "total_chars": {"type": "integer"},
+                "next_start_index": {"type": ["integer", "null"]},
+                "slot": {"type": "integer"}, "tier": {"type": "integer", "description": "2: HTTP, 3: browser"},
+                "via": {"type": "string"}, "degraded": {"type": "boolean"}, "outcome": {"type": "string"},
+            },
+            "required": ["url", "status", "content", "total_chars", "slot", "tier"],
+        })
+    },
+    annotations: Annotations {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: true,
+    },
+    progress: true,
+    run: |pool, args, opts| Box::pin(run(pool, args, opts)),
+};
 
 /// Default `max_chars`.
 pub const DEFAULT_MAX_CHARS: usize = 20_000;
 /// Upper bound of `max_chars`.
 pub const MAX_MAX_CHARS: usize = 2_000_000;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+fn default_max_chars() -> usize {
+    DEFAULT_MAX_CHARS
+}
+
+/// `auto`: HTTP first; the browser on a block or challenge, or when
+/// `wait_for` is not in the static HTML.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
-    /// HTTP first; the browser on a block or challenge, or when `wait_for` is not
-    /// in the static HTML.
     #[default]
     Auto,
     Http,
     Browser,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+/// `markdown`: readable, links kept; `links`: one `- [text](url)` line per
+/// link, absolute URLs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Format {
-    /// Readable markdown, links kept.
     #[default]
     Markdown,
     Html,
     Text,
-    /// One `- [text](url)` line per link, absolute URLs.
     Links,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
+    /// http(s) URL on a host a strategy or security.allowed_hosts covers.
     url: String,
+    /// How to fetch: `auto` (HTTP, then the browser when needed), `http` or `browser`.
     #[serde(default)]
     mode: Mode,
+    /// What to return.
     #[serde(default)]
     format: Format,
-    #[serde(default)]
+    /// CSS selector that must appear (the browser tier waits for it).
     wait_for: Option<String>,
-    #[serde(default)]
-    max_chars: Option<usize>,
+    /// At most this many characters of content per call.
+    #[serde(default = "default_max_chars")]
+    #[schemars(range(min = 1, max = MAX_MAX_CHARS))]
+    max_chars: usize,
+    /// Where this piece starts (the previous `next_start_index`).
     #[serde(default)]
     start_index: usize,
-    #[serde(default)]
+    /// Use only this slot (identity).
     slot: Option<usize>,
 }
 
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
-    let a: Args =
-        serde_json::from_value(args).map_err(|e| bad(&format!("invalid scrape arguments: {e}")))?;
-    let max_chars = a.max_chars.unwrap_or(DEFAULT_MAX_CHARS);
+    let a: Args = parse("scrape", args)?;
+    let max_chars = a.max_chars;
     if max_chars == 0 || max_chars > MAX_MAX_CHARS {
-        return Err(bad(&format!(
+        return Err(invalid(format!(
             "`max_chars` must be between 1 and {MAX_MAX_CHARS}"
         )));
     }
     let url = url::Url::parse(&a.url)
-        .map_err(|e| bad(&format!("`{}` is not a valid URL ({e})", a.url)))?;
+        .map_err(|e| invalid(format!("`{}` is not a valid URL ({e})", a.url)))?;
     pool.guard().check_static(&url)?;
     let fetched = fetch(pool, url, &a, opts).await?;
     let r = &fetched.response;
@@ -123,35 +171,46 @@ async fn fetch(pool: &Pool, url: url::Url, a: &Args, opts: &RunOptions) -> Resul
             )
         })
     };
+    let wait_for = a.wait_for.as_deref();
+    let lease = pool.lease_for(&url, slot).await?;
     let fetched = match a.mode {
-        Mode::Browser => pool.fetch_browser(url, a.wait_for.clone(), slot).await,
-        Mode::Http => pool.fetch(FetchRequest::get(url), slot).await,
+        Mode::Browser => lease
+            .browse(url, wait_for, |_, _| ())
+            .await
+            .map(|(f, ())| f),
+        Mode::Http => lease
+            .http(FetchRequest::get(url), |_, _| ())
+            .await
+            .map(|(f, ())| f),
         Mode::Auto => {
-            let http = pool.fetch(FetchRequest::get(url.clone()), slot).await?;
+            // Whether the page needs the browser, judged from the body's one parse.
+            let needs_browser = |f: &Fetched, body: &Body<'_>| {
+                matches!(f.outcome, Outcome::HardBlock | Outcome::Challenge)
+                    || wait_for.is_some_and(|sel| !selector_in(body, sel))
+            };
+            let (http, browser) = lease
+                .http(FetchRequest::get(url.clone()), needs_browser)
+                .await?;
             report(&http);
-            let needs_browser = matches!(http.outcome, Outcome::HardBlock | Outcome::Challenge)
-                || a.wait_for
-                    .as_deref()
-                    .is_some_and(|sel| !selector_in(&http.response.text(), sel));
-            if needs_browser {
+            if browser {
                 // Same identity: a challenge passed there also serves its HTTP tier.
-                pool.fetch_browser(url, a.wait_for.clone(), Some(http.slot))
+                lease
+                    .browse(url, wait_for, |_, _| ())
                     .await
+                    .map(|(f, ())| f)
             } else {
                 Ok(http)
             }
         }
-    }?;
+    };
+    let fetched = lease.close(fetched)?;
     report(&fetched);
     Ok(fetched)
 }
 
-fn selector_in(html: &str, selector: &str) -> bool {
+fn selector_in(body: &Body<'_>, selector: &str) -> bool {
     match scraper::Selector::parse(selector) {
-        Ok(sel) => scraper::Html::parse_document(html)
-            .select(&sel)
-            .next()
-            .is_some(),
+        Ok(sel) => body.html().select(&sel).next().is_some(),
         Err(_) => false,
     }
 }
@@ -216,6 +275,3 @@ pub fn convert(html: &str, format: Format, base: &url::Url) -> Result<String> {
     }
 }
 
-fn bad(msg: &str) -> Error {
-    Error::new(ErrorKind::InvalidArgument, msg.to_string()).retryable(false)
-}

@@ -5,9 +5,8 @@
 //! fsyncs it, renames it over the jar and fsyncs the folder, so a crash at any
 //! instant leaves either the old jar or the new one, never half of one.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{BufReader, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::{self, File};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -265,7 +264,7 @@ impl Jar {
         .map_err(|e| {
             Error::new(ErrorKind::Internal, "cannot serialise cookie jar").with_source(e)
         })?;
-        let result = write_atomically(&self.path, &json);
+        let result = crate::fsutil::write_atomically(&self.path, &json);
         match &result {
             Ok(()) => self.last_saved.store(unix_now(), Ordering::Release),
             Err(_) => self.dirty.store(true, Ordering::Release),
@@ -346,39 +345,6 @@ fn load_seed(path: &Path) -> Result<Store> {
         let _ = store.parse(&s, &url);
     }
     Ok(store)
-}
-
-/// Write `bytes` to `path` so that readers see the old or the new file, never a mix.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    fs::create_dir_all(dir)
-        .map_err(|e| Error::io(format!("cannot create {}", dir.display()), e))?;
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp-{}",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("jar"),
-        std::process::id()
-    ));
-    let io = |what: &str| {
-        let what = format!("{what} {}", tmp.display());
-        move |e| Error::io(what, e)
-    };
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(io("cannot create"))?;
-    f.write_all(bytes).map_err(io("cannot write"))?;
-    f.sync_all().map_err(io("cannot fsync"))?;
-    drop(f);
-    fs::rename(&tmp, path)
-        .map_err(|e| Error::io(format!("cannot rename over {}", path.display()), e))?;
-    // The rename is durable only once the folder entry is.
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
 }
 
 fn unix_now() -> u64 {

@@ -1,0 +1,163 @@
+//! Processes on this machine as `/proc` shows them, and ending them: the
+//! kill-and-reap of a child, process groups, the subreaper role, liveness
+//! and a process tree's memory. Only PIDs the daemon started are signalled.
+
+use std::time::Duration;
+
+use tokio::process::Child;
+
+/// Every pid in `/proc`.
+pub fn all_pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+        .collect()
+}
+
+/// The arguments `pid` was started with.
+pub fn cmdline(pid: u32) -> Option<Vec<String>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(
+        raw.split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect(),
+    )
+}
+
+/// Field `n` of `/proc/<pid>/stat` counted after the command name
+/// (0: state, 1: parent pid, 2: process group).
+fn stat_field(pid: u32, n: usize) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(n)?.parse().ok()
+}
+
+/// SIGKILL Chromium's whole process group, then reap the main process and the
+/// helpers that were re-parented to us.
+pub async fn kill_and_reap(child: &mut Child) {
+    let pid = child.id();
+    let helpers = pid.map(group_members).unwrap_or_default();
+    if let Some(pid) = pid {
+        signal_group(pid, libc::SIGKILL);
+    }
+    let _ = child.kill().await;
+    let _ = child.wait().await;
+    reap(&helpers).await;
+}
+
+/// Make this process the reaper of its orphaned descendants. Chromium's helpers
+/// (zygote, renderers) outlive a killed browser process for a moment; without this
+/// they would be re-parented to PID 1, which in containers often reaps nothing.
+pub fn become_subreaper() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes plain integers.
+        let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+        if rc != 0 {
+            tracing::debug!(
+                "PR_SET_CHILD_SUBREAPER failed; orphaned Chromium helpers are left to init"
+            );
+        }
+    });
+}
+
+/// Processes of the group led by `pid`, other than `pid` itself.
+pub fn group_members(pid: u32) -> Vec<u32> {
+    all_pids()
+        .into_iter()
+        .filter(|&p| p != pid && stat_field(p, 2) == Some(pid))
+        .collect()
+}
+
+/// End the rest of a group whose leader `pid` has exited, and reap its members.
+pub async fn end_group(pid: u32) {
+    let helpers = group_members(pid);
+    signal_group(pid, libc::SIGKILL);
+    reap(&helpers).await;
+}
+
+/// End and reap processes that left Chromium's group (its crashpad handlers).
+pub async fn end_outside(pids: &[u32]) {
+    for &p in pids {
+        if let Ok(p) = i32::try_from(p)
+            && p > 1
+        {
+            // SAFETY: a signal to a crashpad handler our Chromium started.
+            unsafe { libc::kill(p, libc::SIGKILL) };
+        }
+    }
+    reap(pids).await;
+}
+
+/// Reap `pids` once they are our children (subreaper) and dead; give up after ~3 s
+/// for any that are not ours to wait for.
+pub(crate) async fn reap(pids: &[u32]) {
+    let mut left: Vec<i32> = pids.iter().filter_map(|p| i32::try_from(*p).ok()).collect();
+    for _ in 0..60 {
+        left.retain(|&p| {
+            let mut status = 0;
+            // SAFETY: waitpid on a specific pid with WNOHANG never blocks.
+            let r = unsafe { libc::waitpid(p, &mut status, libc::WNOHANG) };
+            r == 0 // still running (or not yet re-parented to us): try again
+        });
+        if left.is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Send `sig` to the process group led by `pid` (our Chromium) and to `pid`.
+pub fn signal_group(pid: u32, sig: i32) {
+    let Ok(pid) = i32::try_from(pid) else {
+        return;
+    };
+    if pid <= 1 {
+        return;
+    }
+    // SAFETY: plain syscalls on a pid we spawned as a group leader.
+    unsafe {
+        libc::kill(-pid, sig);
+        libc::kill(pid, sig);
+    }
+}
+
+/// Whether `pid` exists and is not a zombie.
+pub fn pid_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+/// Resident memory of `pid` and all its descendants, in MiB.
+pub fn tree_rss_mb(pid: u32) -> u64 {
+    let parents: Vec<(u32, u32)> = all_pids()
+        .into_iter()
+        .filter_map(|p| Some((p, stat_field(p, 1)?)))
+        .collect();
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        let cur = tree[i];
+        tree.extend(parents.iter().filter(|(_, pp)| *pp == cur).map(|(p, _)| *p));
+        i += 1;
+    }
+    let kb: u64 = tree
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
+        .filter_map(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .sum();
+    kb / 1024
+}

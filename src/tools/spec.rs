@@ -1,0 +1,162 @@
+//! What a tool is, declared once, in its own file: its name, the role a
+//! caller needs, what it says about itself, its typed arguments (whose JSON
+//! Schema is derived from the type the tool parses, so the two cannot
+//! drift), the schema of its result, and how it runs. The MCP catalog,
+//! the dispatcher's role gate and `idpool call --help` all read these.
+
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+pub use crate::config::Role;
+use crate::error::{Error, ErrorKind, Result};
+use crate::pool::Pool;
+use crate::tiers::RunOptions;
+
+/// MCP's behaviour hints, stated truthfully.
+#[derive(Debug, Clone, Copy)]
+pub struct Annotations {
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+    /// Reaches sites outside the daemon.
+    pub open_world: bool,
+}
+
+/// A tool's run: the pool, its raw arguments, the call's options.
+pub type Run = for<'a> fn(&'a Pool, Value, &'a RunOptions) -> BoxFuture<'a, Result<Value>>;
+
+/// One tool.
+pub struct Spec {
+    pub name: &'static str,
+    /// The least role that may call it.
+    pub role: Role,
+    pub title: &'static str,
+    /// What the tool does; may name the pool's strategies.
+    pub description: fn(&Pool) -> String,
+    /// The arguments' JSON Schema, derived from the type the tool parses.
+    pub input: fn() -> Value,
+    /// The input's `strategy` property lists the pool's strategies.
+    pub strategy_enum: bool,
+    /// The result's JSON Schema.
+    pub output: fn() -> Value,
+    pub annotations: Annotations,
+    /// Sends `notifications/progress` when given a progress token.
+    pub progress: bool,
+    pub run: Run,
+}
+
+impl std::fmt::Debug for Spec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Spec")
+            .field("name", &self.name)
+            .field("role", &self.role)
+            .finish()
+    }
+}
+
+/// The JSON Schema of `T` as a tool's `inputSchema`: an object schema
+/// without the generator's `$schema` and type `title`.
+pub fn input_schema<T: JsonSchema>() -> Value {
+    // Inline (no `$defs`), and an optional argument is simply not required
+    // (not "T or null"): what MCP clients and models read most easily.
+    let schema = schemars::generate::SchemaSettings::default()
+        .with(|s| s.inline_subschemas = true)
+        .into_generator()
+        .into_root_schema_for::<T>();
+    let mut v = serde_json::to_value(schema).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("$schema");
+        o.remove("title");
+        if let Some(Value::Object(props)) = o.get_mut("properties") {
+            for p in props.values_mut() {
+                not_null(p);
+            }
+        }
+    }
+    v
+}
+
+/// `"type": ["integer", "null"]` → `"type": "integer"`.
+fn not_null(property: &mut Value) {
+    if let Some(Value::Array(types)) = property.get_mut("type") {
+        types.retain(|t| t != "null");
+        if let [one] = types.as_slice() {
+            let one = one.clone();
+            property["type"] = one;
+        }
+    }
+}
+
+/// Parse a tool's arguments into its `Args` type (`null` reads as `{}`),
+/// naming the argument that is wrong.
+pub fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T> {
+    let args = match args {
+        Value::Null => Value::Object(serde_json::Map::new()),
+        Value::Object(_) => args,
+        other => {
+            return Err(invalid(format!(
+                "arguments must be a JSON object, got {other}"
+            )));
+        }
+    };
+    serde_path_to_error::deserialize(args).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        let what = if path == "." {
+            inner
+        } else if inner.starts_with("invalid type") {
+            format!("argument `{path}` has the wrong type ({inner})")
+        } else {
+            format!("argument `{path}`: {inner}")
+        };
+        invalid(format!("invalid {tool} arguments: {what}"))
+    })
+}
+
+// The arguments of a tool that takes none.
+#[derive(Debug, serde::Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
+/// A caller's argument is wrong: not worth retrying as it is.
+pub fn invalid(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidArgument, message).retryable(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Args {
+        #[allow(dead_code)]
+        item: String,
+        #[serde(default)]
+        #[allow(dead_code)]
+        page: u64,
+        #[serde(flatten)]
+        #[allow(dead_code)]
+        rest: serde_json::Map<String, Value>,
+    }
+
+    #[test]
+    fn wrong_arguments_are_named() {
+        let e = parse::<Args>("t", json!({"item": "x", "page": "two"})).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert!(
+            e.to_string()
+                .starts_with("invalid t arguments: argument `page` has the wrong type"),
+            "{e}"
+        );
+        let e = parse::<Args>("t", json!({"page": 2})).unwrap_err();
+        assert!(e.to_string().contains("missing field `item`"), "{e}");
+        let e = parse::<Args>("t", json!([1])).unwrap_err();
+        assert!(e.to_string().contains("must be a JSON object"), "{e}");
+        assert!(parse::<NoArgs>("t", Value::Null).is_ok());
+        let e = parse::<NoArgs>("t", json!({"x": 1})).unwrap_err();
+        assert!(e.to_string().contains("unknown field `x`"), "{e}");
+    }
+}

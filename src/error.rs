@@ -107,13 +107,11 @@ impl Error {
     }
 }
 
+/// The message alone: what a client may see. The cause is reached through
+/// [`std::error::Error::source`] (anyhow's `{:#}` prints it once, at the CLI).
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)?;
-        if let Some(source) = &self.source {
-            write!(f, ": {source}")?;
-        }
-        Ok(())
+        f.write_str(&self.message)
     }
 }
 

@@ -41,18 +41,19 @@
 //!               and the daemon client
 //! daemon/       `idpool serve`: systemd notify/watchdog, signals (drain,
 //!               reload), control API, metrics, events, status page
-//! cli/          the `idpool` subcommands (thin: parse, call the library, print)
+//! cli/          the `idpool` subcommands, on the binary's side (`src/main.rs`):
+//!               parse, call the library, print
 //! testbed/      idpool-testbed (feature `testbed`): the local imitation of a
 //!               protected shop that tests, the demo and benchmarks run against
 //!               (JA4 gate, JS challenge, rate limit, review data, faults on demand)
 //! ```
 //!
-//! The library returns typed [`Error`]s; `anyhow` lives only in the binaries.
+//! The library returns typed [`Error`]s; `anyhow` lives only on the
+//! binaries' side (`src/main.rs` and its `src/cli/`, `src/bin/`).
 
 pub mod auth;
 pub mod browser;
 pub mod calibrate;
-pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod diag;

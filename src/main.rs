@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod cli;
+
 // mimalloc: per-call allocations made on one worker thread and freed on
 // another contend on glibc's arena locks; scripts/bench.sh measured the
 // difference (README, Performance).
@@ -11,8 +13,8 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = idpool::cli::Cli::parse();
-    idpool::cli::init_tracing(cli.log_json || cli.log_format == idpool::cli::LogFormat::Json);
+    let cli = cli::Cli::parse();
+    idpool::diag::init_tracing(cli.log_json || cli.log_format == cli::LogFormat::Json);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -23,7 +25,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(idpool::cli::run(cli)) {
+    match runtime.block_on(cli::run(cli)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("idpool: {e:#}");

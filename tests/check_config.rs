@@ -66,10 +66,7 @@ fn valid_setup_passes() {
     let c = Case::new();
     let (ok, out) = c.check();
     assert!(ok, "{out}");
-    assert!(
-        out.contains("ok (2 slots, 1 profiles, 1 strategies)"),
-        "{out}"
-    );
+    assert!(out.contains("ok (2 slots, 1 profile, 1 strategy)"), "{out}");
 }
 
 #[test]

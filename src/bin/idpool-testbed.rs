@@ -54,7 +54,7 @@ fn parse_rate(s: &str) -> Result<RateLimit, String> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    idpool::cli::init_tracing(false);
+    idpool::diag::init_tracing(false);
     let args = Args::parse();
     let rate_limit = match args.rate_limit.as_deref().map(parse_rate).transpose() {
         Ok(r) => r,

@@ -2,10 +2,11 @@
 //!
 //! We spawn Chromium ourselves (not through chromiumoxide's launcher, which adds
 //! `--enable-automation` and its own defaults, keeps arguments in a map, and panics
-//! when clean-up fails) and then attach chromiumoxide to its DevTools socket. Every
-//! fallible step after the spawn runs inside a guard that kills and reaps the child
-//! on error. Chromium is made a process-group leader so its helpers (zygote,
-//! renderers, GPU/network services) end with it.
+//! when clean-up fails) and then attach chromiumoxide to its DevTools socket. When
+//! a step after the spawn fails, the child (and any crashpad handler outside its
+//! group) is killed and reaped before the error is returned. Chromium is made a
+//! process-group leader so its helpers (zygote, renderers, GPU/network
+//! services) end with it.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::{Value, json};
 
-use crate::config::Config;
-use crate::pool::Pool;
+use idpool::config::Config;
+use idpool::pool::Pool;
 
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
@@ -20,26 +20,17 @@ pub struct CalibrateArgs {
     /// Print the whole records as JSON.
     #[arg(long)]
     pub json: bool,
-    /// The daemon's base URL (default: from the config's server.listen).
-    #[arg(long)]
-    pub url: Option<String>,
-    /// API key (admin) for the daemon.
-    #[arg(long, env = "IDPOOL_KEY", hide_env_values = true)]
-    pub key: Option<String>,
+    /// The daemon (an admin key is needed when keys are on).
+    #[command(flatten)]
+    pub daemon: super::daemon::DaemonArgs,
 }
 
 /// Each slot's result through the daemon; `None` when no daemon answers.
 async fn through_daemon(cfg: &Config, a: &CalibrateArgs) -> anyhow::Result<Option<Vec<Value>>> {
-    let Some(daemon) = super::slots::SlotActions::connect(
-        cfg,
-        a.url.as_deref(),
-        a.key.as_deref(),
-        std::time::Duration::from_secs(300),
-    )
-    .await?
-    else {
+    let Some(base) = a.daemon.reach(cfg, "calibrate").await? else {
         return Ok(None);
     };
+    let daemon = super::slots::SlotActions::new(base, a.daemon.key.clone())?;
     let slots = daemon.slots(a.slot).await?;
     eprintln!("through the daemon at {}", daemon.base);
     let mut out = Vec::new();
@@ -71,7 +62,7 @@ pub async fn run(config: Option<&Path>, a: CalibrateArgs) -> anyhow::Result<Exit
             for (slot, pid) in pool.end_stale_browsers().await {
                 eprintln!("slot {slot}: ended Chromium pid {pid} left by an earlier run");
             }
-            let r = crate::tools::calibrate::run(&pool, json!({"slot": a.slot})).await;
+            let r = idpool::tools::calibrate::run(&pool, json!({"slot": a.slot})).await;
             pool.shutdown().await;
             r?["slots"].as_array().cloned().unwrap_or_default()
         }

@@ -1,7 +1,7 @@
 //! `idpool call TOOL --args JSON`: call one tool on the running daemon (over
 //! its MCP endpoint) and print the structured result. With `--embedded`, or
-//! when no daemon answers and no `--url` was given, the tool runs in-process
-//! on the data dir instead.
+//! when no daemon answers and no `--url` was given (said on stderr), the tool
+//! runs in-process on the data dir instead.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -10,9 +10,9 @@ use anyhow::{Context, bail};
 use clap::Args;
 use serde_json::{Value, json};
 
-use crate::config::Config;
-use crate::mcp::client::DaemonClient;
-use crate::mcp::{CallContext, CallEnd};
+use idpool::config::Config;
+use idpool::mcp::client::DaemonClient;
+use idpool::mcp::{CallContext, CallEnd};
 
 #[derive(Debug, Args)]
 pub struct CallArgs {
@@ -22,12 +22,8 @@ pub struct CallArgs {
     /// The tool's arguments as a JSON object.
     #[arg(long, default_value = "{}")]
     pub args: String,
-    /// The daemon's MCP URL (default: from the config's server.listen).
-    #[arg(long)]
-    pub url: Option<String>,
-    /// API key for the daemon.
-    #[arg(long, env = "IDPOOL_KEY", hide_env_values = true)]
-    pub key: Option<String>,
+    #[command(flatten)]
+    pub daemon: super::daemon::DaemonArgs,
     /// Run in-process on the data dir, even when a daemon runs.
     #[arg(long, conflicts_with = "url")]
     pub embedded: bool,
@@ -35,12 +31,12 @@ pub struct CallArgs {
 
 /// Every tool's name.
 fn tool_names() -> Vec<&'static str> {
-    crate::tools::ALL.iter().map(|s| s.name).collect()
+    idpool::tools::ALL.iter().map(|s| s.name).collect()
 }
 
 /// `TOOL` in `idpool call --help`: every tool, with the role it needs.
 fn tool_help() -> String {
-    let tools: Vec<String> = crate::tools::ALL
+    let tools: Vec<String> = idpool::tools::ALL
         .iter()
         .map(|s| format!("{} ({})", s.name, s.role))
         .collect();
@@ -54,22 +50,13 @@ pub async fn run(config: Option<&Path>, a: CallArgs) -> anyhow::Result<ExitCode>
     if a.embedded {
         return in_process(&cfg, &a.tool, args).await;
     }
-    let explicit = a.url.is_some();
-    let url = a
-        .url
-        .clone()
-        .unwrap_or_else(|| super::mcp::daemon_url(&cfg));
-    let client = DaemonClient::new(&url, a.key.clone(), None)?;
-    match client.reachable().await {
-        Ok(()) => remote(&client, &a.tool, args).await,
-        Err(e) if explicit => Err(e.into()),
-        Err(_) => {
-            eprintln!(
-                "idpool: no daemon at {url}; running `{}` in-process",
-                a.tool
-            );
-            in_process(&cfg, &a.tool, args).await
+    match a.daemon.reach(&cfg, &format!("`{}`", a.tool)).await? {
+        Some(_) => {
+            let url = a.daemon.mcp_url(&cfg);
+            let client = DaemonClient::new(&url, a.daemon.key.clone(), None)?;
+            remote(&client, &a.tool, args).await
         }
+        None => in_process(&cfg, &a.tool, args).await,
     }
 }
 
@@ -109,12 +96,12 @@ async fn remote(client: &DaemonClient, tool: &str, args: Value) -> anyhow::Resul
 }
 
 async fn in_process(cfg: &Config, tool: &str, args: Value) -> anyhow::Result<ExitCode> {
-    if crate::tools::find(tool).is_none() {
+    if idpool::tools::find(tool).is_none() {
         bail!("unknown tool `{tool}` ({})", tool_names().join(", "));
     }
-    let core = crate::daemon::build_core(cfg).await?;
+    let core = idpool::daemon::build_core(cfg).await?;
     let ctx = CallContext {
-        principal: crate::auth::Principal::new("cli", crate::auth::Role::Admin, "cli"),
+        principal: idpool::auth::Principal::new("cli", idpool::auth::Role::Admin, "cli"),
         session: None,
     };
     let end = core

@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use crate::config::{self, Config};
-use crate::diag::Diagnostic;
-use crate::profile;
-use crate::strategy::Registry;
+use idpool::config::{self, Config};
+use idpool::diag::Diagnostic;
+use idpool::profile;
+use idpool::strategy::Registry;
 
 pub fn run(explicit: Option<&Path>) -> ExitCode {
     let source = config::resolve_path(explicit)
@@ -19,14 +19,21 @@ pub fn run(explicit: Option<&Path>) -> ExitCode {
     }
     if report.problems.is_empty() {
         println!(
-            "{source}: ok ({} slots, {} profiles, {} strategies)",
-            report.slots, report.profiles, report.strategies
+            "{source}: ok ({}, {}, {})",
+            count(report.slots, "slot", "slots"),
+            count(report.profiles, "profile", "profiles"),
+            count(report.strategies, "strategy", "strategies")
         );
         ExitCode::SUCCESS
     } else {
         eprintln!("{} problem(s) found", report.problems.len());
         ExitCode::FAILURE
     }
+}
+
+/// `1 strategy`, `2 strategies`.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// Everything `idpool check-config` found: problems, and what loaded fine.

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 
-use crate::config::Config;
-use crate::http::FetchRequest;
-use crate::pool::Pool;
+use idpool::config::Config;
+use idpool::http::FetchRequest;
+use idpool::pool::Pool;
 
 #[derive(Debug, Args)]
 pub struct FetchArgs {
@@ -67,13 +67,13 @@ pub async fn run(config: Option<&Path>, args: FetchArgs) -> anyhow::Result<ExitC
         r.elapsed.as_millis()
     );
     match fetched.via {
-        crate::pool::Via::Http => eprintln!(
+        idpool::pool::Via::Http => eprintln!(
             "cookies:  set {} [{}]; jar holds {}",
             r.cookies_set.len(),
             r.cookies_set.join(", "),
             slot.jar().count()
         ),
-        crate::pool::Via::Browser => {
+        idpool::pool::Via::Browser => {
             let b = slot.browser_facts();
             eprintln!("cookies:  jar holds {}", slot.jar().count());
             eprintln!(

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use anyhow::bail;
 use clap::Subcommand;
 
-use crate::auth::{Keys, Role};
-use crate::config::Config;
+use idpool::auth::{Keys, Role};
+use idpool::config::Config;
 
 #[derive(Debug, Subcommand)]
 pub enum KeysCmd {

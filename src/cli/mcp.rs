@@ -8,21 +8,17 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Args;
 
-use crate::auth::Role;
-use crate::config::Config;
-use crate::mcp::client::DaemonClient;
+use idpool::auth::Role;
+use idpool::config::Config;
+use idpool::mcp::client::DaemonClient;
 
 #[derive(Debug, Args)]
 pub struct McpArgs {
     /// Run an in-process pool instead of bridging to the daemon.
     #[arg(long)]
     pub embedded: bool,
-    /// The daemon's MCP URL (default: from the config's server.listen).
-    #[arg(long)]
-    pub url: Option<String>,
-    /// API key for the daemon.
-    #[arg(long, env = "IDPOOL_KEY", hide_env_values = true)]
-    pub key: Option<String>,
+    #[command(flatten)]
+    pub daemon: super::daemon::DaemonArgs,
 }
 
 pub async fn run(config: Option<&Path>, args: McpArgs) -> anyhow::Result<ExitCode> {
@@ -34,8 +30,8 @@ pub async fn run(config: Option<&Path>, args: McpArgs) -> anyhow::Result<ExitCod
     };
     let cfg = Config::load(config)?;
     if args.embedded {
-        let core = crate::daemon::build_core(&cfg).await?;
-        let r = crate::mcp::stdio::serve_embedded(core.clone(), role).await;
+        let core = idpool::daemon::build_core(&cfg).await?;
+        let r = idpool::mcp::stdio::serve_embedded(core.clone(), role).await;
         core.pool().shutdown().await;
         if let Some(a) = core.audit() {
             a.flush();
@@ -43,19 +39,9 @@ pub async fn run(config: Option<&Path>, args: McpArgs) -> anyhow::Result<ExitCod
         r?;
         return Ok(ExitCode::SUCCESS);
     }
-    let url = args.url.unwrap_or_else(|| daemon_url(&cfg));
-    let client = DaemonClient::new(&url, args.key, Some(role))?;
-    crate::mcp::stdio::bridge(client).await.with_context(
+    let client = DaemonClient::new(&args.daemon.mcp_url(&cfg), args.daemon.key, Some(role))?;
+    idpool::mcp::stdio::bridge(client).await.with_context(
         || "no daemon to bridge to; start `idpool serve`, or run `idpool mcp --embedded`",
     )?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// `http://<server.listen>/mcp`, with a wildcard address turned into loopback.
-pub fn daemon_url(cfg: &Config) -> String {
-    let mut addr = cfg.server.listen;
-    if addr.ip().is_unspecified() {
-        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
-    }
-    format!("http://{addr}/mcp")
 }

@@ -1,9 +1,11 @@
-//! The `idpool` command line. Raw arguments live here; each subcommand resolves
-//! them into library calls and prints. `anyhow` is allowed at this edge only.
+//! The `idpool` command line, on the binary's side of the crate: raw
+//! arguments live here; each subcommand resolves them into library calls
+//! and prints. `anyhow` is used here and nowhere in the library.
 
 mod calibrate;
 mod call;
 mod check_config;
+mod daemon;
 mod fetch;
 mod keys;
 mod mcp;
@@ -76,19 +78,4 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::RefreshCookies(args) => refresh_cookies::run(cli.config.as_deref(), args).await,
         Command::Calibrate(args) => calibrate::run(cli.config.as_deref(), args).await,
     }
-}
-
-/// Logs go to stderr (stdout is reserved for MCP in stdio mode); `RUST_LOG` filters.
-pub fn init_tracing(json: bool) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,chromiumoxide=error"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = if json {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
-    };
 }

@@ -10,8 +10,8 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::Args;
 
-use crate::config::Config;
-use crate::pool::Pool;
+use idpool::config::Config;
+use idpool::pool::Pool;
 
 #[derive(Debug, Args)]
 pub struct RefreshArgs {
@@ -27,26 +27,17 @@ pub struct RefreshArgs {
     /// Show the browser window (needs a display; direct mode only).
     #[arg(long)]
     pub headful: bool,
-    /// The daemon's base URL (default: from the config's server.listen).
-    #[arg(long)]
-    pub url: Option<String>,
-    /// API key (admin) for the daemon.
-    #[arg(long, env = "IDPOOL_KEY", hide_env_values = true)]
-    pub key: Option<String>,
+    /// The daemon (an admin key is needed when keys are on).
+    #[command(flatten)]
+    pub daemon: super::daemon::DaemonArgs,
 }
 
 /// Through the daemon; `None` when no daemon answers.
 async fn through_daemon(cfg: &Config, args: &RefreshArgs) -> anyhow::Result<Option<ExitCode>> {
-    let Some(daemon) = super::slots::SlotActions::connect(
-        cfg,
-        args.url.as_deref(),
-        args.key.as_deref(),
-        std::time::Duration::from_secs(300),
-    )
-    .await?
-    else {
+    let Some(base) = args.daemon.reach(cfg, "refresh-cookies").await? else {
         return Ok(None);
     };
+    let daemon = super::slots::SlotActions::new(base, args.daemon.key.clone())?;
     if args.headful {
         eprintln!("idpool: --headful is ignored: the daemon's browsers refresh the cookies");
     }

@@ -3,8 +3,8 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::config::Config;
-use crate::daemon::Daemon;
+use idpool::config::Config;
+use idpool::daemon::Daemon;
 
 pub async fn run(config: Option<&Path>) -> anyhow::Result<ExitCode> {
     let cfg = Config::load(config)?;

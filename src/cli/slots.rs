@@ -1,5 +1,6 @@
 //! `idpool slots [--json] [--watch]`: slot health from the running daemon
-//! (`/api/v1/slots`); `--watch` then follows the event stream.
+//! (`/api/v1/slots`), else from the data dir in-process; `--watch` then
+//! follows the daemon's event stream.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -10,7 +11,8 @@ use clap::Args;
 use futures::StreamExt;
 use serde_json::Value;
 
-use crate::config::Config;
+use idpool::config::Config;
+use idpool::pool::Pool;
 
 #[derive(Debug, Args)]
 pub struct SlotsArgs {
@@ -20,19 +22,9 @@ pub struct SlotsArgs {
     /// After the table, print slot events as they happen (Ctrl-C ends).
     #[arg(long)]
     pub watch: bool,
-    /// The daemon's base URL (default: from the config's server.listen).
-    #[arg(long)]
-    pub url: Option<String>,
-    /// API key (a viewer key is enough).
-    #[arg(long, env = "IDPOOL_KEY", hide_env_values = true)]
-    pub key: Option<String>,
-}
-
-/// `http://<server.listen>` with a wildcard address turned into loopback.
-pub fn daemon_base(cfg: &Config) -> String {
-    super::mcp::daemon_url(cfg)
-        .trim_end_matches("/mcp")
-        .to_string()
+    /// The daemon (a viewer key is enough).
+    #[command(flatten)]
+    pub daemon: super::daemon::DaemonArgs,
 }
 
 /// GET `path` from the daemon as JSON.
@@ -76,37 +68,15 @@ pub struct SlotActions {
 }
 
 impl SlotActions {
-    /// The daemon at `url` (else the config's address) when its `/healthz`
-    /// answers; `None` when none does and no `url` was given.
-    pub async fn connect(
-        cfg: &Config,
-        url: Option<&str>,
-        key: Option<&str>,
-        timeout: Duration,
-    ) -> anyhow::Result<Option<SlotActions>> {
-        let base = url.map_or_else(|| daemon_base(cfg), str::to_string);
+    /// The daemon at `base` (reached already), with calls that may take as
+    /// long as a browser warm-up or a calibration run.
+    pub fn new(base: String, key: Option<String>) -> anyhow::Result<SlotActions> {
         let client = wreq::Client::builder()
             .no_proxy()
             .connect_timeout(Duration::from_secs(3))
-            .timeout(timeout)
+            .timeout(Duration::from_secs(300))
             .build()?;
-        let up = client
-            .get(format!("{base}/healthz"))
-            .timeout(Duration::from_secs(3))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success());
-        if !up {
-            if url.is_some() {
-                bail!("no daemon answers at {base}");
-            }
-            return Ok(None);
-        }
-        Ok(Some(SlotActions {
-            base,
-            client,
-            key: key.map(str::to_string),
-        }))
+        Ok(SlotActions { base, client, key })
     }
 
     /// `Some(n)` if the daemon has slot n, else every slot.
@@ -140,15 +110,28 @@ impl SlotActions {
 
 pub async fn run(config: Option<&Path>, a: SlotsArgs) -> anyhow::Result<ExitCode> {
     let cfg = Config::load(config)?;
-    let base = a.url.clone().unwrap_or_else(|| daemon_base(&cfg));
-    let status = get_json(&base, "/api/v1/slots", a.key.as_deref()).await?;
+    let key = a.daemon.key.as_deref();
+    let base = a.daemon.reach(&cfg, "`slots`").await?;
+    let status = match &base {
+        Some(base) => get_json(base, "/api/v1/slots", key).await?,
+        None => {
+            // The slots as saved on disk: jars, calibrations; no browser runs.
+            let pool = Pool::open(&cfg)?;
+            let status = idpool::tools::pool_status::run(&pool);
+            pool.shutdown().await;
+            status
+        }
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&status)?);
     } else {
         print!("{}", table(&status));
     }
     if a.watch {
-        watch(&base, a.key.as_deref()).await?;
+        let Some(base) = base else {
+            bail!("--watch follows a running daemon's events; none answers");
+        };
+        watch(&base, key).await?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -260,6 +260,9 @@ async fn events(
     ws.on_upgrade(move |socket| stream(socket, rx, stop, core, who))
 }
 
+/// How long one event may take to reach a WebSocket client.
+const SEND_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 async fn stream(
     mut socket: WebSocket,
     mut rx: tokio::sync::broadcast::Receiver<crate::pool::SlotEvent>,
@@ -282,7 +285,9 @@ async fn stream(
                     Err(RecvError::Lagged(n)) => json!({"kind": "lagged", "missed": n}).to_string(),
                     Err(RecvError::Closed) => break,
                 };
-                if socket.send(Message::Text(text.into())).await.is_err() {
+                // A client that stops reading is dropped, not waited for.
+                let sent = tokio::time::timeout(SEND_WAIT, socket.send(Message::Text(text.into()))).await;
+                if !matches!(sent, Ok(Ok(()))) {
                     return;
                 }
             }
@@ -293,5 +298,5 @@ async fn stream(
             () = stop.cancelled() => break,
         }
     }
-    let _ = socket.send(Message::Close(None)).await;
+    let _ = tokio::time::timeout(SEND_WAIT, socket.send(Message::Close(None))).await;
 }

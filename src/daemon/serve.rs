@@ -4,7 +4,8 @@
 //! - SIGTERM / SIGINT: stop accepting, give in-flight calls
 //!   `shutdown_grace_secs`, close and reap every browser, save every jar, flush
 //!   the audit log.
-//! - SIGHUP: reload the keys file and re-open the audit log.
+//! - SIGHUP: reload strategies (all or nothing), profiles (checked) and the
+//!   keys file, and re-open the audit log (see [`reload`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -76,11 +77,6 @@ impl Daemon {
             listener: Some(listener),
             reload: cfg.source.clone(),
         })
-    }
-
-    /// A token that stops the daemon when cancelled.
-    pub fn shutdown_token(&self) -> CancellationToken {
-        self.shutdown.clone()
     }
 
     /// Serve until SIGTERM/SIGINT (or the shutdown token), then stop cleanly:

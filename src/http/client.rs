@@ -172,7 +172,9 @@ impl HttpClient {
         let max_redirects = cfg.max_redirects;
         let policy = wreq::redirect::Policy::custom(move |attempt| {
             if attempt.previous.len() > max_redirects {
-                return attempt.error(format!("more than {max_redirects} redirects"));
+                return attempt.error(RedirectRefused(format!(
+                    "more than {max_redirects} redirects"
+                )));
             }
             let guard = redirect_guard.clone();
             attempt.pending(move |attempt| async move {
@@ -180,11 +182,14 @@ impl HttpClient {
                 match target {
                     Ok(url) => match guard.check(&url).await {
                         Ok(()) => attempt.follow(),
-                        Err(e) => {
-                            attempt.error(format!("redirect to {url} refused: {}", e.message()))
-                        }
+                        Err(e) => attempt.error(RedirectRefused(format!(
+                            "redirect to {url} refused: {}",
+                            e.message()
+                        ))),
                     },
-                    Err(e) => attempt.error(format!("invalid redirect target ({e})")),
+                    Err(e) => {
+                        attempt.error(RedirectRefused(format!("invalid redirect target ({e})")))
+                    }
                 }
             })
         });
@@ -421,9 +426,36 @@ fn net_error(url: &Url, e: wreq::Error) -> Error {
     } else {
         "request failed"
     };
-    // A refused redirect is the guard speaking, not the network: don't retry it.
-    let retryable = !e.is_redirect();
+    // A refused redirect is the guard speaking, not the network: don't retry
+    // it, and say what the guard said.
+    if let Some(why) = refused_redirect(&e) {
+        return Error::refused(format!("{url}: {why}")).retryable(false);
+    }
     Error::new(kind, format!("{url}: {what}"))
-        .retryable(retryable)
+        .retryable(!e.is_redirect())
         .with_source(e)
+}
+
+/// Our redirect policy stopped a redirect (the SSRF guard, the limit): why.
+#[derive(Debug)]
+struct RedirectRefused(String);
+
+impl std::fmt::Display for RedirectRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RedirectRefused {}
+
+/// Where wreq's error carries our policy's refusal, its text.
+fn refused_redirect(e: &wreq::Error) -> Option<String> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if let Some(r) = c.downcast_ref::<RedirectRefused>() {
+            return Some(r.0.clone());
+        }
+        cause = c.source();
+    }
+    None
 }

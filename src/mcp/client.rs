@@ -37,6 +37,8 @@ impl DaemonClient {
         let http = wreq::Client::builder()
             .no_proxy()
             .connect_timeout(Duration::from_secs(5))
+            // A dead peer on a long-lived stream is noticed by TCP.
+            .tcp_keepalive(Duration::from_secs(30))
             .build()
             .map_err(|e| {
                 Error::new(ErrorKind::Internal, "cannot build the daemon client").with_source(e)
@@ -74,12 +76,14 @@ impl DaemonClient {
     /// POST one JSON-RPC message. Messages of the reply arrive on the returned
     /// channel as they come (progress first, the response last).
     pub async fn post(&self, body: &[u8]) -> Result<Reply> {
-        let resp = self
+        let send = self
             .request(wreq::Method::POST)
             .header("content-type", "application/json")
             .body(body.to_vec())
-            .send()
+            .send();
+        let resp = tokio::time::timeout(RESPONSE_WAIT, send)
             .await
+            .map_err(|_| self.timed_out("answer"))?
             .map_err(|e| net(&self.url, e))?;
         let status = resp.status().as_u16();
         if let Some(id) = resp
@@ -96,9 +100,12 @@ impl DaemonClient {
             .is_some_and(|c| c.starts_with("text/event-stream"));
         let (tx, rx) = mpsc::unbounded_channel();
         if is_sse {
-            forward_events(resp, tx);
+            forward_events(resp, tx, Some(STREAM_IDLE));
         } else {
-            let bytes = resp.bytes().await.map_err(|e| net(&self.url, e))?;
+            let bytes = tokio::time::timeout(BODY_READ, resp.bytes())
+                .await
+                .map_err(|_| self.timed_out("reply body"))?
+                .map_err(|e| net(&self.url, e))?;
             if !bytes.is_empty() {
                 match serde_json::from_slice::<Value>(&bytes) {
                     Ok(v) => {
@@ -137,16 +144,18 @@ impl DaemonClient {
     /// Open the session's GET stream for messages the server starts (list
     /// changes). `None` when the daemon offers none.
     pub async fn listen(&self) -> Result<Option<mpsc::UnboundedReceiver<Value>>> {
-        let resp = self
-            .request(wreq::Method::GET)
-            .send()
+        let send = self.request(wreq::Method::GET).send();
+        let resp = tokio::time::timeout(BODY_READ, send)
             .await
+            .map_err(|_| self.timed_out("event stream"))?
             .map_err(|e| net(&self.url, e))?;
         if !resp.status().is_success() {
             return Ok(None);
         }
         let (tx, rx) = mpsc::unbounded_channel();
-        forward_events(resp, tx);
+        // Open for the session's life: silence is normal here (TCP keepalive
+        // notices a dead daemon).
+        forward_events(resp, tx, None);
         Ok(Some(rx))
     }
 
@@ -239,6 +248,23 @@ impl DaemonClient {
     }
 }
 
+/// The longest a tool call may take before the daemon answers (a call of
+/// many pages through the browser tier takes minutes, not hours).
+const RESPONSE_WAIT: Duration = Duration::from_secs(30 * 60);
+/// Reading a JSON reply once its headers came.
+const BODY_READ: Duration = Duration::from_secs(60);
+/// Silence on an event stream: the daemon pings every `server.sse_ping_secs`.
+const STREAM_IDLE: Duration = Duration::from_secs(120);
+
+impl DaemonClient {
+    fn timed_out(&self, what: &str) -> Error {
+        Error::new(
+            ErrorKind::Timeout,
+            format!("the daemon at {} sent no {what} in time", self.url),
+        )
+    }
+}
+
 fn net(url: &str, e: wreq::Error) -> Error {
     let what = if e.is_connect() {
         format!("cannot connect to the daemon at {url} (is `idpool serve` running?)")
@@ -248,12 +274,14 @@ fn net(url: &str, e: wreq::Error) -> Error {
     Error::new(ErrorKind::Network, what).with_source(e)
 }
 
-/// Hand each JSON message of an SSE response body to `tx` as it arrives.
-fn forward_events(resp: wreq::Response, tx: mpsc::UnboundedSender<Value>) {
+/// Hand each JSON message of an SSE response body to `tx` as it arrives; a
+/// stream silent for `idle` is over.
+fn forward_events(resp: wreq::Response, tx: mpsc::UnboundedSender<Value>, idle: Option<Duration>) {
     let mut stream = resp.bytes_stream();
     tokio::spawn(async move {
         let mut parser = SseParser::default();
-        while let Some(Ok(chunk)) = stream.next().await {
+        let idle = idle.unwrap_or(Duration::from_secs(365 * 24 * 3600));
+        while let Ok(Some(Ok(chunk))) = tokio::time::timeout(idle, stream.next()).await {
             for data in parser.push(&chunk) {
                 if let Ok(v) = serde_json::from_str::<Value>(&data)
                     && tx.send(v).is_err()

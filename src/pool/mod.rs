@@ -27,6 +27,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::{BreakerConfig, Config};
 use crate::error::{Error, ErrorKind, Result};
@@ -62,6 +63,8 @@ struct Inner {
     router: Mutex<Router>,
     /// Woken whenever a lease is released.
     released: Notify,
+    /// Cancelled by [`Pool::shutdown`]: the pool's background tasks end.
+    stop: CancellationToken,
 }
 
 impl Pool {
@@ -141,6 +144,7 @@ impl Pool {
                 max_wait: Duration::from_secs(cfg.http.max_queue_wait_secs),
                 router: Mutex::new(Router::default()),
                 released: Notify::new(),
+                stop: CancellationToken::new(),
             }),
         };
         if cfg.browser.idle_close_secs > 0 {
@@ -199,18 +203,22 @@ impl Pool {
     }
 
     /// Turn changes in the browsers' facts (launches, recycles, crashes, RSS
-    /// restarts, closes) into events. Ends by itself once the pool is gone.
+    /// restarts, closes) into events. Ends at shutdown, or once the pool is gone.
     fn spawn_browser_watcher(&self) {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
         let weak = Arc::downgrade(&self.inner);
+        let stop = self.inner.stop.clone();
         rt.spawn(async move {
             let mut last: Vec<crate::browser::BrowserFacts> = Vec::new();
             let mut interval = tokio::time::interval(Duration::from_millis(500));
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                interval.tick().await;
+                tokio::select! {
+                    _ = interval.tick() => {}
+                    () = stop.cancelled() => return,
+                }
                 let Some(inner) = weak.upgrade() else {
                     return;
                 };
@@ -236,19 +244,23 @@ impl Pool {
         });
     }
 
-    /// Close browsers nobody used for `idle`. The task holds only a weak reference:
-    /// it ends by itself once the pool is gone.
+    /// Close browsers nobody used for `idle`. Ends at shutdown, or once the
+    /// pool is gone (the task holds only a weak reference).
     fn spawn_idle_closer(&self, idle: Duration) {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
         let weak = Arc::downgrade(&self.inner);
         let tick = (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(30));
+        let stop = self.inner.stop.clone();
         rt.spawn(async move {
             let mut interval = tokio::time::interval(tick);
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                interval.tick().await;
+                tokio::select! {
+                    _ = interval.tick() => {}
+                    () = stop.cancelled() => return,
+                }
                 let Some(inner) = weak.upgrade() else {
                     return;
                 };
@@ -309,6 +321,7 @@ impl Pool {
 
     /// Close every browser (reaping each Chromium) and save every jar.
     pub async fn shutdown(&self) {
+        self.inner.stop.cancel();
         if let Some(c) = &self.inner.calibrator {
             c.shutdown().await;
         }

@@ -137,6 +137,19 @@ pub struct Operation {
 /// Template variables every operation has besides its parameters.
 pub const BUILTIN_VARS: &[&str] = &["base_url"];
 
+/// Where a strategy file's text is, for diagnostics at a span of it.
+#[derive(Clone, Copy)]
+struct Src<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Src<'_> {
+    fn at(&self, span: std::ops::Range<usize>, msg: String) -> Diagnostic {
+        Diagnostic::at(self.path, self.text, Some(span), msg)
+    }
+}
+
 impl OperationFile {
     pub(super) fn compile(
         self,
@@ -144,56 +157,10 @@ impl OperationFile {
         path: &Path,
         text: &str,
     ) -> std::result::Result<Operation, Diagnostic> {
-        let at =
-            |span: std::ops::Range<usize>, msg: String| Diagnostic::at(path, text, Some(span), msg);
-        let mut params = Vec::new();
-        for (pname, p) in &self.params {
-            let span = p.span();
-            let p = p.get_ref();
-            if p.kind == ParamKind::Enum && p.values.is_empty() {
-                return Err(at(
-                    span,
-                    format!("operations.{name}.params.{pname}: an enum needs `values`"),
-                ));
-            }
-            let default = match &p.default {
-                Some(v) => Some(coerce(p, pname, &toml_to_json(v)).map_err(|e| {
-                    at(
-                        span.clone(),
-                        format!("operations.{name}.params.{pname}: default {e}"),
-                    )
-                })?),
-                None => None,
-            };
-            params.push(Param {
-                name: pname.clone(),
-                kind: p.kind,
-                required: p.required,
-                default,
-                description: p.description.clone(),
-                values: p.values.clone(),
-                minimum: p.minimum,
-                maximum: p.maximum,
-            });
-        }
+        let src = Src { path, text };
+        let params = compile_params(&self.params, name, src)?;
         let item_id_from_url = match &self.item_id_from_url {
-            Some(r) => {
-                let re = regex::Regex::new(r.get_ref()).map_err(|e| {
-                    at(
-                        r.span(),
-                        format!("operations.{name}.item_id_from_url is not a valid regex ({e})"),
-                    )
-                })?;
-                if re.captures_len() != 2 {
-                    return Err(at(
-                        r.span(),
-                        format!(
-                            "operations.{name}.item_id_from_url needs exactly one capture group"
-                        ),
-                    ));
-                }
-                Some(re)
-            }
+            Some(r) => Some(compile_item_id(r, name, src)?),
             None => None,
         };
         let vars: Vec<&str> = params
@@ -204,128 +171,15 @@ impl OperationFile {
         let shared = self.extract;
         let mut tiers = Vec::new();
         for (number, tier) in [(1u8, self.tier1), (2, self.tier2), (3, self.tier3)] {
-            let Some(t) = tier else {
-                continue;
-            };
-            let label = format!("operations.{name}.tier{number}");
-            check_template(t.url.get_ref(), &vars).map_err(|v| {
-                at(
-                    t.url.span(),
-                    format!(
-                        "{label}.url uses unknown template variable `{{{v}}}` (known: {})",
-                        vars.join(", ")
-                    ),
-                )
-            })?;
-            if let Some(form) = &t.form {
-                for v in form.get_ref().values() {
-                    check_template(v, &vars).map_err(|bad| {
-                        at(
-                            form.span(),
-                            format!("{label}.form uses unknown template variable `{{{bad}}}`"),
-                        )
-                    })?;
-                }
+            if let Some(t) = tier {
+                let label = format!("operations.{name}.tier{number}");
+                tiers.push(t.compile(number, &label, &vars, shared.as_ref(), src)?);
             }
-            let json = t
-                .json
-                .as_ref()
-                .map(|j| (j.span(), toml_to_json(j.get_ref())));
-            if let Some((span, j)) = &json {
-                check_json_template(j, &vars).map_err(|bad| {
-                    at(
-                        span.clone(),
-                        format!("{label}.json uses unknown template variable `{{{bad}}}`"),
-                    )
-                })?;
-            }
-            let method =
-                match t
-                    .method
-                    .as_deref()
-                    .unwrap_or(if t.form.is_some() || t.json.is_some() {
-                        "POST"
-                    } else {
-                        "GET"
-                    }) {
-                    m if m.eq_ignore_ascii_case("get") => http::Method::GET,
-                    m if m.eq_ignore_ascii_case("post") => http::Method::POST,
-                    other => {
-                        return Err(at(
-                            t.url.span(),
-                            format!("{label}.method `{other}` is not GET or POST"),
-                        ));
-                    }
-                };
-            if number == 3
-                && (t.format != Format::Html
-                    || t.form.is_some()
-                    || t.json.is_some()
-                    || method != http::Method::GET)
-            {
-                return Err(at(
-                    t.url.span(),
-                    format!("{label}: the browser tier loads pages: GET, format html, no body"),
-                ));
-            }
-            if let Some(w) = &t.wait_for {
-                if number != 3 {
-                    return Err(at(
-                        w.span(),
-                        format!("{label}.wait_for only applies to tier3 (the browser)"),
-                    ));
-                }
-                scraper::Selector::parse(w.get_ref()).map_err(|e| {
-                    at(
-                        w.span(),
-                        format!(
-                            "{label}.wait_for `{}` is not a valid CSS selector ({e})",
-                            w.get_ref()
-                        ),
-                    )
-                })?;
-            }
-            if t.format == Format::HtmlInJson && t.html_pointer.is_none() {
-                return Err(at(
-                    t.url.span(),
-                    format!("{label}: format html_in_json needs html_pointer"),
-                ));
-            }
-            let extract = t.extract.as_ref().or(shared.as_ref()).ok_or_else(|| {
-                at(
-                    t.url.span(),
-                    format!(
-                        "{label} has no extract rules (and the operation has no shared `extract`)"
-                    ),
-                )
-            })?;
-            let extractor = extract.compile(
-                path,
-                text,
-                &format!("{label}.extract"),
-                t.format,
-                t.next.as_ref(),
-                t.empty.as_ref(),
-            )?;
-            tiers.push(Tier {
-                number,
-                method,
-                url: t.url.get_ref().clone(),
-                form: t.form.as_ref().map(|f| f.get_ref().clone()),
-                json: json.map(|(_, j)| j),
-                headers: t.headers,
-                format: t.format,
-                html_pointer: t.html_pointer,
-                wait_for: t.wait_for.map(|w| w.get_ref().clone()),
-                extractor,
-            });
         }
         if tiers.is_empty() {
             let pos = text.find(&format!("[operations.{name}")).unwrap_or(0);
-            return Err(Diagnostic::at(
-                path,
-                text,
-                Some(pos..pos),
+            return Err(src.at(
+                pos..pos,
                 format!("operations.{name} has no tier1, tier2 or tier3"),
             ));
         }
@@ -336,6 +190,199 @@ impl OperationFile {
             item_id_from_url,
             tiers,
         })
+    }
+}
+
+fn compile_params(
+    files: &BTreeMap<String, Spanned<ParamFile>>,
+    name: &str,
+    src: Src<'_>,
+) -> std::result::Result<Vec<Param>, Diagnostic> {
+    let mut params = Vec::new();
+    for (pname, p) in files {
+        let span = p.span();
+        let p = p.get_ref();
+        if p.kind == ParamKind::Enum && p.values.is_empty() {
+            return Err(src.at(
+                span,
+                format!("operations.{name}.params.{pname}: an enum needs `values`"),
+            ));
+        }
+        let default = match &p.default {
+            Some(v) => Some(coerce(p, pname, &toml_to_json(v)).map_err(|e| {
+                src.at(
+                    span.clone(),
+                    format!("operations.{name}.params.{pname}: default {e}"),
+                )
+            })?),
+            None => None,
+        };
+        params.push(Param {
+            name: pname.clone(),
+            kind: p.kind,
+            required: p.required,
+            default,
+            description: p.description.clone(),
+            values: p.values.clone(),
+            minimum: p.minimum,
+            maximum: p.maximum,
+        });
+    }
+    Ok(params)
+}
+
+/// `item_id_from_url`: a regex with exactly one capture group.
+fn compile_item_id(
+    r: &Spanned<String>,
+    name: &str,
+    src: Src<'_>,
+) -> std::result::Result<regex::Regex, Diagnostic> {
+    let re = regex::Regex::new(r.get_ref()).map_err(|e| {
+        src.at(
+            r.span(),
+            format!("operations.{name}.item_id_from_url is not a valid regex ({e})"),
+        )
+    })?;
+    if re.captures_len() != 2 {
+        return Err(src.at(
+            r.span(),
+            format!("operations.{name}.item_id_from_url needs exactly one capture group"),
+        ));
+    }
+    Ok(re)
+}
+
+impl TierFile {
+    /// Check one tier (templates, method, what the browser tier may do,
+    /// `wait_for`, extraction) and compile it.
+    fn compile(
+        self,
+        number: u8,
+        label: &str,
+        vars: &[&str],
+        shared: Option<&ExtractFile>,
+        src: Src<'_>,
+    ) -> std::result::Result<Tier, Diagnostic> {
+        let json = self.check_templates(label, vars, src)?;
+        let method = self.method(label, src)?;
+        if number == 3
+            && (self.format != Format::Html
+                || self.form.is_some()
+                || self.json.is_some()
+                || method != http::Method::GET)
+        {
+            return Err(src.at(
+                self.url.span(),
+                format!("{label}: the browser tier loads pages: GET, format html, no body"),
+            ));
+        }
+        if let Some(w) = &self.wait_for {
+            if number != 3 {
+                return Err(src.at(
+                    w.span(),
+                    format!("{label}.wait_for only applies to tier3 (the browser)"),
+                ));
+            }
+            scraper::Selector::parse(w.get_ref()).map_err(|e| {
+                src.at(
+                    w.span(),
+                    format!(
+                        "{label}.wait_for `{}` is not a valid CSS selector ({e})",
+                        w.get_ref()
+                    ),
+                )
+            })?;
+        }
+        if self.format == Format::HtmlInJson && self.html_pointer.is_none() {
+            return Err(src.at(
+                self.url.span(),
+                format!("{label}: format html_in_json needs html_pointer"),
+            ));
+        }
+        let extract = self.extract.as_ref().or(shared).ok_or_else(|| {
+            src.at(
+                self.url.span(),
+                format!("{label} has no extract rules (and the operation has no shared `extract`)"),
+            )
+        })?;
+        let extractor = extract.compile(
+            src.path,
+            src.text,
+            &format!("{label}.extract"),
+            self.format,
+            self.next.as_ref(),
+            self.empty.as_ref(),
+        )?;
+        Ok(Tier {
+            number,
+            method,
+            url: self.url.get_ref().clone(),
+            form: self.form.as_ref().map(|f| f.get_ref().clone()),
+            json,
+            headers: self.headers,
+            format: self.format,
+            html_pointer: self.html_pointer,
+            wait_for: self.wait_for.map(|w| w.get_ref().clone()),
+            extractor,
+        })
+    }
+
+    /// Every `{var}` of the URL, form and JSON body is a parameter or a
+    /// built-in; the JSON body as JSON.
+    fn check_templates(
+        &self,
+        label: &str,
+        vars: &[&str],
+        src: Src<'_>,
+    ) -> std::result::Result<Option<Value>, Diagnostic> {
+        check_template(self.url.get_ref(), vars).map_err(|v| {
+            src.at(
+                self.url.span(),
+                format!(
+                    "{label}.url uses unknown template variable `{{{v}}}` (known: {})",
+                    vars.join(", ")
+                ),
+            )
+        })?;
+        if let Some(form) = &self.form {
+            for v in form.get_ref().values() {
+                check_template(v, vars).map_err(|bad| {
+                    src.at(
+                        form.span(),
+                        format!("{label}.form uses unknown template variable `{{{bad}}}`"),
+                    )
+                })?;
+            }
+        }
+        let Some(j) = &self.json else {
+            return Ok(None);
+        };
+        let json = toml_to_json(j.get_ref());
+        check_json_template(&json, vars).map_err(|bad| {
+            src.at(
+                j.span(),
+                format!("{label}.json uses unknown template variable `{{{bad}}}`"),
+            )
+        })?;
+        Ok(Some(json))
+    }
+
+    /// GET, or POST when the tier sends a body, unless `method` says.
+    fn method(&self, label: &str, src: Src<'_>) -> std::result::Result<http::Method, Diagnostic> {
+        let given = self.method.as_deref();
+        let default = if self.form.is_some() || self.json.is_some() {
+            "POST"
+        } else {
+            "GET"
+        };
+        match given.unwrap_or(default) {
+            m if m.eq_ignore_ascii_case("get") => Ok(http::Method::GET),
+            m if m.eq_ignore_ascii_case("post") => Ok(http::Method::POST),
+            other => Err(src.at(
+                self.url.span(),
+                format!("{label}.method `{other}` is not GET or POST"),
+            )),
+        }
     }
 }
 

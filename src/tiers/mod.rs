@@ -147,98 +147,87 @@ pub async fn run(
         )
         .retryable(false));
     }
+    let call = Call {
+        strategy: strategy.as_ref(),
+        op,
+        vars,
+        tiers,
+        opts,
+    };
     let mut attempts: Vec<Attempt> = Vec::new();
     let mut tried: Vec<usize> = Vec::new();
-    let budget = cfg.retry_slots.max(1);
-    for round in 0..budget {
+    for round in 0..cfg.retry_slots.max(1) {
         if round > 0 {
-            let cap = cfg
-                .backoff_max_ms
-                .min(cfg.backoff_base_ms.saturating_mul(1 << round.min(16)));
-            if cap > 0 {
-                tokio::time::sleep(Duration::from_millis(rand::random_range(0..cap))).await;
-            }
+            backoff(cfg, round).await;
         }
         let lease = pool
             .next_slot_avoiding(strategy.name(), opts.slot, &tried)
             .await?;
-        let slot_id = lease.slot();
-        let degraded = lease.degraded();
-        tried.push(slot_id);
-        // Skip tiers this identity was recently blocked on, unless that leaves none.
-        let fresh: Vec<&Tier> = tiers
-            .iter()
-            .copied()
-            .filter(|t| !lease.tier_blocked(t.number))
-            .collect();
-        let plan = if fresh.is_empty() {
-            tiers.clone()
-        } else {
-            fresh
-        };
-        for t in tiers
-            .iter()
-            .filter(|t| !plan.iter().any(|p| p.number == t.number))
-        {
-            attempts.push(Attempt {
-                slot: slot_id,
-                tier: t.number,
-                outcome: Outcome::Skipped,
-                status: None,
-                ms: 0,
-                error: Some("hard-blocked recently on this slot".into()),
-            });
+        tried.push(lease.slot());
+        if let Some(done) = call.on_slot(lease, &mut attempts).await? {
+            return Ok(done);
         }
+    }
+    Err(exhausted(&call, &tried, &attempts))
+}
+
+/// One cascade run: what stays the same from slot to slot.
+struct Call<'a> {
+    strategy: &'a dyn Strategy,
+    op: &'a Operation,
+    vars: Map<String, Value>,
+    /// The tiers asked for, cheapest first.
+    tiers: Vec<&'a Tier>,
+    opts: &'a RunOptions,
+}
+
+impl Call<'_> {
+    /// Try the tiers on the lease's slot; the result, or `None` to move on
+    /// to another slot (the lease finished with a hard block when every
+    /// tier tried was blocked).
+    async fn on_slot(
+        &self,
+        lease: Lease,
+        attempts: &mut Vec<Attempt>,
+    ) -> Result<Option<CascadeResult>> {
+        let plan = self.plan(&lease, attempts);
         let (mut tried_tiers, mut blocks, mut browser_only) = (0usize, 0usize, false);
         let mut give_up_slot = false;
-        for tier in &plan {
+        for tier in plan {
             if browser_only && tier.number != 3 {
                 continue;
             }
             tried_tiers += 1;
             let started = Instant::now();
-            let ran = run_tier(&lease, strategy.as_ref(), op, tier, &vars).await;
+            let ran = run_tier(&lease, self.strategy, self.op, tier, &self.vars).await;
             let attempt = Attempt {
-                slot: slot_id,
+                slot: lease.slot(),
                 tier: tier.number,
                 outcome: ran.outcome(),
                 status: ran.status,
                 ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 error: ran.error,
             };
-            opts.report(|| {
-                format!(
-                    "{} of {}: slot {} tier {}: {}{}",
-                    op.name,
-                    strategy.name(),
-                    attempt.slot,
-                    attempt.tier,
-                    attempt.outcome.as_str(),
-                    attempt
-                        .status
-                        .map(|s| format!(" (HTTP {s})"))
-                        .unwrap_or_default()
-                )
-            });
+            self.report(&attempt);
             attempts.push(attempt);
             match ran.end {
                 TierEnd::Done(extracted, status, final_url) => {
                     // A genuinely empty page is a result too, and changes no breaker.
-                    let outcome = if extracted.items.is_empty() {
+                    let (slot, degraded) = (lease.slot(), lease.degraded());
+                    lease.finish(if extracted.items.is_empty() {
                         Outcome::Empty
                     } else {
                         Outcome::Ok
-                    };
-                    lease.finish(outcome);
-                    return Ok(CascadeResult {
-                        slot: slot_id,
+                    });
+                    return Ok(Some(CascadeResult {
+                        slot,
                         tier: tier.number,
                         degraded,
-                        attempts,
+                        attempts: std::mem::take(attempts),
                         extracted,
                         status,
                         final_url,
-                    });
+                    }));
                 }
                 TierEnd::HardBlock => {
                     blocks += 1;
@@ -262,7 +251,66 @@ pub async fn run(
         } else {
             Outcome::Failed
         });
+        Ok(None)
     }
+
+    /// The tiers to try on this slot: those it was not hard-blocked on
+    /// lately (recorded as skipped), or all of them when that leaves none.
+    fn plan(&self, lease: &Lease, attempts: &mut Vec<Attempt>) -> Vec<&Tier> {
+        let fresh: Vec<&Tier> = self
+            .tiers
+            .iter()
+            .copied()
+            .filter(|t| !lease.tier_blocked(t.number))
+            .collect();
+        if fresh.is_empty() {
+            return self.tiers.clone();
+        }
+        for t in self
+            .tiers
+            .iter()
+            .filter(|t| !fresh.iter().any(|f| f.number == t.number))
+        {
+            attempts.push(Attempt {
+                slot: lease.slot(),
+                tier: t.number,
+                outcome: Outcome::Skipped,
+                status: None,
+                ms: 0,
+                error: Some("hard-blocked recently on this slot".into()),
+            });
+        }
+        fresh
+    }
+
+    /// One attempt as a progress line.
+    fn report(&self, a: &Attempt) {
+        self.opts.report(|| {
+            format!(
+                "{} of {}: slot {} tier {}: {}{}",
+                self.op.name,
+                self.strategy.name(),
+                a.slot,
+                a.tier,
+                a.outcome.as_str(),
+                a.status.map(|s| format!(" (HTTP {s})")).unwrap_or_default()
+            )
+        });
+    }
+}
+
+/// Full-jitter backoff before the `round`th slot.
+async fn backoff(cfg: crate::config::CascadeConfig, round: usize) {
+    let cap = cfg
+        .backoff_max_ms
+        .min(cfg.backoff_base_ms.saturating_mul(1 << round.min(16)));
+    if cap > 0 {
+        tokio::time::sleep(Duration::from_millis(rand::random_range(0..cap))).await;
+    }
+}
+
+/// Every slot of the budget failed: the error lists each attempt.
+fn exhausted(call: &Call<'_>, tried: &[usize], attempts: &[Attempt]) -> Error {
     let list: Vec<String> = attempts
         .iter()
         .map(|a| {
@@ -275,17 +323,17 @@ pub async fn run(
             )
         })
         .collect();
-    Err(Error::new(
+    Error::new(
         ErrorKind::Refused,
         format!(
             "`{}` of `{}` failed on {} slot(s): {}",
-            op.name,
-            strategy.name(),
+            call.op.name,
+            call.strategy.name(),
             tried.len(),
             list.join("; ")
         ),
     )
-    .retryable(false))
+    .retryable(false)
 }
 
 /// One tier on the lease's slot: the request built from the tier's

@@ -56,12 +56,7 @@ pub const SPEC: Spec = Spec {
             "required": ["strategy", "item", "count", "reviews", "pages"],
         })
     },
-    annotations: Annotations {
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: true,
-    },
+    annotations: Annotations::READS_SITES,
     progress: true,
     run: |pool, args, opts| Box::pin(run(pool, args, opts.clone())),
 };

@@ -26,12 +26,7 @@ pub const SPEC: Spec = Spec {
             "required": ["strategies"],
         })
     },
-    annotations: Annotations {
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
-    },
+    annotations: Annotations::READS_POOL,
     progress: false,
     run: |pool, args, _| {
         Box::pin(async move {

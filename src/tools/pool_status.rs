@@ -34,12 +34,7 @@ pub const SPEC: Spec = Spec {
             "required": ["slots"],
         })
     },
-    annotations: Annotations {
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
-    },
+    annotations: Annotations::READS_POOL,
     progress: false,
     run: |pool, args, _| {
         Box::pin(async move {

@@ -39,12 +39,7 @@ pub const SPEC: Spec = Spec {
             "required": ["url", "status", "content", "total_chars", "slot", "tier"],
         })
     },
-    annotations: Annotations {
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: true,
-    },
+    annotations: Annotations::READS_SITES,
     progress: true,
     run: |pool, args, opts| Box::pin(run(pool, args, opts)),
 };

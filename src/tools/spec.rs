@@ -24,6 +24,23 @@ pub struct Annotations {
     pub open_world: bool,
 }
 
+impl Annotations {
+    /// Reads sites through the pool; changes nothing of ours but cookies.
+    pub const READS_SITES: Annotations = Annotations {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: true,
+    };
+    /// Reads the pool's own state.
+    pub const READS_POOL: Annotations = Annotations {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    };
+}
+
 /// A tool's run: the pool, its raw arguments, the call's options.
 pub type Run = for<'a> fn(&'a Pool, Value, &'a RunOptions) -> BoxFuture<'a, Result<Value>>;
 

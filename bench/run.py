@@ -348,6 +348,9 @@ class Bench:
             shutil.rmtree(self.work)
         self.work.mkdir(parents=True)
         self.bin = pathlib.Path(args.target_dir) / args.profile
+        # An older build (its `idpool` and `examples/bench`) measured in the
+        # same rounds, for a before/after in one run.
+        self.old = pathlib.Path(args.versus) if args.versus else None
         self.procs = []
         self.samples = {}  # row -> list of results
         self.tls, self.plain = free_port(), free_port()
@@ -382,8 +385,11 @@ class Bench:
         wait_http(f"http://127.0.0.1:{self.plain}/product-reviews/{ITEM}.html")
         self.d1 = self.daemon("daemon1", 1, 19400)
         self.d8 = self.daemon("daemon8", 8, 19410)
+        if self.old:
+            self.o1 = self.daemon("old_daemon1", 1, 19420, self.old)
+            self.o8 = self.daemon("old_daemon8", 8, 19430, self.old)
 
-    def daemon(self, name, slots, base_port):
+    def daemon(self, name, slots, base_port, build=None):
         port = free_port()
         data = self.work / name / "data"
         data.mkdir(parents=True, exist_ok=True)
@@ -392,14 +398,15 @@ class Bench:
                                      data=data, root=ROOT))
         env = dict(os.environ)
         env.setdefault("RUST_LOG", "info")
-        p = self.start(name, [str(self.bin / "idpool"), "--config", str(cfg), "serve"], env)
+        p = self.start(name, [str((build or self.bin) / "idpool"), "--config", str(cfg), "serve"],
+                       env)
         wait_http(f"http://127.0.0.1:{port}/healthz")
         p.port, p.cfg = port, cfg
         return p
 
     # measurements
-    def tool(self, *argv):
-        r = subprocess.run([str(self.bin / "examples/bench"), *argv],
+    def tool(self, *argv, build=None):
+        r = subprocess.run([str((build or self.bin) / "examples/bench"), *argv],
                            capture_output=True, text=True, timeout=600)
         if r.returncode != 0:
             raise RuntimeError(f"bench {' '.join(argv)} failed: {r.stderr.strip()[-2000:]}")
@@ -423,6 +430,7 @@ class Bench:
             self.samples.setdefault(row, []).append({"failed": str(e)[:500]})
 
     def mcp(self, daemon, tool, args, c):
+        # The client is always this build's: only the daemon differs.
         r = self.tool("mcp", "--url", f"http://127.0.0.1:{daemon.port}/mcp", "--tool", tool,
                       "--args", json.dumps(args), "-c", str(c), "-d", str(self.secs),
                       "--watch-pid", str(daemon.pid))
@@ -464,14 +472,15 @@ class Bench:
         r["client_cpu_per_call_us"] = per_call_us(r["client_cpu_s"], r["calls"])
         return r
 
-    def pool(self, tool, args):
-        cfg = self.work / "inproc.toml"
-        data = self.work / "inproc/data"
+    def pool(self, tool, args, build=None):
+        tag = "old" if build else "new"
+        cfg = self.work / f"inproc-{tag}.toml"
+        data = self.work / f"inproc-{tag}/data"
         data.mkdir(parents=True, exist_ok=True)
         cfg.write_text(DAEMON.format(port=free_port(), work=self.work, slots=1, base_port=19450,
                                      data=data, root=ROOT))
         r = self.tool("pool", "--config", str(cfg), "--tool", tool, "--args", json.dumps(args),
-                      "-c", "64", "-d", str(self.secs))
+                      "-c", "64", "-d", str(self.secs), build=build)
         r["client_cpu_per_call_us"] = per_call_us(r["client_cpu_s"], r["calls"])
         return r
 
@@ -549,6 +558,18 @@ class Bench:
             ("mcp_list_strategies_c1", lambda: self.mcp(self.d1, "list_strategies", {}, 1)),
             ("mcp_pool_status_c64", lambda: self.mcp(self.d1, "pool_status", {}, 64)),
         ]
+        if self.old:
+            o = self.old
+            rows += [
+                ("old_pool_tier1", lambda: self.pool("get_reviews", reviews, o)),
+                ("old_pool_tier2", lambda: self.pool("extract", page, o)),
+                ("old_mcp_get_reviews_c64", lambda: self.mcp(self.o1, "get_reviews", reviews, 64)),
+                ("old_mcp_get_reviews_c64_8slots",
+                 lambda: self.mcp(self.o8, "get_reviews", reviews, 64)),
+                ("old_mcp_get_reviews_c1", lambda: self.mcp(self.o1, "get_reviews", reviews, 1)),
+                ("old_mcp_extract_c64", lambda: self.mcp(self.o1, "extract", page, 64)),
+                ("old_mcp_pool_status_c1", lambda: self.mcp(self.o1, "pool_status", {}, 1)),
+            ]
         browser_rows = [
             ("browser_raw", self.browser_warm),
             ("browser_idpool_warm", self.browser_idpool_warm),
@@ -715,8 +736,39 @@ def render(raw):
     for label, v, ok, unit, digits in goals:
         lines.append(f"| {label} | {fmt(v, unit, digits)} | "
                      f"{'–' if v is None else ('yes' if ok(v) else '**no**')} |")
+    lines += versus(S)
     lines.append("")
     return "\n".join(lines)
+
+
+# Rows measured for both builds with `--versus`.
+VERSUS = ["pool_tier1", "pool_tier2", "mcp_get_reviews_c64", "mcp_get_reviews_c64_8slots",
+          "mcp_get_reviews_c1", "mcp_extract_c64", "mcp_pool_status_c1"]
+
+
+def versus(S):
+    """The older build (`--versus`) and this one, row by row, from one run."""
+    if not any(S.get(f"old_{k}") for k in VERSUS):
+        return []
+    labels = dict(LABELS)
+    lines = ["", "Before (`--versus` build) and after (this build), rows interleaved in the "
+             "same rounds; spread: the smallest and largest of the rounds.", "",
+             "| per call | before calls/s | after calls/s | after ÷ before | before p50 | "
+             "after p50 | before CPU/call | after CPU/call | spread before | spread after |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for k in VERSUS:
+        b, a = S.get(f"old_{k}", []), S.get(k, [])
+        rb, ra = med(b, "calls_per_sec"), med(a, "calls_per_sec")
+
+        def spread(xs):
+            v = sorted(x["calls_per_sec"] for x in xs if "calls_per_sec" in x)
+            return f"{v[0]:,.0f}–{v[-1]:,.0f}" if v else "–"
+        lines.append(
+            f"| {labels.get(k, k)} | {fmt(rb)} | {fmt(ra)} | "
+            f"{fmt(ra / rb if ra and rb else None, '×', 2)} | {fmt(med(b, 'p50_ms'), ' ms', 2)} | "
+            f"{fmt(med(a, 'p50_ms'), ' ms', 2)} | {fmt(cpu_per_call(b), ' µs')} | "
+            f"{fmt(cpu_per_call(a), ' µs')} | {spread(b)} | {spread(a)} |")
+    return lines
 
 
 def compare(before, after):
@@ -747,6 +799,9 @@ def main():
     ap.add_argument("--profile", default="release",
                     help="the build under --target-dir (`debug` for a smoke run on the test build)")
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--versus", metavar="DIR",
+                    help="an older build's folder (with idpool and examples/bench): its daemon "
+                         "and pool rows run in the same rounds, for a before/after in one run")
     ap.add_argument("--render", help="re-render a raw.json and print it")
     ap.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
                     help="print a before/after table of two raw.json files")

@@ -9,6 +9,9 @@
 #   ./scripts/bench.sh --rounds 5 --seconds 10
 #   IDPOOL_SKIP_BUILD=1 ./scripts/bench.sh --quick --profile debug
 #                                 the smoke run scripts/test.sh makes on the test build
+#   ./scripts/bench.sh --versus-rev REV
+#                                 also builds commit REV and measures its daemon and
+#                                 pool rows in the same rounds: before/after in one run
 #
 # Writes bench/results/<time>/report.md and raw.json (and bench/results/latest.md).
 set -euo pipefail
@@ -44,10 +47,32 @@ if [ "${IDPOOL_BENCH_SKIP_SETUP:-}" != 1 ]; then
   ensure_venv
 fi
 
+# --versus-rev REV: build REV first (a worktree under .idpool/, the same target
+# folder so only idpool itself compiles again) and keep its two binaries.
+versus=()
+if [ "${1:-}" = "--versus-rev" ]; then
+  rev=$(git rev-parse --verify "${2:?--versus-rev needs a commit}^{commit}")
+  shift 2
+  old=.idpool/versus/$rev
+  if [ ! -x "$old/bin/idpool" ] || [ ! -x "$old/bin/examples/bench" ]; then
+    log "cargo build --release of $rev (the build compared against)"
+    rm -rf "$old/src"
+    git worktree add --detach "$old/src" "$rev" >/dev/null
+    target=$(realpath -m "${CARGO_TARGET_DIR:-target}")
+    (cd "$old/src" && CARGO_TARGET_DIR="$target" \
+      cargo build --locked --release --bin idpool --example bench)
+    mkdir -p "$old/bin/examples"
+    cp "$target/release/idpool" "$old/bin/idpool"
+    cp "$target/release/examples/bench" "$old/bin/examples/bench"
+    git worktree remove --force "$old/src"
+  fi
+  versus=(--versus "$old/bin")
+fi
+
 if [ "${IDPOOL_SKIP_BUILD:-}" != 1 ]; then
   log "cargo build --release (idpool, the bench driver)"
   cargo build --locked --release --bin idpool --example bench
 fi
 
 exec "$VENV/bin/python" bench/run.py --python "$VENV/bin/python" \
-  --target-dir "${CARGO_TARGET_DIR:-target}" "$@"
+  --target-dir "${CARGO_TARGET_DIR:-target}" "${versus[@]}" "$@"

@@ -316,6 +316,27 @@ async fn call_cli_runs_a_tool_and_prints_json() {
         v["reviews"].as_array().expect("reviews"),
         &truth("B0CLI9")[..v["count"].as_u64().expect("count") as usize]
     );
+    // No daemon answers: the fallback to in-process is said on stderr.
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        said.contains("no daemon answers at") && said.contains("`get_reviews` runs in-process"),
+        "{said}"
+    );
+    let slots = tokio::process::Command::new(env!("CARGO_BIN_EXE_idpool"))
+        .arg("--config")
+        .arg(env.path("idpool.toml"))
+        .arg("slots")
+        .output()
+        .await
+        .expect("runs");
+    let said = String::from_utf8_lossy(&slots.stderr).into_owned();
+    assert!(slots.status.success(), "{said}");
+    assert!(said.contains("`slots` runs in-process"), "{said}");
+    assert!(
+        String::from_utf8_lossy(&slots.stdout).starts_with("slot 0  "),
+        "{}",
+        String::from_utf8_lossy(&slots.stdout)
+    );
     let out = run("nope", "{}").await.expect("runs");
     assert!(
         !out.status.success()

@@ -243,88 +243,20 @@ impl SlotBrowser {
         // attach and open the tab, not before (the first call waits for all).
         let exe = spec.executable.clone();
         let version = tokio::spawn(async move { launcher::executable_version(&exe).await });
-        let launcher::Started {
-            mut child,
-            pid,
-            ws_url,
-            outside_group,
-        } = started;
-        let handler_cfg = HandlerConfig {
-            // Certificate checks stay on: extra roots are pinned by SPKI instead.
-            ignore_https_errors: false,
-            viewport: None,
-            request_timeout: Duration::from_secs(self.cfg.op_timeout_secs),
-            ..HandlerConfig::default()
-        };
-        let connected = tokio::time::timeout(
-            spec.launch_timeout,
-            Browser::connect_with_config(ws_url, handler_cfg),
-        )
-        .await;
-        let (browser, handler) = match connected {
-            Ok(Ok(pair)) => pair,
-            Ok(Err(e)) => {
-                process::kill_and_reap(&mut child).await;
-                process::end_outside(&outside_group).await;
-                return Err(Error::new(
-                    ErrorKind::Network,
-                    format!("slot {}: cannot attach to Chromium's DevTools", spec.slot),
-                )
-                .with_source(e));
-            }
-            Err(_) => {
-                process::kill_and_reap(&mut child).await;
-                process::end_outside(&outside_group).await;
-                return Err(Error::new(
-                    ErrorKind::Timeout,
-                    format!("slot {}: attaching to Chromium timed out", spec.slot),
-                ));
-            }
-        };
-        let flags = Arc::new(Flags::default());
-        let (stop_tx, stop_rx) = oneshot::channel();
-        {
-            let mut f = self.facts.lock();
-            f.running = true;
-            f.pid = Some(pid);
-            f.launches += 1;
-            f.ops_since_recycle = 0;
-            f.pids.push(pid);
-        }
-        let supervisor = tokio::spawn(supervisor::supervise(
-            supervisor::Watched {
-                slot: spec.slot,
-                child,
-                pid_file: spec.pid_file.clone(),
-                outside_group: outside_group.clone(),
-            },
-            handler,
-            stop_rx,
-            flags.clone(),
-            self.facts.clone(),
-        ));
-        let mut running = Running {
-            browser,
-            page: None,
-            pid,
-            flags,
-            stop: Some(stop_tx),
-            supervisor,
-            last_used: Instant::now(),
-        };
+        let mut running = self.attach(&spec, started).await?;
         // The tab we work in, speaking with the slot's identity.
-        let page = async {
-            let page = running
+        let tab = async {
+            let tab = running
                 .browser
                 .new_page("about:blank")
                 .await
                 .map_err(page::cdp("open a tab"))?;
-            page::prepare(&page, &self.identity).await?;
-            Ok::<_, Error>(page)
+            page::prepare(&tab, &self.identity).await?;
+            Ok::<_, Error>(tab)
         };
-        match tokio::time::timeout(spec.launch_timeout, page).await {
-            Ok(Ok(p)) => {
-                running.page = Some(p);
+        match tokio::time::timeout(spec.launch_timeout, tab).await {
+            Ok(Ok(tab)) => {
+                running.page = Some(tab);
                 let mut v = version.await.ok().flatten();
                 if v.is_none() {
                     // `--version` did not answer: ask DevTools.
@@ -349,6 +281,78 @@ impl SlotBrowser {
                 ))
             }
         }
+    }
+
+    /// Attach chromiumoxide to a started Chromium and hand the process to
+    /// its supervisor; a Chromium that cannot be attached to is ended.
+    async fn attach(&self, spec: &LaunchSpec, started: launcher::Started) -> Result<Running> {
+        let launcher::Started {
+            mut child,
+            pid,
+            ws_url,
+            outside_group,
+        } = started;
+        let handler_cfg = HandlerConfig {
+            // Certificate checks stay on: extra roots are pinned by SPKI instead.
+            ignore_https_errors: false,
+            viewport: None,
+            request_timeout: Duration::from_secs(self.cfg.op_timeout_secs),
+            ..HandlerConfig::default()
+        };
+        let connected = tokio::time::timeout(
+            spec.launch_timeout,
+            Browser::connect_with_config(ws_url, handler_cfg),
+        )
+        .await;
+        let (browser, handler) = match connected {
+            Ok(Ok(pair)) => pair,
+            failed => {
+                process::kill_and_reap(&mut child).await;
+                process::end_outside(&outside_group).await;
+                return Err(match failed {
+                    Ok(Err(e)) => Error::new(
+                        ErrorKind::Network,
+                        format!("slot {}: cannot attach to Chromium's DevTools", spec.slot),
+                    )
+                    .with_source(e),
+                    _ => Error::new(
+                        ErrorKind::Timeout,
+                        format!("slot {}: attaching to Chromium timed out", spec.slot),
+                    ),
+                });
+            }
+        };
+        let flags = Arc::new(Flags::default());
+        let (stop_tx, stop_rx) = oneshot::channel();
+        {
+            let mut f = self.facts.lock();
+            f.running = true;
+            f.pid = Some(pid);
+            f.launches += 1;
+            f.ops_since_recycle = 0;
+            f.pids.push(pid);
+        }
+        let supervisor = tokio::spawn(supervisor::supervise(
+            supervisor::Watched {
+                slot: spec.slot,
+                child,
+                pid_file: spec.pid_file.clone(),
+                outside_group,
+            },
+            handler,
+            stop_rx,
+            flags.clone(),
+            self.facts.clone(),
+        ));
+        Ok(Running {
+            browser,
+            page: None,
+            pid,
+            flags,
+            stop: Some(stop_tx),
+            supervisor,
+            last_used: Instant::now(),
+        })
     }
 
     /// Close this slot's browser (graceful CDP close, then the process group).

@@ -200,28 +200,68 @@ pub async fn navigate(
     deadline: Instant,
 ) -> Result<PageResult> {
     let started = Instant::now();
-    let mut responses = page
-        .event_listener::<EventResponseReceived>()
+    let mut doc = MainDocument::navigate(page, url).await?;
+    let settled = settle(page, wait_for, probe, deadline, &mut doc).await?;
+    doc.drain();
+    let final_url = page
+        .url()
         .await
-        .map_err(cdp("listen to network events"))?;
-    let nav = page.execute(NavigateParams::new(url)).await.map_err(|e| {
-        Error::new(
-            ErrorKind::Network,
-            format!("browser navigation to {url} failed"),
-        )
-        .with_source(e)
-    })?;
-    if let Some(err) = &nav.result.error_text {
-        return Err(Error::new(
-            ErrorKind::Network,
-            format!("browser navigation to {url} failed: {err}"),
-        ));
+        .map_err(cdp("read the URL"))?
+        .unwrap_or_else(|| url.to_string());
+    let (status, headers) = doc.last.unwrap_or((0, Vec::new()));
+    Ok(PageResult {
+        status,
+        headers,
+        final_url,
+        html: settled.html,
+        wait_for_met: settled.wait_for_met,
+        challenge_left: settled.challenge_left,
+        elapsed: started.elapsed(),
+        cookies: Vec::new(),
+    })
+}
+
+/// The main document's responses as they arrive (redirects, a challenge's
+/// reload): the last one's status and headers are the page's.
+struct MainDocument {
+    responses: chromiumoxide::listeners::EventStream<EventResponseReceived>,
+    frame: chromiumoxide::cdp::browser_protocol::page::FrameId,
+    last: Option<(u16, Vec<(String, String)>)>,
+}
+
+impl MainDocument {
+    /// Start navigating `page` to `url`, listening to its responses first.
+    async fn navigate(page: &Page, url: &str) -> Result<MainDocument> {
+        let responses = page
+            .event_listener::<EventResponseReceived>()
+            .await
+            .map_err(cdp("listen to network events"))?;
+        let nav = page.execute(NavigateParams::new(url)).await.map_err(|e| {
+            Error::new(
+                ErrorKind::Network,
+                format!("browser navigation to {url} failed"),
+            )
+            .with_source(e)
+        })?;
+        if let Some(err) = &nav.result.error_text {
+            return Err(Error::new(
+                ErrorKind::Network,
+                format!("browser navigation to {url} failed: {err}"),
+            ));
+        }
+        let mut doc = MainDocument {
+            responses,
+            frame: nav.result.frame_id.clone(),
+            last: None,
+        };
+        doc.drain();
+        Ok(doc)
     }
-    let main_frame = nav.result.frame_id.clone();
-    let mut last_doc: Option<(u16, Vec<(String, String)>)> = None;
-    let mut drain = |last: &mut Option<(u16, Vec<(String, String)>)>| {
-        while let Some(Some(ev)) = responses.next().now_or_never() {
-            let is_main = ev.frame_id.as_ref().is_none_or(|f| *f == main_frame);
+
+    /// Take in the responses that arrived so far.
+    fn drain(&mut self) {
+        while let Some(Some(ev)) = self.responses.next().now_or_never() {
+            let is_main = ev.frame_id.as_ref().is_none_or(|f| *f == self.frame);
             if ev.r#type == ResourceType::Document && is_main {
                 let headers = ev
                     .response
@@ -236,52 +276,55 @@ pub async fn navigate(
                             .collect()
                     })
                     .unwrap_or_default();
-                *last = Some((u16::try_from(ev.response.status).unwrap_or(0), headers));
+                self.last = Some((u16::try_from(ev.response.status).unwrap_or(0), headers));
             }
         }
-    };
-    drain(&mut last_doc);
+    }
 
-    let here = |page: &Page| {
-        let page = page.clone();
-        async move { page.url().await.ok().flatten().unwrap_or_default() }
+    fn status(&self) -> u16 {
+        self.last.as_ref().map_or(0, |d| d.0)
+    }
+}
+
+/// The page as it settled.
+struct Settled {
+    html: String,
+    challenge_left: bool,
+    wait_for_met: bool,
+}
+
+/// Poll until the document is complete, no challenge is left, and `wait_for`
+/// is met (or the page is a block page, where nothing more will come), or
+/// the deadline passes. A challenge page solves itself and reloads; a
+/// `wait_for` element may arrive late.
+async fn settle(
+    page: &Page,
+    wait_for: Option<&str>,
+    probe: &Probe<'_>,
+    deadline: Instant,
+    doc: &mut MainDocument,
+) -> Result<Settled> {
+    let mut settled = Settled {
+        html: String::new(),
+        challenge_left: false,
+        wait_for_met: wait_for.is_none(),
     };
-    // Poll until the document is complete, no challenge is left, and `wait_for`
-    // is met (or the page is a block page, where nothing more will come). A
-    // challenge page solves itself and reloads; a wait_for element may arrive late.
-    let (mut html, mut challenge_left, mut wait_for_met) =
-        (String::new(), false, wait_for.is_none());
     let mut last_err: Option<Error>;
     let mut poll = Duration::from_millis(5);
     loop {
-        drain(&mut last_doc);
-        let status = last_doc.as_ref().map_or(0, |d| d.0);
+        doc.drain();
         // While the page reloads, CDP calls can fail ("Cannot find context"):
         // that only means "not settled yet".
-        let step = async {
-            let ready = document_complete(page).await?;
-            let html = content(page).await?;
-            let state = probe(&html, &here(page).await, status);
-            let challenge = state == PageState::Challenge;
-            let met = match (challenge, wait_for) {
-                (true, _) => false,
-                (false, Some(sel)) => selector_present(page, sel).await?,
-                (false, None) => true,
-            };
-            // The selector may have appeared after the snapshot above: take the
-            // page again so what we return contains what we waited for.
-            let html = if met && wait_for.is_some() {
-                content(page).await?
-            } else {
-                html
-            };
-            Ok::<_, Error>((ready, html, state, challenge, met))
-        };
-        match step.await {
-            Ok((ready, h, state, challenge, met)) => {
-                (html, challenge_left, wait_for_met) = (h, challenge, met);
+        match look(page, wait_for, probe, doc.status()).await {
+            Ok(l) => {
                 last_err = None;
-                if ready && !challenge && (met || state == PageState::Blocked) {
+                let done = l.ready && !l.challenge && (l.met || l.state == PageState::Blocked);
+                settled = Settled {
+                    html: l.html,
+                    challenge_left: l.challenge,
+                    wait_for_met: l.met,
+                };
+                if done {
                     break;
                 }
             }
@@ -295,25 +338,45 @@ pub async fn navigate(
         tokio::time::sleep(poll).await;
         poll = (poll * 2).min(Duration::from_millis(100));
     }
-    if let Some(e) = last_err {
-        return Err(e);
+    match last_err {
+        Some(e) => Err(e),
+        None => Ok(settled),
     }
-    drain(&mut last_doc);
-    let final_url = page
-        .url()
-        .await
-        .map_err(cdp("read the URL"))?
-        .unwrap_or_else(|| url.to_string());
-    let (status, headers) = last_doc.unwrap_or((0, Vec::new()));
-    Ok(PageResult {
-        status,
-        headers,
-        final_url,
+}
+
+/// One look at the page.
+struct Look {
+    ready: bool,
+    html: String,
+    state: PageState,
+    challenge: bool,
+    met: bool,
+}
+
+async fn look(page: &Page, wait_for: Option<&str>, probe: &Probe<'_>, status: u16) -> Result<Look> {
+    let ready = document_complete(page).await?;
+    let html = content(page).await?;
+    let here = page.url().await.ok().flatten().unwrap_or_default();
+    let state = probe(&html, &here, status);
+    let challenge = state == PageState::Challenge;
+    let met = match (challenge, wait_for) {
+        (true, _) => false,
+        (false, Some(sel)) => selector_present(page, sel).await?,
+        (false, None) => true,
+    };
+    // The selector may have appeared after the snapshot above: take the
+    // page again so what we return contains what we waited for.
+    let html = if met && wait_for.is_some() {
+        content(page).await?
+    } else {
+        html
+    };
+    Ok(Look {
+        ready,
         html,
-        wait_for_met,
-        challenge_left,
-        elapsed: started.elapsed(),
-        cookies: Vec::new(),
+        state,
+        challenge,
+        met,
     })
 }
 

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::browser::SlotBrowser;
 use crate::config::HttpConfig;
 use crate::error::{Error, ErrorKind, Result};
-use crate::fingerprint::calibration::compare;
+use crate::fingerprint::residual::compare;
 use crate::fingerprint::{Calibration, Capture, Report};
 use crate::http::{FetchRequest, HttpClient, RequestKind};
 use crate::profile::Profile;

@@ -132,80 +132,10 @@ pub fn side_by_side(r: &Value) -> String {
         rec["chromium"].as_str().unwrap_or("?")
     ));
     let (b, h) = (&rec["browser"], &rec["http"]);
-    let (bh, hh) = (&b["navigation"]["hello"], &h["navigation"]["hello"]);
-    row(&mut out, "JA4", s(&bh["ja4"]), s(&hh["ja4"]));
-    row(
-        &mut out,
-        "ciphers",
-        hex(&bh["ciphers"]),
-        hex(&hh["ciphers"]),
-    );
-    let sorted = |v: &Value| {
-        let mut x: Vec<u64> = v
-            .as_array()
-            .map(|a| a.iter().filter_map(Value::as_u64).collect())
-            .unwrap_or_default();
-        x.sort_unstable();
-        Value::from(x)
-    };
-    row(
-        &mut out,
-        "extensions (sorted)",
-        hex(&sorted(&bh["extensions"])),
-        hex(&sorted(&hh["extensions"])),
-    );
-    row(&mut out, "groups", hex(&bh["groups"]), hex(&hh["groups"]));
-    row(
-        &mut out,
-        "signature algorithms",
-        hex(&bh["sig_algs"]),
-        hex(&hh["sig_algs"]),
-    );
-    row(&mut out, "ALPN", s(&bh["alpn"]), s(&hh["alpn"]));
-    row(&mut out, "ALPS", s(&bh["alps"]), s(&hh["alps"]));
-    row(
-        &mut out,
-        "cert compression",
-        hex(&bh["cert_compression"]),
-        hex(&hh["cert_compression"]),
-    );
-    row(
-        &mut out,
-        "HTTP/2 (Akamai)",
-        s(&b["navigation"]["akamai"]),
-        s(&h["navigation"]["akamai"]),
-    );
-    row(
-        &mut out,
-        "priority navigation",
-        s(&b["navigation"]["priority"]),
-        s(&h["navigation"]["priority"]),
-    );
-    row(
-        &mut out,
-        "priority xhr",
-        s(&b["xhr"]["priority"]),
-        s(&h["xhr"]["priority"]),
-    );
-    let names = |o: &Value| {
-        o["headers"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|p| p.get(0).and_then(Value::as_str))
-                    .filter(|n| !n.starts_with(':'))
-                    .collect::<Vec<_>>()
-                    .join(",")
-            })
-            .unwrap_or_default()
-    };
-    row(
-        &mut out,
-        "navigation headers",
-        names(&b["navigation"]),
-        names(&h["navigation"]),
-    );
-    row(&mut out, "xhr headers", names(&b["xhr"]), names(&h["xhr"]));
+    for (label, at, show) in ROWS {
+        let side = |c: &Value| show.render(c.pointer(at).unwrap_or(&Value::Null));
+        row(&mut out, label, side(b), side(h));
+    }
     let rep = &rec["report"];
     let residual = rep["residual"].as_array().cloned().unwrap_or_default();
     out.push_str(&format!(
@@ -228,6 +158,72 @@ pub fn side_by_side(r: &Value) -> String {
     }
     out
 }
+
+/// How a row shows its value.
+#[derive(Clone, Copy)]
+enum Show {
+    Text,
+    Hex,
+    SortedHex,
+    /// A header list's names, pseudo-headers left out.
+    Names,
+}
+
+impl Show {
+    fn render(self, v: &Value) -> String {
+        match self {
+            Show::Text => s(v),
+            Show::Hex => hex(v),
+            Show::SortedHex => {
+                let mut x: Vec<u64> = v
+                    .as_array()
+                    .map(|a| a.iter().filter_map(Value::as_u64).collect())
+                    .unwrap_or_default();
+                x.sort_unstable();
+                hex(&Value::from(x))
+            }
+            Show::Names => v
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|p| p.get(0).and_then(Value::as_str))
+                        .filter(|n| !n.starts_with(':'))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// The rows of the side-by-side view: label, where in a capture, how shown.
+const ROWS: &[(&str, &str, Show)] = &[
+    ("JA4", "/navigation/hello/ja4", Show::Text),
+    ("ciphers", "/navigation/hello/ciphers", Show::Hex),
+    (
+        "extensions (sorted)",
+        "/navigation/hello/extensions",
+        Show::SortedHex,
+    ),
+    ("groups", "/navigation/hello/groups", Show::Hex),
+    (
+        "signature algorithms",
+        "/navigation/hello/sig_algs",
+        Show::Hex,
+    ),
+    ("ALPN", "/navigation/hello/alpn", Show::Text),
+    ("ALPS", "/navigation/hello/alps", Show::Text),
+    (
+        "cert compression",
+        "/navigation/hello/cert_compression",
+        Show::Hex,
+    ),
+    ("HTTP/2 (Akamai)", "/navigation/akamai", Show::Text),
+    ("priority navigation", "/navigation/priority", Show::Text),
+    ("priority xhr", "/xhr/priority", Show::Text),
+    ("navigation headers", "/navigation/headers", Show::Names),
+    ("xhr headers", "/xhr/headers", Show::Names),
+];
 
 fn eq(v: &Value) -> &'static str {
     if v == true { "equal" } else { "DIFFER" }

@@ -126,46 +126,12 @@ impl Daemon {
             .into_future();
         let server = tokio::spawn(server);
         notifier.notify("READY=1");
-        let watchdog = super::systemd::watchdog_interval().map(|every| {
-            let n = notifier.clone();
-            let stop = self.shutdown.clone();
-            tokio::spawn(async move {
-                let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-                loop {
-                    tokio::select! {
-                        _ = tick.tick() => n.notify("WATCHDOG=1"),
-                        () = stop.cancelled() => break,
-                    }
-                }
-            })
-        });
+        let watchdog = spawn_watchdog(notifier.clone(), self.shutdown.clone());
         self.shutdown.cancelled().await;
 
         notifier.notify("STOPPING=1");
         self.core.begin_drain();
-        let grace = Duration::from_secs(self.core.settings().shutdown_grace_secs);
-        let running = self.core.in_flight();
-        if running > 0 {
-            tracing::info!(
-                "shutting down: {running} call(s) running, waiting up to {}s",
-                grace.as_secs()
-            );
-        }
-        if !self.core.wait_drained(grace).await {
-            tracing::warn!(
-                "{} call(s) still running after {}s: cancelled",
-                self.core.in_flight(),
-                grace.as_secs()
-            );
-            self.core.cancel_calls();
-            // Let the cancelled calls send their error before the streams end.
-            self.core.wait_drained(Duration::from_secs(5)).await;
-        }
-        if running > 0 {
-            // The last answers are still on their way through the sessions'
-            // streams; give them a moment before the streams end.
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
+        drain(&self.core).await;
         streams.cancel();
         closing.cancel();
         match tokio::time::timeout(Duration::from_secs(10), server).await {
@@ -184,6 +150,52 @@ impl Daemon {
         }
         tracing::info!("idpool stopped");
         Ok(())
+    }
+}
+
+/// WATCHDOG=1 to systemd at its interval (when it asks for one) until `stop`.
+fn spawn_watchdog(
+    notifier: Arc<Notifier>,
+    stop: CancellationToken,
+) -> Option<tokio::task::JoinHandle<()>> {
+    super::systemd::watchdog_interval().map(|every| {
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => notifier.notify("WATCHDOG=1"),
+                    () = stop.cancelled() => break,
+                }
+            }
+        })
+    })
+}
+
+/// Give running calls `shutdown_grace_secs`, then cancel the rest with a
+/// clear error, and let the last answers reach their streams.
+async fn drain(core: &Core) {
+    let grace = Duration::from_secs(core.settings().shutdown_grace_secs);
+    let running = core.in_flight();
+    if running > 0 {
+        tracing::info!(
+            "shutting down: {running} call(s) running, waiting up to {}s",
+            grace.as_secs()
+        );
+    }
+    if !core.wait_drained(grace).await {
+        tracing::warn!(
+            "{} call(s) still running after {}s: cancelled",
+            core.in_flight(),
+            grace.as_secs()
+        );
+        core.cancel_calls();
+        // Let the cancelled calls send their error before the streams end.
+        core.wait_drained(Duration::from_secs(5)).await;
+    }
+    if running > 0 {
+        // The last answers are still on their way through the sessions'
+        // streams; give them a moment before the streams end.
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 

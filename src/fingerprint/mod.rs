@@ -14,10 +14,12 @@ pub mod calibration;
 pub mod h1;
 pub mod h2;
 pub mod hello;
+pub mod residual;
 mod tap;
 pub mod tls;
 
-pub use calibration::{Calibration, Capture, NavigationProfile, Observed, Report, RequestProfile};
+pub use calibration::{Calibration, Capture, NavigationProfile, Observed, RequestProfile};
+pub use residual::Report;
 pub use tap::{Tap, TapBuf};
 
 use serde::Serialize;

@@ -186,154 +186,144 @@ pub fn parse_client_hello(body: &[u8]) -> Option<ClientHello> {
     r.vec8()?; // session id
     let all_ciphers = u16s(r.vec16()?);
     r.vec8()?; // compression methods
-    let mut grease = all_ciphers.iter().any(|c| is_grease(*c));
-    let ciphers: Vec<u16> = all_ciphers.into_iter().filter(|c| !is_grease(*c)).collect();
-    let mut extensions = Vec::new();
-    let mut sni = None;
-    let mut alpn = Vec::new();
-    let mut versions = Vec::new();
-    let mut sig_algs = Vec::new();
-    let mut sig_algs_grease = false;
-    let mut groups = Vec::new();
-    let mut key_shares = Vec::new();
-    let mut alps = Vec::new();
-    let mut cert_compression = Vec::new();
-    let mut record_size_limit = None;
+    let mut h = ClientHello {
+        ja4: String::new(),
+        family: String::new(),
+        sni: None,
+        alpn: Vec::new(),
+        grease: all_ciphers.iter().any(|c| is_grease(*c)),
+        ciphers: all_ciphers.into_iter().filter(|c| !is_grease(*c)).collect(),
+        extensions: Vec::new(),
+        sig_algs: Vec::new(),
+        sig_algs_grease: false,
+        groups: Vec::new(),
+        key_shares: Vec::new(),
+        versions: Vec::new(),
+        alps: Vec::new(),
+        cert_compression: Vec::new(),
+        record_size_limit: None,
+    };
     if let Some(exts) = r.vec16() {
         let mut e = Reader { buf: exts };
         while !e.buf.is_empty() {
             let ty = e.u16()?;
             let data = e.vec16()?;
             if is_grease(ty) {
-                grease = true;
+                h.grease = true;
                 continue;
             }
-            extensions.push(ty);
-            let mut d = Reader { buf: data };
-            match ty {
-                0x0000 => {
-                    // server_name_list: type(1) name(vec16)
-                    if let Some(list) = d.vec16() {
-                        let mut l = Reader { buf: list };
-                        if l.u8() == Some(0) {
-                            sni = l.vec16().map(|n| String::from_utf8_lossy(n).into_owned());
-                        }
-                    }
-                }
-                0x0010 => {
-                    if let Some(list) = d.vec16() {
-                        let mut l = Reader { buf: list };
-                        while let Some(p) = l.vec8() {
-                            alpn.push(String::from_utf8_lossy(p).into_owned());
-                        }
-                    }
-                }
-                0x002b => {
-                    if let Some(list) = d.vec8() {
-                        versions = u16s(list);
-                    }
-                }
-                0x000d => {
-                    if let Some(list) = d.vec16() {
-                        let all = u16s(list);
-                        sig_algs_grease = all.iter().any(|s| is_grease(*s));
-                        sig_algs = all.into_iter().filter(|s| !is_grease(*s)).collect();
-                    }
-                }
-                0x000a => {
-                    if let Some(list) = d.vec16() {
-                        groups = u16s(list).into_iter().filter(|g| !is_grease(*g)).collect();
-                    }
-                }
-                0x0033 => {
-                    if let Some(list) = d.vec16() {
-                        let mut l = Reader { buf: list };
-                        while let (Some(group), Some(_)) = (l.u16(), l.vec16()) {
-                            if !is_grease(group) {
-                                key_shares.push(group);
-                            }
-                        }
-                    }
-                }
-                0x4469 | 0x44cd => {
-                    if let Some(list) = d.vec16() {
-                        let mut l = Reader { buf: list };
-                        while let Some(p) = l.vec8() {
-                            alps.push(String::from_utf8_lossy(p).into_owned());
-                        }
-                    }
-                }
-                0x001b => {
-                    if let Some(list) = d.vec8() {
-                        cert_compression = u16s(list);
-                    }
-                }
-                0x001c => record_size_limit = d.u16(),
-                _ => {}
-            }
+            h.extensions.push(ty);
+            h.read_extension(ty, Reader { buf: data });
         }
     }
-    let version = versions
-        .iter()
-        .copied()
-        .filter(|v| !is_grease(*v))
-        .max()
-        .unwrap_or(legacy_version);
-    let ver = match version {
-        0x0304 => "13",
-        0x0303 => "12",
-        0x0302 => "11",
-        0x0301 => "10",
-        0x0300 => "s3",
-        _ => "00",
-    };
-    let alpn_code = match alpn.first().map(String::as_bytes) {
-        Some([]) | None => "00".to_string(),
-        Some(v) => {
-            let (first, last) = (v[0], v[v.len() - 1]);
-            if first.is_ascii_alphanumeric() && last.is_ascii_alphanumeric() {
-                format!("{}{}", first as char, last as char)
-            } else {
-                let h = hex::encode(v);
-                format!("{}{}", &h[..1], &h[h.len() - 1..])
-            }
-        }
-    };
-    let a = format!(
-        "t{ver}{}{:02}{:02}{alpn_code}",
-        if sni.is_some() { 'd' } else { 'i' },
-        ciphers.len().min(99),
-        extensions.len().min(99)
+    h.ja4 = format!(
+        "{}_{}_{}",
+        h.ja4_a(legacy_version),
+        hash12(&join_hex(&sorted(&h.ciphers))),
+        ja4_c(&h.extensions, &h.sig_algs)
     );
-    let b = hash12(&join_hex(&sorted(&ciphers)));
-    let c = ja4_c(&extensions, &sig_algs);
-    let has = |e: u16| extensions.contains(&e);
-    let family = if grease && has(0x001b) && (has(0x4469) || has(0x44cd)) {
-        "chrome"
-    } else if grease && has(0x001b) {
-        "safari"
-    } else if !grease && has(0x001c) && has(0x0022) {
-        "firefox"
-    } else {
-        "other"
-    };
-    Some(ClientHello {
-        ja4: format!("{a}_{b}_{c}"),
-        family: family.to_string(),
-        sni,
-        alpn,
-        grease,
-        ciphers,
-        extensions,
-        sig_algs,
-        sig_algs_grease,
-        groups,
-        key_shares,
-        versions: versions.into_iter().filter(|v| !is_grease(*v)).collect(),
-        alps,
-        cert_compression,
-        record_size_limit,
-    })
+    h.family = h.guess_family().to_string();
+    Some(h)
+}
+
+impl ClientHello {
+    /// What one extension tells (those JA4 and the family guess read).
+    fn read_extension(&mut self, ty: u16, mut d: Reader<'_>) {
+        let strings = |list: Option<&[u8]>, out: &mut Vec<String>| {
+            let mut l = Reader {
+                buf: list.unwrap_or_default(),
+            };
+            while let Some(p) = l.vec8() {
+                out.push(String::from_utf8_lossy(p).into_owned());
+            }
+        };
+        let no_grease = |v: Vec<u16>| v.into_iter().filter(|x| !is_grease(*x)).collect();
+        match ty {
+            0x0000 => {
+                // server_name_list: type(1) name(vec16)
+                let mut l = Reader {
+                    buf: d.vec16().unwrap_or_default(),
+                };
+                if l.u8() == Some(0) {
+                    self.sni = l.vec16().map(|n| String::from_utf8_lossy(n).into_owned());
+                }
+            }
+            0x0010 => strings(d.vec16(), &mut self.alpn),
+            0x002b => self.versions = no_grease(d.vec8().map(u16s).unwrap_or_default()),
+            0x000d => {
+                let all = d.vec16().map(u16s).unwrap_or_default();
+                self.sig_algs_grease = all.iter().any(|s| is_grease(*s));
+                self.sig_algs = no_grease(all);
+            }
+            0x000a => self.groups = no_grease(d.vec16().map(u16s).unwrap_or_default()),
+            0x0033 => {
+                let mut l = Reader {
+                    buf: d.vec16().unwrap_or_default(),
+                };
+                while let (Some(group), Some(_)) = (l.u16(), l.vec16()) {
+                    if !is_grease(group) {
+                        self.key_shares.push(group);
+                    }
+                }
+            }
+            0x4469 | 0x44cd => strings(d.vec16(), &mut self.alps),
+            0x001b => self.cert_compression = d.vec8().map(u16s).unwrap_or_default(),
+            0x001c => self.record_size_limit = d.u16(),
+            _ => {}
+        }
+    }
+
+    /// JA4 part a: protocol, version, SNI, cipher and extension counts, ALPN.
+    fn ja4_a(&self, legacy_version: u16) -> String {
+        let version = self
+            .versions
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(legacy_version);
+        let ver = match version {
+            0x0304 => "13",
+            0x0303 => "12",
+            0x0302 => "11",
+            0x0301 => "10",
+            0x0300 => "s3",
+            _ => "00",
+        };
+        let alpn_code = match self.alpn.first().map(String::as_bytes) {
+            Some([]) | None => "00".to_string(),
+            Some(v) => {
+                let (first, last) = (v[0], v[v.len() - 1]);
+                if first.is_ascii_alphanumeric() && last.is_ascii_alphanumeric() {
+                    format!("{}{}", first as char, last as char)
+                } else {
+                    let h = hex::encode(v);
+                    format!("{}{}", &h[..1], &h[h.len() - 1..])
+                }
+            }
+        };
+        format!(
+            "t{ver}{}{:02}{:02}{alpn_code}",
+            if self.sni.is_some() { 'd' } else { 'i' },
+            self.ciphers.len().min(99),
+            self.extensions.len().min(99)
+        )
+    }
+
+    /// GREASE + certificate compression + ALPS = chrome; GREASE + certificate
+    /// compression = safari; record size limit + delegated credentials
+    /// without GREASE = firefox.
+    fn guess_family(&self) -> &'static str {
+        let has = |e: u16| self.extensions.contains(&e);
+        if self.grease && has(0x001b) && (has(0x4469) || has(0x44cd)) {
+            "chrome"
+        } else if self.grease && has(0x001b) {
+            "safari"
+        } else if !self.grease && has(0x001c) && has(0x0022) {
+            "firefox"
+        } else {
+            "other"
+        }
+    }
 }
 
 fn sorted(v: &[u16]) -> Vec<u16> {

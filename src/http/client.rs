@@ -250,32 +250,9 @@ impl HttpClient {
         let started = Instant::now();
         let mut builder = self.client.request(req.method.clone(), req.url.as_str());
         if let (RequestKind::Xhr, Some(xhr)) = (req.kind, &self.xhr) {
-            // The browser's XHR instead of the navigation defaults; the
-            // request's own headers replace default values in place.
-            let mut headers = xhr.defaults.clone();
-            let origin = req.url.origin().ascii_serialization();
-            if !matches!(req.method, http::Method::GET | http::Method::HEAD)
-                && let Ok(v) = HeaderValue::from_str(&origin)
-            {
-                headers.insert(http::header::ORIGIN, v);
-            }
-            let referer = req
-                .referer
-                .as_ref()
-                .map_or_else(|| format!("{origin}/"), Url::to_string);
-            if let Ok(v) = HeaderValue::from_str(&referer) {
-                headers.insert(http::header::REFERER, v);
-            }
-            for (k, v) in &req.headers {
-                let name = HeaderName::from_bytes(k.as_bytes())
-                    .map_err(|_| Error::refused(format!("header name `{k}` is not valid")))?;
-                let value = HeaderValue::from_str(v)
-                    .map_err(|_| Error::refused(format!("header `{k}` has an invalid value")))?;
-                headers.insert(name, value);
-            }
             builder = builder
                 .default_headers(false)
-                .headers(headers)
+                .headers(xhr_headers(xhr, &req)?)
                 .orig_headers(xhr.order.clone());
         } else {
             for (k, v) in &req.headers {
@@ -285,7 +262,6 @@ impl HttpClient {
         if let Some(body) = req.body.clone() {
             builder = builder.body(body);
         }
-        let deadline = Duration::from_secs(self.cfg.timeout_secs);
         let resp = builder.send().await.map_err(|e| net_error(&req.url, e))?;
         let status = resp.status().as_u16();
         let final_url = Url::parse(&resp.uri().to_string()).unwrap_or_else(|_| req.url.clone());
@@ -298,61 +274,91 @@ impl HttpClient {
             .filter_map(|s| s.split('=').next())
             .map(|n| n.trim().to_string())
             .collect();
-        let limit = self.cfg.max_body_bytes;
-        // A body that arrives in one chunk is kept as it came; more chunks
-        // go into one buffer sized from Content-Length.
-        let expected = resp
-            .content_length()
-            .map_or(0, |n| usize::try_from(n).unwrap_or(limit).min(limit));
-        let mut first: Option<Bytes> = None;
-        let mut body = BytesMut::new();
-        let mut stream = resp.bytes_stream();
-        let read = async {
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(|e| net_error(&req.url, e))?;
-                let had = first.as_ref().map_or(0, Bytes::len) + body.len();
-                if had + chunk.len() > limit {
-                    return Err(Error::new(
-                        ErrorKind::Network,
-                        format!(
-                            "response body of {} is larger than http.max_body_bytes ({limit})",
-                            req.url
-                        ),
-                    )
-                    .retryable(false));
-                }
-                if first.is_none() && body.is_empty() {
-                    first = Some(chunk);
-                    continue;
-                }
-                if let Some(f) = first.take() {
-                    body.reserve(expected.max(f.len() + chunk.len()));
-                    body.extend_from_slice(&f);
-                }
-                body.extend_from_slice(&chunk);
-            }
-            Ok(())
-        };
+        let deadline = Duration::from_secs(self.cfg.timeout_secs);
         // The client's timeout covers the body too; this bounds a stalled stream regardless.
-        tokio::time::timeout(deadline, read).await.map_err(|_| {
-            Error::new(
-                ErrorKind::Timeout,
-                format!("reading the body of {} timed out", req.url),
-            )
-        })??;
+        let body =
+            tokio::time::timeout(deadline, read_body(resp, &req.url, self.cfg.max_body_bytes))
+                .await
+                .map_err(|_| {
+                    Error::new(
+                        ErrorKind::Timeout,
+                        format!("reading the body of {} timed out", req.url),
+                    )
+                })??;
         Ok(FetchResponse {
             status,
             final_url,
             headers,
-            body: match first {
-                Some(one) => one,
-                None => body.freeze(),
-            },
+            body,
             cookies_set,
             elapsed: started.elapsed(),
             http_version,
         })
     }
+}
+
+/// The browser's XHR headers instead of the navigation defaults: its origin
+/// (on a request with a body) and referer, and the request's own headers
+/// replacing default values in place.
+fn xhr_headers(xhr: &HeaderSet, req: &FetchRequest) -> Result<HeaderMap> {
+    let mut headers = xhr.defaults.clone();
+    let origin = req.url.origin().ascii_serialization();
+    if !matches!(req.method, http::Method::GET | http::Method::HEAD)
+        && let Ok(v) = HeaderValue::from_str(&origin)
+    {
+        headers.insert(http::header::ORIGIN, v);
+    }
+    let referer = req
+        .referer
+        .as_ref()
+        .map_or_else(|| format!("{origin}/"), Url::to_string);
+    if let Ok(v) = HeaderValue::from_str(&referer) {
+        headers.insert(http::header::REFERER, v);
+    }
+    for (k, v) in &req.headers {
+        let name = HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| Error::refused(format!("header name `{k}` is not valid")))?;
+        let value = HeaderValue::from_str(v)
+            .map_err(|_| Error::refused(format!("header `{k}` has an invalid value")))?;
+        headers.insert(name, value);
+    }
+    Ok(headers)
+}
+
+/// The whole body, refused past `limit` bytes. A body that arrives in one
+/// chunk is kept as it came; more chunks go into one buffer sized from
+/// Content-Length.
+async fn read_body(resp: wreq::Response, url: &Url, limit: usize) -> Result<Bytes> {
+    let expected = resp
+        .content_length()
+        .map_or(0, |n| usize::try_from(n).unwrap_or(limit).min(limit));
+    let mut first: Option<Bytes> = None;
+    let mut body = BytesMut::new();
+    let mut stream = resp.bytes_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| net_error(url, e))?;
+        let had = first.as_ref().map_or(0, Bytes::len) + body.len();
+        if had + chunk.len() > limit {
+            return Err(Error::new(
+                ErrorKind::Network,
+                format!("response body of {url} is larger than http.max_body_bytes ({limit})"),
+            )
+            .retryable(false));
+        }
+        if first.is_none() && body.is_empty() {
+            first = Some(chunk);
+            continue;
+        }
+        if let Some(f) = first.take() {
+            body.reserve(expected.max(f.len() + chunk.len()));
+            body.extend_from_slice(&f);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(match first {
+        Some(one) => one,
+        None => body.freeze(),
+    })
 }
 
 /// Replace the emulation's default headers, their order and the HEADERS

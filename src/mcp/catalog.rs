@@ -25,7 +25,7 @@ pub fn to_json(spec: &Spec, pool: &Pool) -> Value {
     json!({
         "name": spec.name,
         "title": spec.title,
-        "description": (spec.description)(pool),
+        "description": spec.description.text(pool),
         "inputSchema": input,
         "outputSchema": (spec.output)(),
         "annotations": {

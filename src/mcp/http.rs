@@ -105,6 +105,24 @@ impl McpHttp {
         (self.sessions.sessions.read().await.len(), self.sse.len())
     }
 
+    /// A Streamable HTTP session is used only with the key that opened it.
+    #[allow(clippy::result_large_err)] // the refusal is the response sent, once
+    fn check_owner(&self, id: &str, owner: &str) -> Result<(), Response> {
+        match self.bindings.lock().get(id) {
+            None => Err(reject(
+                StatusCode::NOT_FOUND,
+                -32600,
+                format!("unknown session `{id}`: initialize a new one"),
+            )),
+            Some(o) if o != owner => Err(reject(
+                StatusCode::FORBIDDEN,
+                -32001,
+                "this session was opened with another API key",
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
     async fn bind(&self, id: &str, name: String) {
         let full = self.bindings.lock().len() >= PRUNE_ABOVE;
         if full {
@@ -122,38 +140,54 @@ impl McpHttp {
     }
 }
 
-async fn guard(State(state): State<Arc<McpHttp>>, mut req: Request, next: Next) -> Response {
+async fn guard(State(state): State<Arc<McpHttp>>, req: Request, next: Next) -> Response {
+    match admit(&state, req).await {
+        Ok((req, admitted)) => serve(&state, req, admitted, next).await,
+        Err(refusal) => refusal,
+    }
+}
+
+/// What the gate learnt of an admitted request.
+struct Admitted {
+    path: String,
+    session: Option<String>,
+    /// The key's name and role: what its sessions are bound to.
+    owner: String,
+    /// Answer with one JSON body instead of a stream.
+    json_reply: bool,
+}
+
+/// Host, Origin, key, role cap, session owner and (for a POST to `/mcp`) a
+/// body that parses: the request with its principal, or the refusal.
+async fn admit(state: &McpHttp, mut req: Request) -> Result<(Request, Admitted), Response> {
     let settings = state.core.settings();
-    if let Err(m) = check_host(req.headers(), &settings.allowed_hosts, settings.listen) {
-        return reject(StatusCode::FORBIDDEN, -32600, m);
-    }
-    if let Err(m) = check_origin(
-        req.headers(),
-        &settings.allowed_origins,
-        &settings.allowed_hosts,
-    ) {
-        return reject(StatusCode::FORBIDDEN, -32600, m);
-    }
+    check_host(req.headers(), &settings.allowed_hosts, settings.listen)
+        .and_then(|()| {
+            check_origin(
+                req.headers(),
+                &settings.allowed_origins,
+                &settings.allowed_hosts,
+            )
+        })
+        .map_err(|m| reject(StatusCode::FORBIDDEN, -32600, m))?;
     let path = req.uri().path().to_string();
     let transport = if path == "/mcp" { "http" } else { "sse" };
     let key = presented_key(&req, req.method() == Method::GET && path == "/sse");
-    let mut principal = match state.core.authenticate(key.as_deref(), transport) {
-        Ok(p) => p,
-        Err(m) => return reject(StatusCode::UNAUTHORIZED, -32001, m),
-    };
+    let mut principal = state
+        .core
+        .authenticate(key.as_deref(), transport)
+        .map_err(|m| reject(StatusCode::UNAUTHORIZED, -32001, m))?;
     // Sessions belong to the key (its name and role), whatever cap a request sets.
-    let owner_key = format!("{}/{}", principal.name, principal.role);
+    let owner = format!("{}/{}", principal.name, principal.role);
     if let Some(cap) = req.headers().get(ROLE_CAP_HEADER) {
-        match cap.to_str().ok().map(str::parse::<Role>) {
-            Some(Ok(r)) => principal.role = principal.role.min(r),
-            _ => {
-                return reject(
-                    StatusCode::BAD_REQUEST,
-                    -32600,
-                    format!("{ROLE_CAP_HEADER} must be viewer, operator or admin"),
-                );
-            }
-        }
+        let Some(Ok(r)) = cap.to_str().ok().map(str::parse::<Role>) else {
+            return Err(reject(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                format!("{ROLE_CAP_HEADER} must be viewer, operator or admin"),
+            ));
+        };
+        principal.role = principal.role.min(r);
     }
     let session = req
         .headers()
@@ -163,67 +197,69 @@ async fn guard(State(state): State<Arc<McpHttp>>, mut req: Request, next: Next) 
     if path == "/mcp"
         && let Some(id) = &session
     {
-        let owner = state.bindings.lock().get(id).cloned();
-        match owner {
-            None => {
-                return reject(
-                    StatusCode::NOT_FOUND,
-                    -32600,
-                    format!("unknown session `{id}`: initialize a new one"),
-                );
-            }
-            Some(o) if o != owner_key => {
-                return reject(
-                    StatusCode::FORBIDDEN,
-                    -32001,
-                    "this session was opened with another API key",
-                );
-            }
-            Some(_) => {}
-        }
+        state.check_owner(id, &owner)?;
     }
     let mut json_reply = false;
     if path == "/mcp" && req.method() == Method::POST {
-        // Read the body here so malformed JSON gets a JSON-RPC parse error
-        // (rmcp would answer 415 in plain text) and oversize bodies a 413.
-        let (parts, body) = req.into_parts();
-        let bytes = match axum::body::to_bytes(body, settings.max_body_bytes).await {
-            Ok(b) => b,
-            Err(_) => {
-                return reject(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    -32600,
-                    format!(
-                        "request body exceeds {} bytes (server.max_body_bytes)",
-                        settings.max_body_bytes
-                    ),
-                );
-            }
-        };
-        // One pass for a single message; a batch (or anything unusual) is
-        // only checked for JSON, and keeps rmcp's stream.
-        match serde_json::from_slice::<super::reply::Peek>(&bytes) {
-            Ok(p) => json_reply = p.wants_json(),
-            Err(_) => {
-                if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
-                    return reject(StatusCode::BAD_REQUEST, -32700, format!("parse error: {e}"));
-                }
-            }
-        }
-        req = Request::from_parts(parts, Body::from(bytes));
+        let (r, json) = read_body(req, settings.max_body_bytes).await?;
+        (req, json_reply) = (r, json);
     }
-    let is_delete = req.method() == Method::DELETE;
     req.extensions_mut().insert(principal);
-    req.extensions_mut().insert(Owner(owner_key.clone()));
+    req.extensions_mut().insert(Owner(owner.clone()));
+    Ok((
+        req,
+        Admitted {
+            path,
+            session,
+            owner,
+            json_reply,
+        },
+    ))
+}
+
+/// Read a POST's body here so malformed JSON gets a JSON-RPC parse error
+/// (rmcp would answer 415 in plain text) and oversize bodies a 413; whether
+/// it wants one JSON reply (a single message without a progress token).
+async fn read_body(req: Request, limit: usize) -> Result<(Request, bool), Response> {
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
+        return Err(reject(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            -32600,
+            format!("request body exceeds {limit} bytes (server.max_body_bytes)"),
+        ));
+    };
+    // One pass for a single message; a batch (or anything unusual) is
+    // only checked for JSON, and keeps rmcp's stream.
+    let json_reply = match serde_json::from_slice::<super::reply::Peek>(&bytes) {
+        Ok(p) => p.wants_json(),
+        Err(_) => {
+            if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
+                return Err(reject(
+                    StatusCode::BAD_REQUEST,
+                    -32700,
+                    format!("parse error: {e}"),
+                ));
+            }
+            false
+        }
+    };
+    Ok((Request::from_parts(parts, Body::from(bytes)), json_reply))
+}
+
+/// Run an admitted request; bind a new Streamable HTTP session to its key,
+/// forget one that was deleted.
+async fn serve(state: &McpHttp, req: Request, a: Admitted, next: Next) -> Response {
+    let is_delete = req.method() == Method::DELETE;
     let mut response = next.run(req).await;
-    if json_reply {
+    if a.json_reply {
         response = super::reply::to_json(response).await;
     }
-    if path == "/mcp" {
-        match (&session, response.headers().get("mcp-session-id")) {
+    if a.path == "/mcp" {
+        match (&a.session, response.headers().get("mcp-session-id")) {
             (None, Some(new)) => {
                 if let Ok(id) = new.to_str() {
-                    state.bind(id, owner_key).await;
+                    state.bind(id, a.owner).await;
                 }
             }
             (Some(id), _) if is_delete && response.status().is_success() => {

@@ -212,16 +212,8 @@ impl Pool {
         let stop = self.inner.stop.clone();
         rt.spawn(async move {
             let mut last: Vec<crate::browser::BrowserFacts> = Vec::new();
-            let mut interval = tokio::time::interval(Duration::from_millis(500));
-            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = interval.tick() => {}
-                    () = stop.cancelled() => return,
-                }
-                let Some(inner) = weak.upgrade() else {
-                    return;
-                };
+            let mut interval = interval(Duration::from_millis(500));
+            while let Some(inner) = tick(&mut interval, &stop, &weak).await {
                 let now: Vec<_> = inner.slots.iter().map(|s| s.browser_facts()).collect();
                 for (i, (old, new)) in last.iter().zip(&now).enumerate() {
                     let detail = serde_json::json!({"pid": new.pid, "port": new.port});
@@ -251,19 +243,11 @@ impl Pool {
             return;
         };
         let weak = Arc::downgrade(&self.inner);
-        let tick = (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(30));
+        let every = (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(30));
         let stop = self.inner.stop.clone();
         rt.spawn(async move {
-            let mut interval = tokio::time::interval(tick);
-            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tokio::select! {
-                    _ = interval.tick() => {}
-                    () = stop.cancelled() => return,
-                }
-                let Some(inner) = weak.upgrade() else {
-                    return;
-                };
+            let mut interval = interval(every);
+            while let Some(inner) = tick(&mut interval, &stop, &weak).await {
                 for slot in &inner.slots {
                     slot.browser().close_if_idle(idle).await;
                 }
@@ -391,6 +375,26 @@ impl Pool {
         for slot in &self.inner.slots {
             slot.save_jar().await;
         }
+    }
+}
+
+/// A pool task's clock: a late tick is delayed, not bunched.
+fn interval(period: Duration) -> tokio::time::Interval {
+    let mut i = tokio::time::interval(period);
+    i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    i
+}
+
+/// A pool task's next tick: the pool, or `None` once it shuts down or is
+/// gone (the task holds only a weak reference).
+async fn tick(
+    interval: &mut tokio::time::Interval,
+    stop: &CancellationToken,
+    pool: &std::sync::Weak<Inner>,
+) -> Option<Arc<Inner>> {
+    tokio::select! {
+        _ = interval.tick() => pool.upgrade(),
+        () = stop.cancelled() => None,
     }
 }
 

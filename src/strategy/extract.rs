@@ -165,118 +165,29 @@ impl ExtractFile {
     ) -> Result<Extractor, Diagnostic> {
         let next_rule = next_override.or(self.next.as_ref());
         let empty_rule = empty_override.or(self.empty.as_ref());
-        let at =
-            |span: std::ops::Range<usize>, msg: String| Diagnostic::at(path, text, Some(span), msg);
-        let css = |s: &Spanned<String>, what: &str| {
-            Selector::parse(s.get_ref()).map(Locator::Css).map_err(|e| {
-                at(
-                    s.span(),
-                    format!(
-                        "{label}.{what} `{}` is not a valid CSS selector ({e})",
-                        s.get_ref()
-                    ),
-                )
-            })
-        };
-        let ptr = |s: &Spanned<String>, what: &str| {
-            if pointer_ok(s.get_ref()) {
-                Ok(Locator::Pointer(JsonPointer::new(s.get_ref())))
-            } else {
-                Err(at(
-                    s.span(),
-                    format!(
-                        "{label}.{what} `{}` is not a JSON pointer (use \"\" or \"/a/0/b\")",
-                        s.get_ref()
-                    ),
-                ))
-            }
-        };
+        let l = Locate { path, text, label };
         let (items, empty, next) = match format {
             Format::Html => (
-                css(&self.items, "items")?,
-                empty_rule.map(|e| css(e, "empty")).transpose()?,
-                next_rule.map(|n| css(n, "next")).transpose()?,
+                l.css(&self.items, "items")?,
+                empty_rule.map(|e| l.css(e, "empty")).transpose()?,
+                next_rule.map(|n| l.css(n, "next")).transpose()?,
             ),
             Format::Json => (
-                ptr(&self.items, "items")?,
-                empty_rule.map(|e| ptr(e, "empty")).transpose()?,
-                next_rule.map(|n| ptr(n, "next")).transpose()?,
+                l.ptr(&self.items, "items")?,
+                empty_rule.map(|e| l.ptr(e, "empty")).transpose()?,
+                next_rule.map(|n| l.ptr(n, "next")).transpose()?,
             ),
             Format::HtmlInJson => (
-                css(&self.items, "items")?,
-                empty_rule.map(|e| ptr(e, "empty")).transpose()?,
-                next_rule.map(|n| ptr(n, "next")).transpose()?,
+                l.css(&self.items, "items")?,
+                empty_rule.map(|e| l.ptr(e, "empty")).transpose()?,
+                next_rule.map(|n| l.ptr(n, "next")).transpose()?,
             ),
         };
         let mut fields = Vec::new();
         for (name, f) in &self.fields {
-            let flabel = format!("fields.{name}");
-            let loc = match (format, &f.css, &f.pointer) {
-                (_, Some(_), Some(p)) => {
-                    return Err(at(
-                        p.span(),
-                        format!("{label}.{flabel}: give `css` or `pointer`, not both"),
-                    ));
-                }
-                (Format::Json, Some(c), None) => {
-                    return Err(at(
-                        c.span(),
-                        format!(
-                            "{label}.{flabel}: a json tier reads fields by `pointer`, not `css`"
-                        ),
-                    ));
-                }
-                (Format::Html | Format::HtmlInJson, None, Some(p)) => {
-                    return Err(at(
-                        p.span(),
-                        format!(
-                            "{label}.{flabel}: an html tier reads fields by `css`, not `pointer`"
-                        ),
-                    ));
-                }
-                (_, Some(c), None) => Some(css(c, &flabel)?),
-                (_, None, Some(p)) => Some(ptr(p, &flabel)?),
-                (_, None, None) => None,
-            };
-            let regex = match &f.regex {
-                Some(r) => Some(regex::Regex::new(r.get_ref()).map_err(|e| {
-                    at(
-                        r.span(),
-                        format!("{label}.{flabel}.regex is not a valid regex ({e})"),
-                    )
-                })?),
-                None => None,
-            };
-            fields.push(Field {
-                name: name.clone(),
-                at: loc,
-                attr: f.attr.clone(),
-                regex,
-                number: f.number,
-                exists: f.exists,
-                sole_reader: false,
-            });
+            fields.push(f.compile(name, format, &l)?);
         }
-        let pointers: Vec<Option<&JsonPointer>> = fields
-            .iter()
-            .map(|f| match &f.at {
-                Some(Locator::Pointer(p)) => Some(p),
-                _ => None,
-            })
-            .collect();
-        let sole: Vec<bool> = (0..fields.len())
-            .map(|i| {
-                pointers[i].is_some_and(|p| {
-                    pointers
-                        .iter()
-                        .enumerate()
-                        .all(|(j, q)| j == i || q.is_some_and(|q| !p.overlaps(q)))
-                })
-            })
-            .collect();
-        for (f, sole) in fields.iter_mut().zip(sole) {
-            f.sole_reader = sole;
-        }
+        mark_sole_readers(&mut fields);
         Ok(Extractor {
             format,
             items,
@@ -284,6 +195,120 @@ impl ExtractFile {
             empty,
             next,
         })
+    }
+}
+
+/// Where the rules are written, to compile their locators with diagnostics.
+struct Locate<'a> {
+    path: &'a Path,
+    text: &'a str,
+    label: &'a str,
+}
+
+impl Locate<'_> {
+    fn at(&self, span: std::ops::Range<usize>, msg: String) -> Diagnostic {
+        Diagnostic::at(self.path, self.text, Some(span), msg)
+    }
+
+    fn css(&self, s: &Spanned<String>, what: &str) -> Result<Locator, Diagnostic> {
+        Selector::parse(s.get_ref()).map(Locator::Css).map_err(|e| {
+            self.at(
+                s.span(),
+                format!(
+                    "{}.{what} `{}` is not a valid CSS selector ({e})",
+                    self.label,
+                    s.get_ref()
+                ),
+            )
+        })
+    }
+
+    fn ptr(&self, s: &Spanned<String>, what: &str) -> Result<Locator, Diagnostic> {
+        if pointer_ok(s.get_ref()) {
+            Ok(Locator::Pointer(JsonPointer::new(s.get_ref())))
+        } else {
+            Err(self.at(
+                s.span(),
+                format!(
+                    "{}.{what} `{}` is not a JSON pointer (use \"\" or \"/a/0/b\")",
+                    self.label,
+                    s.get_ref()
+                ),
+            ))
+        }
+    }
+}
+
+impl FieldFile {
+    /// One field: `css` for html tiers, `pointer` for json ones, never both.
+    fn compile(&self, name: &str, format: Format, l: &Locate<'_>) -> Result<Field, Diagnostic> {
+        let label = format!("{}.fields.{name}", l.label);
+        let loc = match (format, &self.css, &self.pointer) {
+            (_, Some(_), Some(p)) => {
+                return Err(l.at(
+                    p.span(),
+                    format!("{label}: give `css` or `pointer`, not both"),
+                ));
+            }
+            (Format::Json, Some(c), None) => {
+                return Err(l.at(
+                    c.span(),
+                    format!("{label}: a json tier reads fields by `pointer`, not `css`"),
+                ));
+            }
+            (Format::Html | Format::HtmlInJson, None, Some(p)) => {
+                return Err(l.at(
+                    p.span(),
+                    format!("{label}: an html tier reads fields by `css`, not `pointer`"),
+                ));
+            }
+            (_, Some(c), None) => Some(l.css(c, &format!("fields.{name}"))?),
+            (_, None, Some(p)) => Some(l.ptr(p, &format!("fields.{name}"))?),
+            (_, None, None) => None,
+        };
+        let regex = match &self.regex {
+            Some(r) => Some(regex::Regex::new(r.get_ref()).map_err(|e| {
+                l.at(
+                    r.span(),
+                    format!("{label}.regex is not a valid regex ({e})"),
+                )
+            })?),
+            None => None,
+        };
+        Ok(Field {
+            name: name.to_string(),
+            at: loc,
+            attr: self.attr.clone(),
+            regex,
+            number: self.number,
+            exists: self.exists,
+            sole_reader: false,
+        })
+    }
+}
+
+/// A field whose pointer no other field's overlaps may move its value out
+/// of the item instead of copying it.
+fn mark_sole_readers(fields: &mut [Field]) {
+    let pointers: Vec<Option<&JsonPointer>> = fields
+        .iter()
+        .map(|f| match &f.at {
+            Some(Locator::Pointer(p)) => Some(p),
+            _ => None,
+        })
+        .collect();
+    let sole: Vec<bool> = (0..fields.len())
+        .map(|i| {
+            pointers[i].is_some_and(|p| {
+                pointers
+                    .iter()
+                    .enumerate()
+                    .all(|(j, q)| j == i || q.is_some_and(|q| !p.overlaps(q)))
+            })
+        })
+        .collect();
+    for (f, sole) in fields.iter_mut().zip(sole) {
+        f.sole_reader = sole;
     }
 }
 

@@ -10,6 +10,7 @@ mod markers;
 pub mod operation;
 pub mod outcome;
 mod registry;
+pub mod template;
 
 pub use api::Strategy;
 pub use body::{Body, BodyKind};

@@ -22,7 +22,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::http::{FetchRequest, RequestKind};
 use crate::pool::{Fetched, Lease, Pool};
 use crate::strategy::extract::Extracted;
-use crate::strategy::operation::{Operation, Tier, render, render_json};
+use crate::strategy::operation::{Operation, Tier};
+use crate::strategy::template::{render, render_json};
 use crate::strategy::{Body, Outcome, Strategy};
 
 /// One tier tried on one slot.

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::spec::{Annotations, Role, Spec, input_schema, invalid, parse};
+use super::spec::{Description, result_schema, Annotations, Role, Spec, input_schema, invalid, parse};
 use crate::error::Result;
 use crate::pool::Pool;
 
@@ -14,29 +14,27 @@ pub const SPEC: Spec = Spec {
     name: "calibrate",
     role: Role::Admin,
     title: "Calibrate slots",
-    description: |_| {
+    description: Description::Fixed(
         "Calibrate slots' HTTP tier against their own Chromium now (it launches if needed): \
          both visit the daemon's loopback calibration listener; the HTTP tier takes the \
          browser's header sets, HTTP/2 priority and TLS options. Returns both sides \
          (ClientHello with JA4, HTTP/2 fingerprint, header lists) and the residual \
          differences by name. Slots also calibrate by themselves at their browser's first \
-         launch and when Chromium's version changes."
-            .into()
-    },
+         launch and when Chromium's version changes.",
+    ),
     input: input_schema::<Args>,
     strategy_enum: false,
     output: || {
-        json!({
-            "type": "object",
-            "properties": {
+        result_schema(
+            json!({
                 "slots": {"type": "array", "items": {"type": "object", "properties": {
                     "slot": {"type": "integer"}, "ok": {"type": "boolean"},
                     "record": {"type": ["object", "null"]},
                     "error": {"type": ["string", "null"]},
                 }}},
-            },
-            "required": ["slots"],
-        })
+            }),
+            &["slots"],
+        )
     },
     annotations: Annotations {
         read_only: false,

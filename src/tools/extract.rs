@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::spec::{Annotations, Role, Spec, input_schema, invalid, parse};
+use super::spec::{Description, result_schema, Annotations, Role, Spec, input_schema, invalid, parse};
 use crate::error::Result;
 use crate::pool::Pool;
 use crate::tiers::{self, RunOptions};
@@ -13,24 +13,22 @@ pub const SPEC: Spec = Spec {
     name: "extract",
     role: Role::Operator,
     title: "Run a strategy operation",
-    description: |_| {
+    description: Description::Fixed(
         "Run any operation of a strategy (see list_strategies for operations and their \
-         parameters) and return its items with provenance."
-            .into()
-    },
+         parameters) and return its items with provenance.",
+    ),
     input: input_schema::<Args>,
     strategy_enum: true,
     output: || {
-        json!({
-            "type": "object",
-            "properties": {
+        result_schema(
+            json!({
                 "strategy": {"type": "string"}, "operation": {"type": "string"},
                 "items": {"type": "array", "items": {"type": "object"}},
                 "slot": {"type": "integer"}, "tier": {"type": "integer"},
                 "attempts": super::attempts_schema(),
-            },
-            "required": ["strategy", "operation", "items", "slot", "tier"],
-        })
+            }),
+            &["strategy", "operation", "items", "slot", "tier"],
+        )
     },
     annotations: Annotations::READS_SITES,
     progress: true,

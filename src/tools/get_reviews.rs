@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::spec::{Annotations, Role, Spec, input_schema, invalid, parse};
+use super::spec::{Description, result_schema, Annotations, Role, Spec, input_schema, invalid, parse};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::strategy::Strategy;
@@ -17,7 +17,7 @@ pub const SPEC: Spec = Spec {
     name: "get_reviews",
     role: Role::Operator,
     title: "Get reviews of an item",
-    description: |pool| {
+    description: Description::Of(|pool| {
         let with_reviews: Vec<String> = pool
             .registry()
             .iter()
@@ -31,7 +31,7 @@ pub const SPEC: Spec = Spec {
              filters (see list_strategies).",
             with_reviews.join(", ")
         )
-    },
+    }),
     input: || {
         let mut schema = input_schema::<Args>();
         // The operation's own filters come as extra arguments.
@@ -40,9 +40,8 @@ pub const SPEC: Spec = Spec {
     },
     strategy_enum: true,
     output: || {
-        json!({
-            "type": "object",
-            "properties": {
+        result_schema(
+            json!({
                 "strategy": {"type": "string"}, "item": {"type": "string"},
                 "count": {"type": "integer"},
                 "reviews": {"type": "array", "items": {"type": "object"}},
@@ -52,9 +51,9 @@ pub const SPEC: Spec = Spec {
                     "slot": {"type": "integer"}, "tier": {"type": "integer"},
                     "degraded": {"type": "boolean"}, "attempts": super::attempts_schema(),
                 }}},
-            },
-            "required": ["strategy", "item", "count", "reviews", "pages"],
-        })
+            }),
+            &["strategy", "item", "count", "reviews", "pages"],
+        )
     },
     annotations: Annotations::READS_SITES,
     progress: true,

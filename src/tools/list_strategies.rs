@@ -2,38 +2,31 @@
 
 use serde_json::{Value, json};
 
-use super::spec::{Annotations, NoArgs, Role, Spec, input_schema, parse};
+use super::spec::{Description, no_args, result_schema, Annotations, NoArgs, Role, Spec, input_schema};
 use crate::pool::Pool;
 
 pub const SPEC: Spec = Spec {
     name: "list_strategies",
     role: Role::Viewer,
     title: "List strategies",
-    description: |_| {
+    description: Description::Fixed(
         "The site strategies this pool knows: hosts, operations, and each operation's tiers \
-         and parameters (JSON Schema)."
-            .into()
-    },
+         and parameters (JSON Schema).",
+    ),
     input: input_schema::<NoArgs>,
     strategy_enum: false,
     output: || {
-        json!({
-            "type": "object",
-            "properties": {"strategies": {"type": "array", "items": {"type": "object", "properties": {
+        result_schema(
+            json!({"strategies": {"type": "array", "items": {"type": "object", "properties": {
                 "name": {"type": "string"}, "hosts": {"type": "array", "items": {"type": "string"}},
                 "operations": {"type": "object"},
-            }}}},
-            "required": ["strategies"],
-        })
+            }}}}),
+            &["strategies"],
+        )
     },
     annotations: Annotations::READS_POOL,
     progress: false,
-    run: |pool, args, _| {
-        Box::pin(async move {
-            parse::<NoArgs>("list_strategies", args)?;
-            Ok(run(pool))
-        })
-    },
+    run: |pool, args, _| no_args("list_strategies", pool, args, run),
 };
 
 pub fn run(pool: &Pool) -> Value {

@@ -8,7 +8,7 @@
 
 mod spec;
 
-pub use spec::{Annotations, NoArgs, Role, Run, Spec, input_schema, invalid, parse};
+pub use spec::{Annotations, Description, NoArgs, Role, Run, Spec, input_schema, invalid, parse};
 
 use serde_json::{Value, json};
 

@@ -6,42 +6,35 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 
-use super::spec::{Annotations, NoArgs, Role, Spec, input_schema, parse};
+use super::spec::{Description, no_args, result_schema, Annotations, NoArgs, Role, Spec, input_schema};
 use crate::pool::Pool;
 
 pub const SPEC: Spec = Spec {
     name: "pool_status",
     role: Role::Viewer,
     title: "Pool status",
-    description: |_| {
+    description: Description::Fixed(
         "Every slot: profile, proxy (credentials redacted), breaker per strategy (state, \
          failures, time left open), tier memory, browser (running, pid, port, operations, \
          RSS), cookies (count, last saved), last success and error, and calibration: how \
          closely the HTTP tier matches the slot's browser (browser and HTTP JA4, HTTP/2 and \
-         headers equal, the residual differences by name)."
-            .into()
-    },
+         headers equal, the residual differences by name).",
+    ),
     input: input_schema::<NoArgs>,
     strategy_enum: false,
     output: || {
-        json!({
-            "type": "object",
-            "properties": {"slots": {"type": "array", "items": {"type": "object", "properties": {
+        result_schema(
+            json!({"slots": {"type": "array", "items": {"type": "object", "properties": {
                 "slot": {"type": "integer"}, "profile": {"type": "string"},
                 "breakers": {"type": "object"}, "browser": {"type": "object"},
                 "cookies": {"type": "object"}, "calibration": {"type": "object"},
-            }}}},
-            "required": ["slots"],
-        })
+            }}}}),
+            &["slots"],
+        )
     },
     annotations: Annotations::READS_POOL,
     progress: false,
-    run: |pool, args, _| {
-        Box::pin(async move {
-            parse::<NoArgs>("pool_status", args)?;
-            Ok(run(pool))
-        })
-    },
+    run: |pool, args, _| no_args("pool_status", pool, args, run),
 };
 
 pub fn run(pool: &Pool) -> Value {

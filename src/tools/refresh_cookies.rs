@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::spec::{Annotations, Role, Spec, input_schema, invalid, parse};
+use super::spec::{Description, result_schema, Annotations, Role, Spec, input_schema, invalid, parse};
 use crate::error::{Error, ErrorKind, Result};
 use crate::pool::Pool;
 use crate::tiers::RunOptions;
@@ -14,27 +14,25 @@ pub const SPEC: Spec = Spec {
     name: "refresh_cookies",
     role: Role::Admin,
     title: "Refresh cookies",
-    description: |_| {
+    description: Description::Fixed(
         "Warm slots up for a strategy in their real browser (visit its warm-up URL, let a JS \
          challenge pass) and persist the cookies into the slots' jars. Captchas and login \
-         walls are not solved; they are reported."
-            .into()
-    },
+         walls are not solved; they are reported.",
+    ),
     input: input_schema::<Args>,
     strategy_enum: true,
     output: || {
-        json!({
-            "type": "object",
-            "properties": {
+        result_schema(
+            json!({
                 "strategy": {"type": "string"}, "cookie_domain": {"type": "string"},
                 "slots": {"type": "array", "items": {"type": "object", "properties": {
                     "slot": {"type": "integer"}, "ok": {"type": "boolean"},
                     "cookies_before": {"type": "integer"}, "cookies_after": {"type": "integer"},
                     "error": {"type": ["string", "null"]},
                 }}},
-            },
-            "required": ["strategy", "slots"],
-        })
+            }),
+            &["strategy", "slots"],
+        )
     },
     annotations: Annotations {
         read_only: false,

@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::spec::{Annotations, Role, Spec, input_schema, invalid, parse};
+use super::spec::{Description, result_schema, Annotations, Role, Spec, input_schema, invalid, parse};
 use crate::error::Result;
 use crate::pool::Pool;
 
@@ -12,23 +12,21 @@ pub const SPEC: Spec = Spec {
     name: "reset_slot",
     role: Role::Admin,
     title: "Reset a slot",
-    description: |_| {
+    description: Description::Fixed(
         "Close a slot's circuit breaker(s) and forget its tier blocks (`breakers`, default \
          true; `strategy` for one only), and/or close its browser (`browser`), which \
-         relaunches on next use with the same profile and cookies."
-            .into()
-    },
+         relaunches on next use with the same profile and cookies.",
+    ),
     input: input_schema::<Args>,
     strategy_enum: false,
     output: || {
-        json!({
-            "type": "object",
-            "properties": {
+        result_schema(
+            json!({
                 "slot": {"type": "integer"}, "breakers_reset": {"type": "boolean"},
                 "strategy": {"type": ["string", "null"]}, "browser_closed": {"type": "boolean"},
-            },
-            "required": ["slot", "breakers_reset", "browser_closed"],
-        })
+            }),
+            &["slot", "breakers_reset", "browser_closed"],
+        )
     },
     annotations: Annotations {
         read_only: false,

@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::spec::{Annotations, Role, Spec, input_schema, invalid, parse};
+use super::spec::{Description, result_schema, Annotations, Role, Spec, input_schema, invalid, parse};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::FetchRequest;
 use crate::pool::{Fetched, Pool, Via};
@@ -16,28 +16,26 @@ pub const SPEC: Spec = Spec {
     name: "scrape",
     role: Role::Operator,
     title: "Scrape a page",
-    description: |_| {
+    description: Description::Fixed(
         "Fetch any allowed URL through the identity pool (HTTP with a real browser's TLS \
          fingerprint, escalating to the slot's real Chromium on a block or challenge) and \
          return it as markdown, HTML, text or a list of links. Long pages come in pieces: \
-         pass `start_index` = the previous `next_start_index`."
-            .into()
-    },
+         pass `start_index` = the previous `next_start_index`.",
+    ),
     input: input_schema::<Args>,
     strategy_enum: false,
     output: || {
-        json!({
-            "type": "object",
-            "properties": {
+        result_schema(
+            json!({
                 "url": {"type": "string"}, "status": {"type": "integer"},
                 "format": {"type": "string"}, "content": {"type": "string"},
                 "start_index": {"type": "integer"}, "total_chars": {"type": "integer"},
                 "next_start_index": {"type": ["integer", "null"]},
                 "slot": {"type": "integer"}, "tier": {"type": "integer", "description": "2: HTTP, 3: browser"},
                 "via": {"type": "string"}, "degraded": {"type": "boolean"}, "outcome": {"type": "string"},
-            },
-            "required": ["url", "status", "content", "total_chars", "slot", "tier"],
-        })
+            }),
+            &["url", "status", "content", "total_chars", "slot", "tier"],
+        )
     },
     annotations: Annotations::READS_SITES,
     progress: true,

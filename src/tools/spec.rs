@@ -41,6 +41,22 @@ impl Annotations {
     };
 }
 
+/// What a tool says it does: fixed, or naming what the pool has.
+#[derive(Clone, Copy)]
+pub enum Description {
+    Fixed(&'static str),
+    Of(fn(&Pool) -> String),
+}
+
+impl Description {
+    pub fn text(&self, pool: &Pool) -> String {
+        match self {
+            Description::Fixed(t) => (*t).to_string(),
+            Description::Of(f) => f(pool),
+        }
+    }
+}
+
 /// A tool's run: the pool, its raw arguments, the call's options.
 pub type Run = for<'a> fn(&'a Pool, Value, &'a RunOptions) -> BoxFuture<'a, Result<Value>>;
 
@@ -50,8 +66,8 @@ pub struct Spec {
     /// The least role that may call it.
     pub role: Role,
     pub title: &'static str,
-    /// What the tool does; may name the pool's strategies.
-    pub description: fn(&Pool) -> String,
+    /// What the tool does.
+    pub description: Description,
     /// The arguments' JSON Schema, derived from the type the tool parses.
     pub input: fn() -> Value,
     /// The input's `strategy` property lists the pool's strategies.
@@ -130,6 +146,24 @@ pub fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T> {
         };
         invalid(format!("invalid {tool} arguments: {what}"))
     })
+}
+
+/// The `run` of a tool that takes no arguments: `f` once they are checked.
+pub fn no_args<'a>(
+    tool: &'static str,
+    pool: &'a Pool,
+    args: Value,
+    f: fn(&Pool) -> Value,
+) -> BoxFuture<'a, Result<Value>> {
+    Box::pin(async move {
+        parse::<NoArgs>(tool, args)?;
+        Ok(f(pool))
+    })
+}
+
+/// A result's JSON Schema: an object with these properties, these required.
+pub fn result_schema(properties: Value, required: &[&str]) -> Value {
+    serde_json::json!({"type": "object", "properties": properties, "required": required})
 }
 
 // The arguments of a tool that takes none.

@@ -154,7 +154,7 @@ impl SlotBrowser {
     /// This slot's turn at its browser (queueing up to `lock_wait_secs`),
     /// Chromium launched or relaunched if needed. Navigations in one turn
     /// follow each other with nothing of another caller in between.
-    pub async fn turn(&self) -> Result<Turn<'_>> {
+    pub(crate) async fn turn(&self) -> Result<Turn<'_>> {
         let wait = Duration::from_secs(self.cfg.lock_wait_secs);
         let mut guard = tokio::time::timeout(wait, self.state.lock())
             .await
@@ -176,7 +176,7 @@ impl SlotBrowser {
     }
 
     /// One navigation in a turn of its own: see [`Turn::navigate`].
-    pub async fn navigate(
+    pub(crate) async fn navigate(
         &self,
         req: &BrowserRequest,
         jar: Option<&Jar>,
@@ -431,9 +431,10 @@ pub struct Turn<'a> {
 impl Turn<'_> {
     /// Navigate the working tab, syncing the cookies of `req.cookie_domain`
     /// with `jar` around it; afterwards the tab is recycled, or the browser
-    /// restarted past `max_rss_mb`, when due. No SSRF check here: callers go
-    /// through `pool::Lease::browse`, which guards.
-    pub async fn navigate(
+    /// restarted past `max_rss_mb`, when due. No SSRF check here, so it is
+    /// the crate's alone: requests come through `pool::Lease::browse`, which
+    /// guards (and the calibration, to the daemon's own listener).
+    pub(crate) async fn navigate(
         &mut self,
         req: &BrowserRequest,
         jar: Option<&Jar>,

@@ -67,6 +67,10 @@ fn one() -> u64 {
     1
 }
 
+/// The arguments `get_reviews` reads itself; any other is a filter of the
+/// operation (checked there). Every field of [`Args`], in this list.
+const OWN_ARGS: [&str; 5] = ["item", "strategy", "page", "pages", "slot"];
+
 #[derive(Debug, Deserialize, JsonSchema)]
 struct Args {
     /// Item id, or the item's URL (then `strategy` may be omitted).
@@ -83,23 +87,30 @@ struct Args {
     pages: u64,
     /// Use only this slot (identity).
     slot: Option<usize>,
-    /// The operation's own filters.
-    #[serde(flatten)]
-    #[schemars(skip)]
-    filters: Map<String, Value>,
 }
 
 /// Arguments: `item` (id or URL), `strategy` (optional with a URL), `page`
 /// (default 1), `pages` (default 1), `slot`, plus the operation's own filters.
 pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
+    let Value::Object(mut filters) = args else {
+        return Err(invalid(format!(
+            "arguments must be a JSON object, got {args}"
+        )));
+    };
+    // Split off the operation's filters (no serde `flatten`: it buffers
+    // every argument once more).
+    let own: Map<String, Value> = OWN_ARGS
+        .iter()
+        .filter_map(|k| filters.remove_entry(*k))
+        .collect();
     let Args {
         item,
         strategy: strategy_name,
         page,
         pages,
         slot,
-        filters: args,
-    } = parse("get_reviews", args)?;
+    } = parse("get_reviews", Value::Object(own))?;
+    let args = filters;
     let first = page.max(1);
     if pages == 0 || pages > MAX_PAGES {
         return Err(invalid(format!(
@@ -182,3 +193,21 @@ fn resolve(pool: &Pool, name: Option<&str>, item: &str) -> Result<Arc<dyn Strate
         .ok_or_else(|| Error::refused(format!("no strategy covers host `{host}`")).retryable(false))
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_args_are_the_fields_of_args() {
+        let schema = input_schema::<Args>();
+        let mut fields: Vec<&str> = schema["properties"]
+            .as_object()
+            .map(|p| p.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        fields.sort_unstable();
+        let mut own = OWN_ARGS.to_vec();
+        own.sort_unstable();
+        assert_eq!(fields, own);
+    }
+}

@@ -134,18 +134,25 @@ pub fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T> {
             )));
         }
     };
-    serde_path_to_error::deserialize(args).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner().to_string();
-        let what = if path == "." {
-            inner
-        } else if inner.starts_with("invalid type") {
-            format!("argument `{path}` has the wrong type ({inner})")
-        } else {
-            format!("argument `{path}`: {inner}")
-        };
-        invalid(format!("invalid {tool} arguments: {what}"))
-    })
+    // The common case pays for no path tracking; a refusal is parsed again
+    // to name the argument.
+    if let Ok(t) = T::deserialize(&args) {
+        return Ok(t);
+    }
+    let e = match serde_path_to_error::deserialize::<_, T>(&args) {
+        Ok(t) => return Ok(t),
+        Err(e) => e,
+    };
+    let path = e.path().to_string();
+    let inner = e.into_inner().to_string();
+    let what = if path == "." {
+        inner
+    } else if inner.starts_with("invalid type") {
+        format!("argument `{path}` has the wrong type ({inner})")
+    } else {
+        format!("argument `{path}`: {inner}")
+    };
+    Err(invalid(format!("invalid {tool} arguments: {what}")))
 }
 
 /// The `run` of a tool that takes no arguments: `f` once they are checked.

@@ -18,13 +18,8 @@ use idpool::testbed::{FaultKind, RateLimit};
 async fn three_captchas_open_the_breaker_for_that_strategy_only() {
     let env = common::Env::new(2).await;
     // Two requests per identity, then captcha pages for ten minutes.
-    env.testbed.set_modes(|m| {
-        m.rate_limit = Some(RateLimit {
-            max: 2,
-            window_secs: 600,
-            block_secs: 600,
-        })
-    });
+    env.testbed
+        .set_modes(|m| m.rate_limit = Some(RateLimit::captcha(2, 600, 600)));
     let pool = env.pool();
     let product = env.url("/product/B0BRK1");
 
@@ -121,13 +116,8 @@ async fn three_captchas_open_the_breaker_for_that_strategy_only() {
 #[tokio::test]
 async fn empty_pages_and_5xx_never_change_a_breaker() {
     let env = common::Env::new(1).await;
-    env.testbed.set_modes(|m| {
-        m.rate_limit = Some(RateLimit {
-            max: 2,
-            window_secs: 600,
-            block_secs: 600,
-        })
-    });
+    env.testbed
+        .set_modes(|m| m.rate_limit = Some(RateLimit::captcha(2, 600, 600)));
     let pool = env.pool();
     // Two hard blocks on record (captcha after two requests).
     for _ in 0..4 {

@@ -270,13 +270,8 @@ async fn hosts_in_allowed_hosts_work_without_a_strategy() {
     .expect("generic fallback");
     assert_eq!(r["outcome"], "ok");
     // The generic markers still recognise a captcha page.
-    env.testbed.set_modes(|m| {
-        m.rate_limit = Some(idpool::testbed::RateLimit {
-            max: 1,
-            window_secs: 600,
-            block_secs: 600,
-        })
-    });
+    env.testbed
+        .set_modes(|m| m.rate_limit = Some(idpool::testbed::RateLimit::captcha(1, 600, 600)));
     tools::scrape::run(
         &pool,
         json!({"url": env.alt_url("/product/B0GEN").as_str(), "mode": "http"}),

@@ -196,6 +196,7 @@ async fn testbed_runs_as_a_process() {
                 "--state-dir",
             ])
             .arg(dir.path())
+            .args(["--rate-limit", "30/10/20/429", "--site-limit", "100/2"])
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -223,6 +224,26 @@ async fn testbed_runs_as_a_process() {
         .timeout(Duration::from_secs(10))
         .build()
         .expect("client");
+    let state: serde_json::Value = client
+        .get(format!("{http}/__control/state"))
+        .send()
+        .await
+        .expect("state")
+        .json()
+        .await
+        .expect("json");
+    let rate = &state["rate_limit"];
+    assert_eq!(
+        (
+            &rate["max"],
+            &rate["window_secs"],
+            &rate["block_secs"],
+            &rate["status"]
+        ),
+        (&30.into(), &10.into(), &20.into(), &429.into()),
+        "{state}"
+    );
+    assert_eq!(rate["retry_after"], serde_json::Value::Null);
     let modes: serde_json::Value = client
         .post(format!("{http}/__control/mode"))
         .body(r#"{"gate": true, "rate_limit": {"max": 5, "window_secs": 60}}"#)
@@ -234,6 +255,9 @@ async fn testbed_runs_as_a_process() {
         .expect("json");
     assert_eq!(modes["gate"], true);
     assert_eq!(modes["rate_limit"]["block_secs"], 60);
+    // The patch left the command line's site-wide limit as it was.
+    assert_eq!(modes["site_limit"]["max_per_sec"], 100);
+    assert_eq!(modes["site_limit"]["retry_after"], 2);
     let bad = client
         .post(format!("{http}/__control/mode"))
         .body(r#"{"gait": true}"#)
@@ -278,4 +302,75 @@ impl Drop for Reaped {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// The limits issue 14's tests need: a per-identity limit answered with a
+/// chosen status and `Retry-After`, a site-wide limit, and requests counted
+/// per second.
+#[tokio::test]
+async fn per_identity_and_site_wide_limits_and_the_per_second_count() {
+    let env = common::Env::new(1).await;
+    let http = env.testbed.http_url();
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("client");
+    let get = |sid: &'static str| {
+        client
+            .get(format!("{http}/product/B0LIM"))
+            .header("cookie", format!("tb_sid={sid}"))
+            .send()
+    };
+    env.testbed.set_modes(|m| {
+        m.rate_limit = Some(idpool::testbed::RateLimit {
+            max: 3,
+            window_secs: 60,
+            block_secs: 20,
+            status: 429,
+            retry_after: Some(7),
+        })
+    });
+    for _ in 0..3 {
+        assert_eq!(get("one").await.expect("get").status().as_u16(), 200);
+    }
+    let limited = get("one").await.expect("get");
+    assert_eq!(limited.status().as_u16(), 429);
+    assert_eq!(limited.headers()["retry-after"], "7");
+    assert!(
+        limited
+            .text()
+            .await
+            .expect("body")
+            .contains("validateCaptcha")
+    );
+    // Another identity is not limited by the first one's count.
+    assert_eq!(get("two").await.expect("get").status().as_u16(), 200);
+
+    env.testbed.shared.reset();
+    env.testbed.set_modes(|m| {
+        m.rate_limit = None;
+        m.site_limit = Some(idpool::testbed::SiteLimit {
+            max_per_sec: 3,
+            retry_after: None,
+        });
+    });
+    let mut statuses = Vec::new();
+    for sid in ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"] {
+        let r = get(sid).await.expect("get");
+        assert!(r.headers().get("retry-after").is_none());
+        statuses.push(r.status().as_u16());
+    }
+    let stats = env.testbed.stats();
+    let counted: u64 = stats.per_second.values().sum();
+    assert_eq!(counted, 10, "{:?}", stats.per_second);
+    // Ten requests span at most three seconds of at most 3 admitted each.
+    let refused = statuses.iter().filter(|s| **s == 429).count();
+    assert!(
+        refused >= 1 && refused as u64 == stats.site_limited,
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|s| matches!(s, 200 | 429)),
+        "{statuses:?}"
+    );
 }

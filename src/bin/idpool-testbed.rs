@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use idpool::testbed::{Modes, RateLimit, Testbed, TestbedConfig};
+use idpool::testbed::{Modes, RateLimit, SiteLimit, Testbed, TestbedConfig};
 
 /// The local imitation of a protected shop that idpool's tests, demo and benchmarks use.
 #[derive(Debug, Parser)]
@@ -30,25 +30,47 @@ struct Args {
     /// header order, HTTP/2 fingerprint, JA4 part b); refuse replays that differ.
     #[arg(long)]
     consistency: bool,
-    /// Per-identity rate limit as MAX/WINDOW_SECS (e.g. 30/60).
+    /// Per-identity rate limit as MAX/WINDOW_SECS[/PENALTY_SECS[/STATUS[/RETRY_AFTER]]]
+    /// (e.g. 30/10/20/429: a captcha page with status 429 for 20 s, no Retry-After).
     #[arg(long, value_name = "MAX/SECS")]
     rate_limit: Option<String>,
+    /// Site-wide limit: at most N shop requests per second from anyone, the
+    /// rest answered 429 (N/RETRY_AFTER adds a Retry-After).
+    #[arg(long, value_name = "N")]
+    site_limit: Option<String>,
+}
+
+fn number<T: std::str::FromStr>(s: &str) -> Result<T, String> {
+    s.trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number"))
 }
 
 fn parse_rate(s: &str) -> Result<RateLimit, String> {
-    let (max, secs) = s
-        .split_once('/')
-        .ok_or("expected MAX/WINDOW_SECS, e.g. 30/60")?;
+    let parts: Vec<&str> = s.split('/').collect();
+    let [max, secs, rest @ ..] = parts.as_slice() else {
+        return Err("expected MAX/WINDOW_SECS, e.g. 30/60".into());
+    };
+    if rest.len() > 3 {
+        return Err("expected MAX/WINDOW_SECS[/PENALTY_SECS[/STATUS[/RETRY_AFTER]]]".into());
+    }
     Ok(RateLimit {
-        max: max
-            .trim()
-            .parse()
-            .map_err(|_| format!("`{max}` is not a number"))?,
-        window_secs: secs
-            .trim()
-            .parse()
-            .map_err(|_| format!("`{secs}` is not a number"))?,
-        block_secs: 60,
+        max: number(max)?,
+        window_secs: number(secs)?,
+        block_secs: rest.first().map(|b| number(b)).transpose()?.unwrap_or(60),
+        status: rest.get(1).map(|b| number(b)).transpose()?.unwrap_or(200),
+        retry_after: rest.get(2).map(|b| number(b)).transpose()?,
+    })
+}
+
+fn parse_site(s: &str) -> Result<SiteLimit, String> {
+    let (n, retry) = match s.split_once('/') {
+        Some((n, r)) => (n, Some(number(r)?)),
+        None => (s, None),
+    };
+    Ok(SiteLimit {
+        max_per_sec: number(n)?,
+        retry_after: retry,
     })
 }
 
@@ -63,6 +85,13 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let site_limit = match args.site_limit.as_deref().map(parse_site).transpose() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("idpool-testbed: --site-limit: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let cfg = TestbedConfig {
         https: args.https,
         http: args.http,
@@ -72,6 +101,7 @@ async fn main() -> ExitCode {
             challenge: args.challenge,
             consistency: args.consistency,
             rate_limit,
+            site_limit,
             fault: None,
         },
     };

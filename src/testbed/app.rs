@@ -99,7 +99,8 @@ fn html_status(status: StatusCode, body: String) -> Response {
 }
 
 /// Everything that stands between a client and the shop, in the order a real WAF
-/// applies it: fingerprint gate, faults, JS challenge, per-identity rate limit.
+/// applies it: site-wide rate limit, fingerprint gate, faults, JS challenge,
+/// per-identity rate limit.
 async fn gatekeeper(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
     let at_ms = shared.now_ms();
     let conn = req.extensions().get::<Conn>().cloned().unwrap_or_default();
@@ -151,6 +152,11 @@ async fn gate(
 ) -> Response {
     let path = req.uri().path().to_string();
     let modes = shared.modes.lock().clone();
+    // Every shop request counts toward its second; past the site-wide limit
+    // nobody gets further.
+    if let Some(l) = shared.site_limited(shared.now_ms()) {
+        return captcha(l);
+    }
 
     let refused =
         modes.gate && conn.tls && !conn.hello.as_ref().is_some_and(ClientHello::is_browser);
@@ -217,11 +223,12 @@ async fn gate(
             sid
         }
     };
-    let mut resp = if shared.rate_limited(&identity, Instant::now()) {
-        shared.stats.lock().captchas += 1;
-        Html(html::captcha()).into_response()
-    } else {
-        next.run(req).await
+    let mut resp = match shared.rate_limited(&identity, Instant::now()) {
+        Some(l) => {
+            shared.stats.lock().captchas += 1;
+            captcha(l)
+        }
+        None => next.run(req).await,
     };
     if let Some(sid) = new_sid
         && let Ok(v) = HeaderValue::from_str(&format!(
@@ -229,6 +236,18 @@ async fn gate(
         ))
     {
         resp.headers_mut().append(header::SET_COOKIE, v);
+    }
+    resp
+}
+
+/// The captcha page of a limit, with its status and `Retry-After`.
+fn captcha(l: super::Limited) -> Response {
+    let status = StatusCode::from_u16(l.status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
+    let mut resp = html_status(status, html::captcha());
+    if let Some(secs) = l.retry_after
+        && let Ok(v) = HeaderValue::from_str(&secs.to_string())
+    {
+        resp.headers_mut().insert(header::RETRY_AFTER, v);
     }
     resp
 }
@@ -443,8 +462,9 @@ async fn control_state(State(shared): State<Arc<Shared>>) -> Json<Modes> {
     Json(shared.modes.lock().clone())
 }
 
-/// `POST /__control/mode` with any of `gate`, `challenge`, `rate_limit`, `fault`
-/// (`null` switches the latter two off). Answers with the new modes.
+/// `POST /__control/mode` with any of `gate`, `challenge`, `consistency`,
+/// `rate_limit`, `site_limit`, `fault` (`null` switches the last three off).
+/// Answers with the new modes.
 async fn control_mode(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     let patch: Value = match serde_json::from_slice(&body) {
         Ok(Value::Object(m)) => Value::Object(m),
@@ -461,7 +481,7 @@ async fn control_mode(State(shared): State<Arc<Shared>>, body: Bytes) -> Respons
             if !current.contains_key(&k) {
                 return (
                     StatusCode::BAD_REQUEST,
-                    format!("unknown mode `{k}` (expected gate, challenge, consistency, rate_limit, fault)"),
+                    format!("unknown mode `{k}` (expected gate, challenge, consistency, rate_limit, site_limit, fault)"),
                 )
                     .into_response();
             }

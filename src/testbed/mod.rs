@@ -20,7 +20,7 @@ mod server;
 mod state;
 
 pub use app::router;
-pub use state::{Fault, FaultKind, LogEntry, Modes, RateLimit, Shared, Stats};
+pub use state::{Fault, FaultKind, Limited, LogEntry, Modes, RateLimit, Shared, SiteLimit, Stats};
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

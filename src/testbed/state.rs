@@ -7,7 +7,8 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
 /// Per-identity rate limit: more than `max` requests in `window_secs` earns a
-/// captcha page for `block_secs`.
+/// captcha page for `block_secs`, with `status` (200: a page that only says
+/// so) and, when set, `Retry-After: retry_after`.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimit {
@@ -15,10 +16,50 @@ pub struct RateLimit {
     pub window_secs: u64,
     #[serde(default = "default_block")]
     pub block_secs: u64,
+    #[serde(default = "default_limit_status")]
+    pub status: u16,
+    #[serde(default)]
+    pub retry_after: Option<u64>,
+}
+
+impl RateLimit {
+    /// More than `max` requests in `window_secs` earn a captcha page (status
+    /// 200, no `Retry-After`) for `block_secs`.
+    pub fn captcha(max: u32, window_secs: u64, block_secs: u64) -> Self {
+        RateLimit {
+            max,
+            window_secs,
+            block_secs,
+            status: default_limit_status(),
+            retry_after: None,
+        }
+    }
 }
 
 fn default_block() -> u64 {
     60
+}
+
+fn default_limit_status() -> u16 {
+    200
+}
+
+/// Site-wide limit: past `max_per_sec` shop requests within one second, from
+/// anyone, the rest of that second is answered 429 (with `Retry-After:
+/// retry_after` when set).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SiteLimit {
+    pub max_per_sec: u32,
+    #[serde(default)]
+    pub retry_after: Option<u64>,
+}
+
+/// How a limited request is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limited {
+    pub status: u16,
+    pub retry_after: Option<u64>,
 }
 
 /// A fault to inject into shop responses.
@@ -77,6 +118,8 @@ pub struct Modes {
     #[serde(default)]
     pub consistency: bool,
     pub rate_limit: Option<RateLimit>,
+    #[serde(default)]
+    pub site_limit: Option<SiteLimit>,
     pub fault: Option<Fault>,
 }
 
@@ -151,7 +194,15 @@ pub struct Stats {
     pub challenges: u64,
     /// Clearance replays refused by the consistency mode.
     pub inconsistent: u64,
+    /// Shop requests per second since the testbed started (the last
+    /// [`PER_SECOND_KEPT`] seconds), by second.
+    pub per_second: BTreeMap<u64, u64>,
+    /// Requests answered by the site-wide limit.
+    pub site_limited: u64,
 }
+
+/// How many seconds of `Stats::per_second` are kept.
+pub const PER_SECOND_KEPT: u64 = 600;
 
 /// One request as the testbed saw it (the per-request log).
 #[derive(Debug, Clone, Serialize)]
@@ -327,10 +378,39 @@ impl Shared {
         }
     }
 
-    /// Count one request of `identity`; true when it must see a captcha.
-    pub fn rate_limited(&self, identity: &str, now: Instant) -> bool {
-        let Some(limit) = self.modes.lock().rate_limit else {
-            return false;
+    /// Count one shop request in this second; past the site-wide limit, how
+    /// to refuse it.
+    pub fn site_limited(&self, now_ms: u64) -> Option<Limited> {
+        let limit = self.modes.lock().site_limit;
+        let second = now_ms / 1000;
+        let mut stats = self.stats.lock();
+        let n = {
+            let n = stats.per_second.entry(second).or_insert(0);
+            *n += 1;
+            *n
+        };
+        if let Some(&oldest) = stats.per_second.keys().next()
+            && second.saturating_sub(oldest) > PER_SECOND_KEPT
+        {
+            stats.per_second = stats.per_second.split_off(&(second - PER_SECOND_KEPT));
+        }
+        let limit = limit?;
+        (n > u64::from(limit.max_per_sec)).then(|| {
+            stats.site_limited += 1;
+            Limited {
+                status: 429,
+                retry_after: limit.retry_after,
+            }
+        })
+    }
+
+    /// Count one request of `identity`; how to refuse it when it must see a
+    /// captcha.
+    pub fn rate_limited(&self, identity: &str, now: Instant) -> Option<Limited> {
+        let limit = self.modes.lock().rate_limit?;
+        let refuse = Limited {
+            status: limit.status,
+            retry_after: limit.retry_after,
         };
         let mut ids = self.identities.lock();
         let id = ids.entry(identity.to_string()).or_insert(Identity {
@@ -340,7 +420,7 @@ impl Shared {
         });
         if let Some(until) = id.blocked_until {
             if now < until {
-                return true;
+                return Some(refuse);
             }
             id.blocked_until = None;
             id.window_start = now;
@@ -353,9 +433,9 @@ impl Shared {
         id.count += 1;
         if id.count > limit.max {
             id.blocked_until = Some(now + Duration::from_secs(limit.block_secs));
-            return true;
+            return Some(refuse);
         }
-        false
+        None
     }
 
     /// Forget counters, identities and faults; modes other than the fault stay.

@@ -216,6 +216,9 @@ pub struct CascadeConfig {
     /// Full-jitter backoff between slots: random in [0, min(max, base * 2^n)) ms.
     pub backoff_base_ms: u64,
     pub backoff_max_ms: u64,
+    /// Requests one call may send to the site, browser navigations included
+    /// (at least 1).
+    pub max_requests_per_call: usize,
 }
 
 impl Default for CascadeConfig {
@@ -225,6 +228,7 @@ impl Default for CascadeConfig {
             retry_slots: 2,
             backoff_base_ms: 100,
             backoff_max_ms: 2000,
+            max_requests_per_call: 4,
         }
     }
 }

@@ -200,11 +200,14 @@ async fn empty_items_and_login_walls() {
     .expect_err("login wall");
     let msg = e.to_string();
     assert!(msg.contains("hard_block"), "{msg}");
-    let failures: u32 = (0..2).map(|s| pool.breaker(s, "testshop").failures).sum();
-    assert_eq!(
-        failures, 2,
-        "a login wall on every tier is one breaker failure per slot tried"
-    );
+    // A login wall on every tier of a slot is one breaker failure; the
+    // second slot gets the one request left of the call's budget of 4,
+    // which decides nothing about it.
+    let failures: Vec<u32> = (0..2)
+        .map(|s| pool.breaker(s, "testshop").failures)
+        .collect();
+    assert_eq!(failures.iter().sum::<u32>(), 1, "{failures:?}: {msg}");
+    assert!(msg.contains("its budget of 4 requests spent"), "{msg}");
     shutdown_and_check(&pool).await;
 }
 
@@ -426,4 +429,55 @@ async fn tier_three_refuses_what_the_guard_refuses_and_redirects_to_it() {
         }
         shutdown_and_check(&pool).await;
     }
+}
+
+/// A call sends at most `cascade.max_requests_per_call` requests to the
+/// site, whatever its slot budget: the testbed's own log counts them.
+#[tokio::test]
+async fn a_call_sends_no_more_requests_than_its_budget() {
+    let env = shop(3).await;
+    env.write_config_with(
+        3,
+        true,
+        common::free_base_port(3),
+        "[cascade]\nretry_slots = 3\nmax_requests_per_call = 3\nbackoff_base_ms = 0\n",
+    );
+    env.testbed
+        .set_modes(|m| m.fault = Some(fault(FaultKind::Error, "/", 403)));
+    let pool = env.pool();
+    // Requests for the item's pages (a browser's error page may also ask
+    // for /favicon.ico, which no budget can stop).
+    let sent = || {
+        env.testbed
+            .log()
+            .iter()
+            .filter(|e| e.path.starts_with("/product/B0BUDGET"))
+            .count()
+    };
+    let before = sent();
+    let e = tools::extract::run(
+        &pool,
+        json!({"strategy": "testshop", "operation": "product", "params": {"item": "B0BUDGET"}}),
+        RunOptions::default(),
+    )
+    .await
+    .expect_err("blocked everywhere");
+    let msg = e.to_string();
+    assert_eq!(sent() - before, 3, "{msg}");
+    assert!(msg.contains("its budget of 3 requests spent"), "{msg}");
+    assert_eq!(msg.matches("hard_block (403)").count(), 3, "{msg}");
+    // Within budget, a result says what it spent.
+    env.testbed.set_modes(|m| m.fault = None);
+    let r = tools::extract::run(
+        &pool,
+        json!({"strategy": "testshop", "operation": "product", "params": {"item": "B0BUDGET"}}),
+        RunOptions::default(),
+    )
+    .await
+    .expect("extract");
+    assert!(
+        r["requests"].as_u64().is_some_and(|n| (1..=3).contains(&n)),
+        "{r}"
+    );
+    shutdown_and_check(&pool).await;
 }

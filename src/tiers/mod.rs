@@ -13,6 +13,7 @@
 //!   through [`Lease`], which checks).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -46,6 +47,8 @@ pub struct CascadeResult {
     pub tier: u8,
     pub degraded: bool,
     pub attempts: Vec<Attempt>,
+    /// Requests this call sent to the site (`cascade.max_requests_per_call`).
+    pub requests: usize,
     #[serde(skip)]
     pub extracted: Extracted,
     pub status: u16,
@@ -87,11 +90,18 @@ struct TierRun {
     end: TierEnd,
     status: Option<u16>,
     error: Option<String>,
+    /// A request went to the site (or was refused on its way by the guard).
+    sent: bool,
 }
 
 impl TierRun {
     fn new(end: TierEnd, status: Option<u16>, error: Option<String>) -> Self {
-        TierRun { end, status, error }
+        TierRun {
+            end,
+            status,
+            error,
+            sent: true,
+        }
     }
 
     /// This tier's attempt, as the caller sees it.
@@ -154,6 +164,8 @@ pub async fn run(
         vars,
         tiers,
         opts,
+        budget: cfg.max_requests_per_call.max(1),
+        spent: AtomicUsize::new(0),
     };
     let mut attempts: Vec<Attempt> = Vec::new();
     let mut tried: Vec<usize> = Vec::new();
@@ -168,6 +180,9 @@ pub async fn run(
         if let Some(done) = call.on_slot(lease, &mut attempts).await? {
             return Ok(done);
         }
+        if call.spent() >= call.budget {
+            break;
+        }
     }
     Err(exhausted(&call, &tried, &attempts))
 }
@@ -180,9 +195,16 @@ struct Call<'a> {
     /// The tiers asked for, cheapest first.
     tiers: Vec<&'a Tier>,
     opts: &'a RunOptions,
+    /// Requests the call may send to the site, and those sent so far.
+    budget: usize,
+    spent: AtomicUsize,
 }
 
 impl Call<'_> {
+    fn spent(&self) -> usize {
+        self.spent.load(Ordering::Relaxed)
+    }
+
     /// Try the tiers on the lease's slot; the result, or `None` to move on
     /// to another slot (the lease finished with a hard block when every
     /// tier tried was blocked).
@@ -198,9 +220,16 @@ impl Call<'_> {
             if browser_only && tier.number != 3 {
                 continue;
             }
+            if self.spent() >= self.budget {
+                give_up_slot = true; // the call is over: no breaker verdict
+                break;
+            }
             tried_tiers += 1;
             let started = Instant::now();
             let ran = run_tier(&lease, self.strategy, self.op, tier, &self.vars).await;
+            if ran.sent {
+                self.spent.fetch_add(1, Ordering::Relaxed);
+            }
             let attempt = Attempt {
                 slot: lease.slot(),
                 tier: tier.number,
@@ -225,6 +254,7 @@ impl Call<'_> {
                         tier: tier.number,
                         degraded,
                         attempts: std::mem::take(attempts),
+                        requests: self.spent(),
                         extracted,
                         status,
                         final_url,
@@ -324,10 +354,15 @@ fn exhausted(call: &Call<'_>, tried: &[usize], attempts: &[Attempt]) -> Error {
             )
         })
         .collect();
+    let spent = if call.spent() >= call.budget {
+        format!(" (its budget of {} requests spent)", call.budget)
+    } else {
+        String::new()
+    };
     Error::new(
         ErrorKind::Refused,
         format!(
-            "`{}` of `{}` failed on {} slot(s): {}",
+            "`{}` of `{}` failed on {} slot(s){spent}: {}",
             call.op.name,
             call.strategy.name(),
             tried.len(),
@@ -351,7 +386,10 @@ async fn run_tier(
         Ok(u) => u,
         Err(e) => {
             let error = format!("bad URL `{url_text}` ({e})");
-            return TierRun::new(TierEnd::NextTier, None, Some(error));
+            return TierRun {
+                sent: false,
+                ..TierRun::new(TierEnd::NextTier, None, Some(error))
+            };
         }
     };
     let judged = |f: &Fetched, body: &Body<'_>| judge(strategy, op, tier, f, body);

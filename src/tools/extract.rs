@@ -26,6 +26,7 @@ pub const SPEC: Spec = Spec {
                 "items": {"type": "array", "items": {"type": "object"}},
                 "slot": {"type": "integer"}, "tier": {"type": "integer"},
                 "attempts": super::attempts_schema(),
+                "requests": {"type": "integer", "description": "Requests sent to the site."},
             }),
             &["strategy", "operation", "items", "slot", "tier"],
         )
@@ -86,6 +87,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         "slot": r.slot,
         "tier": r.tier,
         "degraded": r.degraded,
+        "requests": r.requests,
         "attempts": r.attempts,
     });
     // Moved into place: `json!` would copy every item through serde.

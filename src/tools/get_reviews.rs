@@ -50,6 +50,7 @@ pub const SPEC: Spec = Spec {
                     "page": {"type": "integer"}, "count": {"type": "integer"},
                     "slot": {"type": "integer"}, "tier": {"type": "integer"},
                     "degraded": {"type": "boolean"}, "attempts": super::attempts_schema(),
+                    "requests": {"type": "integer", "description": "Requests sent to the site for this page."},
                 }}},
             }),
             &["strategy", "item", "count", "reviews", "pages"],
@@ -150,7 +151,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         has_more = r.extracted.has_more;
         provenance.push(json!({
             "page": page, "count": r.extracted.items.len(), "slot": r.slot, "tier": r.tier,
-            "degraded": r.degraded, "attempts": r.attempts,
+            "degraded": r.degraded, "attempts": r.attempts, "requests": r.requests,
         }));
         opts.report(|| {
             format!(

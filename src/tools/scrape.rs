@@ -181,9 +181,13 @@ async fn fetch(pool: &Pool, url: url::Url, a: &Args, opts: &RunOptions) -> Resul
                 matches!(f.outcome, Outcome::HardBlock | Outcome::Challenge)
                     || wait_for.is_some_and(|sel| !selector_in(body, sel))
             };
-            let (http, browser) = lease
+            let (http, browser) = match lease
                 .http(FetchRequest::get(url.clone()), needs_browser)
-                .await?;
+                .await
+            {
+                Ok(answer) => answer,
+                Err(e) => return lease.close(Err(e)),
+            };
             report(&http);
             if browser {
                 // Same identity: a challenge passed there also serves its HTTP tier.

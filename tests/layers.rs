@@ -35,6 +35,17 @@ struct Source {
     text: String,
 }
 
+impl Source {
+    /// The top module the file belongs to (`pool` for `pool/lease.rs`).
+    fn top(&self) -> &str {
+        self.rel
+            .split('/')
+            .next()
+            .unwrap_or("")
+            .trim_end_matches(".rs")
+    }
+}
+
 fn sources(root: &Path) -> Vec<Source> {
     fn walk(dir: &Path, root: &Path, out: &mut Vec<Source>) {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -92,12 +103,7 @@ fn names_after<'a>(line: &'a str, prefix: &str) -> Vec<&'a str> {
 fn upward_imports(files: &[Source]) -> Vec<String> {
     let mut found = Vec::new();
     for f in files {
-        let top = f
-            .rel
-            .split('/')
-            .next()
-            .unwrap_or("")
-            .trim_end_matches(".rs");
+        let top = f.top();
         let Some(own) = layer_of(top) else {
             continue; // lib.rs, main.rs, bin/: above every layer
         };
@@ -188,12 +194,7 @@ fn lower_layers_never_import_higher_ones() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let files = sources(&src);
     for f in &files {
-        let top = f
-            .rel
-            .split('/')
-            .next()
-            .unwrap_or("")
-            .trim_end_matches(".rs");
+        let top = f.top();
         assert!(
             layer_of(top).is_some() || matches!(top, "lib" | "main" | "bin"),
             "src/{}: module `{top}` has no layer in tests/layers.rs",

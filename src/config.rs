@@ -165,8 +165,15 @@ pub struct BreakerConfig {
     pub threshold: u32,
     /// First open period, in seconds; doubles on each re-open.
     pub cooldown_secs: u64,
-    /// Cap on the open period.
+    /// Cap on the open period (and on a rest).
     pub max_cooldown_secs: u64,
+    /// First rest after a rate limit without `Retry-After`, in seconds;
+    /// doubles on each rate limit in a row.
+    pub rest_secs: u64,
+    /// When no slot is admitted for a strategy: fail the call at once with
+    /// `retry_after`, or wait (up to `http.max_queue_wait_secs`) for the
+    /// earliest admission.
+    pub when_all_open: WhenAllOpen,
 }
 
 impl Default for BreakerConfig {
@@ -175,8 +182,18 @@ impl Default for BreakerConfig {
             threshold: 3,
             cooldown_secs: 300,
             max_cooldown_secs: 3600,
+            rest_secs: 30,
+            when_all_open: WhenAllOpen::Fail,
         }
     }
+}
+
+/// `breaker.when_all_open`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WhenAllOpen {
+    Fail,
+    Wait,
 }
 
 /// `[http]`: the HTTP tier's limits.

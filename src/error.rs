@@ -20,6 +20,9 @@ pub enum ErrorKind {
     Io,
     /// A caller asked for something that does not exist (slot, strategy).
     NotFound,
+    /// The site pushed back and every identity for it is resting: try again
+    /// after [`Error::retry_after`].
+    Unavailable,
     /// Anything else that is our bug rather than the input's fault.
     Internal,
 }
@@ -35,6 +38,7 @@ impl ErrorKind {
             ErrorKind::Timeout => "timeout",
             ErrorKind::Io => "io",
             ErrorKind::NotFound => "not_found",
+            ErrorKind::Unavailable => "unavailable",
             ErrorKind::Internal => "internal",
         }
     }
@@ -47,6 +51,8 @@ pub struct Error {
     kind: ErrorKind,
     retryable: bool,
     message: String,
+    /// When trying again can help (all identities resting).
+    retry_after: Option<std::time::Duration>,
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
@@ -60,6 +66,7 @@ impl Error {
             kind,
             retryable: matches!(kind, ErrorKind::Network | ErrorKind::Timeout),
             message: message.into(),
+            retry_after: None,
             source: None,
         }
     }
@@ -82,6 +89,12 @@ impl Error {
         self
     }
 
+    /// Say when trying again can help.
+    pub fn with_retry_after(mut self, after: std::time::Duration) -> Self {
+        self.retry_after = Some(after);
+        self
+    }
+
     pub fn config(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Config, message)
     }
@@ -100,6 +113,10 @@ impl Error {
     }
     pub fn is_retryable(&self) -> bool {
         self.retryable
+    }
+    /// How long until trying again can help, when the error knows.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        self.retry_after
     }
     /// The short message, without the source chain.
     pub fn message(&self) -> &str {

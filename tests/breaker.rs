@@ -52,7 +52,7 @@ async fn three_captchas_open_the_breaker_for_that_strategy_only() {
     for _ in 0..6 {
         let lease = pool.next_slot("testbed", None).await.expect("lease");
         assert_eq!(lease.slot(), 1);
-        assert!(!lease.degraded());
+        assert!(!lease.is_trial());
     }
     // ...and still uses it for another strategy, over the network too.
     let mut alt_slots = Vec::new();

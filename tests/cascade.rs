@@ -118,7 +118,8 @@ async fn a_blocked_tier_is_skipped_until_its_cooldown_passes() {
     let r = call().await.expect("first");
     assert_eq!(
         tiers_of(&r["pages"][0]),
-        [(1, "hard_block".to_string()), (2, "ok".to_string())]
+        [(1, "tier_block".to_string()), (2, "ok".to_string())],
+        "a block of tier 1 only (`[tier_block]` status 403) falls through to tier 2"
     );
     let r = call().await.expect("second");
     assert_eq!(
@@ -163,6 +164,10 @@ async fn a_challenge_goes_to_the_browser_and_later_calls_stay_cheap() {
         r["reviews"].as_array().expect("reviews"),
         &truth("B0CH")[..10]
     );
+    assert_eq!(
+        r["pages"][0]["requests"], 2,
+        "the browser's navigation counts toward the call's request budget"
+    );
     let r = call().await.expect("second");
     assert_eq!(
         tiers_of(&r["pages"][0]),
@@ -199,15 +204,15 @@ async fn empty_items_and_login_walls() {
     .await
     .expect_err("login wall");
     let msg = e.to_string();
-    assert!(msg.contains("hard_block"), "{msg}");
-    // A login wall on every tier of a slot is one breaker failure; the
-    // second slot gets the one request left of the call's budget of 4,
-    // which decides nothing about it.
+    // A login wall is a block of the identity (`[block]`): it ends the slot
+    // at once, on every tier (one request, one breaker failure), and the
+    // call moves on to the other slot.
+    assert_eq!(msg.matches("tier 1: hard_block").count(), 2, "{msg}");
+    assert!(!msg.contains("tier 2") && !msg.contains("tier 3"), "{msg}");
     let failures: Vec<u32> = (0..2)
         .map(|s| pool.breaker(s, "testshop").failures)
         .collect();
-    assert_eq!(failures.iter().sum::<u32>(), 1, "{failures:?}: {msg}");
-    assert!(msg.contains("its budget of 4 requests spent"), "{msg}");
+    assert_eq!(failures, [1, 1], "{msg}");
     shutdown_and_check(&pool).await;
 }
 
@@ -231,10 +236,11 @@ async fn every_slot_blocked_fails_within_the_budget_and_lists_the_attempts() {
         "the default budget is 2 slots: {msg}"
     );
     assert_eq!(
-        msg.matches("hard_block (403)").count(),
-        4,
-        "2 tiers x 2 slots: {msg}"
+        msg.matches("tier 2: tier_block (403)").count(),
+        2,
+        "tier 2 on 2 slots, never the browser after a block: {msg}"
     );
+    assert!(!msg.contains("tier 3"), "{msg}");
     let blocked: Vec<u32> = (0..3)
         .map(|s| pool.breaker(s, "testshop").failures)
         .collect();
@@ -465,7 +471,7 @@ async fn a_call_sends_no_more_requests_than_its_budget() {
     let msg = e.to_string();
     assert_eq!(sent() - before, 3, "{msg}");
     assert!(msg.contains("its budget of 3 requests spent"), "{msg}");
-    assert_eq!(msg.matches("hard_block (403)").count(), 3, "{msg}");
+    assert_eq!(msg.matches("tier_block (403)").count(), 3, "{msg}");
     // Within budget, a result says what it spent.
     env.testbed.set_modes(|m| m.fault = None);
     let r = tools::extract::run(

@@ -339,9 +339,30 @@ async fn a_blocked_slot_shows_in_slots_metrics_and_the_event_stream() {
     .await;
     assert!(denied.is_err(), "no key, no events");
 
-    // A login wall on every tier of slot 0: one hard block opens its breaker.
     let mut c = Mcp::new(&d, Some(&operator));
     c.initialize().await;
+    // Slot 0's browser serves a page...
+    let r = c
+        .tool(
+            0,
+            "scrape",
+            json!({"url": env.url("/product/B0SEEN").as_str(), "mode": "browser", "slot": 0}),
+        )
+        .await;
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    // ...then its AJAX endpoint refuses it once (a block of tier 1), and the
+    // review page shows a login wall (a block of the identity): one hard
+    // block opens its breaker.
+    env.testbed.set_modes(|m| {
+        m.fault = Some(idpool::testbed::Fault {
+            kind: idpool::testbed::FaultKind::Error,
+            path_prefix: Some("/ajax/".into()),
+            remaining: Some(1),
+            delay_ms: 0,
+            status: 403,
+            size_mb: 0,
+        })
+    });
     let r = c
         .tool(
             1,
@@ -392,7 +413,7 @@ async fn a_blocked_slot_shows_in_slots_metrics_and_the_event_stream() {
         "{table}"
     );
     assert!(
-        slot0.contains("blocked: tier 1 (") && slot0.contains("tier 3 ("),
+        slot0.contains("blocked: tier 1 (") && !slot0.contains("tier 2 ("),
         "tier memory shown: {table}"
     );
     let out = slots(true).await.expect("slots --json runs");
@@ -419,7 +440,8 @@ async fn a_blocked_slot_shows_in_slots_metrics_and_the_event_stream() {
     for needle in [
         "idpool_breaker_open{slot=\"0\",strategy=\"testshop\"} 1",
         "idpool_breaker_open{slot=\"1\",strategy=\"testshop\"} 0",
-        "idpool_requests_total{strategy=\"testshop\",tier=\"1\",outcome=\"hard_block\"} ",
+        "idpool_requests_total{strategy=\"testshop\",tier=\"1\",outcome=\"tier_block\"} ",
+        "idpool_requests_total{strategy=\"testshop\",tier=\"2\",outcome=\"hard_block\"} ",
         "idpool_mcp_calls_total{tool=\"get_reviews\",result=\"error\"} 1",
         "idpool_request_duration_seconds_bucket{strategy=\"testshop\",tier=\"1\"",
         "idpool_mcp_sessions{transport=\"http\"} 1",

@@ -1,14 +1,26 @@
-//! The router on paused time: degraded answers when every breaker is open,
-//! politeness intervals, Retry-After, in-flight limits, pinning, lease release.
+//! The router on paused time: when every breaker is open (fail at once with
+//! `retry_after`, or wait), rests after a rate limit, politeness intervals,
+//! Retry-After, in-flight limits, pinning, lease release.
 
 use std::time::Duration;
 
 use idpool::config::Config;
+use idpool::error::ErrorKind;
 use idpool::pool::{BreakerState, Pool};
 use idpool::strategy::Outcome;
 use tokio::time::Instant;
 
 fn pool(slots: usize, min_interval_ms: u64, max_in_flight: usize) -> (tempfile::TempDir, Pool) {
+    pool_with(slots, min_interval_ms, max_in_flight, "")
+}
+
+/// [`pool`] with more TOML in idpool.toml.
+fn pool_with(
+    slots: usize,
+    min_interval_ms: u64,
+    max_in_flight: usize,
+    extra: &str,
+) -> (tempfile::TempDir, Pool) {
     let dir = tempfile::tempdir().expect("tempdir");
     let w = |rel: &str, text: String| {
         let p = dir.path().join(rel);
@@ -28,7 +40,7 @@ fn pool(slots: usize, min_interval_ms: u64, max_in_flight: usize) -> (tempfile::
     w(
         "idpool.toml",
         format!(
-            "[pool]\nsize = {slots}\ndata_dir = \"data\"\nstrategies_dir = \"strategies\"\nprofiles_dir = \"profiles\"\n"
+            "[pool]\nsize = {slots}\ndata_dir = \"data\"\nstrategies_dir = \"strategies\"\nprofiles_dir = \"profiles\"\n{extra}\n"
         ),
     );
     let cfg = Config::load_file(&dir.path().join("idpool.toml")).expect("config");
@@ -47,21 +59,87 @@ async fn open_breaker(pool: &Pool, slot: usize) {
 }
 
 #[tokio::test(start_paused = true)]
-async fn every_breaker_open_answers_at_once_with_the_earliest_reopening_slot() {
+async fn every_breaker_open_fails_at_once_with_retry_after() {
     let (_dir, pool) = pool(3, 0, 8);
     open_breaker(&pool, 1).await;
     tokio::time::advance(Duration::from_secs(10)).await;
     open_breaker(&pool, 2).await;
     open_breaker(&pool, 0).await;
     let before = Instant::now();
-    let lease = pool.next_slot("s", None).await.expect("lease");
+    let e = pool
+        .next_slot("s", None)
+        .await
+        .expect_err("no slot admitted");
     // Paused time auto-advances on any sleep: an unchanged clock proves no wait.
     assert_eq!(Instant::now(), before, "next_slot waited");
-    assert_eq!(lease.slot(), 1);
-    assert!(lease.degraded());
+    assert_eq!(e.kind(), ErrorKind::Unavailable);
+    // Slot 1 opened first: it admits its trial in 290 s.
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(290)));
+    let text = e.to_string();
+    assert!(
+        text.contains("`s`") && text.contains("3 of 3") && text.contains("retry after 290.0 s"),
+        "{text}"
+    );
+    assert_eq!(pool.all_resting("s"), Some(Duration::from_secs(290)));
     // Other strategies are unaffected.
-    let other = pool.next_slot("t", None).await.expect("lease");
-    assert!(!other.degraded());
+    assert!(pool.next_slot("t", None).await.is_ok());
+    assert_eq!(pool.all_resting("t"), None);
+    // The earliest slot's trial, then nothing until it comes back.
+    tokio::time::advance(Duration::from_secs(290)).await;
+    let trial = pool.next_slot("s", None).await.expect("trial");
+    assert!(trial.is_trial() && trial.slot() == 1);
+    let e = pool.next_slot("s", None).await.expect_err("one trial");
+    assert!(e.to_string().contains("resting"), "{e}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn wait_mode_waits_for_the_earliest_admission_within_the_queue_bound() {
+    let (_dir, pool) = pool_with(
+        2,
+        0,
+        8,
+        "[breaker]\nwhen_all_open = \"wait\"\ncooldown_secs = 20\n[http]\nmax_queue_wait_secs = 30\n",
+    );
+    open_breaker(&pool, 0).await;
+    tokio::time::advance(Duration::from_secs(5)).await;
+    open_breaker(&pool, 1).await;
+    let start = Instant::now();
+    let trial = pool
+        .next_slot("s", None)
+        .await
+        .expect("waits, then the trial");
+    assert_eq!(Instant::now() - start, Duration::from_secs(15));
+    assert!(trial.is_trial() && trial.slot() == 0);
+    trial.finish(Outcome::HardBlock); // re-opens for 40 s: more than the queue bound
+    let start = Instant::now();
+    let e = pool
+        .next_slot("s", Some(0))
+        .await
+        .expect_err("beyond the bound");
+    assert_eq!(Instant::now(), start, "no point waiting past the bound");
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(40)));
+    assert!(e.to_string().contains("slot 0 is resting"), "{e}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_limit_rests_the_slot_for_the_sites_word() {
+    let (_dir, pool) = pool(2, 0, 8);
+    let lease = pool.next_slot("s", Some(0)).await.expect("lease");
+    lease.wait_asked(Duration::from_secs(7));
+    lease.finish(Outcome::RateLimited);
+    let b = pool.breaker(0, "s");
+    assert_eq!((b.state, b.failures), (BreakerState::Open, 0));
+    assert_eq!(b.cause.map(|c| c.as_str()), Some("rate_limited"));
+    assert_eq!(b.open_for_secs, Some(7.0));
+    // The other slot carries on; slot 0 is left alone for those 7 s.
+    for _ in 0..3 {
+        assert_eq!(pool.next_slot("s", None).await.expect("lease").slot(), 1);
+    }
+    tokio::time::advance(Duration::from_secs(7)).await;
+    let trial = pool.next_slot("s", Some(0)).await.expect("trial");
+    assert!(trial.is_trial());
+    trial.finish(Outcome::Ok);
+    assert_eq!(pool.breaker(0, "s").state, BreakerState::Closed);
 }
 
 #[tokio::test(start_paused = true)]
@@ -130,11 +208,11 @@ async fn pinned_slot_and_unknown_slot() {
     let err = pool.next_slot("s", Some(7)).await.expect_err("no slot 7");
     assert!(err.to_string().contains("slot 7 does not exist"), "{err}");
     open_breaker(&pool, 1).await;
-    let pinned = pool.next_slot("s", Some(1)).await.expect("lease");
-    assert!(
-        pinned.degraded(),
-        "a pinned open slot is served degraded, not refused"
-    );
+    let e = pool.next_slot("s", Some(1)).await.expect_err("resting");
+    assert_eq!(e.kind(), ErrorKind::Unavailable);
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(300)));
+    // Slot 0 is not what the caller asked for: a pin is a pin.
+    assert_eq!(pool.all_resting("s"), None);
 }
 
 #[tokio::test(start_paused = true)]
@@ -146,7 +224,7 @@ async fn dropped_trial_lease_frees_the_half_open_trial() {
     assert!(trial.is_trial());
     drop(trial); // cancelled: no verdict
     let again = pool.next_slot("s", None).await.expect("lease");
-    assert!(again.is_trial() && !again.degraded());
+    assert!(again.is_trial());
     again.finish(Outcome::Ok);
     assert_eq!(pool.breaker(0, "s").state, BreakerState::Closed);
 }

@@ -113,7 +113,11 @@ async fn in_process(cfg: &Config, tool: &str, args: Value) -> anyhow::Result<Exi
             println!("{}", serde_json::to_string_pretty(&v)?);
             Ok(ExitCode::SUCCESS)
         }
-        CallEnd::Failed(m) | CallEnd::InvalidParams(m) => {
+        CallEnd::Failed(f) => {
+            eprintln!("idpool: {tool} failed: {f}");
+            Ok(ExitCode::from(2))
+        }
+        CallEnd::InvalidParams(m) => {
             eprintln!("idpool: {tool} failed: {m}");
             Ok(ExitCode::from(2))
         }

@@ -56,7 +56,11 @@ pub async fn run(config: Option<&Path>, args: FetchArgs) -> anyhow::Result<ExitC
         "slot:     {} (profile {}){}",
         fetched.slot,
         slot.profile.name,
-        if fetched.degraded { ", degraded" } else { "" }
+        if fetched.trial {
+            ", its breaker's trial"
+        } else {
+            ""
+        }
     );
     eprintln!("strategy: {}", fetched.strategy);
     eprintln!("final:    {}", r.final_url);

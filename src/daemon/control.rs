@@ -43,6 +43,29 @@ pub fn routes(control: Arc<Control>) -> Router {
         .with_state(control)
 }
 
+/// A failed tool call: 503 with `Retry-After` when every identity rests,
+/// else 502; the body carries the same as MCP's structured content.
+fn failed(f: &crate::mcp::Failure) -> Response {
+    let mut body = f.to_json();
+    body["error"] = json!(f.message);
+    body["kind"] = json!(f.kind);
+    if let Some(r) = f.retry_after {
+        body["retry_after"] = json!(r);
+    }
+    let status = if f.retry_after.is_some() {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::BAD_GATEWAY
+    };
+    let mut r = (status, axum::Json(body)).into_response();
+    if let Some(secs) = f.retry_after
+        && let Ok(v) = header::HeaderValue::from_str(&format!("{}", secs.ceil() as u64))
+    {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
+}
+
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
     let mut r = (status, axum::Json(json!({"error": message.into()}))).into_response();
     if status == StatusCode::UNAUTHORIZED {
@@ -180,7 +203,7 @@ async fn act(c: &Control, headers: &HeaderMap, uri: &Uri, tool: &str, args: Valu
         CallEnd::Ok(v) => axum::Json(v).into_response(),
         CallEnd::InvalidParams(m) => error(StatusCode::BAD_REQUEST, m),
         CallEnd::Denied(d) => error(StatusCode::FORBIDDEN, d.to_string()),
-        CallEnd::Failed(m) => error(StatusCode::BAD_GATEWAY, m),
+        CallEnd::Failed(f) => failed(&f),
         CallEnd::Cancelled => error(StatusCode::SERVICE_UNAVAILABLE, "cancelled"),
     }
 }

@@ -23,13 +23,59 @@ pub enum CallEnd {
     /// The tool's JSON result.
     Ok(Value),
     /// An execution failure: a result with `isError: true`.
-    Failed(String),
+    Failed(Failure),
     /// Bad arguments or unknown tool: JSON-RPC -32602.
     InvalidParams(String),
     /// The gate refused: JSON-RPC -32001.
     Denied(Denied),
     /// The client cancelled; nobody waits for an answer.
     Cancelled,
+}
+
+/// Why a call failed: the message, its kind, and when trying again can help.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub message: String,
+    /// [`ErrorKind::as_str`].
+    pub kind: &'static str,
+    /// Seconds until trying again can help (every identity resting).
+    pub retry_after: Option<f64>,
+}
+
+impl Failure {
+    fn of(e: &crate::error::Error) -> Self {
+        Failure {
+            message: e.to_string(),
+            kind: e.kind().as_str(),
+            retry_after: e
+                .retry_after()
+                .map(|d| (d.as_secs_f64() * 10.0).ceil() / 10.0),
+        }
+    }
+
+    fn internal(message: String) -> Self {
+        Failure {
+            message,
+            kind: ErrorKind::Unavailable.as_str(),
+            retry_after: None,
+        }
+    }
+
+    /// `{"error": {"kind", "message", "retry_after"?}}`: a failed call's
+    /// structured content.
+    pub fn to_json(&self) -> Value {
+        let mut e = serde_json::json!({"kind": self.kind, "message": self.message});
+        if let Some(r) = self.retry_after {
+            e["retry_after"] = serde_json::json!(r);
+        }
+        serde_json::json!({ "error": e })
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 /// Who is calling and over what, for the gate and the audit line.
@@ -231,10 +277,10 @@ impl Core {
             None => CallEnd::InvalidParams(format!("unknown tool `{tool}`")),
             Some(spec) => match authorize(&ctx.principal, tool, spec.role) {
                 Err(d) => CallEnd::Denied(d),
-                Ok(()) if self.is_draining() => CallEnd::Failed(
+                Ok(()) if self.is_draining() => CallEnd::Failed(Failure::internal(
                     "the daemon is shutting down and takes no new calls; retry once it is back"
                         .into(),
-                ),
+                )),
                 Ok(()) => {
                     let opts = RunOptions {
                         progress,
@@ -246,14 +292,14 @@ impl Core {
                             Err(e) if e.kind() == ErrorKind::InvalidArgument => {
                                 CallEnd::InvalidParams(e.to_string())
                             }
-                            Err(e) => CallEnd::Failed(e.to_string()),
+                            Err(e) => CallEnd::Failed(Failure::of(&e)),
                         },
                         () = cancel.cancelled() => CallEnd::Cancelled,
-                        () = self.stop_calls.cancelled() => CallEnd::Failed(format!(
+                        () = self.stop_calls.cancelled() => CallEnd::Failed(Failure::internal(format!(
                             "cancelled: the daemon shut down before `{tool}` finished \
                              (server.shutdown_grace_secs = {})",
                             self.settings.shutdown_grace_secs
-                        )),
+                        ))),
                     }
                 }
             },
@@ -273,9 +319,8 @@ impl Core {
         if let Some(audit) = &self.audit {
             let (ok, error) = match &end {
                 CallEnd::Ok(_) => (true, None),
-                CallEnd::Failed(m) | CallEnd::InvalidParams(m) => {
-                    (false, Some(crate::auth::audit::redact_text(m)))
-                }
+                CallEnd::Failed(f) => (false, Some(crate::auth::audit::redact_text(&f.message))),
+                CallEnd::InvalidParams(m) => (false, Some(crate::auth::audit::redact_text(m))),
                 CallEnd::Denied(d) => (false, Some(d.to_string())),
                 CallEnd::Cancelled => (false, Some("cancelled by the client".into())),
             };

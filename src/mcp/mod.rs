@@ -13,5 +13,5 @@ pub mod server;
 pub mod sse;
 pub mod stdio;
 
-pub use dispatch::{CallContext, CallEnd, Core};
+pub use dispatch::{CallContext, CallEnd, Core, Failure};
 pub use server::McpServer;

@@ -138,7 +138,13 @@ impl ServerHandler for McpServer {
         }
         match end {
             CallEnd::Ok(v) => Ok(CallToolResult::structured(v).into()),
-            CallEnd::Failed(m) => Ok(CallToolResult::error(vec![ContentBlock::text(m)]).into()),
+            CallEnd::Failed(f) => {
+                // The text for people and models; the same as structured
+                // content (kind, retry_after) for programs.
+                let mut r = CallToolResult::structured_error(f.to_json());
+                r.content = vec![ContentBlock::text(f.message)];
+                Ok(r.into())
+            }
             CallEnd::InvalidParams(m) => Err(McpError::invalid_params(m, None)),
             CallEnd::Denied(d) => Err(McpError::new(
                 ErrorCode(crate::auth::Denied::CODE),

@@ -1,9 +1,15 @@
-//! The circuit breaker of one (slot, strategy).
+//! The circuit breaker of one (slot, strategy): whether the site lets this
+//! identity in, and when to ask again.
 //!
-//! `closed` → `open` after `threshold` consecutive hard blocks; `open` lasts the
-//! cooldown, which doubles on every re-open up to the cap; then `half_open` admits
-//! exactly one trial: success closes (and resets the backoff), a hard block re-opens.
-//! Only hard blocks count; empty pages and network errors are neutral.
+//! - `closed` → `open` after `threshold` consecutive hard blocks; that open
+//!   lasts the cooldown, which doubles on every re-open up to the cap.
+//! - A rate limit opens it at once, to rest: for the site's `Retry-After`,
+//!   else for `rest_secs`, doubling on every rate limit in a row up to the cap.
+//! - Then `half_open` admits exactly one trial: success closes (and resets
+//!   both backoffs), a hard block or a rate limit re-opens.
+//! - A request admitted before the breaker opened decides nothing when it
+//!   comes back; empty pages and network errors are neutral.
+//!
 //! Time is tokio's, so tests drive it with paused time.
 
 use std::time::Duration;
@@ -39,8 +45,29 @@ pub enum Verdict {
     Success,
     /// The site refused this identity.
     HardBlock,
+    /// The site says this identity goes too fast (with its `Retry-After`).
+    RateLimited(Option<Duration>),
     /// Empty page, network error, timeout, 5xx, challenge: changes nothing.
     Neutral,
+}
+
+/// Why a breaker is open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// Hard blocks (`threshold` in a row, or a failed trial).
+    Blocked,
+    /// A rate limit: the identity rests.
+    RateLimited,
+}
+
+impl Cause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::Blocked => "blocked",
+            Cause::RateLimited => "rate_limited",
+        }
+    }
 }
 
 /// One (slot, strategy) breaker.
@@ -50,8 +77,12 @@ pub struct Breaker {
     state: BreakerState,
     /// Consecutive hard blocks while closed.
     failures: u32,
-    /// Times opened since the last close; drives the doubling.
+    /// Times opened by blocks since the last close; drives the doubling.
     opens: u32,
+    /// Rate limits since the last close; drives the rest's doubling.
+    rests: u32,
+    /// Why it is (or was last) open.
+    cause: Cause,
     open_until: Option<Instant>,
     /// A half-open trial is out.
     trial_out: bool,
@@ -71,9 +102,16 @@ impl Breaker {
             state: BreakerState::Closed,
             failures: 0,
             opens: 0,
+            rests: 0,
+            cause: Cause::Blocked,
             open_until: None,
             trial_out: false,
         }
+    }
+
+    /// Why the breaker is open or half-open (`None` when closed).
+    pub fn cause(&mut self, now: Instant) -> Option<Cause> {
+        (self.state(now) != BreakerState::Closed).then_some(self.cause)
     }
 
     /// Current state; an expired `open` becomes `half_open` here.
@@ -116,31 +154,48 @@ impl Breaker {
         }
     }
 
-    /// Record the verdict of a request that was admitted (or sent degraded).
+    /// Record the verdict of a request that was admitted. Only a request
+    /// admitted while closed, or the half-open trial, speaks for the
+    /// identity now; one admitted before the breaker opened may still
+    /// lengthen a rest, nothing more.
     pub fn record(&mut self, admission: Admission, verdict: Verdict, now: Instant) {
         if admission.trial {
             self.trial_out = false;
         }
+        let state = self.state(now);
+        let current = admission.trial || state == BreakerState::Closed;
         match verdict {
             Verdict::Neutral => {}
-            Verdict::Success => {
+            Verdict::Success if current => {
                 self.state = BreakerState::Closed;
                 self.failures = 0;
                 self.opens = 0;
+                self.rests = 0;
                 self.open_until = None;
             }
-            Verdict::HardBlock => match self.state(now) {
-                BreakerState::Closed => {
-                    self.failures += 1;
-                    if self.failures >= self.cfg.threshold.max(1) {
-                        self.open(now);
-                    }
+            Verdict::Success => {}
+            Verdict::HardBlock if state == BreakerState::Closed => {
+                self.failures += 1;
+                if self.failures >= self.cfg.threshold.max(1) {
+                    self.open(now);
                 }
-                // A failed trial re-opens with a doubled cooldown.
-                BreakerState::HalfOpen if admission.trial => self.open(now),
-                // Degraded traffic to an open breaker is already accounted for.
-                _ => {}
-            },
+            }
+            // A failed trial re-opens with a doubled cooldown.
+            Verdict::HardBlock if admission.trial => self.open(now),
+            Verdict::HardBlock => {}
+            Verdict::RateLimited(asked) => {
+                if current {
+                    self.rests += 1;
+                }
+                let until = now + asked.unwrap_or_else(|| self.rest(self.rests.max(1)));
+                if state == BreakerState::Open && self.open_until.is_some_and(|t| t >= until) {
+                    return; // already resting at least that long
+                }
+                self.state = BreakerState::Open;
+                self.cause = Cause::RateLimited;
+                self.trial_out = false;
+                self.open_until = Some(until);
+            }
         }
     }
 
@@ -160,6 +215,7 @@ impl Breaker {
     fn open(&mut self, now: Instant) {
         self.opens += 1;
         self.state = BreakerState::Open;
+        self.cause = Cause::Blocked;
         self.trial_out = false;
         self.open_until = Some(now + self.cooldown(self.opens));
     }
@@ -167,6 +223,14 @@ impl Breaker {
     /// Cooldown for the `n`th open in a row: base × 2^(n-1), capped.
     pub fn cooldown(&self, n: u32) -> Duration {
         let base = self.cfg.cooldown_secs;
+        let secs = base.saturating_mul(1u64 << (n.saturating_sub(1)).min(32));
+        Duration::from_secs(secs.min(self.cfg.max_cooldown_secs.max(base)))
+    }
+
+    /// The rest after the `n`th rate limit in a row without `Retry-After`:
+    /// `rest_secs` × 2^(n-1), capped like the cooldown.
+    pub fn rest(&self, n: u32) -> Duration {
+        let base = self.cfg.rest_secs.max(1);
         let secs = base.saturating_mul(1u64 << (n.saturating_sub(1)).min(32));
         Duration::from_secs(secs.min(self.cfg.max_cooldown_secs.max(base)))
     }
@@ -279,6 +343,58 @@ mod tests {
         let trial = b.try_admit(Instant::now()).unwrap();
         b.release(trial);
         assert!(b.try_admit(Instant::now()).is_some_and(|a| a.trial));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_rate_limit_rests_at_once_and_doubles_until_a_success() {
+        let mut b = breaker();
+        b.record(T, Verdict::RateLimited(None), Instant::now());
+        assert_eq!(b.state(Instant::now()), BreakerState::Open);
+        assert_eq!(b.cause(Instant::now()), Some(Cause::RateLimited));
+        assert_eq!(b.failures(), 0, "a rate limit is not a block");
+        // Requests that were already on their way do not stretch it.
+        b.record(T, Verdict::RateLimited(None), Instant::now());
+        let first = Duration::from_secs(30);
+        assert_eq!(b.open_until(), Some(Instant::now() + first));
+        let mut expected = first;
+        for _ in 0..3 {
+            advance(expected).await;
+            let trial = b.try_admit(Instant::now()).expect("trial");
+            assert!(b.try_admit(Instant::now()).is_none(), "one trial");
+            b.record(trial, Verdict::RateLimited(None), Instant::now());
+            expected *= 2;
+            assert_eq!(b.open_until(), Some(Instant::now() + expected));
+        }
+        // The site's own word wins, and a success resets the doubling.
+        advance(expected).await;
+        let trial = b.try_admit(Instant::now()).expect("trial");
+        b.record(
+            trial,
+            Verdict::RateLimited(Some(Duration::from_secs(7))),
+            Instant::now(),
+        );
+        assert_eq!(
+            b.open_until(),
+            Some(Instant::now() + Duration::from_secs(7))
+        );
+        advance(Duration::from_secs(7)).await;
+        let trial = b.try_admit(Instant::now()).expect("trial");
+        b.record(trial, Verdict::Success, Instant::now());
+        assert_eq!(b.state(Instant::now()), BreakerState::Closed);
+        b.record(T, Verdict::RateLimited(None), Instant::now());
+        assert_eq!(b.open_until(), Some(Instant::now() + first));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_late_answer_from_before_the_open_decides_nothing() {
+        let mut b = breaker();
+        let early = b.try_admit(Instant::now()).expect("closed admits");
+        open_it(&mut b);
+        b.record(early, Verdict::Success, Instant::now());
+        assert_eq!(b.state(Instant::now()), BreakerState::Open, "no free close");
+        advance(Duration::from_secs(300)).await;
+        b.record(early, Verdict::Success, Instant::now());
+        assert_eq!(b.state(Instant::now()), BreakerState::HalfOpen);
     }
 
     #[tokio::test(start_paused = true)]

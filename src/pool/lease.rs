@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::circuit::{Admission, Verdict};
+use super::circuit::{Admission, BreakerState, Verdict};
 use super::{Inner, Slot};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{FetchRequest, FetchResponse, RequestKind};
@@ -34,7 +34,8 @@ pub struct Fetched {
     pub via: Via,
     pub slot: usize,
     pub strategy: String,
-    pub degraded: bool,
+    /// This request was its breaker's half-open trial.
+    pub trial: bool,
     pub outcome: Outcome,
     pub response: FetchResponse,
     /// The `wait_for` selector that did not appear in time (browser only).
@@ -49,7 +50,6 @@ pub struct Lease {
     /// The strategy as registered when the lease was taken (`None`: direct).
     rules: Option<Arc<dyn Strategy>>,
     admission: Admission,
-    degraded: bool,
     /// The longest `Retry-After` the site sent under this lease.
     retry_after: Mutex<Option<Duration>>,
     finished: bool,
@@ -61,7 +61,6 @@ impl std::fmt::Debug for Lease {
             .field("slot", &self.slot.id)
             .field("strategy", &self.strategy)
             .field("trial", &self.admission.trial)
-            .field("degraded", &self.degraded)
             .finish()
     }
 }
@@ -72,7 +71,6 @@ impl Lease {
         slot: usize,
         strategy: &str,
         admission: Admission,
-        degraded: bool,
     ) -> Self {
         let rules = inner.registry.read().get(strategy).cloned();
         Lease {
@@ -81,7 +79,6 @@ impl Lease {
             strategy: strategy.to_string(),
             rules,
             admission,
-            degraded,
             retry_after: Mutex::new(None),
             finished: false,
         }
@@ -93,11 +90,7 @@ impl Lease {
     pub fn strategy(&self) -> &str {
         &self.strategy
     }
-    /// Every breaker was open; this slot is the one that reopens first.
-    pub fn degraded(&self) -> bool {
-        self.degraded
-    }
-    /// This request is its breaker's half-open trial.
+    /// This lease is its breaker's half-open trial: one request on one tier.
     pub fn is_trial(&self) -> bool {
         self.admission.trial
     }
@@ -152,9 +145,7 @@ impl Lease {
                 return Err(e);
             }
         };
-        if matches!(response.status, 429 | 503)
-            && let Some(d) = strategy::outcome::retry_after(response.retry_after())
-        {
+        if let Some(d) = strategy::outcome::retry_after(response.retry_after()) {
             self.wait_asked(d);
         }
         // `Bytes` clones share the buffer: the body is read in place.
@@ -266,7 +257,7 @@ impl Lease {
             via,
             slot: self.slot.id,
             strategy: self.strategy.clone(),
-            degraded: self.degraded,
+            trial: self.admission.trial,
             outcome,
             response,
             wait_for_missed,
@@ -284,39 +275,53 @@ impl Lease {
     /// Record the outcome of the work done under this lease (and any
     /// `Retry-After` the site sent meanwhile).
     pub fn finish(mut self, outcome: Outcome) {
+        let retry_after = *self.retry_after.lock();
         // An empty page proves little about the identity either way (a captcha'd
         // identity can still be served an empty listing), so it leaves the breaker as it
-        // is, like a network failure; only content closes, only hard blocks count.
+        // is, like a network failure; only content closes, only blocks of the
+        // identity count, a rate limit rests it. A trial met by a challenge
+        // was let in: the browser tier is for that.
         let verdict = match outcome {
             Outcome::Ok => Verdict::Success,
+            Outcome::Challenge if self.admission.trial => Verdict::Success,
             Outcome::HardBlock => Verdict::HardBlock,
-            Outcome::Empty | Outcome::Challenge | Outcome::Failed | Outcome::Skipped => {
-                Verdict::Neutral
-            }
+            Outcome::RateLimited => Verdict::RateLimited(retry_after),
+            Outcome::Empty
+            | Outcome::TierBlock
+            | Outcome::Challenge
+            | Outcome::Failed
+            | Outcome::Skipped => Verdict::Neutral,
         };
-        let retry_after = *self.retry_after.lock();
         let now = Instant::now();
         let mut router = self.inner.router.lock();
         let site = router.site(self.slot.id, &self.strategy, self.inner.breaker);
         let before = site.breaker.state(now);
+        let until_before = site.breaker.open_until();
         site.breaker.record(self.admission, verdict, now);
         let after = site.breaker.state(now);
         let failures = site.breaker.failures();
+        let cause = site.breaker.cause(now);
+        let open_until = site.breaker.open_until();
         match verdict {
             Verdict::HardBlock => site.hard_blocks += 1,
+            Verdict::RateLimited(_) => site.rate_limits += 1,
             Verdict::Success => site.successes += 1,
             Verdict::Neutral => {}
         }
-        if let Some(d) = retry_after {
+        if let (Some(d), false) = (retry_after, matches!(verdict, Verdict::RateLimited(_))) {
             site.retry_after_until = Some(now + d);
         }
         drop(router);
-        if before != after {
+        if before != after || (after == BreakerState::Open && open_until != until_before) {
+            let secs = open_until
+                .filter(|_| after == BreakerState::Open)
+                .map(|t| (t.saturating_duration_since(now).as_secs_f64() * 10.0).round() / 10.0);
             self.inner.events.emit(
                 "breaker",
                 Some(self.slot.id),
                 Some(&self.strategy),
-                serde_json::json!({"from": before.as_str(), "to": after.as_str(), "failures": failures}),
+                serde_json::json!({"from": before.as_str(), "to": after.as_str(), "failures": failures,
+                    "cause": cause.map(|c| c.as_str()), "open_for_secs": secs}),
             );
         }
         self.finished = true;

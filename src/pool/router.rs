@@ -1,18 +1,21 @@
 //! The router: which slot a call gets. Round-robin per strategy over slots
-//! whose breaker admits traffic and whose politeness interval has passed;
-//! when every breaker is open, at once the slot that reopens first, flagged
-//! `degraded`. It owns the per-(slot, strategy) site state (breaker,
-//! politeness, tier memory) behind one lock.
+//! whose breaker admits traffic and whose politeness interval has passed.
+//! When no breaker admits, the call fails at once without a request, naming
+//! the strategy, the identities resting and `retry_after` (or, with
+//! `breaker.when_all_open = "wait"`, waits for the earliest admission). It
+//! owns the per-(slot, strategy) site state (breaker, politeness, tier
+//! memory) behind one lock.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::circuit::{Admission, Breaker, BreakerState};
+use super::circuit::{Admission, Breaker, BreakerState, Cause};
 use super::politeness::Site;
 use super::{Lease, Pool};
-use crate::config::BreakerConfig;
+use crate::config::{BreakerConfig, WhenAllOpen};
 use crate::error::{Error, ErrorKind, Result};
 use crate::strategy::Politeness;
 
@@ -73,6 +76,75 @@ enum Pick {
     Lease(Lease),
     /// Nothing free now: wait until this instant (politeness) or a release.
     Wait(Option<Instant>),
+    /// No breaker admits: the identities resting, and when the first one
+    /// will admit again (or `None`: when its trial comes back).
+    Resting(Resting),
+}
+
+/// What a caller is told to wait for a half-open trial that is out.
+const TRIAL_OUT: Duration = Duration::from_secs(1);
+
+/// Every slot a call could use refuses it for now.
+struct Resting {
+    slots: usize,
+    rate_limited: usize,
+    until: Option<Instant>,
+}
+
+impl Resting {
+    fn new() -> Self {
+        Resting {
+            slots: 0,
+            rate_limited: 0,
+            until: None,
+        }
+    }
+
+    /// Count a slot whose breaker does not admit now.
+    fn note(&mut self, site: &mut Site, now: Instant) {
+        self.slots += 1;
+        if site.breaker.cause(now) == Some(Cause::RateLimited) {
+            self.rate_limited += 1;
+        }
+        // Open: it admits a trial then; half-open with its trial out: when
+        // that trial comes back (say, in a second).
+        let at = site
+            .breaker
+            .open_until()
+            .filter(|t| *t > now)
+            .unwrap_or(now + TRIAL_OUT);
+        self.until = Some(self.until.map_or(at, |u| u.min(at)));
+    }
+
+    /// How long until the earliest admission.
+    fn retry_after(&self, now: Instant) -> Duration {
+        self.until
+            .map_or(TRIAL_OUT, |t| t.saturating_duration_since(now))
+            .max(Duration::from_millis(100))
+    }
+
+    fn error(&self, strategy: &str, pin: Option<usize>, now: Instant) -> Error {
+        let after = self.retry_after(now);
+        let who = match pin {
+            Some(p) => format!("slot {p} is resting for `{strategy}`"),
+            None => format!(
+                "every identity for `{strategy}` is resting ({} of {}: {} rate-limited, {} blocked)",
+                self.slots,
+                self.slots,
+                self.rate_limited,
+                self.slots - self.rate_limited
+            ),
+        };
+        Error::new(
+            ErrorKind::Unavailable,
+            format!(
+                "{who}; retry after {:.1} s (the site pushed back; no request was sent)",
+                after.as_secs_f64()
+            ),
+        )
+        .retryable(false)
+        .with_retry_after(after)
+    }
 }
 
 /// A breaker as reported to operators.
@@ -82,6 +154,8 @@ pub struct BreakerReport {
     pub failures: u32,
     /// Seconds until an open breaker admits a trial.
     pub open_for_secs: Option<f64>,
+    /// Why it is open or half-open: `blocked` or `rate_limited`.
+    pub cause: Option<Cause>,
 }
 
 impl Pool {
@@ -97,7 +171,8 @@ impl Pool {
     }
 
     /// Lease a slot for `strategy`, waiting for politeness (bounded by
-    /// `http.max_queue_wait_secs`) but never for an open breaker.
+    /// `http.max_queue_wait_secs`); for an open breaker only with
+    /// `when_all_open = "wait"`, and only when it admits within that bound.
     pub async fn next_slot(&self, strategy: &str, pin: Option<usize>) -> Result<Lease> {
         self.next_slot_avoiding(strategy, pin, &[]).await
     }
@@ -129,11 +204,18 @@ impl Pool {
             released.as_mut().enable();
             let all_avoided = (0..self.inner.slots.len()).all(|s| avoid.contains(&s));
             let avoid = if all_avoided { &[][..] } else { avoid };
-            let wait = match self.try_pick(strategy, &pol, pin, avoid, Instant::now()) {
+            let now = Instant::now();
+            let wait = match self.try_pick(strategy, &pol, pin, avoid, now) {
                 Pick::Lease(lease) => return Ok(lease),
                 Pick::Wait(until) => until,
+                Pick::Resting(r) => {
+                    let admits = now + r.retry_after(now);
+                    if self.inner.breaker.when_all_open == WhenAllOpen::Fail || admits > deadline {
+                        return Err(r.error(strategy, pin, now));
+                    }
+                    Some(admits)
+                }
             };
-            let now = Instant::now();
             if now >= deadline {
                 return Err(Error::new(
                     ErrorKind::Timeout,
@@ -174,9 +256,11 @@ impl Pool {
         let global = router.in_flight.get(strategy).copied().unwrap_or(0);
         let mut any_admitted = false;
         let mut earliest: Option<Instant> = None;
+        let mut resting = Resting::new();
         for &id in &order {
             let site = router.site(id, strategy, cfg);
             if !site.breaker.admits(now) {
+                resting.note(site, now);
                 continue;
             }
             any_admitted = true;
@@ -201,33 +285,32 @@ impl Pool {
                     }
                 }
             }
-            return Pick::Lease(self.lease(id, strategy, admission, false));
+            return Pick::Lease(self.lease(id, strategy, admission));
         }
         if any_admitted {
-            return Pick::Wait(earliest);
+            Pick::Wait(earliest)
+        } else {
+            Pick::Resting(resting)
         }
-        // Every breaker refuses: never block, never panic. Answer with the slot whose
-        // breaker reopens first, flagged degraded.
-        let id = order
-            .iter()
-            .copied()
-            .min_by_key(|&id| {
-                router
-                    .site(id, strategy, cfg)
-                    .breaker
-                    .open_until()
-                    .unwrap_or(now)
-            })
-            .unwrap_or(0);
-        let site = router.site(id, strategy, cfg);
-        site.in_flight += 1;
-        site.last_start = Some(now);
-        bump(&mut router.in_flight, strategy);
-        Pick::Lease(self.lease(id, strategy, Admission { trial: false }, true))
     }
 
-    fn lease(&self, slot: usize, strategy: &str, admission: Admission, degraded: bool) -> Lease {
-        Lease::new(self.inner.clone(), slot, strategy, admission, degraded)
+    fn lease(&self, slot: usize, strategy: &str, admission: Admission) -> Lease {
+        Lease::new(self.inner.clone(), slot, strategy, admission)
+    }
+
+    /// When no slot admits `strategy` now: how long until the first one does.
+    pub fn all_resting(&self, strategy: &str) -> Option<Duration> {
+        let now = Instant::now();
+        let mut router = self.inner.router.lock();
+        let mut resting = Resting::new();
+        for id in 0..self.inner.slots.len() {
+            let site = router.site(id, strategy, self.inner.breaker);
+            if site.breaker.admits(now) {
+                return None;
+            }
+            resting.note(site, now);
+        }
+        Some(resting.retry_after(now))
     }
 
     /// The breaker of (slot, strategy) as operators see it.
@@ -244,6 +327,7 @@ impl Pool {
                 .open_until()
                 .filter(|_| state == BreakerState::Open)
                 .map(|t| t.saturating_duration_since(now).as_secs_f64()),
+            cause: site.breaker.cause(now),
         }
     }
 

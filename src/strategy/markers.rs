@@ -1,4 +1,5 @@
-//! Markers: how a strategy recognises a block, a challenge or an empty page.
+//! Markers: how a strategy recognises a block of the identity, a block of one
+//! tier, a rate limit, a challenge or an empty page.
 
 use std::path::Path;
 
@@ -9,26 +10,38 @@ use toml::Spanned;
 use super::Body;
 use crate::diag::Diagnostic;
 
-/// A `[block]`, `[challenge]` or `[empty]` table as written.
+/// A `[block]`, `[tier_block]`, `[rate_limit]`, `[challenge]` or `[empty]`
+/// table as written (also a tier's own `block`).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub(super) struct MarkerFile {
-    status: Vec<u16>,
+pub(crate) struct MarkerFile {
+    /// `None`: the table's default (429 for `[rate_limit]`, none elsewhere).
+    status: Option<Vec<u16>>,
     body: Vec<String>,
     url: Vec<String>,
     selector: Option<Spanned<String>>,
 }
 
 impl MarkerFile {
-    pub(super) fn compile(
+    /// Check and compile the table; `default_status` applies when it
+    /// names no `status` of its own.
+    pub(crate) fn compile(
         &self,
         path: &Path,
         text: &str,
         table: &str,
+        default_status: &[u16],
     ) -> Result<MarkerSet, Diagnostic> {
-        for s in &self.status {
+        let status = self
+            .status
+            .clone()
+            .unwrap_or_else(|| default_status.to_vec());
+        for s in &status {
             if !(100..=599).contains(s) {
-                let pos = text.find(&format!("[{table}]")).unwrap_or(0);
+                let pos = text
+                    .find(&format!("[{table}]"))
+                    .or_else(|| text.find(&format!("{table} =")))
+                    .unwrap_or(0);
                 return Err(Diagnostic::at(
                     path,
                     text,
@@ -52,7 +65,7 @@ impl MarkerFile {
             None => None,
         };
         Ok(MarkerSet {
-            status: self.status.clone(),
+            status,
             body: self.body.clone(),
             url: self.url.clone(),
             selector_text: self.selector.as_ref().map(|s| s.get_ref().clone()),
@@ -98,13 +111,22 @@ impl MarkerSet {
     }
 }
 
-/// The three marker sets of a strategy.
+/// The marker sets of a strategy.
 #[derive(Debug, Clone, Default)]
 pub struct Markers {
+    /// The site refuses this identity (captcha, ban page): on every tier.
     pub block: MarkerSet,
+    /// The site refuses the tier that got this, not the identity (an AJAX
+    /// endpoint's 403 while its pages are served).
+    pub tier_block: MarkerSet,
+    /// This identity is going too fast (status 429 unless the table says otherwise).
+    pub rate_limit: MarkerSet,
     pub challenge: MarkerSet,
     pub empty: MarkerSet,
 }
+
+/// The statuses that mean "too fast" when a strategy does not say.
+pub const RATE_LIMIT_STATUS: &[u16] = &[429];
 
 impl Markers {
     /// Markers for hosts without a strategy (`security.allowed_hosts`): the common
@@ -132,6 +154,11 @@ impl Markers {
                 &[],
                 Some("#challenge-form, #tb-challenge"),
             ),
+            tier_block: MarkerSet::default(),
+            rate_limit: MarkerSet {
+                status: RATE_LIMIT_STATUS.to_vec(),
+                ..MarkerSet::default()
+            },
             empty: MarkerSet::default(),
         }
     }
@@ -141,7 +168,10 @@ impl Markers {
         let body = Body::html_page(html);
         if self.challenge.matches(status, url, &body) {
             crate::browser::PageState::Challenge
-        } else if self.block.matches(status, url, &body) || status >= 400 {
+        } else if self.block.matches(status, url, &body)
+            || self.rate_limit.matches(status, url, &body)
+            || status >= 400
+        {
             // An error page will not grow the element we wait for either.
             crate::browser::PageState::Blocked
         } else {

@@ -14,7 +14,7 @@ pub mod template;
 
 pub use api::Strategy;
 pub use body::{Body, BodyKind};
-pub use markers::{MarkerSet, Markers};
+pub use markers::{MarkerSet, Markers, RATE_LIMIT_STATUS};
 pub use outcome::{Outcome, classify};
 pub use registry::Registry;
 
@@ -63,6 +63,10 @@ struct StrategyFile {
     politeness: Politeness,
     #[serde(default)]
     block: markers::MarkerFile,
+    #[serde(default)]
+    tier_block: markers::MarkerFile,
+    #[serde(default)]
+    rate_limit: markers::MarkerFile,
     #[serde(default)]
     challenge: markers::MarkerFile,
     #[serde(default)]
@@ -164,9 +168,16 @@ impl TomlStrategy {
             ));
         }
         let markers = Markers {
-            block: f.block.compile(path, text, "block")?,
-            challenge: f.challenge.compile(path, text, "challenge")?,
-            empty: f.empty.compile(path, text, "empty")?,
+            block: f.block.compile(path, text, "block", &[])?,
+            tier_block: f.tier_block.compile(path, text, "tier_block", &[])?,
+            rate_limit: f.rate_limit.compile(
+                path,
+                text,
+                "rate_limit",
+                markers::RATE_LIMIT_STATUS,
+            )?,
+            challenge: f.challenge.compile(path, text, "challenge", &[])?,
+            empty: f.empty.compile(path, text, "empty", &[])?,
         };
         let base_url = match &f.base_url {
             Some(b) => {

@@ -84,6 +84,10 @@ struct TierFile {
     empty: Option<Spanned<String>>,
     #[serde(default)]
     extract: Option<ExtractFile>,
+    /// What means "this tier is refused" here (the identity's other tiers
+    /// may still be served).
+    #[serde(default)]
+    block: Option<super::markers::MarkerFile>,
 }
 
 /// One tier's request template and extraction.
@@ -100,6 +104,8 @@ pub struct Tier {
     pub html_pointer: Option<String>,
     pub wait_for: Option<String>,
     pub extractor: Extractor,
+    /// This tier's own block markers: a match is a block of this tier only.
+    pub block: Option<super::MarkerSet>,
 }
 
 /// An operation file as written.
@@ -314,8 +320,13 @@ impl TierFile {
             self.next.as_ref(),
             self.empty.as_ref(),
         )?;
+        let block = match &self.block {
+            Some(b) => Some(b.compile(src.path, src.text, &format!("{label}.block"), &[])?),
+            None => None,
+        };
         Ok(Tier {
             number,
+            block,
             method,
             url: self.url.get_ref().clone(),
             form: self.form.as_ref().map(|f| f.get_ref().clone()),

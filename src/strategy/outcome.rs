@@ -1,4 +1,5 @@
-//! The outcome of one response under a strategy. Only `hard_block` feeds a breaker.
+//! The outcome of one response under a strategy. A block of the identity
+//! counts toward its breaker, a rate limit rests it; nothing else does.
 
 use std::time::Duration;
 
@@ -14,11 +15,16 @@ pub enum Outcome {
     Ok,
     /// A valid page with zero items. Never a failure.
     Empty,
-    /// The site refuses this identity (captcha, login wall, block status).
+    /// The site refuses this identity (captcha, login wall, block status):
+    /// on every tier.
     HardBlock,
+    /// The site refuses this tier only (`[tier_block]`, a tier's own `block`).
+    TierBlock,
+    /// This identity is going too fast (`[rate_limit]`, 429 by default): it rests.
+    RateLimited,
     /// The site wants a real browser (JS challenge).
     Challenge,
-    /// Network error, timeout, 5xx, or a 429 asking us to wait: try elsewhere, no breaker failure.
+    /// Network error, timeout, 5xx: try elsewhere, no breaker failure.
     Failed,
     /// Not tried: the tier hard-blocked this identity recently (cascade attempts only).
     Skipped,
@@ -29,7 +35,12 @@ impl Outcome {
     pub fn is_failure(self) -> bool {
         matches!(
             self,
-            Outcome::HardBlock | Outcome::Challenge | Outcome::Failed | Outcome::Skipped
+            Outcome::HardBlock
+                | Outcome::TierBlock
+                | Outcome::RateLimited
+                | Outcome::Challenge
+                | Outcome::Failed
+                | Outcome::Skipped
         )
     }
 
@@ -38,6 +49,8 @@ impl Outcome {
             Outcome::Ok => "ok",
             Outcome::Empty => "empty",
             Outcome::HardBlock => "hard_block",
+            Outcome::TierBlock => "tier_block",
+            Outcome::RateLimited => "rate_limited",
             Outcome::Challenge => "challenge",
             Outcome::Failed => "failed",
             Outcome::Skipped => "skipped",
@@ -46,13 +59,21 @@ impl Outcome {
 }
 
 /// Classify a complete response. Order matters: a challenge page often carries a
-/// 403/503, so challenge markers win; block markers win over a bare 429 or 5xx.
+/// 403/503, so challenge markers win; then a rate limit (a captcha served with
+/// 429 says "too fast", not "never"), a block of the identity, a block of the
+/// tier, and a bare 5xx.
 pub fn classify(markers: &Markers, status: u16, final_url: &str, body: &Body<'_>) -> Outcome {
     if markers.challenge.matches(status, final_url, body) {
         return Outcome::Challenge;
     }
+    if markers.rate_limit.matches(status, final_url, body) {
+        return Outcome::RateLimited;
+    }
     if markers.block.matches(status, final_url, body) {
         return Outcome::HardBlock;
+    }
+    if markers.tier_block.matches(status, final_url, body) {
+        return Outcome::TierBlock;
     }
     if status == 429 || status >= 500 {
         return Outcome::Failed;
@@ -83,9 +104,11 @@ mod tests {
 name = "t"
 hosts = ["shop.test"]
 [block]
-status = [403]
+status = [401]
 body = ["validateCaptcha"]
 url = ["/login"]
+[tier_block]
+status = [403]
 [challenge]
 selector = "#tb-challenge"
 [empty]
@@ -134,7 +157,13 @@ selector = ".no-reviews"
             classify_text(m, 200, u, "<form action=/validateCaptcha>"),
             Outcome::HardBlock
         );
-        assert_eq!(classify_text(m, 403, u, "nope"), Outcome::HardBlock);
+        assert_eq!(classify_text(m, 401, u, "nope"), Outcome::HardBlock);
+        assert_eq!(classify_text(m, 403, u, "nope"), Outcome::TierBlock);
+        assert_eq!(
+            classify_text(m, 403, u, "validateCaptcha"),
+            Outcome::HardBlock,
+            "the identity's block wins over the tier's"
+        );
         assert_eq!(
             classify_text(m, 200, "https://shop.test/login?r=1", ""),
             Outcome::HardBlock
@@ -144,11 +173,37 @@ selector = ".no-reviews"
             Outcome::Challenge
         );
         assert_eq!(classify_text(m, 503, u, "busy"), Outcome::Failed);
-        assert_eq!(classify_text(m, 429, u, "slow down"), Outcome::Failed);
+        assert_eq!(classify_text(m, 429, u, "slow down"), Outcome::RateLimited);
         assert_eq!(
             classify_text(m, 429, u, "validateCaptcha"),
-            Outcome::HardBlock
+            Outcome::RateLimited,
+            "a captcha with 429 says: too fast"
         );
+    }
+
+    #[test]
+    fn rate_limit_markers_and_the_429_default() {
+        let with = |table: &str| {
+            TomlStrategy::parse(
+                Path::new("t.toml"),
+                &format!("name = \"t\"\nhosts = [\"shop.test\"]\n{table}"),
+            )
+            .unwrap()
+        };
+        let u = "https://shop.test/p/1";
+        let m = &with("[rate_limit]\nbody = [\"slow down\"]\n").markers;
+        assert_eq!(
+            classify_text(m, 200, u, "please slow down"),
+            Outcome::RateLimited
+        );
+        assert_eq!(
+            classify_text(m, 429, u, "x"),
+            Outcome::RateLimited,
+            "429 stays"
+        );
+        // A strategy may say that 429 means something else on its site.
+        let m = &with("[rate_limit]\nstatus = []\n").markers;
+        assert_eq!(classify_text(m, 429, u, "x"), Outcome::Failed);
     }
 
     #[test]

@@ -2,11 +2,17 @@
 //! which tiers a (slot, strategy) saw hard-blocked, moving to another slot within
 //! the retry budget, and recording every attempt.
 //!
-//! - A tier that hard-blocked this (slot, strategy) within `tier_cooldown_secs` is
-//!   skipped; after that the cheaper tier is probed again.
-//! - A challenge jumps straight to tier 3 on the same slot.
-//! - A hard block on every tier tried on a slot is one breaker failure; the call
-//!   moves on to another slot after a full-jitter backoff.
+//! - A challenge jumps straight to tier 3 on the same slot: tier 3 is for
+//!   challenges, never for a block or a rate limit.
+//! - A block of the identity (`[block]`) ends the slot at once, on every
+//!   tier: one breaker failure. A rate limit ends it too: the slot rests.
+//! - A block of one tier (`[tier_block]`, a tier's own `block`) moves on to
+//!   the next HTTP tier; that tier is skipped on this (slot, strategy) for
+//!   `tier_cooldown_secs`, then probed again. A block on every tier tried is
+//!   one breaker failure.
+//! - A half-open trial is one request on one tier, whatever it brings.
+//! - After a slot, the call moves on to another one after a full-jitter
+//!   backoff, within the retry budget and the call's request budget.
 //! - Network errors, timeouts and 5xx move on to another slot, no breaker failure.
 //! - A URL or redirect the SSRF guard refuses ends the run with the guard's
 //!   error: no slot may go there (every tier, the browser's included, goes
@@ -32,7 +38,8 @@ use crate::strategy::{Body, Outcome, Strategy};
 pub struct Attempt {
     pub slot: usize,
     pub tier: u8,
-    /// `ok`, `empty`, `hard_block`, `challenge`, `failed`, or `skipped`.
+    /// `ok`, `empty`, `hard_block`, `tier_block`, `rate_limited`,
+    /// `challenge`, `failed`, or `skipped`.
     pub outcome: Outcome,
     pub status: Option<u16>,
     pub ms: u64,
@@ -45,7 +52,8 @@ pub struct Attempt {
 pub struct CascadeResult {
     pub slot: usize,
     pub tier: u8,
-    pub degraded: bool,
+    /// This call was its slot's half-open trial (one request).
+    pub trial: bool,
     pub attempts: Vec<Attempt>,
     /// Requests this call sent to the site (`cascade.max_requests_per_call`).
     pub requests: usize,
@@ -110,6 +118,8 @@ impl TierRun {
             TierEnd::Done(ex, ..) if ex.items.is_empty() => Outcome::Empty,
             TierEnd::Done(..) => Outcome::Ok,
             TierEnd::HardBlock => Outcome::HardBlock,
+            TierEnd::TierBlock => Outcome::TierBlock,
+            TierEnd::RateLimited => Outcome::RateLimited,
             TierEnd::Challenge => Outcome::Challenge,
             TierEnd::NextTier | TierEnd::NextSlot | TierEnd::Refused(_) => Outcome::Failed,
         }
@@ -119,7 +129,12 @@ impl TierRun {
 enum TierEnd {
     /// Items, or a page proven genuinely empty (`Extracted::empty`).
     Done(Extracted, u16, String),
+    /// The identity is refused: stop on this slot.
     HardBlock,
+    /// This tier is refused: the next HTTP tier may not be.
+    TierBlock,
+    /// The identity goes too fast: stop on this slot, it rests.
+    RateLimited,
     Challenge,
     /// Try the next tier on this slot (e.g. extraction found nothing usable).
     NextTier,
@@ -167,24 +182,7 @@ pub async fn run(
         budget: cfg.max_requests_per_call.max(1),
         spent: AtomicUsize::new(0),
     };
-    let mut attempts: Vec<Attempt> = Vec::new();
-    let mut tried: Vec<usize> = Vec::new();
-    for round in 0..cfg.retry_slots.max(1) {
-        if round > 0 {
-            backoff(cfg, round).await;
-        }
-        let lease = pool
-            .next_slot_avoiding(strategy.name(), opts.slot, &tried)
-            .await?;
-        tried.push(lease.slot());
-        if let Some(done) = call.on_slot(lease, &mut attempts).await? {
-            return Ok(done);
-        }
-        if call.spent() >= call.budget {
-            break;
-        }
-    }
-    Err(exhausted(&call, &tried, &attempts))
+    call.on_slots(pool, cfg).await
 }
 
 /// One cascade run: what stays the same from slot to slot.
@@ -205,23 +203,78 @@ impl Call<'_> {
         self.spent.load(Ordering::Relaxed)
     }
 
-    /// Try the tiers on the lease's slot; the result, or `None` to move on
-    /// to another slot (the lease finished with a hard block when every
-    /// tier tried was blocked).
+    /// Slot after slot within the retry budget and the request budget. A
+    /// slot the site refused or rate-limited is not asked again in this
+    /// call; one that failed on the network may be, when no other is left.
+    async fn on_slots(
+        &self,
+        pool: &Pool,
+        cfg: crate::config::CascadeConfig,
+    ) -> Result<CascadeResult> {
+        let name = self.strategy.name();
+        let slots = pool.slots().len();
+        let mut attempts: Vec<Attempt> = Vec::new();
+        let (mut tried, mut refused): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
+        for round in 0..cfg.retry_slots.max(1) {
+            let all_tried = (0..slots).all(|s| tried.contains(&s));
+            let avoid = if all_tried { &refused } else { &tried };
+            let left = match self.opts.slot {
+                Some(p) => !refused.contains(&p),
+                None => (0..slots).any(|s| !refused.contains(&s)),
+            };
+            if round > 0 {
+                if !left {
+                    break;
+                }
+                backoff(cfg, round).await;
+            }
+            let lease = match pool.next_slot_avoiding(name, self.opts.slot, avoid).await {
+                Ok(lease) => lease,
+                // What this call already tried is worth telling too.
+                Err(e) if round > 0 && e.kind() == ErrorKind::Unavailable => break,
+                Err(e) => return Err(e),
+            };
+            let slot = lease.slot();
+            tried.push(slot);
+            match self.on_slot(lease, &mut attempts).await? {
+                Ok(done) => return Ok(done),
+                Err(Outcome::HardBlock | Outcome::RateLimited) => refused.push(slot),
+                Err(_) => {}
+            }
+            if self.spent() >= self.budget {
+                break;
+            }
+        }
+        let e = exhausted(self, &tried, &attempts);
+        Err(match pool.all_resting(name) {
+            Some(after) => e
+                .context(format!(
+                    "every identity for `{name}` is resting now, retry after {:.1} s",
+                    after.as_secs_f64()
+                ))
+                .with_retry_after(after),
+            None => e,
+        })
+    }
+
+    /// Try the tiers on the lease's slot; the result, or what the slot came
+    /// to (the lease finished with it) to move on to another slot.
     async fn on_slot(
         &self,
         lease: Lease,
         attempts: &mut Vec<Attempt>,
-    ) -> Result<Option<CascadeResult>> {
+    ) -> Result<Result<CascadeResult, Outcome>> {
         let plan = self.plan(&lease, attempts);
-        let (mut tried_tiers, mut blocks, mut browser_only) = (0usize, 0usize, false);
-        let mut give_up_slot = false;
+        let (mut tried_tiers, mut blocks) = (0usize, 0usize);
+        let (mut browser_only, mut no_browser) = (false, false);
+        // What the slot came to when it ends before its last tier.
+        let mut ended: Option<Outcome> = None;
         for tier in plan {
-            if browser_only && tier.number != 3 {
+            if (browser_only && tier.number != 3) || (no_browser && tier.number == 3) {
                 continue;
             }
             if self.spent() >= self.budget {
-                give_up_slot = true; // the call is over: no breaker verdict
+                ended = Some(Outcome::Failed); // the call is over: no breaker verdict
                 break;
             }
             tried_tiers += 1;
@@ -238,21 +291,18 @@ impl Call<'_> {
                 ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 error: ran.error,
             };
+            let outcome = attempt.outcome;
             self.report(&attempt);
             attempts.push(attempt);
             match ran.end {
                 TierEnd::Done(extracted, status, final_url) => {
                     // A genuinely empty page is a result too, and changes no breaker.
-                    let (slot, degraded) = (lease.slot(), lease.degraded());
-                    lease.finish(if extracted.items.is_empty() {
-                        Outcome::Empty
-                    } else {
-                        Outcome::Ok
-                    });
-                    return Ok(Some(CascadeResult {
+                    let (slot, trial) = (lease.slot(), lease.is_trial());
+                    lease.finish(outcome);
+                    return Ok(Ok(CascadeResult {
                         slot,
                         tier: tier.number,
-                        degraded,
+                        trial,
                         attempts: std::mem::take(attempts),
                         requests: self.spent(),
                         extracted,
@@ -260,14 +310,19 @@ impl Call<'_> {
                         final_url,
                     }));
                 }
-                TierEnd::HardBlock => {
+                TierEnd::HardBlock | TierEnd::RateLimited => {
+                    ended = Some(outcome);
+                    break;
+                }
+                TierEnd::TierBlock => {
                     blocks += 1;
+                    no_browser = !browser_only;
                     lease.mark_tier_blocked(tier.number);
                 }
                 TierEnd::Challenge => browser_only = true,
                 TierEnd::NextTier => {}
                 TierEnd::NextSlot => {
-                    give_up_slot = true;
+                    ended = Some(Outcome::Failed);
                     break;
                 }
                 TierEnd::Refused(e) => {
@@ -275,14 +330,19 @@ impl Call<'_> {
                     return Err(e);
                 }
             }
+            if lease.is_trial() && ran.sent {
+                ended = Some(outcome); // one request on one tier
+                break;
+            }
         }
-        let all_blocked = !give_up_slot && tried_tiers > 0 && blocks == tried_tiers;
-        lease.finish(if all_blocked {
-            Outcome::HardBlock
-        } else {
-            Outcome::Failed
-        });
-        Ok(None)
+        let all_blocked = tried_tiers > 0 && blocks == tried_tiers;
+        let verdict = match ended {
+            Some(o) => o,
+            None if all_blocked => Outcome::HardBlock,
+            None => Outcome::Failed,
+        };
+        lease.finish(verdict);
+        Ok(Err(verdict))
     }
 
     /// The tiers to try on this slot: those it was not hard-blocked on
@@ -308,7 +368,7 @@ impl Call<'_> {
                 outcome: Outcome::Skipped,
                 status: None,
                 ms: 0,
-                error: Some("hard-blocked recently on this slot".into()),
+                error: Some("this tier was blocked lately on this slot".into()),
             });
         }
         fresh
@@ -462,9 +522,17 @@ fn judge(
     let status = fetched.response.status;
     let final_url = &fetched.response.final_url;
     let done = |ex: Extracted| TierEnd::Done(ex, status, final_url.to_string());
+    let own_block = || {
+        tier.block
+            .as_ref()
+            .is_some_and(|b| b.matches(status, final_url.as_str(), body))
+    };
     let end = match fetched.outcome {
         Outcome::HardBlock => TierEnd::HardBlock,
+        Outcome::RateLimited => TierEnd::RateLimited,
         Outcome::Challenge => TierEnd::Challenge,
+        Outcome::TierBlock => TierEnd::TierBlock,
+        _ if own_block() => TierEnd::TierBlock,
         Outcome::Failed | Outcome::Skipped => TierEnd::NextSlot,
         Outcome::Empty => done(Extracted {
             empty: true,

@@ -86,7 +86,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         "has_more": r.extracted.has_more,
         "slot": r.slot,
         "tier": r.tier,
-        "degraded": r.degraded,
+        "trial": r.trial,
         "requests": r.requests,
         "attempts": r.attempts,
     });

@@ -49,7 +49,7 @@ pub const SPEC: Spec = Spec {
                 "pages": {"type": "array", "items": {"type": "object", "properties": {
                     "page": {"type": "integer"}, "count": {"type": "integer"},
                     "slot": {"type": "integer"}, "tier": {"type": "integer"},
-                    "degraded": {"type": "boolean"}, "attempts": super::attempts_schema(),
+                    "trial": {"type": "boolean"}, "attempts": super::attempts_schema(),
                     "requests": {"type": "integer", "description": "Requests sent to the site for this page."},
                 }}},
             }),
@@ -151,7 +151,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         has_more = r.extracted.has_more;
         provenance.push(json!({
             "page": page, "count": r.extracted.items.len(), "slot": r.slot, "tier": r.tier,
-            "degraded": r.degraded, "attempts": r.attempts, "requests": r.requests,
+            "trial": r.trial, "attempts": r.attempts, "requests": r.requests,
         }));
         opts.report(|| {
             format!(

@@ -32,7 +32,7 @@ pub const SPEC: Spec = Spec {
                 "start_index": {"type": "integer"}, "total_chars": {"type": "integer"},
                 "next_start_index": {"type": ["integer", "null"]},
                 "slot": {"type": "integer"}, "tier": {"type": "integer", "description": "2: HTTP, 3: browser"},
-                "via": {"type": "string"}, "degraded": {"type": "boolean"}, "outcome": {"type": "string"},
+                "via": {"type": "string"}, "trial": {"type": "boolean"}, "outcome": {"type": "string"},
             }),
             &["url", "status", "content", "total_chars", "slot", "tier"],
         )
@@ -146,7 +146,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
         // A whole page: tier 2 over HTTP, tier 3 in the browser.
         "tier": match fetched.via { Via::Http => 2, Via::Browser => 3 },
         "via": via(fetched.via),
-        "degraded": fetched.degraded,
+        "trial": fetched.trial,
         "outcome": fetched.outcome.as_str(),
     }))
 }
@@ -176,10 +176,20 @@ async fn fetch(pool: &Pool, url: url::Url, a: &Args, opts: &RunOptions) -> Resul
             .await
             .map(|(f, ())| f),
         Mode::Auto => {
-            // Whether the page needs the browser, judged from the body's one parse.
+            // Whether the page needs the browser, judged from the body's one
+            // parse: a challenge, or content without what the caller waits
+            // for. Never a block or a rate limit (the browser would only
+            // repeat the refusal), and never on a half-open trial (one request).
+            let trial = lease.is_trial();
             let needs_browser = |f: &Fetched, body: &Body<'_>| {
-                matches!(f.outcome, Outcome::HardBlock | Outcome::Challenge)
-                    || wait_for.is_some_and(|sel| !selector_in(body, sel))
+                !trial
+                    && match f.outcome {
+                        Outcome::Challenge => true,
+                        Outcome::Ok | Outcome::Empty => {
+                            wait_for.is_some_and(|sel| !selector_in(body, sel))
+                        }
+                        _ => false,
+                    }
             };
             let (http, browser) = match lease
                 .http(FetchRequest::get(url.clone()), needs_browser)

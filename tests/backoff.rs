@@ -338,3 +338,110 @@ async fn every_breaker_open_fails_at_once_or_waits_when_told() {
         common::shutdown_and_check(&pool).await;
     }
 }
+
+/// `workers` callers making `get_reviews` calls for `long`; a failed call
+/// waits what it was told to (or 50 ms). Returns (ok, failed).
+async fn load(pool: &idpool::pool::Pool, workers: usize, long: Duration) -> (usize, usize) {
+    let until = Instant::now() + long;
+    let runs = (0..workers).map(|w| async move {
+        let (mut ok, mut failed) = (0, 0);
+        let mut k = 0;
+        while Instant::now() < until {
+            k += 1;
+            match reviews(pool, &format!("B0LOAD{w}X{k}")).await {
+                Ok(_) => ok += 1,
+                Err(e) => {
+                    failed += 1;
+                    let wait = e.retry_after().unwrap_or(Duration::from_millis(50));
+                    tokio::time::sleep(wait.min(until.saturating_duration_since(Instant::now())))
+                        .await;
+                }
+            }
+        }
+        (ok, failed)
+    });
+    futures_util::future::join_all(runs)
+        .await
+        .into_iter()
+        .fold((0, 0), |(a, b), (c, d)| (a + c, b + d))
+}
+
+/// Under a site-wide limit (every identity gets 429s), the strategy's
+/// budget halves; once the limit lifts, successes grow it back. pool_status
+/// shows it.
+#[tokio::test]
+async fn the_adaptive_budget_halves_under_a_site_wide_limit_and_recovers_after_it_lifts() {
+    let env = shop(2).await;
+    // The bundled testshop, growing back faster than the default +1/min per success.
+    let text = std::fs::read_to_string(env.path("strategies/testshop.toml")).expect("testshop");
+    env.write(
+        "strategies/testshop.toml",
+        &text.replace(
+            "global_max_in_flight = 16\n",
+            "global_max_in_flight = 16\nincrease_per_success = 20\n",
+        ),
+    );
+    env.testbed.set_modes(|m| {
+        m.site_limit = Some(idpool::testbed::SiteLimit {
+            max_per_sec: 5,
+            retry_after: Some(1),
+        })
+    });
+    let pool = env.pool();
+    let budget = |pool: &idpool::pool::Pool| {
+        idpool::tools::pool_status::run(pool)["strategies"]["testshop"].clone()
+    };
+    assert_eq!(
+        budget(&pool)["requests_per_minute"],
+        Value::Null,
+        "no limit at first"
+    );
+    let (ok, failed) = load(&pool, 6, Duration::from_secs(4)).await;
+    let limited = budget(&pool);
+    let stats = env.testbed.stats();
+    println!(
+        "under the limit: {ok} ok, {failed} failed, budget {limited}, {} answered 429 by the site",
+        stats.site_limited
+    );
+    assert!(stats.site_limited > 0, "the site-wide limit was reached");
+    assert!(
+        limited["cuts"].as_u64().is_some_and(|c| c >= 1),
+        "{limited}"
+    );
+    let cut = limited["requests_per_minute"]
+        .as_f64()
+        .expect("a budget in force");
+    // The first cut halved the rate actually sent (measured over 10 s).
+    let cuts: Vec<Value> = pool
+        .events()
+        .recent()
+        .into_iter()
+        .filter(|e| e.kind == "budget")
+        .map(|e| e.detail)
+        .collect();
+    println!("budget events: {cuts:?}");
+    assert_eq!(cuts[0]["from"], Value::Null, "{cuts:?}");
+    assert_eq!(cuts[0]["why"], "cut", "{cuts:?}");
+    let first = cuts[0]["to"].as_f64().expect("a rate");
+    let sent_before = stats.per_second.values().sum::<u64>() as f64 * 6.0;
+    assert!(
+        first >= 6.0 && first <= sent_before / 2.0 + 0.1,
+        "{first} vs {sent_before}"
+    );
+
+    env.testbed.set_modes(|m| m.site_limit = None);
+    let limited_before = env.testbed.stats().site_limited;
+    let (ok, failed) = load(&pool, 6, Duration::from_secs(3)).await;
+    let grown = budget(&pool);
+    println!("after the limit lifted: {ok} ok, {failed} failed, budget {grown}");
+    assert_eq!(env.testbed.stats().site_limited, limited_before);
+    assert_eq!(grown["cuts"], limited["cuts"], "no pushback: no cut");
+    let now = grown["requests_per_minute"]
+        .as_f64()
+        .expect("still in force");
+    assert!(
+        now >= cut + 20.0 * ok.min(10) as f64 - 0.1,
+        "{ok} successes of +20 a minute should have grown {cut} to more than {now}"
+    );
+    common::shutdown_and_check(&pool).await;
+}

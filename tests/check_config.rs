@@ -406,3 +406,37 @@ fn a_broken_strategy_is_reported_at_start_and_the_others_still_load() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(!stderr.contains("not covered"), "{stderr}");
 }
+
+#[test]
+fn backoff_settings_are_checked() {
+    let c = Case::new();
+    c.write(
+        "strategies/shop.toml",
+        "name = \"shop\"\nhosts = [\"shop.test\"]\n\n[politeness]\nmax_requests_per_minute = 3\nmin_requests_per_minute = 6\n",
+    );
+    assert_reports(
+        &c,
+        &format!(
+            "{}:4: politeness.max_requests_per_minute is below min_requests_per_minute",
+            c.file("strategies/shop.toml")
+        ),
+    );
+    c.write(
+        "strategies/shop.toml",
+        "name = \"shop\"\nhosts = [\"shop.test\"]\n\n[rate_limit]\nstatus = [4290]\n",
+    );
+    assert_reports(&c, "rate_limit.status: 4290 is not an HTTP status code");
+    c.write(
+        "strategies/shop.toml",
+        "name = \"shop\"\nhosts = [\"shop.test\"]\n[operations.o]\n[operations.o.tier2]\nurl = \"https://shop.test/\"\nextract = { items = \"p\" }\nblock = { selector = \"div[[\" }\n",
+    );
+    assert_reports(
+        &c,
+        "operations.o.tier2.block.selector `div[[` is not a valid CSS selector",
+    );
+    c.write(
+        "idpool.toml",
+        "[pool]\nsize = 2\nstrategies_dir = \"strategies\"\nprofiles_dir = \"profiles\"\n[breaker]\nwhen_all_open = \"retry\"\n",
+    );
+    assert_reports(&c, "unknown variant `retry`, expected `fail` or `wait`");
+}

@@ -40,6 +40,7 @@ impl Fingerprint {
                 min_interval_ms: 0,
                 max_in_flight: 4,
                 global_max_in_flight: 8,
+                ..Politeness::default()
             },
             markers: Markers::default(),
             operations: BTreeMap::from([("fingerprint".to_string(), op)]),

@@ -52,6 +52,15 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
     };
     let pool = core.pool();
     let strategies = pool.strategy_names();
+    for name in &strategies {
+        // Requests a minute the site's pushback allows across all slots;
+        // +Inf when no budget is in force.
+        let b = pool.budget(name);
+        let l = [("strategy", name.clone())];
+        metrics::gauge!("idpool_strategy_budget_rpm", &l)
+            .set(b.requests_per_minute.unwrap_or(f64::INFINITY));
+        metrics::counter!("idpool_strategy_budget_cuts_total", &l).absolute(b.cuts);
+    }
     for slot in pool.slots() {
         let id = slot.id.to_string();
         for name in &strategies {
@@ -64,6 +73,13 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
                 0.0
             });
             metrics::gauge!("idpool_breaker_failures", &labels).set(f64::from(b.failures));
+            metrics::gauge!("idpool_breaker_resting", &labels).set(
+                if b.cause == Some(crate::pool::Cause::RateLimited) {
+                    1.0
+                } else {
+                    0.0
+                },
+            );
         }
         let f = slot.browser_facts();
         let l = [("slot", id.clone())];

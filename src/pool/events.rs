@@ -20,7 +20,7 @@ pub struct SlotEvent {
     pub ts: String,
     /// `breaker`, `tier_blocked`, `browser_launch`, `browser_recycle`,
     /// `browser_crash`, `browser_restart_rss`, `browser_closed`,
-    /// `cookie_refresh`, `breaker_reset`, `reload`.
+    /// `cookie_refresh`, `breaker_reset`, `reload`, `budget`.
     pub kind: String,
     pub slot: Option<usize>,
     pub strategy: Option<String>,

@@ -18,7 +18,7 @@ use super::circuit::{Admission, BreakerState, Verdict};
 use super::{Inner, Slot};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::{FetchRequest, FetchResponse, RequestKind};
-use crate::strategy::{self, Body, Markers, Outcome, Strategy};
+use crate::strategy::{self, Body, Markers, Outcome, Politeness, Strategy};
 
 /// Which tier served a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -49,6 +49,7 @@ pub struct Lease {
     strategy: String,
     /// The strategy as registered when the lease was taken (`None`: direct).
     rules: Option<Arc<dyn Strategy>>,
+    politeness: Politeness,
     admission: Admission,
     /// The longest `Retry-After` the site sent under this lease.
     retry_after: Mutex<Option<Duration>>,
@@ -73,7 +74,9 @@ impl Lease {
         admission: Admission,
     ) -> Self {
         let rules = inner.registry.read().get(strategy).cloned();
+        let politeness = super::router::politeness_of(rules.as_deref());
         Lease {
+            politeness,
             slot: inner.slots[slot].clone(),
             inner,
             strategy: strategy.to_string(),
@@ -137,6 +140,7 @@ impl Lease {
         read: impl FnOnce(&Fetched, &Body<'_>) -> T,
     ) -> Result<(Fetched, T)> {
         let tier = if req.kind == RequestKind::Xhr { 1 } else { 2 };
+        self.pace().await?;
         let started = std::time::Instant::now();
         let response = match self.slot.fetch(req).await {
             Ok(r) => r,
@@ -169,6 +173,7 @@ impl Lease {
         wait_for: Option<&str>,
         read: impl FnOnce(&Fetched, &Body<'_>) -> T,
     ) -> Result<(Fetched, T)> {
+        self.pace().await?;
         let started = std::time::Instant::now();
         let result = self.navigate(url, wait_for).await;
         let (page, final_url) = match result {
@@ -196,6 +201,36 @@ impl Lease {
         let fetched = self.fetched(Via::Browser, outcome, response, missed);
         let seen = read(&fetched, &body);
         Ok((fetched, seen))
+    }
+
+    /// Wait for this request's turn in the strategy's request budget, or
+    /// fail when it does not come within `http.max_queue_wait_secs`.
+    async fn pace(&self) -> Result<()> {
+        let now = Instant::now();
+        let (at, rate) = {
+            let mut router = self.inner.router.lock();
+            let budget = router.budget(&self.strategy, &self.politeness);
+            let at = budget.reserve(now, self.inner.max_wait);
+            (at, budget.report(&self.politeness).requests_per_minute)
+        };
+        match at {
+            Ok(at) => {
+                tokio::time::sleep_until(at).await;
+                Ok(())
+            }
+            Err(wait) => Err(Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "`{}` is held to {:.1} requests a minute (the site pushed back) and has no room within {} s; retry after {:.1} s",
+                    self.strategy,
+                    rate.unwrap_or_default(),
+                    self.inner.max_wait.as_secs(),
+                    wait.as_secs_f64()
+                ),
+            )
+            .retryable(false)
+            .with_retry_after(wait)),
+        }
     }
 
     /// The guarded navigation itself: the page and the URL it ended on.
@@ -311,7 +346,26 @@ impl Lease {
         if let (Some(d), false) = (retry_after, matches!(verdict, Verdict::RateLimited(_))) {
             site.retry_after_until = Some(now + d);
         }
+        let budget = router.budget(&self.strategy, &self.politeness);
+        let change = match verdict {
+            Verdict::HardBlock | Verdict::RateLimited(_) => {
+                budget.pushback(&self.politeness, self.slot.id, now)
+            }
+            Verdict::Success => {
+                budget.success(&self.politeness);
+                None
+            }
+            Verdict::Neutral => None,
+        };
         drop(router);
+        if let Some(c) = change {
+            self.inner.events.emit(
+                "budget",
+                Some(self.slot.id),
+                Some(&self.strategy),
+                serde_json::json!({"from": c.from, "to": c.to, "why": c.why}),
+            );
+        }
         if before != after || (after == BreakerState::Open && open_until != until_before) {
             let secs = open_until
                 .filter(|_| after == BreakerState::Open)

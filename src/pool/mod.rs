@@ -6,6 +6,7 @@
 //! leak. A call's requests ([`Lease::http`], [`Lease::browse`]), its tier
 //! memory and its outcome ([`Lease::finish`]) all go through the lease.
 
+mod budget;
 mod circuit;
 pub mod events;
 mod lease;
@@ -14,7 +15,8 @@ mod politeness;
 mod router;
 mod slot;
 
-pub use circuit::{Admission, Breaker, BreakerState, Verdict};
+pub use budget::{Budget, BudgetReport, Change};
+pub use circuit::{Admission, Breaker, BreakerState, Cause, Verdict};
 pub use events::{Events, SlotEvent};
 pub use lease::{Fetched, Lease, Via};
 pub use politeness::Site;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::Instant;
 
+use super::budget::{Budget, BudgetReport};
 use super::circuit::{Admission, Breaker, BreakerState, Cause};
 use super::politeness::Site;
 use super::{Lease, Pool};
@@ -26,6 +27,8 @@ pub(super) struct Router {
     /// allocated on the per-call path).
     sites: HashMap<String, HashMap<usize, Site>>,
     in_flight: HashMap<String, usize>,
+    /// Strategy → its request budget across all slots.
+    budgets: HashMap<String, Budget>,
 }
 
 impl Router {
@@ -46,6 +49,15 @@ impl Router {
         if let Some(n) = self.in_flight.get_mut(strategy) {
             *n = n.saturating_sub(1);
         }
+    }
+
+    pub(super) fn budget(&mut self, strategy: &str, pol: &Politeness) -> &mut Budget {
+        if !self.budgets.contains_key(strategy) {
+            self.budgets.insert(strategy.to_string(), Budget::new(pol));
+        }
+        self.budgets
+            .get_mut(strategy)
+            .unwrap_or_else(|| unreachable!("inserted above"))
     }
 
     pub(super) fn site(&mut self, slot: usize, strategy: &str, cfg: BreakerConfig) -> &mut Site {
@@ -158,16 +170,28 @@ pub struct BreakerReport {
     pub cause: Option<Cause>,
 }
 
+/// The politeness of a strategy, or of hosts no strategy covers.
+pub(super) fn politeness_of(rules: Option<&dyn crate::strategy::Strategy>) -> Politeness {
+    match rules {
+        Some(s) => s.politeness().clone(),
+        None => Politeness {
+            min_interval_ms: 0,
+            max_in_flight: 4,
+            global_max_in_flight: 16,
+            ..Politeness::default()
+        },
+    }
+}
+
 impl Pool {
     fn politeness(&self, strategy: &str) -> Politeness {
-        match self.inner.registry.read().get(strategy) {
-            Some(s) => s.politeness().clone(),
-            None => Politeness {
-                min_interval_ms: 0,
-                max_in_flight: 4,
-                global_max_in_flight: 16,
-            },
-        }
+        politeness_of(self.inner.registry.read().get(strategy).map(|s| s.as_ref()))
+    }
+
+    /// The request budget of `strategy` across all slots, as operators see it.
+    pub fn budget(&self, strategy: &str) -> BudgetReport {
+        let pol = self.politeness(strategy);
+        self.inner.router.lock().budget(strategy, &pol).report(&pol)
     }
 
     /// Lease a slot for `strategy`, waiting for politeness (bounded by

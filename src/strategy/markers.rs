@@ -111,8 +111,9 @@ impl MarkerSet {
     }
 }
 
-/// The marker sets of a strategy.
-#[derive(Debug, Clone, Default)]
+/// The marker sets of a strategy. The default recognises nothing but a
+/// 429 as a rate limit.
+#[derive(Debug, Clone)]
 pub struct Markers {
     /// The site refuses this identity (captcha, ban page): on every tier.
     pub block: MarkerSet,
@@ -127,6 +128,21 @@ pub struct Markers {
 
 /// The statuses that mean "too fast" when a strategy does not say.
 pub const RATE_LIMIT_STATUS: &[u16] = &[429];
+
+impl Default for Markers {
+    fn default() -> Self {
+        Markers {
+            block: MarkerSet::default(),
+            tier_block: MarkerSet::default(),
+            rate_limit: MarkerSet {
+                status: RATE_LIMIT_STATUS.to_vec(),
+                ..MarkerSet::default()
+            },
+            challenge: MarkerSet::default(),
+            empty: MarkerSet::default(),
+        }
+    }
+}
 
 impl Markers {
     /// Markers for hosts without a strategy (`security.allowed_hosts`): the common
@@ -154,12 +170,7 @@ impl Markers {
                 &[],
                 Some("#challenge-form, #tb-challenge"),
             ),
-            tier_block: MarkerSet::default(),
-            rate_limit: MarkerSet {
-                status: RATE_LIMIT_STATUS.to_vec(),
-                ..MarkerSet::default()
-            },
-            empty: MarkerSet::default(),
+            ..Markers::default()
         }
     }
 

@@ -464,6 +464,15 @@ async fn run_tier(
             let error = Some(e.to_string());
             TierRun::new(TierEnd::Refused(e), None, error)
         }
+        // The strategy's request budget has no room: nothing was sent, and
+        // no other slot would do better.
+        Err(e) if e.kind() == ErrorKind::Unavailable => {
+            let error = Some(e.to_string());
+            TierRun {
+                sent: false,
+                ..TierRun::new(TierEnd::Refused(e), None, error)
+            }
+        }
         Err(e) => TierRun::new(TierEnd::NextSlot, None, Some(e.to_string())),
     }
 }

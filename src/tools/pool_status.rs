@@ -14,8 +14,10 @@ pub const SPEC: Spec = Spec {
     role: Role::Viewer,
     title: "Pool status",
     description: Description::Fixed(
-        "Every slot: profile, proxy (credentials redacted), breaker per strategy (state, \
-         failures, time left open), tier memory, browser (running, pid, port, operations, \
+        "Every strategy's request budget (requests a minute across all slots the site's \
+         pushback allows, null: no limit). Every slot: profile, proxy (credentials redacted), \
+         breaker per strategy (state, why open: blocked or rate_limited, failures, time left \
+         open), tier memory, browser (running, pid, port, operations, \
          RSS), cookies (count, last saved), last success and error, and calibration: how \
          closely the HTTP tier matches the slot's browser (browser and HTTP JA4, HTTP/2 and \
          headers equal, the residual differences by name).",
@@ -28,8 +30,12 @@ pub const SPEC: Spec = Spec {
                 "slot": {"type": "integer"}, "profile": {"type": "string"},
                 "breakers": {"type": "object"}, "browser": {"type": "object"},
                 "cookies": {"type": "object"}, "calibration": {"type": "object"},
+            }}}, "strategies": {"type": "object", "additionalProperties": {"type": "object", "properties": {
+                "requests_per_minute": {"type": ["number", "null"]},
+                "max_requests_per_minute": {"type": ["number", "null"]},
+                "adaptive": {"type": "boolean"}, "cuts": {"type": "integer"},
             }}}}),
-            &["slots"],
+            &["slots", "strategies"],
         )
     },
     annotations: Annotations::READS_POOL,
@@ -55,6 +61,7 @@ pub fn run(pool: &Pool) -> Value {
                     name.clone(),
                     json!({
                         "state": b.state.as_str(),
+                        "cause": b.cause.map(|c| c.as_str()),
                         "failures": b.failures,
                         "open_for_secs": b.open_for_secs.map(round1),
                         "tiers_blocked": tiers,
@@ -82,7 +89,11 @@ pub fn run(pool: &Pool) -> Value {
             })
         })
         .collect();
-    json!({ "slots": slots })
+    let budgets: Map<String, Value> = strategies
+        .iter()
+        .map(|name| (name.clone(), json!(pool.budget(name))))
+        .collect();
+    json!({ "slots": slots, "strategies": budgets })
 }
 
 fn unix(t: SystemTime) -> u64 {

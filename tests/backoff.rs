@@ -147,6 +147,31 @@ async fn a_rate_limited_shop_gets_its_limit_and_one_trial_per_rest() {
         "the browser tier was tried"
     );
     assert!(chromium_browsers_under(env.data_dir()).is_empty());
+    // Operators see both identities resting, and the site-wide budget cut
+    // (both were pushed back).
+    let status = outcome(&clients[2].tool(100, "pool_status", json!({})).await).expect("status");
+    for slot in 0..2 {
+        let b = &status["slots"][slot]["breakers"]["testshop"];
+        assert_eq!(
+            (b["state"].as_str(), b["cause"].as_str()),
+            (Some("open"), Some("rate_limited")),
+            "{b}"
+        );
+    }
+    assert_eq!(status["strategies"]["testshop"]["cuts"], 1, "{status}");
+    let metrics = reqwest::get(d.url("/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    for needle in [
+        "idpool_breaker_resting{slot=\"0\",strategy=\"testshop\"} 1",
+        "idpool_strategy_budget_rpm{strategy=\"testshop\"} ",
+        "idpool_strategy_budget_cuts_total{strategy=\"testshop\"} 1",
+    ] {
+        assert!(metrics.contains(needle), "missing `{needle}`");
+    }
 
     // After the rest (longer than the shop's 20 s penalty here), each slot's
     // one trial succeeds and closes its breaker.

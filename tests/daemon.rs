@@ -440,6 +440,8 @@ async fn a_blocked_slot_shows_in_slots_metrics_and_the_event_stream() {
     for needle in [
         "idpool_breaker_open{slot=\"0\",strategy=\"testshop\"} 1",
         "idpool_breaker_open{slot=\"1\",strategy=\"testshop\"} 0",
+        "idpool_breaker_resting{slot=\"0\",strategy=\"testshop\"} 0",
+        "idpool_strategy_budget_cuts_total{strategy=\"testshop\"} 0",
         "idpool_requests_total{strategy=\"testshop\",tier=\"1\",outcome=\"tier_block\"} ",
         "idpool_requests_total{strategy=\"testshop\",tier=\"2\",outcome=\"hard_block\"} ",
         "idpool_mcp_calls_total{tool=\"get_reviews\",result=\"error\"} 1",

@@ -209,8 +209,13 @@ pub fn table(status: &Value) -> String {
                         )
                     })
                     .collect();
+                let resting = if br["cause"] == "rate_limited" {
+                    " rate-limited"
+                } else {
+                    ""
+                };
                 out.push_str(&format!(
-                    "  {:<10} {} ({} failures{left}){}\n",
+                    "  {:<10} {}{resting} ({} failures{left}){}\n",
                     name,
                     br["state"].as_str().unwrap_or("?"),
                     br["failures"],
@@ -223,7 +228,21 @@ pub fn table(status: &Value) -> String {
             }
         }
     }
+    for (name, b) in status["strategies"].as_object().into_iter().flatten() {
+        if let Some(rpm) = b["requests_per_minute"].as_f64() {
+            out.push_str(&format!(
+                "budget {name}: {rpm:.1} requests a minute across all slots ({} cuts by the site's pushback)\n",
+                b["cuts"]
+            ));
+        }
+    }
     out
+}
+
+/// A budget in requests a minute (`null`: no limit).
+fn per_minute(v: &Value) -> String {
+    v.as_f64()
+        .map_or_else(|| "no limit".into(), |r| format!("{r:.1}/min"))
 }
 
 /// One line per event.
@@ -284,10 +303,24 @@ pub fn event_line(ev: &Value) -> String {
     let d = &ev["detail"];
     let what = match ev["kind"].as_str().unwrap_or("") {
         "breaker" => format!(
-            "breaker {} -> {} ({} failures)",
+            "breaker {} -> {} ({}{} failures{})",
             d["from"].as_str().unwrap_or("?"),
             d["to"].as_str().unwrap_or("?"),
-            d["failures"]
+            d["cause"]
+                .as_str()
+                .map(|c| format!("{c}, "))
+                .unwrap_or_default(),
+            d["failures"],
+            d["open_for_secs"]
+                .as_f64()
+                .map(|x| format!(", {x:.0} s"))
+                .unwrap_or_default()
+        ),
+        "budget" => format!(
+            "budget {} -> {} ({})",
+            per_minute(&d["from"]),
+            per_minute(&d["to"]),
+            d["why"].as_str().unwrap_or("?")
         ),
         "tier_blocked" => format!("tier {} blocked", d["tier"]),
         "calibrated" => format!(
@@ -338,5 +371,47 @@ async fn watch(base: &str, key: Option<&str>) -> anyhow::Result<()> {
             },
             _ = tokio::signal::ctrl_c() => return Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_resting_slot_and_a_budget_show_in_the_table_and_the_events() {
+        let status = json!({
+            "slots": [{"slot": 0, "profile": "default", "emulation": "chrome_149",
+                "browser": {"running": false, "port": 19300}, "calibration": {},
+                "cookies": {"count": 1}, "requests": 3,
+                "breakers": {"shop": {"state": "open", "cause": "rate_limited",
+                    "failures": 0, "open_for_secs": 28.0, "tiers_blocked": {}}}}],
+            "strategies": {"shop": {"requests_per_minute": 95.0, "cuts": 1},
+                           "other": {"requests_per_minute": null, "cuts": 0}},
+        });
+        let t = table(&status);
+        assert!(
+            t.contains("shop       open rate-limited (0 failures, 28 s left)"),
+            "{t}"
+        );
+        assert!(
+            t.contains("budget shop: 95.0 requests a minute across all slots (1 cuts"),
+            "{t}"
+        );
+        assert!(!t.contains("budget other"), "{t}");
+        let line = event_line(&json!({"ts": "2026-12-01T06:00:00Z", "kind": "breaker",
+            "slot": 0, "strategy": "shop", "detail": {"from": "closed", "to": "open",
+            "cause": "rate_limited", "failures": 0, "open_for_secs": 30.0}}));
+        assert_eq!(
+            line,
+            "06:00:00 slot 0 shop breaker closed -> open (rate_limited, 0 failures, 30 s)"
+        );
+        let line = event_line(&json!({"ts": "2026-12-01T06:00:01Z", "kind": "budget",
+            "slot": 1, "strategy": "shop", "detail": {"from": null, "to": 60.0, "why": "cut"}}));
+        assert_eq!(
+            line,
+            "06:00:01 slot 1 shop budget no limit -> 60.0/min (cut)"
+        );
     }
 }

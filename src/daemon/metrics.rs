@@ -53,12 +53,13 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
     let pool = core.pool();
     let strategies = pool.strategy_names();
     for name in &strategies {
-        // Requests a minute the site's pushback allows across all slots;
-        // +Inf when no budget is in force.
+        // Requests a minute the site's pushback allows across all slots
+        // (no series while no budget is in force).
         let b = pool.budget(name);
         let l = [("strategy", name.clone())];
-        metrics::gauge!("idpool_strategy_budget_rpm", &l)
-            .set(b.requests_per_minute.unwrap_or(f64::INFINITY));
+        if let Some(rpm) = b.requests_per_minute {
+            metrics::gauge!("idpool_strategy_budget_rpm", &l).set(rpm);
+        }
         metrics::counter!("idpool_strategy_budget_cuts_total", &l).absolute(b.cuts);
     }
     for slot in pool.slots() {

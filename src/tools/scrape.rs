@@ -18,7 +18,7 @@ pub const SPEC: Spec = Spec {
     title: "Scrape a page",
     description: Description::Fixed(
         "Fetch any allowed URL through the identity pool (HTTP with a real browser's TLS \
-         fingerprint, escalating to the slot's real Chromium on a block or challenge) and \
+         fingerprint, escalating to the slot's real Chromium on a challenge, never on a block) and \
          return it as markdown, HTML, text or a list of links. Long pages come in pieces: \
          pass `start_index` = the previous `next_start_index`.",
     ),
@@ -51,7 +51,7 @@ fn default_max_chars() -> usize {
     DEFAULT_MAX_CHARS
 }
 
-/// `auto`: HTTP first; the browser on a block or challenge, or when
+/// `auto`: HTTP first; the browser on a challenge (never a block), or when
 /// `wait_for` is not in the static HTML.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]

@@ -35,11 +35,13 @@ fn per_identity(log: &[LogEntry]) -> BTreeMap<String, (usize, usize)> {
     out
 }
 
-/// A tools/call result: `Ok(structured)` or `Err(error object)`.
+/// A tools/call result: `Ok(structured)` or `Err(the error's facts in _meta)`.
 fn outcome(answer: &Value) -> Result<Value, Value> {
     let result = &answer["result"];
     if result["isError"] == true {
-        Err(result["structuredContent"]["error"].clone())
+        let facts = result["_meta"]["idpool/error"].clone();
+        assert_eq!(facts["message"], result["content"][0]["text"], "{answer}");
+        Err(facts)
     } else {
         Ok(result["structuredContent"].clone())
     }
@@ -172,6 +174,36 @@ async fn a_rate_limited_shop_gets_its_limit_and_one_trial_per_rest() {
     ] {
         assert!(metrics.contains(needle), "missing `{needle}`");
     }
+
+    // The official TypeScript SDK takes the failure as it is (a tool
+    // result, not a protocol error) and hands over retry_after.
+    let out = common::daemon::node_client(
+        &[
+            "--transport",
+            "http",
+            "--url",
+            &d.url("/mcp"),
+            "--tool",
+            "get_reviews",
+            "--tool-args",
+            &json!({"item": "B0TS", "strategy": "testshop"}).to_string(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(out["isError"], true, "{out}");
+    let facts = &out["meta"]["idpool/error"];
+    assert_eq!(facts["kind"], "unavailable", "{out}");
+    assert!(
+        facts["retry_after"].as_f64().is_some_and(|r| r > 0.0),
+        "{out}"
+    );
+    assert!(
+        out["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("retry after")),
+        "{out}"
+    );
 
     // After the rest (longer than the shop's 20 s penalty here), each slot's
     // one trial succeeds and closes its breaker.

@@ -48,10 +48,6 @@ pub fn routes(control: Arc<Control>) -> Router {
 fn failed(f: &crate::mcp::Failure) -> Response {
     let mut body = f.to_json();
     body["error"] = json!(f.message);
-    body["kind"] = json!(f.kind);
-    if let Some(r) = f.retry_after {
-        body["retry_after"] = json!(r);
-    }
     let status = if f.retry_after.is_some() {
         StatusCode::SERVICE_UNAVAILABLE
     } else {

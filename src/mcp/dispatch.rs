@@ -61,14 +61,13 @@ impl Failure {
         }
     }
 
-    /// `{"error": {"kind", "message", "retry_after"?}}`: a failed call's
-    /// structured content.
+    /// `{"kind", "message", "retry_after"?}`: a failed call's facts.
     pub fn to_json(&self) -> Value {
         let mut e = serde_json::json!({"kind": self.kind, "message": self.message});
         if let Some(r) = self.retry_after {
             e["retry_after"] = serde_json::json!(r);
         }
-        serde_json::json!({ "error": e })
+        e
     }
 }
 

@@ -20,6 +20,9 @@ use super::dispatch::{CallContext, CallEnd, Core};
 use crate::auth::{Principal, Role};
 use crate::tiers::Progress;
 
+/// The `_meta` key of a failed call's facts: `{"kind", "message", "retry_after"?}`.
+pub const META_ERROR: &str = "idpool/error";
+
 /// Pause between the last progress notification and the response.
 pub(crate) const PROGRESS_GAP: std::time::Duration = std::time::Duration::from_millis(25);
 
@@ -139,10 +142,12 @@ impl ServerHandler for McpServer {
         match end {
             CallEnd::Ok(v) => Ok(CallToolResult::structured(v).into()),
             CallEnd::Failed(f) => {
-                // The text for people and models; the same as structured
-                // content (kind, retry_after) for programs.
-                let mut r = CallToolResult::structured_error(f.to_json());
-                r.content = vec![ContentBlock::text(f.message)];
+                // The text for people and models; kind and retry_after for
+                // programs in `_meta` (structured content would be checked
+                // against the tool's output schema by some SDKs).
+                let meta = serde_json::Map::from_iter([(META_ERROR.to_string(), f.to_json())]);
+                let r = CallToolResult::error(vec![ContentBlock::text(f.message)])
+                    .with_meta(Some(rmcp::model::MetaObject(meta)));
                 Ok(r.into())
             }
             CallEnd::InvalidParams(m) => Err(McpError::invalid_params(m, None)),

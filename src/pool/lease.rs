@@ -347,10 +347,14 @@ impl Lease {
             site.retry_after_until = Some(now + d);
         }
         let budget = router.budget(&self.strategy, &self.politeness);
+        // Like the breaker, the budget hears a pushback once per identity:
+        // answers to requests sent before it was stopped add nothing.
+        let current = self.admission.trial || before == BreakerState::Closed;
         let change = match verdict {
-            Verdict::HardBlock | Verdict::RateLimited(_) => {
+            Verdict::HardBlock | Verdict::RateLimited(_) if current => {
                 budget.pushback(&self.politeness, self.slot.id, now)
             }
+            Verdict::HardBlock | Verdict::RateLimited(_) => None,
             Verdict::Success => {
                 budget.success(&self.politeness);
                 None

@@ -14,7 +14,7 @@
 //
 // Success (exit 0):
 //   {"protocolVersion":..,"serverName":..,"tools":[..],"toolsMeta":[{name,hasOutputSchema,annotations}],
-//    "isError":bool,"structuredContent":..,"text":..,"progress":[{progress,total,message}]}
+//    "isError":bool,"structuredContent":..,"meta":<the result's _meta>,"text":..,"progress":[{progress,total,message}]}
 // Failure (exit 1):
 //   {"error":"<message>","code":<JSON-RPC error code or null>,"httpStatus":<HTTP status or null>}
 
@@ -203,6 +203,7 @@ async function main() {
             })),
             isError: res.isError === true,
             structuredContent: res.structuredContent ?? null,
+            meta: res._meta ?? null,
             text: firstText ? firstText.text : null,
             progress
         };

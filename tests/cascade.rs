@@ -177,6 +177,38 @@ async fn a_challenge_goes_to_the_browser_and_later_calls_stay_cheap() {
     shutdown_and_check(&pool).await;
 }
 
+/// A block of tier 1, then a challenge on tier 2: the challenge still takes
+/// the call to the browser, on the same slot, in one pass (the demo's path).
+#[tokio::test]
+async fn a_tier_block_then_a_challenge_still_goes_to_the_browser() {
+    let env = shop(1).await;
+    env.testbed.set_modes(|m| {
+        m.challenge = true;
+        m.fault = Some(Fault {
+            remaining: Some(1),
+            ..fault(FaultKind::Error, "/ajax/", 403)
+        });
+    });
+    let pool = env.pool();
+    let r = tools::get_reviews::run(
+        &pool,
+        json!({"item": "B0TBCH", "strategy": "testshop"}),
+        RunOptions::default(),
+    )
+    .await
+    .expect("through the browser");
+    assert_eq!(
+        tiers_of(&r["pages"][0]),
+        [
+            (1, "tier_block".to_string()),
+            (2, "challenge".to_string()),
+            (3, "ok".to_string())
+        ]
+    );
+    assert_eq!(r["pages"][0]["requests"], 3);
+    shutdown_and_check(&pool).await;
+}
+
 #[tokio::test]
 async fn empty_items_and_login_walls() {
     let env = shop(2).await;

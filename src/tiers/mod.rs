@@ -319,7 +319,8 @@ impl Call<'_> {
                     no_browser = !browser_only;
                     lease.mark_tier_blocked(tier.number);
                 }
-                TierEnd::Challenge => browser_only = true,
+                // The challenge is what tier 3 is for, whatever came before.
+                TierEnd::Challenge => (browser_only, no_browser) = (true, false),
                 TierEnd::NextTier => {}
                 TierEnd::NextSlot => {
                     ended = Some(Outcome::Failed);

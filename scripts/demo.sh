@@ -79,6 +79,9 @@ for rv in r["reviews"][:3]:
 print(f"  ... {r['count'] - 3} more")
 if used != {1, 2, 3}:
     sys.exit(f"expected the cascade to use tiers 1, 2 and 3, it used {sorted(used)}")
+first = [(a["tier"], a["outcome"]) for a in r["pages"][0]["attempts"]]
+if first != [(1, "tier_block"), (2, "challenge"), (3, "ok")]:
+    sys.exit(f"page 1 should go tier 1 (blocked) -> tier 2 (challenged) -> tier 3 in one pass, it went {first}")
 print("tiers used: 1 (AJAX, blocked), 2 (HTML, challenged), 3 (browser, passed); later pages over HTTP with the browser's cookie,")
 print("accepted because slot 0's HTTP tier was calibrated against its Chromium (the shop binds the clearance to header order, HTTP/2 and JA4)")
 PY

@@ -502,3 +502,42 @@ async fn the_adaptive_budget_halves_under_a_site_wide_limit_and_recovers_after_i
     );
     common::shutdown_and_check(&pool).await;
 }
+
+/// A tier's own `block` is a block of that tier only: the call falls
+/// through to the next tier, and the attempt names the marker.
+#[tokio::test]
+async fn a_tiers_own_block_falls_through_and_says_why() {
+    let env = shop(1).await;
+    let text = std::fs::read_to_string(env.path("strategies/testshop.toml")).expect("testshop");
+    let tier1 = "[operations.reviews.tier1]\n";
+    assert!(text.contains(tier1));
+    env.write(
+        "strategies/testshop.toml",
+        &text.replace(tier1, &format!("{tier1}block = {{ status = [418] }}\n")),
+    );
+    env.testbed.set_modes(|m| {
+        m.fault = Some(idpool::testbed::Fault {
+            kind: idpool::testbed::FaultKind::Error,
+            path_prefix: Some("/ajax/".into()),
+            remaining: None,
+            delay_ms: 0,
+            status: 418,
+            size_mb: 0,
+        })
+    });
+    let pool = env.pool();
+    let r = reviews(&pool, "B0OWN").await.expect("tier 2 serves");
+    let attempts = &r["pages"][0]["attempts"];
+    assert_eq!(attempts[0]["outcome"], "tier_block", "{r}");
+    assert_eq!(attempts[0]["detail"], "[tier1.block] status 418", "{r}");
+    assert_eq!(
+        (
+            attempts[1]["tier"].as_u64(),
+            attempts[1]["outcome"].as_str()
+        ),
+        (Some(2), Some("ok")),
+        "{r}"
+    );
+    assert_eq!(pool.breaker(0, "testshop").failures, 0);
+    common::shutdown_and_check(&pool).await;
+}

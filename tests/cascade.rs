@@ -121,6 +121,10 @@ async fn a_blocked_tier_is_skipped_until_its_cooldown_passes() {
         [(1, "tier_block".to_string()), (2, "ok".to_string())],
         "a block of tier 1 only (`[tier_block]` status 403) falls through to tier 2"
     );
+    assert_eq!(
+        r["pages"][0]["attempts"][0]["detail"], "[tier_block] status 403",
+        "the attempt says why"
+    );
     let r = call().await.expect("second");
     assert_eq!(
         tiers_of(&r["pages"][0]),
@@ -174,6 +178,33 @@ async fn a_challenge_goes_to_the_browser_and_later_calls_stay_cheap() {
         [(1, "ok".to_string())],
         "the browser's clearance should serve tier 1 now"
     );
+    shutdown_and_check(&pool).await;
+}
+
+/// A browser navigation that fails says why, in the attempt and in the
+/// call's error.
+#[tokio::test]
+async fn a_failed_browser_attempt_carries_the_net_error() {
+    let env = shop(1).await;
+    env.testbed
+        .set_modes(|m| m.fault = Some(fault(FaultKind::Reset, "/js-reviews/", 0)));
+    let pool = env.pool();
+    let e = tools::get_reviews::run(
+        &pool,
+        json!({"item": "B0NETERR", "strategy": "testshop"}),
+        RunOptions {
+            only_tiers: Some(vec![3]),
+            ..RunOptions::default()
+        },
+    )
+    .await
+    .expect_err("the connection is reset");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("tier 3: failed: browser navigation to"),
+        "{msg}"
+    );
+    assert!(msg.contains("net::ERR_"), "{msg}");
     shutdown_and_check(&pool).await;
 }
 
@@ -240,6 +271,10 @@ async fn empty_items_and_login_walls() {
     // at once, on every tier (one request, one breaker failure), and the
     // call moves on to the other slot.
     assert_eq!(msg.matches("tier 1: hard_block").count(), 2, "{msg}");
+    assert!(
+        msg.contains("hard_block (401), [block] status 401"),
+        "why: {msg}"
+    );
     assert!(!msg.contains("tier 2") && !msg.contains("tier 3"), "{msg}");
     let failures: Vec<u32> = (0..2)
         .map(|s| pool.breaker(s, "testshop").failures)

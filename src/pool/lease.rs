@@ -37,6 +37,9 @@ pub struct Fetched {
     /// This request was its breaker's half-open trial.
     pub trial: bool,
     pub outcome: Outcome,
+    /// Why the outcome is a refusal: the marker that matched (`[block]
+    /// body has "validateCaptcha"`), or the status of a failed answer.
+    pub detail: Option<String>,
     pub response: FetchResponse,
     /// The `wait_for` selector that did not appear in time (browser only).
     pub wait_for_missed: Option<String>,
@@ -114,7 +117,7 @@ impl Lease {
     }
 
     /// Remember that `tier` hard-blocked this (slot, strategy) now.
-    pub fn mark_tier_blocked(&self, tier: u8) {
+    pub fn mark_tier_blocked(&self, tier: u8, why: Option<&str>) {
         {
             let mut router = self.inner.router.lock();
             let site = router.site(self.slot.id, &self.strategy, self.inner.breaker);
@@ -126,7 +129,7 @@ impl Lease {
             "tier_blocked",
             Some(self.slot.id),
             Some(&self.strategy),
-            serde_json::json!({"tier": tier}),
+            serde_json::json!({"tier": tier, "detail": why}),
         );
     }
 
@@ -158,7 +161,9 @@ impl Lease {
         let body = Body::new(&text, response.content_type());
         let outcome = self.classify(response.status, response.final_url.as_str(), &body);
         super::record_request(&self.strategy, tier, outcome.as_str(), started.elapsed());
-        let fetched = self.fetched(Via::Http, outcome, response, None);
+        let detail = self.explain(outcome, response.status, response.final_url.as_str(), &body);
+        let mut fetched = self.fetched(Via::Http, outcome, response, None);
+        fetched.detail = detail;
         let seen = read(&fetched, &body);
         Ok((fetched, seen))
     }
@@ -188,6 +193,7 @@ impl Lease {
         let body = Body::html_page(&text);
         let outcome = self.classify(page.status, final_url.as_str(), &body);
         super::record_request(&self.strategy, 3, outcome.as_str(), started.elapsed());
+        let detail = self.explain(outcome, page.status, final_url.as_str(), &body);
         let response = FetchResponse {
             status: page.status,
             final_url,
@@ -198,7 +204,8 @@ impl Lease {
             http_version: "browser".into(),
         };
         let missed = (!page.wait_for_met).then(|| wait_for.unwrap_or_default().to_string());
-        let fetched = self.fetched(Via::Browser, outcome, response, missed);
+        let mut fetched = self.fetched(Via::Browser, outcome, response, missed);
+        fetched.detail = detail;
         let seen = read(&fetched, &body);
         Ok((fetched, seen))
     }
@@ -281,6 +288,17 @@ impl Lease {
         }
     }
 
+    /// Why `outcome`, when it is a refusal (nothing is worked out for content).
+    fn explain(&self, outcome: Outcome, status: u16, url: &str, body: &Body<'_>) -> Option<String> {
+        if !outcome.is_failure() {
+            return None;
+        }
+        match &self.rules {
+            Some(s) => s.explain(outcome, status, url, body),
+            None => Markers::generic().explain(outcome, status, url, body),
+        }
+    }
+
     fn fetched(
         &self,
         via: Via,
@@ -294,6 +312,7 @@ impl Lease {
             strategy: self.strategy.clone(),
             trial: self.admission.trial,
             outcome,
+            detail: None,
             response,
             wait_for_missed,
         }

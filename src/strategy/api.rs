@@ -44,6 +44,18 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
         classify(self.markers(), status, final_url, body)
     }
 
+    /// Why a response got `outcome` (the marker that matched), for attempts
+    /// and logs. Called only for refusals, off the hot path.
+    fn explain(
+        &self,
+        outcome: Outcome,
+        status: u16,
+        final_url: &str,
+        body: &Body<'_>,
+    ) -> Option<String> {
+        self.markers().explain(outcome, status, final_url, body)
+    }
+
     /// How a page in the browser looks while we wait on it.
     fn page_state(&self, html: &str, url: &str, status: u16) -> PageState {
         self.markers().page_state(html, url, status)

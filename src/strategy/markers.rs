@@ -109,6 +109,56 @@ impl MarkerSet {
         }
         false
     }
+
+    /// Which criterion matched, in words (`status 403`, `body has
+    /// "validateCaptcha"`, ...): why a response was judged so.
+    pub fn explain(&self, status: u16, final_url: &str, body: &Body<'_>) -> Option<String> {
+        if self.status.contains(&status) {
+            return Some(format!("status {status}"));
+        }
+        if let Some(u) = self.url.iter().find(|u| final_url.contains(u.as_str())) {
+            return Some(format!("URL has {u:?}"));
+        }
+        let text = body.text();
+        if let Some(b) = self.body.iter().find(|b| text.contains(b.as_str())) {
+            return Some(format!("body has {b:?}"));
+        }
+        match (&self.selector, &self.selector_text) {
+            (Some(sel), Some(text))
+                if body.is_html() && body.html().select(sel).next().is_some() =>
+            {
+                Some(format!("selector `{text}` matched"))
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Markers {
+    /// Why a response got `outcome`: the table and the criterion that
+    /// matched (`[block] body has "validateCaptcha"`); `None` for outcomes
+    /// no marker decides.
+    pub fn explain(
+        &self,
+        outcome: super::Outcome,
+        status: u16,
+        final_url: &str,
+        body: &Body<'_>,
+    ) -> Option<String> {
+        use super::Outcome as O;
+        let (table, set) = match outcome {
+            O::Challenge => ("challenge", &self.challenge),
+            O::RateLimited => ("rate_limit", &self.rate_limit),
+            O::HardBlock => ("block", &self.block),
+            O::TierBlock => ("tier_block", &self.tier_block),
+            O::Failed if status >= 500 || status == 429 => {
+                return Some(format!("the site answered {status}"));
+            }
+            _ => return None,
+        };
+        set.explain(status, final_url, body)
+            .map(|why| format!("[{table}] {why}"))
+    }
 }
 
 /// The marker sets of a strategy. The default recognises nothing but a

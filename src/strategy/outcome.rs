@@ -182,6 +182,31 @@ selector = ".no-reviews"
     }
 
     #[test]
+    fn the_marker_that_decided_is_named() {
+        let m = &strategy().markers;
+        let u = "https://shop.test/p/1";
+        let why = |status, url, text| {
+            let body = Body::new(text, None);
+            m.explain(classify(m, status, url, &body), status, url, &body)
+        };
+        assert_eq!(
+            why(200, u, "validateCaptcha"),
+            Some("[block] body has \"validateCaptcha\"".into())
+        );
+        assert_eq!(
+            why(200, "https://shop.test/login", ""),
+            Some("[block] URL has \"/login\"".into())
+        );
+        assert_eq!(why(403, u, ""), Some("[tier_block] status 403".into()));
+        assert_eq!(
+            why(503, u, "<div id=tb-challenge>"),
+            Some("[challenge] selector `#tb-challenge` matched".into())
+        );
+        assert_eq!(why(502, u, "x"), Some("the site answered 502".into()));
+        assert_eq!(why(200, u, "<div class=review>"), None);
+    }
+
+    #[test]
     fn rate_limit_markers_and_the_429_default() {
         let with = |table: &str| {
             TomlStrategy::parse(

@@ -43,8 +43,13 @@ pub struct Attempt {
     pub outcome: Outcome,
     pub status: Option<u16>,
     pub ms: u64,
+    /// What went wrong: the network error, the timeout, the extraction's complaint.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Why the site's answer was judged so: the marker that matched
+    /// (`[block] body has "validateCaptcha"`), or the status of a failed answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// A successful run.
@@ -98,6 +103,8 @@ struct TierRun {
     end: TierEnd,
     status: Option<u16>,
     error: Option<String>,
+    /// The marker that decided the outcome, or the failed answer's status.
+    detail: Option<String>,
     /// A request went to the site (or was refused on its way by the guard).
     sent: bool,
 }
@@ -108,6 +115,7 @@ impl TierRun {
             end,
             status,
             error,
+            detail: None,
             sent: true,
         }
     }
@@ -290,6 +298,7 @@ impl Call<'_> {
                 status: ran.status,
                 ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 error: ran.error,
+                detail: ran.detail,
             };
             let outcome = attempt.outcome;
             self.report(&attempt);
@@ -317,7 +326,8 @@ impl Call<'_> {
                 TierEnd::TierBlock => {
                     blocks += 1;
                     no_browser = !browser_only;
-                    lease.mark_tier_blocked(tier.number);
+                    let why = attempts.last().and_then(|a| a.detail.as_deref());
+                    lease.mark_tier_blocked(tier.number, why);
                 }
                 // The challenge is what tier 3 is for, whatever came before.
                 TierEnd::Challenge => (browser_only, no_browser) = (true, false),
@@ -369,7 +379,8 @@ impl Call<'_> {
                 outcome: Outcome::Skipped,
                 status: None,
                 ms: 0,
-                error: Some("this tier was blocked lately on this slot".into()),
+                error: None,
+                detail: Some("this tier was blocked lately on this slot".into()),
             });
         }
         fresh
@@ -379,13 +390,17 @@ impl Call<'_> {
     fn report(&self, a: &Attempt) {
         self.opts.report(|| {
             format!(
-                "{} of {}: slot {} tier {}: {}{}",
+                "{} of {}: slot {} tier {}: {}{}{}",
                 self.op.name,
                 self.strategy.name(),
                 a.slot,
                 a.tier,
                 a.outcome.as_str(),
-                a.status.map(|s| format!(" (HTTP {s})")).unwrap_or_default()
+                a.status.map(|s| format!(" (HTTP {s})")).unwrap_or_default(),
+                match (&a.error, &a.detail) {
+                    (Some(why), _) | (None, Some(why)) => format!(": {why}"),
+                    _ => String::new(),
+                }
             )
         });
     }
@@ -407,8 +422,13 @@ fn exhausted(call: &Call<'_>, tried: &[usize], attempts: &[Attempt]) -> Error {
         .iter()
         .map(|a| {
             let status = a.status.map(|s| format!(" ({s})")).unwrap_or_default();
+            let why = match (&a.error, &a.detail) {
+                (Some(e), _) => format!(": {e}"),
+                (None, Some(d)) if a.outcome != Outcome::Skipped => format!(", {d}"),
+                _ => String::new(),
+            };
             format!(
-                "slot {} tier {}: {}{status}",
+                "slot {} tier {}: {}{status}{why}",
                 a.slot,
                 a.tier,
                 a.outcome.as_str()
@@ -535,14 +555,19 @@ fn judge(
     let own_block = || {
         tier.block
             .as_ref()
-            .is_some_and(|b| b.matches(status, final_url.as_str(), body))
+            .and_then(|b| b.explain(status, final_url.as_str(), body))
+            .map(|why| format!("[tier{}.block] {why}", tier.number))
     };
+    let mut detail = fetched.detail.clone();
     let end = match fetched.outcome {
         Outcome::HardBlock => TierEnd::HardBlock,
         Outcome::RateLimited => TierEnd::RateLimited,
         Outcome::Challenge => TierEnd::Challenge,
         Outcome::TierBlock => TierEnd::TierBlock,
-        _ if own_block() => TierEnd::TierBlock,
+        _ if let Some(why) = own_block() => {
+            detail = Some(why);
+            TierEnd::TierBlock
+        }
         Outcome::Failed | Outcome::Skipped => TierEnd::NextSlot,
         Outcome::Empty => done(Extracted {
             empty: true,
@@ -560,5 +585,8 @@ fn judge(
             Err(e) => return TierRun::new(TierEnd::NextTier, Some(status), Some(e)),
         },
     };
-    TierRun::new(end, Some(status), None)
+    TierRun {
+        detail,
+        ..TierRun::new(end, Some(status), None)
+    }
 }

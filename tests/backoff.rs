@@ -339,14 +339,11 @@ async fn every_breaker_open_fails_at_once_or_waits_when_told() {
         );
         let pool = env.pool();
         env.testbed.set_modes(|m| {
-            m.fault = Some(idpool::testbed::Fault {
-                kind: idpool::testbed::FaultKind::Error,
-                path_prefix: None,
-                remaining: None,
-                delay_ms: 0,
-                status: 401, // testshop's `[block]`
-                size_mb: 0,
-            })
+            m.fault = Some(idpool::testbed::Fault::of(
+                idpool::testbed::FaultKind::Error,
+                None,
+                401,
+            ))
         });
         reviews(&pool, "B0OPEN")
             .await
@@ -516,14 +513,11 @@ async fn a_tiers_own_block_falls_through_and_says_why() {
         &text.replace(tier1, &format!("{tier1}block = {{ status = [418] }}\n")),
     );
     env.testbed.set_modes(|m| {
-        m.fault = Some(idpool::testbed::Fault {
-            kind: idpool::testbed::FaultKind::Error,
-            path_prefix: Some("/ajax/".into()),
-            remaining: None,
-            delay_ms: 0,
-            status: 418,
-            size_mb: 0,
-        })
+        m.fault = Some(idpool::testbed::Fault::of(
+            idpool::testbed::FaultKind::Error,
+            Some("/ajax/"),
+            418,
+        ))
     });
     let pool = env.pool();
     let r = reviews(&pool, "B0OWN").await.expect("tier 2 serves");

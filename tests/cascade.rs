@@ -13,14 +13,7 @@ use idpool::tools;
 use serde_json::{Value, json};
 
 fn fault(kind: FaultKind, prefix: &str, status: u16) -> Fault {
-    Fault {
-        kind,
-        path_prefix: Some(prefix.into()),
-        remaining: None,
-        delay_ms: 0,
-        status,
-        size_mb: 0,
-    }
+    Fault::of(kind, Some(prefix), status)
 }
 
 fn tiers_of(page: &Value) -> Vec<(u64, String)> {

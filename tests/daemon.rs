@@ -355,12 +355,8 @@ async fn a_blocked_slot_shows_in_slots_metrics_and_the_event_stream() {
     // block opens its breaker.
     env.testbed.set_modes(|m| {
         m.fault = Some(idpool::testbed::Fault {
-            kind: idpool::testbed::FaultKind::Error,
-            path_prefix: Some("/ajax/".into()),
             remaining: Some(1),
-            delay_ms: 0,
-            status: 403,
-            size_mb: 0,
+            ..idpool::testbed::Fault::of(idpool::testbed::FaultKind::Error, Some("/ajax/"), 403)
         })
     });
     let r = c

@@ -84,6 +84,21 @@ pub struct Fault {
     pub size_mb: usize,
 }
 
+impl Fault {
+    /// A fault of `kind` on paths under `path_prefix` (all when `None`),
+    /// until switched off; `error` faults answer `status`.
+    pub fn of(kind: FaultKind, path_prefix: Option<&str>, status: u16) -> Fault {
+        Fault {
+            kind,
+            path_prefix: path_prefix.map(str::to_string),
+            remaining: None,
+            delay_ms: 0,
+            status,
+            size_mb: 0,
+        }
+    }
+}
+
 fn default_delay() -> u64 {
     5000
 }

@@ -451,6 +451,7 @@ async fn cdp(a: &Args) -> Result<Value> {
         window: (1366, 768),
         proxy_server: None,
         spki: a.ca.iter().cloned().collect(),
+        trust_roots: Vec::new(),
         calibration_bypass: None,
         timezone: None,
         launch_timeout: Duration::from_secs(30),

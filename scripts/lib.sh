@@ -5,9 +5,10 @@ log() { printf '\n==> %s\n' "$*" >&2; }
 # Install the Debian packages idpool needs when any is missing:
 # cmake + clang/libclang build BoringSSL (wreq); chromium is the browser tier;
 # curl is the "non-browser client" of the JA4 test; iproute2 + util-linux give the
-# loopback-only test namespace; python3 formats the demo's output.
+# loopback-only test namespace; python3 formats the demo's output; libnss3-tools
+# (certutil) writes each slot's browser trust store for security.extra_root_certs.
 ensure_packages() {
-  ensure_debs cmake clang libclang-dev chromium curl iproute2 util-linux ca-certificates python3
+  ensure_debs cmake clang libclang-dev chromium curl iproute2 util-linux ca-certificates python3 libnss3-tools
 }
 
 # Install the Debian packages named when any is missing (apt-get update first).

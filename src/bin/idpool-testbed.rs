@@ -14,6 +14,10 @@ struct Args {
     /// HTTPS listen address.
     #[arg(long, default_value = "127.0.0.1:8443")]
     https: SocketAddr,
+    /// A second HTTPS address that sends only its leaf certificate (as most
+    /// servers do): clients must trust the CA itself.
+    #[arg(long)]
+    https_leaf: Option<SocketAddr>,
     /// Plain HTTP listen address.
     #[arg(long, default_value = "127.0.0.1:8080")]
     http: SocketAddr,
@@ -94,6 +98,7 @@ async fn main() -> ExitCode {
     };
     let cfg = TestbedConfig {
         https: args.https,
+        https_leaf: args.https_leaf,
         http: args.http,
         state_dir: args.state_dir,
         modes: Modes {
@@ -115,6 +120,9 @@ async fn main() -> ExitCode {
     // Machine-readable lines first: tests and scripts parse them.
     println!("ca: {}", testbed.ca_path.display());
     println!("https: {}", testbed.https_url());
+    if let Some(u) = testbed.https_leaf_url() {
+        println!("https-leaf: {u}");
+    }
     println!("http: {}", testbed.http_url());
     println!("ready");
     use std::io::Write;

@@ -37,6 +37,9 @@ pub struct LaunchSpec {
     pub proxy_server: Option<String>,
     /// base64 SHA-256 SPKI hashes of `security.extra_root_certs`.
     pub spki: Vec<String>,
+    /// The same roots, DER, for the slot's own NSS database (a server that
+    /// sends only its leaf is verified against them).
+    pub trust_roots: Vec<Vec<u8>>,
     /// The calibration listener's address, let past the proxy.
     pub calibration_bypass: Option<String>,
     pub timezone: Option<String>,
@@ -226,6 +229,11 @@ pub async fn start(spec: &LaunchSpec) -> Result<Started> {
     // user-data-dir: give each slot its own so nothing lands in the operator's home.
     cmd.env("XDG_CONFIG_HOME", xdg_dir(spec).join("config"));
     cmd.env("XDG_CACHE_HOME", xdg_dir(spec).join("cache"));
+    // Its own HOME too: Chromium on Linux reads trust anchors from
+    // $HOME/.pki/nssdb, which holds `security.extra_root_certs`.
+    let home = xdg_dir(spec).join("home");
+    super::trust::prepare(spec.slot, &home, &spec.trust_roots).await;
+    cmd.env("HOME", &home);
     let mut child = cmd.spawn().map_err(|e| {
         Error::new(
             ErrorKind::Io,
@@ -373,6 +381,7 @@ mod tests {
             window: (1280, 800),
             proxy_server: Some("socks5://10.0.0.1:1080".into()),
             spki: vec!["AAA=".into(), "BBB=".into()],
+            trust_roots: Vec::new(),
             calibration_bypass: None,
             timezone: None,
             launch_timeout: Duration::from_secs(5),

@@ -16,6 +16,7 @@ pub mod launcher;
 pub mod page;
 pub mod process;
 mod supervisor;
+mod trust;
 
 pub use launcher::LaunchSpec;
 pub use page::{ClientHints, Identity, PageResult, PageState, Probe};

@@ -70,6 +70,18 @@ pub fn spki_hashes(pem_files: &[PathBuf]) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// Every certificate of the PEM files, DER-encoded (for the browser's own
+/// trust store).
+pub fn root_ders(pem_files: &[PathBuf]) -> Result<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    for path in pem_files {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+        out.extend(pem_blocks(&text));
+    }
+    Ok(out)
+}
+
 /// base64(SHA-256(SubjectPublicKeyInfo)) of one DER certificate.
 pub fn spki_hash_der(der: &[u8]) -> Option<String> {
     spki_of(der).map(|spki| base64::engine::general_purpose::STANDARD.encode(Sha256::digest(spki)))

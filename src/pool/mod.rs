@@ -99,6 +99,7 @@ impl Pool {
         ));
         let roots = RootStore::new(&cfg.security.extra_root_certs)?;
         let mut spki = crate::http::cert::spki_hashes(&cfg.security.extra_root_certs)?;
+        let trust_roots = crate::http::cert::root_ders(&cfg.security.extra_root_certs)?;
         let calibrator = if cfg.browser.calibrate {
             let c = Arc::new(crate::calibrate::Calibrator::new()?);
             spki.push(c.spki().to_string());
@@ -115,6 +116,7 @@ impl Pool {
             guard: guard.clone(),
             browser: &cfg.browser,
             spki: &spki,
+            trust_roots: &trust_roots,
             calibrator: calibrator.clone(),
             events: events.clone(),
         };

@@ -81,6 +81,9 @@ pub struct SlotEnv<'a> {
     /// SPKI pins of `security.extra_root_certs` (and the calibration
     /// listener's) for Chromium.
     pub spki: &'a [String],
+    /// `security.extra_root_certs`, DER: each slot's Chromium trusts them
+    /// through its own NSS database.
+    pub trust_roots: &'a [Vec<u8>],
     pub calibrator: Option<Arc<Calibrator>>,
     pub events: Arc<Events>,
 }
@@ -515,6 +518,7 @@ fn launch_spec(
         window: (profile.viewport.width, profile.viewport.height),
         proxy_server: profile.proxy.as_ref().map(|p| p.without_credentials()),
         spki: env.spki.to_vec(),
+        trust_roots: env.trust_roots.to_vec(),
         calibration_bypass: env.calibrator.as_ref().map(|c| c.host().to_string()),
         timezone: profile.timezone.clone(),
         launch_timeout: std::time::Duration::from_secs(env.browser.launch_timeout_secs),

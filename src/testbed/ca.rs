@@ -9,9 +9,13 @@ use rcgen::{
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
-/// Server TLS config plus where the CA certificate was written.
+/// Server TLS configs plus where the CA certificate was written.
 pub struct Tls {
+    /// Sends the leaf and the CA (so SPKI pinning of the CA works).
     pub config: Arc<rustls::ServerConfig>,
+    /// Sends the leaf alone, as almost every real server does: a client
+    /// must trust the CA itself.
+    pub leaf_only: Arc<rustls::ServerConfig>,
     pub ca_path: PathBuf,
     pub ca_pem: String,
 }
@@ -62,23 +66,38 @@ pub fn generate(dir: &Path) -> std::io::Result<Tls> {
     let ca_pem = ca_cert.pem();
     std::fs::write(&ca_path, &ca_pem)?;
 
+    let leaf_der = CertificateDer::from(leaf_cert.der().to_vec());
+    let full = server_config(
+        vec![
+            leaf_der.clone(),
+            CertificateDer::from(ca_cert.der().to_vec()),
+        ],
+        &leaf_key,
+    )?;
+    let leaf_only = server_config(vec![leaf_der], &leaf_key)?;
+    Ok(Tls {
+        config: full,
+        leaf_only,
+        ca_path,
+        ca_pem,
+    })
+}
+
+/// A server config presenting `chain` (h2 and HTTP/1.1 offered).
+fn server_config(
+    chain: Vec<CertificateDer<'static>>,
+    key: &KeyPair,
+) -> std::io::Result<Arc<rustls::ServerConfig>> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(err)?
         .with_no_client_auth()
         .with_single_cert(
-            vec![
-                CertificateDer::from(leaf_cert.der().to_vec()),
-                CertificateDer::from(ca_cert.der().to_vec()),
-            ],
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
+            chain,
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
         )
         .map_err(err)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    Ok(Tls {
-        config: Arc::new(config),
-        ca_path,
-        ca_pem,
-    })
+    Ok(Arc::new(config))
 }

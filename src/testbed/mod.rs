@@ -34,6 +34,8 @@ use tokio::task::JoinHandle;
 #[derive(Debug, Clone)]
 pub struct TestbedConfig {
     pub https: SocketAddr,
+    /// HTTPS that sends only its leaf certificate, as most servers do.
+    pub https_leaf: Option<SocketAddr>,
     pub http: SocketAddr,
     /// Where `ca.pem` is written.
     pub state_dir: PathBuf,
@@ -45,6 +47,7 @@ impl TestbedConfig {
     pub fn ephemeral(state_dir: impl Into<PathBuf>) -> Self {
         TestbedConfig {
             https: SocketAddr::from(([127, 0, 0, 1], 0)),
+            https_leaf: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
             http: SocketAddr::from(([127, 0, 0, 1], 0)),
             state_dir: state_dir.into(),
             modes: Modes::default(),
@@ -55,6 +58,8 @@ impl TestbedConfig {
 /// A running testbed; dropping it (or [`Testbed::shutdown`]) stops it.
 pub struct Testbed {
     pub https_addr: SocketAddr,
+    /// The leaf-only HTTPS listener, when asked for.
+    pub https_leaf_addr: Option<SocketAddr>,
     pub http_addr: SocketAddr,
     pub ca_path: PathBuf,
     pub ca_pem: String,
@@ -68,14 +73,19 @@ impl Testbed {
     pub async fn start(cfg: TestbedConfig) -> std::io::Result<Testbed> {
         let tls = ca::generate(&cfg.state_dir)?;
         let https = TcpListener::bind(cfg.https).await?;
+        let https_leaf = match cfg.https_leaf {
+            Some(a) => Some(TcpListener::bind(a).await?),
+            None => None,
+        };
         let http = TcpListener::bind(cfg.http).await?;
         let shared = Arc::new(Shared::default());
         *shared.modes.lock() = cfg.modes;
         let app = router(shared.clone());
         let (stop, rx) = watch::channel(false);
         let https_addr = https.local_addr()?;
+        let https_leaf_addr = https_leaf.as_ref().map(|l| l.local_addr()).transpose()?;
         let http_addr = http.local_addr()?;
-        let tasks = vec![
+        let mut tasks = vec![
             tokio::spawn(server::serve_https(
                 https,
                 tls.config,
@@ -83,10 +93,25 @@ impl Testbed {
                 shared.clone(),
                 rx.clone(),
             )),
-            tokio::spawn(server::serve_http(http, app, shared.clone(), rx)),
+            tokio::spawn(server::serve_http(
+                http,
+                app.clone(),
+                shared.clone(),
+                rx.clone(),
+            )),
         ];
+        if let Some(l) = https_leaf {
+            tasks.push(tokio::spawn(server::serve_https(
+                l,
+                tls.leaf_only,
+                app,
+                shared.clone(),
+                rx,
+            )));
+        }
         Ok(Testbed {
             https_addr,
+            https_leaf_addr,
             http_addr,
             ca_path: tls.ca_path,
             ca_pem: tls.ca_pem,
@@ -99,6 +124,11 @@ impl Testbed {
     /// `https://127.0.0.1:<port>`
     pub fn https_url(&self) -> String {
         format!("https://{}", self.https_addr)
+    }
+
+    /// `https://127.0.0.1:<port>` of the leaf-only listener.
+    pub fn https_leaf_url(&self) -> Option<String> {
+        self.https_leaf_addr.map(|a| format!("https://{a}"))
     }
 
     /// `http://127.0.0.1:<port>`

@@ -214,18 +214,20 @@ impl Lease {
     /// fail when it does not come within `http.max_queue_wait_secs`.
     async fn pace(&self) -> Result<()> {
         let now = Instant::now();
-        let (at, rate) = {
+        let at = {
             let mut router = self.inner.router.lock();
             let budget = router.budget(&self.strategy, &self.politeness);
-            let at = budget.reserve(now, self.inner.max_wait);
-            (at, budget.report(&self.politeness).requests_per_minute)
+            // The budget's report only for the refusal's message.
+            budget
+                .reserve(now, self.inner.max_wait)
+                .map_err(|wait| (wait, budget.report(&self.politeness).requests_per_minute))
         };
         match at {
             Ok(at) => {
                 tokio::time::sleep_until(at).await;
                 Ok(())
             }
-            Err(wait) => Err(Error::new(
+            Err((wait, rate)) => Err(Error::new(
                 ErrorKind::Unavailable,
                 format!(
                     "`{}` is held to {:.1} requests a minute (the site pushed back) and has no room within {} s; retry after {:.1} s",
@@ -358,9 +360,8 @@ impl Lease {
         let open_until = site.breaker.open_until();
         match verdict {
             Verdict::HardBlock => site.hard_blocks += 1,
-            Verdict::RateLimited(_) => site.rate_limits += 1,
             Verdict::Success => site.successes += 1,
-            Verdict::Neutral => {}
+            Verdict::RateLimited(_) | Verdict::Neutral => {}
         }
         if let (Some(d), false) = (retry_after, matches!(verdict, Verdict::RateLimited(_))) {
             site.retry_after_until = Some(now + d);

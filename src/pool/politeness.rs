@@ -17,7 +17,6 @@ pub struct Site {
     /// The site asked this identity to wait until then.
     pub retry_after_until: Option<Instant>,
     pub hard_blocks: u64,
-    pub rate_limits: u64,
     pub successes: u64,
     /// When each tier (index 1..=3) last hard-blocked this (slot, strategy).
     pub tier_blocked_at: [Option<Instant>; 4],
@@ -31,7 +30,6 @@ impl Site {
             last_start: None,
             retry_after_until: None,
             hard_blocks: 0,
-            rate_limits: 0,
             successes: 0,
             tier_blocked_at: [None; 4],
         }

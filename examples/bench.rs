@@ -452,7 +452,6 @@ async fn cdp(a: &Args) -> Result<Value> {
         proxy_server: None,
         spki: a.ca.iter().cloned().collect(),
         trust_roots: Vec::new(),
-        calibration_bypass: None,
         timezone: None,
         launch_timeout: Duration::from_secs(30),
     };

@@ -99,6 +99,14 @@ pub struct PoolConfig {
     pub profile: Option<String>,
     /// Explicit slots: `[[pool.slot]] id = 0, profile = "..."`. Exclusive with the above.
     pub slot: Vec<SlotDecl>,
+    /// Upstream proxies given to the slots in order (slot n gets entry
+    /// n mod len), over the profile's `proxy`; `{slot}` and `{session}` may
+    /// appear in the user name. A `[[pool.slot]] proxy` wins over this list.
+    pub proxies: Vec<crate::profile::ProxyTemplate>,
+    /// Failures in a row to reach a slot's proxy that make it `proxy_down`.
+    pub proxy_failures: u32,
+    /// How often a `proxy_down` slot's proxy is probed, in seconds.
+    pub proxy_probe_secs: u64,
     /// Slot `n` uses CDP port `base_port + n`.
     pub base_port: u16,
     /// Per-slot state: `<data_dir>/slots/<n>/`.
@@ -114,6 +122,9 @@ impl Default for PoolConfig {
             size: None,
             profile: None,
             slot: Vec::new(),
+            proxies: Vec::new(),
+            proxy_failures: 3,
+            proxy_probe_secs: 10,
             base_port: 19300,
             data_dir: PathBuf::from("./.idpool"),
             strategies_dir: PathBuf::from("./strategies"),
@@ -128,6 +139,9 @@ impl Default for PoolConfig {
 pub struct SlotDecl {
     pub id: Spanned<usize>,
     pub profile: Spanned<String>,
+    /// This slot's upstream proxy (over `pool.proxies` and the profile's).
+    #[serde(default)]
+    pub proxy: Option<crate::profile::ProxyTemplate>,
 }
 
 /// `[security]`: what may be fetched and which extra roots are trusted.
@@ -298,6 +312,9 @@ impl Default for BrowserConfig {
 pub struct SlotPlan {
     pub id: usize,
     pub profile: String,
+    /// The slot's upstream proxy when the config names one (else the
+    /// profile's, if any).
+    pub proxy: Option<crate::profile::ProxyTemplate>,
 }
 
 /// Where the config came from (for `check-config` and logs).
@@ -429,6 +446,8 @@ impl Config {
     /// The slots this config asks for, in order.
     pub fn slot_plan(&self) -> Vec<SlotPlan> {
         let p = &self.pool;
+        let listed =
+            |id: usize| (!p.proxies.is_empty()).then(|| p.proxies[id % p.proxies.len()].clone());
         if !p.slot.is_empty() {
             let mut v: Vec<SlotPlan> = p
                 .slot
@@ -436,6 +455,7 @@ impl Config {
                 .map(|s| SlotPlan {
                     id: *s.id.get_ref(),
                     profile: s.profile.get_ref().clone(),
+                    proxy: s.proxy.clone().or_else(|| listed(*s.id.get_ref())),
                 })
                 .collect();
             v.sort_by_key(|s| s.id);
@@ -448,6 +468,7 @@ impl Config {
                 .map(|(id, profile)| SlotPlan {
                     id,
                     profile: profile.clone(),
+                    proxy: listed(id),
                 })
                 .collect();
         }
@@ -456,6 +477,7 @@ impl Config {
             .map(|id| SlotPlan {
                 id,
                 profile: profile.clone(),
+                proxy: listed(id),
             })
             .collect()
     }

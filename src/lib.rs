@@ -19,6 +19,9 @@
 //!               the residual between two captures
 //! http/         the HTTP tier: a wreq client impersonating the slot's browser,
 //!               certificates (trusted roots, SPKI pins), and the SSRF guard
+//! egress/       the browser's one way out: a guarded forward proxy per slot
+//!               (CONNECT and plain HTTP), resolving and checking every
+//!               address, chaining to the slot's upstream proxy
 //! browser/      the browser tier: each slot's lazily launched, supervised
 //!               Chromium (launcher, processes, supervisor, page operations)
 //! strategy/     strategies/*.toml: hosts, warm-up, block/challenge/empty markers,
@@ -57,6 +60,7 @@ pub mod calibrate;
 pub mod config;
 pub mod daemon;
 pub mod diag;
+pub mod egress;
 pub mod error;
 pub mod fingerprint;
 pub mod fsutil;

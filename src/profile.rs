@@ -110,6 +110,28 @@ impl ProxyUrl {
         self.0.as_str()
     }
 
+    /// `http`, `https`, `socks5` or `socks5h`.
+    pub fn scheme(&self) -> &str {
+        self.0.scheme()
+    }
+
+    /// The proxy's host and port (the scheme's default port when none is given).
+    pub fn host_port(&self) -> (String, u16) {
+        let host = self
+            .0
+            .host_str()
+            .unwrap_or_default()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
+        let port = self.0.port().unwrap_or(match self.0.scheme() {
+            "http" => 80,
+            "https" => 443,
+            _ => 1080,
+        });
+        (host, port)
+    }
+
     /// `scheme://host:port` without credentials (for Chromium's `--proxy-server`).
     pub fn without_credentials(&self) -> String {
         let host = self.0.host_str().unwrap_or_default();
@@ -159,6 +181,54 @@ impl<'de> Deserialize<'de> for ProxyUrl {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         ProxyUrl::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A proxy URL as configured for a slot: `{slot}` (the slot's number) and
+/// `{session}` (its identity's session, new at each retirement) may appear
+/// in the user name, for providers' sticky sessions
+/// (`http://user-session-{session}:pw@gate.example:7000`). Checked when the
+/// config loads; never printed with its credentials.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProxyTemplate(String);
+
+impl ProxyTemplate {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        ProxyTemplate::render_str(s, 0, "session")?;
+        Ok(ProxyTemplate(s.to_string()))
+    }
+
+    /// The proxy of slot `slot` with session `session`.
+    pub fn render(&self, slot: usize, session: &str) -> Result<ProxyUrl, String> {
+        ProxyTemplate::render_str(&self.0, slot, session)
+    }
+
+    fn render_str(s: &str, slot: usize, session: &str) -> Result<ProxyUrl, String> {
+        ProxyUrl::parse(
+            &s.replace("{slot}", &slot.to_string())
+                .replace("{session}", session),
+        )
+    }
+
+    /// Whether the proxy changes with the identity's session.
+    pub fn has_session(&self) -> bool {
+        self.0.contains("{session}")
+    }
+}
+
+impl fmt::Debug for ProxyTemplate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match ProxyTemplate::render_str(&self.0, 0, "{session}") {
+            Ok(u) => f.write_str(&u.redacted()),
+            Err(_) => f.write_str("<proxy>"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ProxyTemplate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        ProxyTemplate::parse(&s).map_err(serde::de::Error::custom)
     }
 }
 

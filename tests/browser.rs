@@ -508,7 +508,9 @@ async fn the_browser_environment_matches_the_profile() {
 }
 
 #[tokio::test]
-async fn proxy_credentials_are_answered_through_cdp() {
+/// The browser leaves through its egress, which chains to the upstream with
+/// the credentials: Chromium never has them.
+async fn the_browser_reaches_an_authenticated_proxy_through_its_egress() {
     use common::proxies::{Seen, http_connect_proxy};
     let env = Env::new(1).await;
     let seen = std::sync::Arc::new(parking_lot::Mutex::new(Seen::default()));
@@ -531,11 +533,23 @@ async fn proxy_credentials_are_answered_through_cdp() {
         "{:?}",
         seen.lock()
     );
-    // The password is on no command line.
-    for (_, args) in chromium_browsers_under(&env.path("data")) {
+    assert_eq!(
+        seen.lock().auth.first().map(String::as_str),
+        Some("Basic ZGF2ZTpwYTU1d29yZA=="),
+        "the upstream got the credentials"
+    );
+    // The password is on no command line; Chromium knows only its egress.
+    let egress = pool.slots()[0].egress().proxy_server();
+    let browsers = chromium_browsers_under(&env.path("data"));
+    assert!(!browsers.is_empty());
+    for (_, args) in browsers {
         assert!(!args.iter().any(|a| a.contains("pa55word")), "{args:?}");
         assert!(
-            args.contains(&format!("--proxy-server=http://127.0.0.1:{port}")),
+            args.contains(&format!("--proxy-server={egress}")),
+            "{args:?}"
+        );
+        assert!(
+            !args.iter().any(|a| a.contains(&port.to_string())),
             "{args:?}"
         );
     }

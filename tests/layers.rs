@@ -12,6 +12,7 @@ const LAYERS: &[&[&str]] = &[
     &["jar"],
     &["fingerprint"],
     &["http"],
+    &["egress"],
     &["browser"],
     &["strategy"],
     &["calibrate"],

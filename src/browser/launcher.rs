@@ -33,15 +33,14 @@ pub struct LaunchSpec {
     /// `--lang`, the first tag of the profile's Accept-Language.
     pub lang: String,
     pub window: (u32, u32),
-    /// `scheme://host:port` of the profile's proxy, without credentials.
+    /// `http://127.0.0.1:<port>` of the slot's egress (`None` only in tests
+    /// that launch a bare Chromium to compare with).
     pub proxy_server: Option<String>,
     /// base64 SHA-256 SPKI hashes of `security.extra_root_certs`.
     pub spki: Vec<String>,
     /// The same roots, DER, for the slot's own NSS database (a server that
     /// sends only its leaf is verified against them).
     pub trust_roots: Vec<Vec<u8>>,
-    /// The calibration listener's address, let past the proxy.
-    pub calibration_bypass: Option<String>,
     pub timezone: Option<String>,
     pub launch_timeout: Duration,
 }
@@ -84,16 +83,11 @@ impl LaunchSpec {
         }
         if let Some(p) = &self.proxy_server {
             a.push(format!("--proxy-server={p}"));
-            // Chromium never proxies loopback unless told to; the HTTP tier does,
-            // and both tiers must leave through the same proxy.
-            // The daemon's calibration listener (127.0.0.2) is the exception:
-            // a remote proxy cannot reach it.
-            let mut list = "<-loopback>".to_string();
-            if let Some(host) = &self.calibration_bypass {
-                list.push(';');
-                list.push_str(host);
-            }
-            a.push(format!("--proxy-bypass-list={list}"));
+            // Chromium never proxies loopback unless told to: everything,
+            // loopback included, goes through the guarded egress.
+            a.push("--proxy-bypass-list=<-loopback>".into());
+            // WebRTC's UDP would go around any proxy.
+            a.push("--force-webrtc-ip-handling-policy=disable_non_proxied_udp".into());
         }
         if !self.spki.is_empty() {
             a.push(format!(
@@ -379,10 +373,9 @@ mod tests {
             user_agent: "UA/1.0".into(),
             lang: "de-DE".into(),
             window: (1280, 800),
-            proxy_server: Some("socks5://10.0.0.1:1080".into()),
+            proxy_server: Some("http://127.0.0.1:41234".into()),
             spki: vec!["AAA=".into(), "BBB=".into()],
             trust_roots: Vec::new(),
-            calibration_bypass: None,
             timezone: None,
             launch_timeout: Duration::from_secs(5),
         };
@@ -392,7 +385,9 @@ mod tests {
             "--user-data-dir=/d/slots/1/chromium",
             "--user-agent=UA/1.0",
             "--lang=de-DE",
-            "--proxy-server=socks5://10.0.0.1:1080",
+            "--proxy-server=http://127.0.0.1:41234",
+            "--proxy-bypass-list=<-loopback>",
+            "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
             "--ignore-certificate-errors-spki-list=AAA=,BBB=",
             "--disable-quic",
             "--js-flags=--max-old-space-size=256",

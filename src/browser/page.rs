@@ -28,8 +28,6 @@ pub struct Identity {
     /// UA client hints (`sec-ch-ua` brands, platform, mobile); `None` for browsers
     /// that send none (Firefox, Safari).
     pub hints: Option<ClientHints>,
-    /// Proxy credentials, answered through CDP (`Fetch.authRequired`).
-    pub proxy_credentials: Option<(String, String)>,
 }
 
 #[derive(Debug, Clone)]
@@ -87,14 +85,6 @@ pub async fn prepare(page: &Page, id: &Identity) -> Result<()> {
     page.execute(params)
         .await
         .map_err(cdp("set the user agent"))?;
-    if let Some((user, password)) = &id.proxy_credentials {
-        page.authenticate(chromiumoxide::auth::Credentials {
-            username: user.clone(),
-            password: password.clone(),
-        })
-        .await
-        .map_err(cdp("set proxy credentials"))?;
-    }
     Ok(())
 }
 

@@ -77,6 +77,7 @@ impl Record {
 pub struct Calibrator {
     cert: listener::Cert,
     host: &'static str,
+    port: u16,
     /// Until the first run starts the listener.
     socket: parking_lot::Mutex<Option<listener::Socket>>,
     /// Also serialises runs: one calibration at a time across slots.
@@ -103,6 +104,7 @@ impl Calibrator {
         Ok(Calibrator {
             cert: listener::Cert::generate()?,
             host: socket.host,
+            port: socket.port,
             socket: parking_lot::Mutex::new(Some(socket)),
             listener: tokio::sync::Mutex::new(None),
             closed: std::sync::atomic::AtomicBool::new(false),
@@ -113,6 +115,12 @@ impl Calibrator {
     /// Chromium reaches directly even behind a proxy.
     pub fn host(&self) -> &'static str {
         self.host
+    }
+
+    /// The listener's address (a slot's egress lets it through).
+    pub fn addr(&self) -> std::net::SocketAddr {
+        let ip = self.host.parse().unwrap_or(std::net::Ipv4Addr::LOCALHOST);
+        std::net::SocketAddr::new(std::net::IpAddr::V4(ip), self.port)
     }
 
     /// The SPKI pin of the listener's certificate.

@@ -97,6 +97,13 @@ impl Guard {
         Ok(())
     }
 
+    /// The address part of the check alone: may `host`, resolved to `ip`,
+    /// be connected to? (The browser egress, which lets pages load from any
+    /// host but never from our own networks.)
+    pub fn check_address(&self, host: &str, ip: IpAddr) -> Result<()> {
+        self.check_ip(host, ip)
+    }
+
     fn check_ip(&self, host: &str, ip: IpAddr) -> Result<()> {
         if !self.allow_private && is_private(ip) && !self.private_ok.contains(&ip) {
             return Err(Error::refused(format!(

@@ -20,7 +20,8 @@ pub struct SlotEvent {
     pub ts: String,
     /// `breaker`, `tier_blocked`, `browser_launch`, `browser_recycle`,
     /// `browser_crash`, `browser_restart_rss`, `browser_closed`,
-    /// `cookie_refresh`, `breaker_reset`, `reload`, `budget`.
+    /// `cookie_refresh`, `breaker_reset`, `reload`, `budget`, `proxy_down`,
+    /// `proxy_up`.
     pub kind: String,
     pub slot: Option<usize>,
     pub strategy: Option<String>,

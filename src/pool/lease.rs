@@ -43,6 +43,9 @@ pub struct Fetched {
     pub response: FetchResponse,
     /// The `wait_for` selector that did not appear in time (browser only).
     pub wait_for_missed: Option<String>,
+    /// What the page asked for and the browser's egress refused
+    /// (`host:port: reason`; browser only).
+    pub refused: Vec<String>,
 }
 
 /// Permission to use one slot for one strategy.
@@ -181,7 +184,7 @@ impl Lease {
         self.pace().await?;
         let started = std::time::Instant::now();
         let result = self.navigate(url, wait_for).await;
-        let (page, final_url) = match result {
+        let (page, final_url, refused) = match result {
             Ok(p) => p,
             Err(e) => {
                 super::record_request(&self.strategy, 3, "failed", started.elapsed());
@@ -206,6 +209,7 @@ impl Lease {
         let missed = (!page.wait_for_met).then(|| wait_for.unwrap_or_default().to_string());
         let mut fetched = self.fetched(Via::Browser, outcome, response, missed);
         fetched.detail = detail;
+        fetched.refused = refused;
         let seen = read(&fetched, &body);
         Ok((fetched, seen))
     }
@@ -247,7 +251,7 @@ impl Lease {
         &self,
         url: url::Url,
         wait_for: Option<&str>,
-    ) -> Result<(crate::browser::PageResult, url::Url)> {
+    ) -> Result<(crate::browser::PageResult, url::Url, Vec<String>)> {
         self.inner.guard.check(&url).await?;
         let rules = self.rules.as_deref();
         let markers = rules.is_none().then(Markers::generic);
@@ -263,7 +267,11 @@ impl Lease {
                 .map(|s| s.cookie_domain().to_string())
                 .or_else(|| url.host_str().map(str::to_string)),
         };
-        let page = self.slot.browse(&req, &probe).await?;
+        let egress = self.slot.egress();
+        let mark = egress.mark();
+        let page = self.slot.browse(&req, &probe).await;
+        let refusals = egress.refusals_since(mark);
+        let page = refused_main_document(page, &refusals)?;
         // The browser follows redirects itself: refuse to hand back what it
         // ended on if the guard would not have let us go there.
         let final_url = match url::Url::parse(&page.final_url) {
@@ -280,7 +288,8 @@ impl Lease {
             }
             Err(_) => url,
         };
-        Ok((page, final_url))
+        let refused = refusals.iter().map(ToString::to_string).collect();
+        Ok((page, final_url, refused))
     }
 
     fn classify(&self, status: u16, url: &str, body: &Body<'_>) -> Outcome {
@@ -317,6 +326,7 @@ impl Lease {
             detail: None,
             response,
             wait_for_missed,
+            refused: Vec::new(),
         }
     }
 
@@ -456,5 +466,37 @@ impl Drop for Lease {
             admission,
         );
         self.inner.released.notify_waiters();
+    }
+}
+
+/// A navigation whose main document the egress refused (the page itself, or
+/// where a redirect sent it) is the guard's refusal, not the site's answer:
+/// the egress's `403` would otherwise read as a block, its failed tunnel as a
+/// network error.
+fn refused_main_document(
+    page: Result<crate::browser::PageResult>,
+    refusals: &[crate::egress::Refusal],
+) -> Result<crate::browser::PageResult> {
+    let refusal = |what: &str, r: &crate::egress::Refusal| {
+        Error::refused(format!("{what}; the browser's egress refused {r}")).retryable(false)
+    };
+    match page {
+        Ok(page) => {
+            let landed = url::Url::parse(&page.final_url)
+                .ok()
+                .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)));
+            match refusals.iter().find(|r| Some(&r.target) == landed.as_ref()) {
+                Some(r) => Err(refusal(
+                    &format!("the browser was sent to {}", page.final_url),
+                    r,
+                )),
+                None => Ok(page),
+            }
+        }
+        Err(e) if e.message().contains("ERR_TUNNEL_CONNECTION_FAILED") => match refusals.last() {
+            Some(r) => Err(refusal(e.message(), r)),
+            None => Err(e),
+        },
+        Err(e) => Err(e),
     }
 }

@@ -9,6 +9,7 @@
 mod budget;
 mod circuit;
 pub mod events;
+mod identity;
 mod lease;
 mod lock;
 mod politeness;
@@ -18,6 +19,7 @@ mod slot;
 pub use budget::{Budget, BudgetReport, Change};
 pub use circuit::{Admission, Breaker, BreakerState, Cause, Verdict};
 pub use events::{Events, SlotEvent};
+pub use identity::SlotIdentity;
 pub use lease::{Fetched, Lease, Via};
 pub use politeness::Site;
 pub use router::BreakerReport;
@@ -108,6 +110,7 @@ impl Pool {
             None
         };
         let events = Arc::new(Events::default());
+        let stop = CancellationToken::new();
         let env = SlotEnv {
             data_dir: &cfg.pool.data_dir,
             base_port: cfg.pool.base_port,
@@ -119,6 +122,11 @@ impl Pool {
             trust_roots: &trust_roots,
             calibrator: calibrator.clone(),
             events: events.clone(),
+            stop: &stop,
+            proxy_health: (
+                cfg.pool.proxy_failures,
+                Duration::from_secs(cfg.pool.proxy_probe_secs.max(1)),
+            ),
         };
         let mut slots = Vec::new();
         for plan in cfg.slot_plan() {
@@ -130,7 +138,12 @@ impl Pool {
                     cfg.pool.profiles_dir.display()
                 ))
             })?;
-            slots.push(Arc::new(Slot::open(plan.id, profile, &env)?));
+            slots.push(Arc::new(Slot::open(
+                plan.id,
+                profile,
+                plan.proxy.as_ref(),
+                &env,
+            )?));
         }
         let pool = Pool {
             inner: Arc::new(Inner {
@@ -148,13 +161,14 @@ impl Pool {
                 max_wait: Duration::from_secs(cfg.http.max_queue_wait_secs),
                 router: Mutex::new(Router::default()),
                 released: Notify::new(),
-                stop: CancellationToken::new(),
+                stop,
             }),
         };
         if cfg.browser.idle_close_secs > 0 {
             pool.spawn_idle_closer(Duration::from_secs(cfg.browser.idle_close_secs));
         }
         pool.spawn_browser_watcher();
+        pool.spawn_proxy_prober();
         Ok(pool)
     }
 
@@ -236,6 +250,48 @@ impl Pool {
                     );
                 }
                 last = now;
+            }
+        });
+    }
+
+    /// Probe the proxies of `proxy_down` slots when due, and turn changes of
+    /// proxy health into events and the `idpool_slot_proxy_down` gauge.
+    fn spawn_proxy_prober(&self) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if !self.inner.slots.iter().any(|s| s.egress().has_upstream()) {
+            return;
+        }
+        let weak = Arc::downgrade(&self.inner);
+        let stop = self.inner.stop.clone();
+        rt.spawn(async move {
+            let mut down: Vec<bool> = Vec::new();
+            let mut interval = interval(Duration::from_millis(500));
+            while let Some(inner) = tick(&mut interval, &stop, &weak).await {
+                for slot in &inner.slots {
+                    if slot.egress().health().probe_due() {
+                        slot.egress().probe_upstream().await;
+                    }
+                }
+                let now: Vec<bool> = inner.slots.iter().map(|s| s.proxy_down()).collect();
+                for (i, is_down) in now.iter().enumerate() {
+                    let was = down.get(i).copied().unwrap_or(false);
+                    if *is_down != was {
+                        let report = inner.slots[i].egress().health().report();
+                        let kind = if *is_down { "proxy_down" } else { "proxy_up" };
+                        tracing::warn!(slot = i, error = ?report.last_error, "{kind}");
+                        inner.events.emit(
+                            kind,
+                            Some(i),
+                            None,
+                            serde_json::json!({"error": report.last_error, "failures": report.failures}),
+                        );
+                    }
+                    metrics::gauge!("idpool_slot_proxy_down", "slot" => i.to_string())
+                        .set(if *is_down { 1.0 } else { 0.0 });
+                }
+                down = now;
             }
         });
     }

@@ -100,6 +100,7 @@ const TRIAL_OUT: Duration = Duration::from_secs(1);
 struct Resting {
     slots: usize,
     rate_limited: usize,
+    proxy_down: usize,
     until: Option<Instant>,
 }
 
@@ -108,8 +109,17 @@ impl Resting {
         Resting {
             slots: 0,
             rate_limited: 0,
+            proxy_down: 0,
             until: None,
         }
+    }
+
+    /// Count a slot whose upstream proxy is down (probed again at `probe`).
+    fn note_proxy_down(&mut self, probe: Option<Instant>, now: Instant) {
+        self.slots += 1;
+        self.proxy_down += 1;
+        let at = probe.filter(|t| *t > now).unwrap_or(now + TRIAL_OUT);
+        self.until = Some(self.until.map_or(at, |u| u.min(at)));
     }
 
     /// Count a slot whose breaker does not admit now.
@@ -137,22 +147,27 @@ impl Resting {
 
     fn error(&self, strategy: &str, pin: Option<usize>, now: Instant) -> Error {
         let after = self.retry_after(now);
+        let blocked = self.slots - self.rate_limited - self.proxy_down;
         let who = match pin {
+            Some(p) if self.proxy_down > 0 => format!("slot {p}'s proxy is down"),
             Some(p) => format!("slot {p} is resting for `{strategy}`"),
+            None if self.proxy_down > 0 => format!(
+                "every identity for `{strategy}` is resting ({} of {}: {} rate-limited, {} blocked, {} with its proxy down)",
+                self.slots, self.slots, self.rate_limited, blocked, self.proxy_down
+            ),
             None => format!(
                 "every identity for `{strategy}` is resting ({} of {}: {} rate-limited, {} blocked)",
-                self.slots,
-                self.slots,
-                self.rate_limited,
-                self.slots - self.rate_limited
+                self.slots, self.slots, self.rate_limited, blocked
             ),
+        };
+        let why = if self.proxy_down == self.slots {
+            "no request was sent"
+        } else {
+            "the site pushed back; no request was sent"
         };
         Error::new(
             ErrorKind::Unavailable,
-            format!(
-                "{who}; retry after {:.1} s (the site pushed back; no request was sent)",
-                after.as_secs_f64()
-            ),
+            format!("{who}; retry after {:.1} s ({why})", after.as_secs_f64()),
         )
         .retryable(false)
         .with_retry_after(after)
@@ -282,6 +297,12 @@ impl Pool {
         let mut earliest: Option<Instant> = None;
         let mut resting = Resting::new();
         for &id in &order {
+            if let Some(slot) = self.inner.slots.get(id)
+                && slot.proxy_down()
+            {
+                resting.note_proxy_down(slot.egress().health().next_probe(), now);
+                continue;
+            }
             let site = router.site(id, strategy, cfg);
             if !site.breaker.admits(now) {
                 resting.note(site, now);

@@ -11,14 +11,16 @@ use parking_lot::Mutex;
 use serde::Serialize;
 
 use super::events::Events;
+use super::identity::SlotIdentity;
 use crate::browser::{BrowserFacts, ClientHints, Identity, LaunchSpec, SlotBrowser};
 use crate::calibrate::{Calibrator, Record};
 use crate::config::{BrowserConfig, HttpConfig};
+use crate::egress::{Egress, EgressConfig, EgressFacts, UpstreamHealth};
 use crate::error::{Error, Result};
 use crate::fingerprint::Calibration;
 use crate::http::{FetchRequest, FetchResponse, Guard, HttpClient, RootStore};
 use crate::jar::{Jar, OpenNote};
-use crate::profile::Profile;
+use crate::profile::{Profile, ProxyTemplate};
 
 /// Health counters of a slot, for status output.
 #[derive(Debug, Clone, Default)]
@@ -58,6 +60,10 @@ pub struct Slot {
     calibrating: AtomicBool,
     events: Arc<Events>,
     browser: SlotBrowser,
+    /// The browser's guarded way out.
+    egress: Egress,
+    /// Its session and generation.
+    identity: parking_lot::RwLock<SlotIdentity>,
     health: Mutex<SlotHealth>,
 }
 
@@ -86,6 +92,10 @@ pub struct SlotEnv<'a> {
     pub trust_roots: &'a [Vec<u8>],
     pub calibrator: Option<Arc<Calibrator>>,
     pub events: Arc<Events>,
+    /// The pool's shutdown signal (the slot's egress ends with it).
+    pub stop: &'a tokio_util::sync::CancellationToken,
+    /// `pool.proxy_failures` and `pool.proxy_probe_secs`.
+    pub proxy_health: (u32, std::time::Duration),
 }
 
 /// How a slot's HTTP tier compares with its browser, for operators.
@@ -115,10 +125,24 @@ pub struct CalibrationStatus {
 }
 
 impl Slot {
-    /// Open slot `id`: create its folder (0700), load its jar, build its client.
-    pub fn open(id: usize, profile: Profile, env: &SlotEnv<'_>) -> Result<Slot> {
+    /// Open slot `id`: create its folder (0700), load its jar, build its
+    /// client. `proxy` (from the config) replaces the profile's proxy; both
+    /// tiers use the one upstream.
+    pub fn open(
+        id: usize,
+        mut profile: Profile,
+        proxy: Option<&ProxyTemplate>,
+        env: &SlotEnv<'_>,
+    ) -> Result<Slot> {
         let dir = env.data_dir.join("slots").join(id.to_string());
         crate::fsutil::create_private_dir(&dir)?;
+        let me = SlotIdentity::load_or_create(&dir)?;
+        if let Some(t) = proxy {
+            profile.proxy = Some(
+                t.render(id, &me.session)
+                    .map_err(|e| Error::config(format!("slot {id}: proxy: {e}")))?,
+            );
+        }
         let (jar, note) = Jar::open(&dir.join("cookies.json"), profile.seed_cookies.as_deref())?;
         match note {
             OpenNote::Seeded(n) => tracing::info!(
@@ -165,8 +189,19 @@ impl Slot {
         let port = usize::from(env.base_port) + id;
         let cdp_port = u16::try_from(port)
             .map_err(|_| Error::config(format!("slot {id}: CDP port {port} is out of range")))?;
+        let egress = Egress::start(
+            EgressConfig {
+                slot: id,
+                guard: env.guard.clone(),
+                upstream: profile.proxy.clone(),
+                exempt: env.calibrator.iter().map(|c| c.addr()).collect(),
+                connect_timeout: std::time::Duration::from_secs(env.http.connect_timeout_secs),
+                health: Arc::new(UpstreamHealth::new(env.proxy_health.0, env.proxy_health.1)),
+            },
+            env.stop,
+        )?;
         let browser = SlotBrowser::new(
-            launch_spec(id, &profile, &dir, cdp_port, env),
+            launch_spec(id, &profile, &dir, cdp_port, &egress, env),
             identity(&profile),
             env.browser.clone(),
         );
@@ -187,6 +222,8 @@ impl Slot {
             calibrating: AtomicBool::new(false),
             events: env.events.clone(),
             browser,
+            egress,
+            identity: parking_lot::RwLock::new(me),
             health: Mutex::new(SlotHealth::default()),
         })
     }
@@ -437,6 +474,25 @@ impl Slot {
         self.browser.facts()
     }
 
+    /// The browser's egress: what it let through and refused.
+    pub fn egress(&self) -> &Egress {
+        &self.egress
+    }
+
+    pub fn egress_facts(&self) -> EgressFacts {
+        self.egress.facts()
+    }
+
+    /// The slot's identity now (session, generation).
+    pub fn identity(&self) -> SlotIdentity {
+        self.identity.read().clone()
+    }
+
+    /// The slot's upstream proxy is down: the router leaves it alone.
+    pub fn proxy_down(&self) -> bool {
+        self.egress.health().is_down()
+    }
+
     pub fn health(&self) -> SlotHealth {
         self.health.lock().clone()
     }
@@ -447,6 +503,23 @@ impl Slot {
         self.calibration_settled().await;
         let client = self.http.read().clone();
         let result = client.fetch(req).await;
+        if self.profile.proxy.is_some() {
+            match &result {
+                Ok(_) => {
+                    self.egress.health().succeeded();
+                }
+                // The proxy, or the site behind it? Ask the proxy itself.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        crate::error::ErrorKind::Network | crate::error::ErrorKind::Timeout
+                    ) =>
+                {
+                    self.egress.probe_upstream().await;
+                }
+                Err(_) => {}
+            }
+        }
         {
             let mut h = self.health.lock();
             h.requests += 1;
@@ -504,6 +577,7 @@ fn launch_spec(
     profile: &Profile,
     dir: &Path,
     port: u16,
+    egress: &Egress,
     env: &SlotEnv<'_>,
 ) -> LaunchSpec {
     LaunchSpec {
@@ -516,10 +590,9 @@ fn launch_spec(
         user_agent: profile.user_agent.clone(),
         lang: profile.primary_language(),
         window: (profile.viewport.width, profile.viewport.height),
-        proxy_server: profile.proxy.as_ref().map(|p| p.without_credentials()),
+        proxy_server: Some(egress.proxy_server()),
         spki: env.spki.to_vec(),
         trust_roots: env.trust_roots.to_vec(),
-        calibration_bypass: env.calibrator.as_ref().map(|c| c.host().to_string()),
         timezone: profile.timezone.clone(),
         launch_timeout: std::time::Duration::from_secs(env.browser.launch_timeout_secs),
     }
@@ -547,6 +620,5 @@ fn identity(profile: &Profile) -> Identity {
         accept_language: crate::profile::language_tags(&profile.accept_language).join(","),
         navigator_platform: profile.navigator_platform().to_string(),
         hints,
-        proxy_credentials: profile.proxy.as_ref().and_then(|p| p.credentials()),
     }
 }

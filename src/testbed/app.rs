@@ -75,6 +75,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .merge(shop)
         .route("/whoami", get(whoami))
+        .route("/reach-out", get(reach_out))
         .route("/__control/state", get(control_state))
         .route("/__control/mode", post(control_mode))
         .route("/__control/stats", get(control_stats))
@@ -130,6 +131,10 @@ fn log_entry(conn: &Conn, req: &Request, at_ms: u64) -> LogEntry {
             .path_and_query()
             .map_or_else(|| req.uri().path().to_string(), |p| p.to_string()),
         ja4: conn.ja4().to_string(),
+        resumed: conn
+            .hello
+            .as_ref()
+            .is_some_and(|h| h.extensions.contains(&41)),
         family: conn.family().to_string(),
         user_agent: h("user-agent"),
         accept_language: h("accept-language"),
@@ -417,6 +422,20 @@ struct LoopQuery {
 #[derive(Deserialize)]
 struct RedirectQuery {
     to: String,
+}
+
+/// `GET /reach-out?to=HOST:PORT`: a page whose image, `fetch()` and
+/// WebSocket all go to `to` (another address than the testbed's), for
+/// testing what a page can make the browser reach.
+async fn reach_out(Query(q): Query<RedirectQuery>) -> Response {
+    let ok = !q.to.is_empty()
+        && q.to
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".:-[]".contains(c));
+    if !ok {
+        return html_status(StatusCode::BAD_REQUEST, "to=HOST:PORT".into());
+    }
+    Html(html::reach_out(&q.to)).into_response()
 }
 
 /// `GET /redirect?to=URL`: an open redirect, for testing redirect checks.

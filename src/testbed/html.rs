@@ -272,3 +272,44 @@ pub fn js_env() -> String {
 </script>"#,
     )
 }
+
+/// A page that makes the browser reach `to` (`host:port`) three ways: an
+/// image, a `fetch()` and a WebSocket. When all three have settled (or after
+/// 5 s) `#done` appears; `#results` says how each ended.
+pub fn reach_out(to: &str) -> String {
+    let script = r#"<pre id="results"></pre>
+<img id="img" alt="">
+<script>
+(function () {
+  var to = "__TO__", left = 3, out = {};
+  function settle(what, how) {
+    if (out[what]) return;
+    out[what] = how;
+    document.getElementById("results").textContent = JSON.stringify(out);
+    if (--left === 0) finish();
+  }
+  function finish() {
+    if (document.getElementById("done")) return;
+    var d = document.createElement("div");
+    d.id = "done";
+    document.body.appendChild(d);
+  }
+  setTimeout(finish, 5000);
+  var img = document.getElementById("img");
+  img.onload = function () { settle("image", "loaded"); };
+  img.onerror = function () { settle("image", "error"); };
+  img.src = "http://" + to + "/canary.png";
+  fetch("http://" + to + "/canary-fetch")
+    .then(function () { settle("fetch", "answered"); })
+    .catch(function (e) { settle("fetch", "error: " + e); });
+  try {
+    var ws = new WebSocket("ws://" + to + "/canary-ws");
+    ws.onopen = function () { settle("websocket", "open"); ws.close(); };
+    ws.onerror = function () { settle("websocket", "error"); };
+    ws.onclose = function () { settle("websocket", "closed"); };
+  } catch (e) { settle("websocket", "threw: " + e); }
+})();
+</script>"#
+        .replace("__TO__", to);
+    page("Reach out", &script)
+}

@@ -233,6 +233,9 @@ pub struct LogEntry {
     /// Every header as sent, in order (HTTP/2 pseudo-headers included).
     pub header_order: Vec<(String, String)>,
     pub ja4: String,
+    /// The ClientHello resumed a TLS session (`pre_shared_key`, which adds
+    /// one extension to the JA4).
+    pub resumed: bool,
     pub family: String,
     pub user_agent: Option<String>,
     pub accept_language: Option<String>,

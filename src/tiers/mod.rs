@@ -50,6 +50,10 @@ pub struct Attempt {
     /// (`[block] body has "validateCaptcha"`), or the status of a failed answer.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// What the page asked for and the browser's egress refused
+    /// (`host:port: reason`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
 }
 
 /// A successful run.
@@ -107,6 +111,8 @@ struct TierRun {
     detail: Option<String>,
     /// A request went to the site (or was refused on its way by the guard).
     sent: bool,
+    /// What the page asked for and the browser's egress refused.
+    refused: Vec<String>,
 }
 
 impl TierRun {
@@ -117,6 +123,7 @@ impl TierRun {
             error,
             detail: None,
             sent: true,
+            refused: Vec::new(),
         }
     }
 
@@ -299,6 +306,7 @@ impl Call<'_> {
                 ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 error: ran.error,
                 detail: ran.detail,
+                refused: ran.refused,
             };
             let outcome = attempt.outcome;
             self.report(&attempt);
@@ -381,6 +389,7 @@ impl Call<'_> {
                 ms: 0,
                 error: None,
                 detail: Some("this tier was blocked lately on this slot".into()),
+                refused: Vec::new(),
             });
         }
         fresh
@@ -543,6 +552,19 @@ fn http_request(
 /// Judge a tier's answer (classified by the lease) and extract its items,
 /// from the same parse of its body.
 fn judge(
+    strategy: &dyn Strategy,
+    op: &Operation,
+    tier: &Tier,
+    fetched: &Fetched,
+    body: &Body<'_>,
+) -> TierRun {
+    TierRun {
+        refused: fetched.refused.clone(),
+        ..judge_answer(strategy, op, tier, fetched, body)
+    }
+}
+
+fn judge_answer(
     strategy: &dyn Strategy,
     op: &Operation,
     tier: &Tier,

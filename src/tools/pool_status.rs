@@ -76,8 +76,11 @@ pub fn run(pool: &Pool) -> Value {
                 "emulation": slot.profile.emulation.name(),
                 "user_agent": slot.profile.user_agent,
                 "proxy": slot.profile.proxy.as_ref().map(|p| p.redacted()),
+                "proxy_health": slot.profile.proxy.as_ref().map(|_| slot.egress().health().report()),
+                "identity": slot.identity(),
                 "breakers": breakers,
                 "browser": facts,
+                "egress": slot.egress_facts(),
                 "calibration": slot.calibration_status(),
                 "cookies": {
                     "count": slot.jar().count(),

@@ -148,6 +148,8 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
         "via": via(fetched.via),
         "trial": fetched.trial,
         "outcome": fetched.outcome.as_str(),
+        // Requests of the page the browser's egress refused.
+        "refused": fetched.refused,
     }))
 }
 

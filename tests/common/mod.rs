@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod canary;
 pub mod daemon;
 pub mod proxies;
 
@@ -90,6 +91,18 @@ impl Env {
 
     /// idpool.toml with a chosen CDP base port and extra TOML appended.
     pub fn write_config_with(&self, slots: usize, trust_ca: bool, base_port: u16, extra: &str) {
+        self.write_config_private(slots, trust_ca, base_port, "true", extra);
+    }
+
+    /// idpool.toml with `security.allow_private_networks = <private>` (TOML).
+    pub fn write_config_private(
+        &self,
+        slots: usize,
+        trust_ca: bool,
+        base_port: u16,
+        private: &str,
+        extra: &str,
+    ) {
         let certs = if trust_ca {
             "[\"testbed/ca.pem\"]"
         } else {
@@ -98,7 +111,7 @@ impl Env {
         self.write(
             "idpool.toml",
             &format!(
-                "[pool]\nsize = {slots}\nbase_port = {base_port}\ndata_dir = \"data\"\nstrategies_dir = \"strategies\"\nprofiles_dir = \"profiles\"\n\n[security]\nallow_private_networks = true\nextra_root_certs = {certs}\n\n{extra}"
+                "[pool]\nsize = {slots}\nbase_port = {base_port}\ndata_dir = \"data\"\nstrategies_dir = \"strategies\"\nprofiles_dir = \"profiles\"\n\n[security]\nallow_private_networks = {private}\nextra_root_certs = {certs}\n\n{extra}"
             ),
         );
     }

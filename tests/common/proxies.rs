@@ -15,7 +15,12 @@ pub struct Seen {
 
 /// An HTTP proxy that answers CONNECT only, with `Proxy-Authorization` required.
 pub async fn http_connect_proxy(seen: Arc<Mutex<Seen>>) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    http_connect_proxy_on(0, seen).await.expect("bind")
+}
+
+/// The same proxy on a chosen port (0: any); `None` if the port is taken.
+pub async fn http_connect_proxy_on(port: u16, seen: Arc<Mutex<Seen>>) -> Option<u16> {
+    let listener = TcpListener::bind(("127.0.0.1", port)).await.ok()?;
     let port = listener.local_addr().expect("addr").port();
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
@@ -33,7 +38,9 @@ pub async fn http_connect_proxy(seen: Arc<Mutex<Seen>>) -> u16 {
                     if reader.read_line(&mut h).await.unwrap_or(0) == 0 || h == "\r\n" {
                         break;
                     }
-                    if let Some(v) = h.to_ascii_lowercase().strip_prefix("proxy-authorization:") {
+                    if let Some((name, v)) = h.split_once(':')
+                        && name.eq_ignore_ascii_case("proxy-authorization")
+                    {
                         auth = Some(v.trim().to_string());
                     }
                 }
@@ -60,7 +67,21 @@ pub async fn http_connect_proxy(seen: Arc<Mutex<Seen>>) -> u16 {
             });
         }
     });
-    port
+    Some(port)
+}
+
+/// The user name in a `Proxy-Authorization: Basic` value as [`Seen`] keeps it.
+pub fn basic_user(auth: &str) -> String {
+    use base64::Engine;
+    let token = auth.trim().trim_start_matches("Basic ").trim();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(token)
+        .unwrap_or_default();
+    String::from_utf8_lossy(&bytes)
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// A SOCKS5 proxy with username/password authentication (RFC 1928 + 1929).

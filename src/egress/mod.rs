@@ -1,0 +1,333 @@
+//! The browser's one way out: a guarded forward proxy per slot, inside the
+//! daemon.
+//!
+//! Each slot's Chromium runs with `--proxy-server` pointing at its own
+//! loopback listener here (and `<-loopback>`, so loopback goes through it
+//! too). For every request (navigations, redirects, subresources, XHR,
+//! WebSockets: Chromium sends them all as `CONNECT` or absolute-form HTTP)
+//! the egress resolves the host itself, applies the SSRF guard's address
+//! policy to what it resolved, and connects to exactly that checked address,
+//! so DNS rebinding cannot slip a private address past the check. TLS is
+//! tunnelled untouched: the site sees the browser's own ClientHello.
+//!
+//! - `dial`: the connection to a checked target, direct or through the
+//!   slot's upstream proxy (HTTP CONNECT or SOCKS5, credentials added here,
+//!   never given to Chromium).
+//! - `serve`: one client connection (hyper): `CONNECT` tunnels and plain
+//!   HTTP forwarding; a refusal is a `403` the page sees.
+//!
+//! [`Egress`] owns the listener, its task and its counters; a refusal is also
+//! kept (the last [`KEPT_REFUSALS`]) so a browser operation can say what its
+//! page was refused.
+
+mod dial;
+mod health;
+mod serve;
+
+pub use health::{HealthReport, ProxyState, UpstreamHealth};
+
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result};
+use crate::http::Guard;
+use crate::profile::ProxyUrl;
+
+/// How many refusals a slot's egress remembers.
+pub const KEPT_REFUSALS: usize = 32;
+
+/// A request the egress refused.
+#[derive(Debug, Clone, Serialize)]
+pub struct Refusal {
+    /// Increases by one per refusal of this egress.
+    #[serde(skip)]
+    pub seq: u64,
+    /// `host:port` the browser asked for.
+    pub target: String,
+    /// The guard's reason.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.target, self.reason)
+    }
+}
+
+/// What operators see of a slot's egress.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EgressFacts {
+    /// The listener Chromium's `--proxy-server` points at.
+    pub listen: String,
+    /// Requests let through (each CONNECT tunnel or plain HTTP request).
+    pub requests: u64,
+    /// Requests refused by the guard.
+    pub refused: u64,
+    /// Connections to the target or the upstream proxy that failed.
+    pub connect_failures: u64,
+    /// Bytes from the browser to the site, and back.
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    /// The latest refusal, `host:port: reason`.
+    pub last_refused: Option<String>,
+}
+
+/// Settings of one slot's egress.
+#[derive(Debug, Clone)]
+pub struct EgressConfig {
+    pub slot: usize,
+    pub guard: Arc<Guard>,
+    /// The slot's upstream proxy (credentials included), if any.
+    pub upstream: Option<ProxyUrl>,
+    /// Addresses let through whatever the guard says: the daemon's own
+    /// calibration listener.
+    pub exempt: Vec<SocketAddr>,
+    pub connect_timeout: Duration,
+    /// The upstream's health, which the slot's HTTP tier reports into too.
+    pub health: Arc<UpstreamHealth>,
+}
+
+/// State shared by the listener task and its connections.
+struct Shared {
+    slot: usize,
+    guard: Arc<Guard>,
+    upstream: RwLock<Option<ProxyUrl>>,
+    exempt: Vec<SocketAddr>,
+    connect_timeout: Duration,
+    requests: AtomicU64,
+    refused: AtomicU64,
+    connect_failures: AtomicU64,
+    health: Arc<UpstreamHealth>,
+    bytes_up: Arc<AtomicU64>,
+    bytes_down: Arc<AtomicU64>,
+    refusals: Mutex<VecDeque<Refusal>>,
+    seq: AtomicU64,
+}
+
+/// One slot's egress: a bound loopback listener, served until shutdown.
+pub struct Egress {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+}
+
+impl std::fmt::Debug for Egress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Egress")
+            .field("slot", &self.shared.slot)
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+impl Egress {
+    /// Bind `127.0.0.1:0` and serve it on the current runtime until `stop`
+    /// (or until the egress is dropped).
+    pub fn start(cfg: EgressConfig, stop: &CancellationToken) -> Result<Egress> {
+        let std = std::net::TcpListener::bind("127.0.0.1:0")
+            .map_err(|e| Error::io(format!("slot {}: egress: cannot bind", cfg.slot), e))?;
+        std.set_nonblocking(true)
+            .map_err(|e| Error::io("egress", e))?;
+        let addr = std.local_addr().map_err(|e| Error::io("egress", e))?;
+        let shared = Arc::new(Shared {
+            slot: cfg.slot,
+            guard: cfg.guard,
+            upstream: RwLock::new(cfg.upstream),
+            exempt: cfg.exempt,
+            connect_timeout: cfg.connect_timeout,
+            requests: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            connect_failures: AtomicU64::new(0),
+            health: cfg.health,
+            bytes_up: Arc::default(),
+            bytes_down: Arc::default(),
+            refusals: Mutex::new(VecDeque::new()),
+            seq: AtomicU64::new(0),
+        });
+        let stop = stop.child_token();
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                let listener = {
+                    let _enter = rt.enter();
+                    tokio::net::TcpListener::from_std(std).map_err(|e| Error::io("egress", e))?
+                };
+                rt.spawn(serve::accept_loop(listener, shared.clone(), stop.clone()));
+            }
+            Err(_) => {
+                tracing::warn!(
+                    slot = cfg.slot,
+                    "egress opened outside a runtime: not served, so this slot's browser cannot reach anything"
+                );
+            }
+        }
+        Ok(Egress { addr, shared, stop })
+    }
+
+    /// `http://127.0.0.1:<port>`, for Chromium's `--proxy-server`.
+    pub fn proxy_server(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Chain to another upstream from now on (a retired identity's new
+    /// proxy session); tunnels already open keep theirs.
+    pub fn set_upstream(&self, upstream: Option<ProxyUrl>) {
+        *self.shared.upstream.write() = upstream;
+    }
+
+    /// Where refusals stand now: pass it to [`Egress::refusals_since`].
+    pub fn mark(&self) -> u64 {
+        self.shared.seq.load(Ordering::Acquire)
+    }
+
+    /// Refusals after `mark` (at most [`KEPT_REFUSALS`]).
+    pub fn refusals_since(&self, mark: u64) -> Vec<Refusal> {
+        self.shared
+            .refusals
+            .lock()
+            .iter()
+            .filter(|r| r.seq > mark)
+            .cloned()
+            .collect()
+    }
+
+    /// The upstream proxy's health (both tiers report into it).
+    pub fn health(&self) -> &Arc<UpstreamHealth> {
+        &self.shared.health
+    }
+
+    /// Whether the slot has an upstream proxy.
+    pub fn has_upstream(&self) -> bool {
+        self.shared.upstream.read().is_some()
+    }
+
+    /// Try to reach the upstream proxy (a TCP connection); the result goes
+    /// into its health. `None` without an upstream.
+    pub async fn probe_upstream(&self) -> Option<bool> {
+        let upstream = self.shared.upstream.read().clone()?;
+        let result = dial::probe(&upstream, self.shared.connect_timeout).await;
+        Some(match result {
+            Ok(()) => {
+                self.shared.health.succeeded();
+                true
+            }
+            Err(e) => {
+                self.shared.health.failed(&e);
+                false
+            }
+        })
+    }
+
+    pub fn facts(&self) -> EgressFacts {
+        let s = &self.shared;
+        EgressFacts {
+            listen: self.addr.to_string(),
+            requests: s.requests.load(Ordering::Relaxed),
+            refused: s.refused.load(Ordering::Relaxed),
+            connect_failures: s.connect_failures.load(Ordering::Relaxed),
+            bytes_up: s.bytes_up.load(Ordering::Relaxed),
+            bytes_down: s.bytes_down.load(Ordering::Relaxed),
+            last_refused: s.refusals.lock().back().map(ToString::to_string),
+        }
+    }
+}
+
+impl Drop for Egress {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Where a checked request goes.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    /// The address the guard checked.
+    Addr(SocketAddr),
+    /// A name only the upstream can resolve (a `socks5h` upstream, when it
+    /// does not resolve here).
+    Name(String, u16),
+}
+
+/// Why a request does not go out.
+#[derive(Debug)]
+pub(crate) enum Denied {
+    /// The guard refused the address.
+    Refused(String),
+    /// The name did not resolve (not a refusal: nothing to refuse).
+    Unresolved(String),
+}
+
+impl Shared {
+    /// Resolve `host` and check every address it resolves to.
+    async fn check(&self, host: &str, port: u16) -> std::result::Result<Target, Denied> {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if let Ok(ip) = host.parse::<IpAddr>() {
+            return self
+                .check_addr(host, SocketAddr::new(ip, port))
+                .map(Target::Addr)
+                .map_err(Denied::Refused);
+        }
+        let resolved =
+            tokio::time::timeout(self.connect_timeout, tokio::net::lookup_host((host, port))).await;
+        let addrs: Vec<SocketAddr> = match resolved {
+            Ok(Ok(a)) => a.collect(),
+            _ if self.upstream_resolves() => return Ok(Target::Name(host.to_string(), port)),
+            Ok(Err(_)) => return Err(Denied::Unresolved(format!("cannot resolve `{host}`"))),
+            Err(_) => {
+                return Err(Denied::Unresolved(format!("resolving `{host}` timed out")));
+            }
+        };
+        let first = *addrs
+            .first()
+            .ok_or_else(|| Denied::Unresolved(format!("`{host}` resolves to no address")))?;
+        for a in &addrs {
+            self.check_addr(host, *a).map_err(Denied::Refused)?;
+        }
+        Ok(Target::Addr(first))
+    }
+
+    fn check_addr(&self, host: &str, addr: SocketAddr) -> std::result::Result<SocketAddr, String> {
+        if self.exempt.contains(&addr) {
+            return Ok(addr);
+        }
+        self.guard
+            .check_address(host, addr.ip())
+            .map(|()| addr)
+            .map_err(|e| e.message().to_string())
+    }
+
+    /// A `socks5h://` upstream resolves names itself.
+    fn upstream_resolves(&self) -> bool {
+        self.upstream
+            .read()
+            .as_ref()
+            .is_some_and(|u| u.scheme() == "socks5h")
+    }
+
+    fn refuse(&self, target: String, reason: String) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("idpool_egress_refused_total", "slot" => self.slot.to_string())
+            .increment(1);
+        tracing::info!(slot = self.slot, %target, %reason, "egress refused a browser request");
+        let seq = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
+        let mut kept = self.refusals.lock();
+        if kept.len() == KEPT_REFUSALS {
+            kept.pop_front();
+        }
+        kept.push_back(Refusal {
+            seq,
+            target,
+            reason,
+        });
+    }
+}

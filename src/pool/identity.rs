@@ -1,0 +1,98 @@
+//! Who a slot is now: its session (the `{session}` of its proxy URL, which
+//! providers use for a sticky IP) and generation, kept in
+//! `<slot>/identity.json` (written atomically, mode 0600) so a restart keeps
+//! the same IP. A retired identity gets a new session.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+
+/// A slot's current identity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotIdentity {
+    /// Random, 12 hex digits.
+    pub session: String,
+    /// 0 for the first identity, +1 per retirement.
+    pub generation: u64,
+    /// Unix seconds the identity was made.
+    pub born: u64,
+}
+
+impl SlotIdentity {
+    fn path(slot_dir: &Path) -> PathBuf {
+        slot_dir.join("identity.json")
+    }
+
+    /// The saved identity, or a new one (saved) when there is none or the
+    /// file is unreadable (moved aside, with a warning).
+    pub fn load_or_create(slot_dir: &Path) -> Result<SlotIdentity> {
+        let path = Self::path(slot_dir);
+        match std::fs::read(&path) {
+            Ok(bytes) => match serde_json::from_slice::<SlotIdentity>(&bytes) {
+                Ok(id) => return Ok(id),
+                Err(e) => {
+                    let aside = path.with_extension(format!("json.corrupt-{}", now()));
+                    tracing::warn!(file = %path.display(), error = %e, aside = %aside.display(),
+                        "unreadable slot identity moved aside; the slot gets a new session");
+                    let _ = std::fs::rename(&path, &aside);
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(crate::error::Error::io(
+                    format!("cannot read {}", path.display()),
+                    e,
+                ));
+            }
+        }
+        let id = SlotIdentity::fresh(0);
+        id.save(slot_dir)?;
+        Ok(id)
+    }
+
+    /// A new identity of generation `generation`.
+    pub fn fresh(generation: u64) -> SlotIdentity {
+        SlotIdentity {
+            session: hex::encode(rand::random::<[u8; 6]>()),
+            generation,
+            born: now(),
+        }
+    }
+
+    pub fn save(&self, slot_dir: &Path) -> Result<()> {
+        let json = serde_json::to_vec_pretty(self).map_err(|e| {
+            crate::error::Error::new(crate::error::ErrorKind::Internal, e.to_string())
+        })?;
+        crate::fsutil::write_atomically(&Self::path(slot_dir), &json)
+    }
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_across_opens_and_renewed_when_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = SlotIdentity::load_or_create(dir.path()).unwrap();
+        assert_eq!(a.session.len(), 12);
+        assert_eq!(SlotIdentity::load_or_create(dir.path()).unwrap(), a);
+        std::fs::write(dir.path().join("identity.json"), b"{not json").unwrap();
+        let b = SlotIdentity::load_or_create(dir.path()).unwrap();
+        assert_ne!(b.session, a.session);
+        let aside = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().contains("corrupt"));
+        assert!(aside, "the bad file is kept aside");
+    }
+}

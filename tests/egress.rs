@@ -1,0 +1,265 @@
+//! The browser's guarded egress (issue 15, item 1): every request a slot's
+//! Chromium makes (navigations, redirects, images, `fetch()`, WebSockets)
+//! leaves through the daemon's forward proxy, which refuses private,
+//! loopback and link-local addresses the config does not allow. A canary
+//! listener on 127.0.0.2 stands in for them, with only 127.0.0.1 allowed.
+
+mod common;
+
+use common::canary::Canary;
+use common::{Env, free_base_port, shop, shutdown_and_check};
+use idpool::tiers::RunOptions;
+use idpool::tools;
+use serde_json::json;
+
+const ONLY_TESTBED: &str = r#"["127.0.0.1"]"#;
+
+fn reach_out(env: &Env, canary: &Canary) -> url::Url {
+    url::Url::parse(&format!(
+        "{}/reach-out?to={}",
+        env.testbed.http_url(),
+        canary.addr()
+    ))
+    .expect("url")
+}
+
+/// An image, a `fetch()` and a WebSocket of an allowed page, all aimed at
+/// the canary: refused by the egress (the canary sees nothing, the result
+/// says what was refused); once 127.0.0.2 is allowed, all three reach it.
+#[tokio::test]
+async fn a_page_cannot_make_the_browser_reach_another_address() {
+    let canary = Canary::start().await;
+    let env = Env::new(1).await;
+    env.write_config_private(1, true, free_base_port(1), ONLY_TESTBED, "");
+    let pool = env.pool();
+    let f = pool
+        .browse(reach_out(&env, &canary), Some("#done".into()), Some(0))
+        .await
+        .expect("the page itself loads");
+    assert_eq!(f.response.status, 200);
+    assert!(
+        canary.seen().is_empty(),
+        "the canary was reached: {:?}",
+        canary.seen()
+    );
+    let page = f.response.text();
+    for (what, how) in [("image", "error"), ("websocket", "error")] {
+        assert!(
+            page.contains(&format!("\"{what}\":\"{how}")),
+            "{what}: {page}"
+        );
+    }
+    assert!(page.contains("\"fetch\":\"error"), "{page}");
+    let refused = f.refused.join("\n");
+    assert!(
+        refused.contains(&canary.addr()) && refused.contains("private"),
+        "the result says what was refused: {refused:?}"
+    );
+    let facts = pool.slots()[0].egress_facts();
+    assert!(facts.refused >= 3, "{facts:?}");
+    assert!(facts.requests >= 1 && facts.bytes_down > 0, "{facts:?}");
+    assert!(
+        facts
+            .last_refused
+            .as_deref()
+            .is_some_and(|r| r.contains(&canary.addr())),
+        "{facts:?}"
+    );
+    shutdown_and_check(&pool).await;
+
+    // The same page with 127.0.0.2 allowed: the test above could fail.
+    env.write_config_private(
+        1,
+        true,
+        free_base_port(1),
+        r#"["127.0.0.1", "127.0.0.2"]"#,
+        "",
+    );
+    let pool = env.pool();
+    let f = pool
+        .browse(reach_out(&env, &canary), Some("#done".into()), Some(0))
+        .await
+        .expect("page");
+    assert!(f.refused.is_empty(), "{:?}", f.refused);
+    assert!(
+        f.response.text().contains("\"fetch\":\"answered\""),
+        "{}",
+        f.response.text()
+    );
+    let seen = canary.seen().join("\n");
+    for path in ["/canary.png", "/canary-fetch", "/canary-ws"] {
+        assert!(
+            seen.contains(path),
+            "{path} did not reach the canary: {seen}"
+        );
+    }
+    shutdown_and_check(&pool).await;
+}
+
+/// A main document redirected to the canary is refused before the browser
+/// connects: over plain HTTP (the egress forwards) and HTTPS (a CONNECT
+/// tunnel), on the `scrape` path.
+#[tokio::test]
+async fn scrape_refuses_a_redirect_to_another_address() {
+    let canary = Canary::start().await;
+    let env = Env::new(1).await;
+    env.write_config_private(1, true, free_base_port(1), ONLY_TESTBED, "");
+    let pool = env.pool();
+    for scheme in ["http", "https"] {
+        let to = format!("{scheme}://{}/landed", canary.addr());
+        let mut url = env.url("/redirect");
+        url.query_pairs_mut().append_pair("to", &to);
+        let e = tools::scrape::run(
+            &pool,
+            json!({"url": url.as_str(), "mode": "browser"}),
+            &RunOptions::default(),
+        )
+        .await
+        .expect_err("the redirect is refused");
+        let msg = e.to_string();
+        assert_eq!(e.kind(), idpool::ErrorKind::Refused, "{msg}");
+        assert!(
+            msg.contains(&canary.addr()) && msg.contains("egress refused"),
+            "{scheme}: {msg}"
+        );
+    }
+    assert!(canary.seen().is_empty(), "{:?}", canary.seen());
+    // A refusal of ours is no block of the site's: the breaker is untouched.
+    let status = tools::pool_status::run(&pool);
+    assert!(
+        !status.to_string().contains("\"open\""),
+        "a refusal opened a breaker: {status}"
+    );
+    shutdown_and_check(&pool).await;
+}
+
+/// The cascade's tier 3, sent by the site to the canary, ends in the guard's
+/// refusal; the canary sees nothing.
+#[tokio::test]
+async fn tier_three_refuses_a_redirect_to_another_address() {
+    let canary = Canary::start().await;
+    let env = shop(1).await;
+    env.write_config_private(1, true, free_base_port(1), ONLY_TESTBED, "");
+    let bundled = std::fs::read_to_string(env.path("strategies/testshop.toml")).expect("strategy");
+    let tier3 = "url = \"{base_url}/js-reviews/{item}?page={page}\"";
+    assert!(bundled.contains(tier3), "testshop.toml changed its tier 3");
+    let to = format!(
+        "http%3A%2F%2F{}%2Fjs-reviews",
+        canary.addr().replace(':', "%3A")
+    );
+    env.write(
+        "strategies/testshop.toml",
+        &bundled.replace(tier3, &format!("url = \"{{base_url}}/redirect?to={to}\"")),
+    );
+    let pool = env.pool();
+    let e = tools::get_reviews::run(
+        &pool,
+        json!({"item": "B0TESTA1", "strategy": "testshop"}),
+        RunOptions {
+            only_tiers: Some(vec![3]),
+            ..RunOptions::default()
+        },
+    )
+    .await
+    .expect_err("refused");
+    let msg = e.to_string();
+    assert_eq!(e.kind(), idpool::ErrorKind::Refused, "{msg}");
+    assert!(msg.contains(&canary.addr()), "{msg}");
+    assert!(canary.seen().is_empty(), "{:?}", canary.seen());
+    shutdown_and_check(&pool).await;
+}
+
+/// The egress tunnels TLS untouched: the testbed's JA4 of a slot's Chromium
+/// through the egress equals that of the same Chromium with the same flags
+/// and no proxy at all. (Fresh handshakes are compared: a resumed one adds
+/// `pre_shared_key`, whichever way it came.)
+#[tokio::test]
+async fn the_egress_leaves_the_browsers_fingerprint_alone() {
+    let env = Env::new(1).await;
+    let pool = env.pool();
+    let fresh_ja4 = |via: &str| {
+        env.testbed
+            .log()
+            .into_iter()
+            .find(|e| e.path.ends_with(&format!("via={via}")) && !e.resumed)
+            .map(|e| e.ja4)
+    };
+    let mut egress = None;
+    for n in 0..3 {
+        let via = format!("egress{n}");
+        pool.browse(env.url(&format!("/product/B0JA4?via={via}")), None, Some(0))
+            .await
+            .expect("through the egress");
+        egress = fresh_ja4(&via);
+        if egress.is_some() {
+            break;
+        }
+        pool.slots()[0].browser().close().await;
+    }
+    let egress = egress.expect("a fresh handshake through the egress");
+    assert!(pool.slots()[0].egress_facts().requests >= 1);
+    let mut raw = None;
+    for n in 0..3 {
+        let via = format!("raw{n}");
+        launch_bare_chromium(&env, &pool, &via).await;
+        raw = fresh_ja4(&via);
+        if raw.is_some() {
+            break;
+        }
+    }
+    let raw = raw.expect("a fresh handshake of the bare Chromium");
+    assert!(raw.starts_with('t'), "{raw}");
+    assert_eq!(egress, raw, "the egress changed the browser's ClientHello");
+    shutdown_and_check(&pool).await;
+}
+
+/// The slot's Chromium binary with the slot's flags but no proxy, sent to
+/// `/product/B0JA4?via=<via>`; ended and reaped once the testbed saw it.
+async fn launch_bare_chromium(env: &Env, pool: &idpool::pool::Pool, via: &str) {
+    let dir = env.path(&format!("bare/{via}"));
+    let spec = idpool::browser::LaunchSpec {
+        slot: 9,
+        executable: idpool::browser::launcher::find_executable(None).expect("chromium"),
+        port: free_base_port(1),
+        user_data_dir: dir.join("chromium"),
+        pid_file: dir.join("chromium.pid"),
+        headless: true,
+        user_agent: pool.slots()[0].profile.user_agent.clone(),
+        lang: "en-US".into(),
+        window: (1280, 800),
+        proxy_server: None,
+        spki: idpool::http::cert::spki_hashes(std::slice::from_ref(&env.testbed.ca_path))
+            .expect("spki"),
+        trust_roots: Vec::new(),
+        timezone: None,
+        launch_timeout: std::time::Duration::from_secs(30),
+    };
+    let mut args = spec.args();
+    assert!(!args.iter().any(|a| a.starts_with("--proxy-server")));
+    let last = args.len() - 1;
+    args[last] = env.url(&format!("/product/B0JA4?via={via}")).to_string();
+    std::fs::create_dir_all(&spec.user_data_dir).expect("dir");
+    let mut child = tokio::process::Command::new(&spec.executable)
+        .args(&args)
+        .env("HOME", &dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("bare chromium");
+    let logged = |via: &str| {
+        env.testbed
+            .log()
+            .iter()
+            .any(|e| e.path.ends_with(&format!("via={via}")))
+    };
+    for _ in 0..300 {
+        if logged(via) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    idpool::browser::process::kill_and_reap(&mut child).await;
+}

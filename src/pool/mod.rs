@@ -15,6 +15,7 @@ mod lock;
 mod politeness;
 mod router;
 mod slot;
+mod slot_env;
 
 pub use budget::{Budget, BudgetReport, Change};
 pub use circuit::{Admission, Breaker, BreakerState, Cause, Verdict};
@@ -24,7 +25,8 @@ pub use lease::{Fetched, Lease, Via};
 pub use politeness::Site;
 pub use router::BreakerReport;
 use router::Router;
-pub use slot::{CalibrationStatus, Slot, SlotEnv, SlotHealth};
+pub use slot::{CalibrationStatus, Slot, SlotHealth};
+pub use slot_env::SlotEnv;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -17,6 +17,9 @@
 //! - A URL or redirect the SSRF guard refuses ends the run with the guard's
 //!   error: no slot may go there (every tier, the browser's included, goes
 //!   through [`Lease`], which checks).
+//!
+//! `tier.rs` runs one tier on one slot: its request, and the judgement of
+//! its answer.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,12 +29,13 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::http::{FetchRequest, RequestKind};
-use crate::pool::{Fetched, Lease, Pool};
+use crate::pool::{Lease, Pool};
 use crate::strategy::extract::Extracted;
 use crate::strategy::operation::{Operation, Tier};
-use crate::strategy::template::{render, render_json};
-use crate::strategy::{Body, Outcome, Strategy};
+use crate::strategy::{Outcome, Strategy};
+
+mod tier;
+use tier::run_tier;
 
 /// One tier tried on one slot.
 #[derive(Debug, Clone, Serialize)]
@@ -460,155 +464,4 @@ fn exhausted(call: &Call<'_>, tried: &[usize], attempts: &[Attempt]) -> Error {
         ),
     )
     .retryable(false)
-}
-
-/// One tier on the lease's slot: the request built from the tier's
-/// template, sent through the lease, and judged from one parse of its body.
-async fn run_tier(
-    lease: &Lease,
-    strategy: &dyn Strategy,
-    op: &Operation,
-    tier: &Tier,
-    vars: &Map<String, Value>,
-) -> TierRun {
-    let url_text = render(&tier.url, vars, true);
-    let url = match url::Url::parse(&url_text) {
-        Ok(u) => u,
-        Err(e) => {
-            let error = format!("bad URL `{url_text}` ({e})");
-            return TierRun {
-                sent: false,
-                ..TierRun::new(TierEnd::NextTier, None, Some(error))
-            };
-        }
-    };
-    let judged = |f: &Fetched, body: &Body<'_>| judge(strategy, op, tier, f, body);
-    let result = if tier.number == 3 {
-        lease.browse(url, tier.wait_for.as_deref(), judged).await
-    } else {
-        lease.http(http_request(op, tier, url, vars), judged).await
-    };
-    match result {
-        Ok((_, ran)) => ran,
-        Err(e) if e.kind() == ErrorKind::Refused => {
-            let error = Some(e.to_string());
-            TierRun::new(TierEnd::Refused(e), None, error)
-        }
-        // The strategy's request budget has no room: nothing was sent, and
-        // no other slot would do better.
-        Err(e) if e.kind() == ErrorKind::Unavailable => {
-            let error = Some(e.to_string());
-            TierRun {
-                sent: false,
-                ..TierRun::new(TierEnd::Refused(e), None, error)
-            }
-        }
-        Err(e) => TierRun::new(TierEnd::NextSlot, None, Some(e.to_string())),
-    }
-}
-
-/// The HTTP request of tier 1 or 2.
-fn http_request(
-    op: &Operation,
-    tier: &Tier,
-    url: url::Url,
-    vars: &Map<String, Value>,
-) -> FetchRequest {
-    let mut req = FetchRequest::get(url);
-    req.method = tier.method.clone();
-    if tier.number == 1 {
-        // The page's own AJAX call: a calibrated slot sends its browser's
-        // XHR headers, with the item's page (tier 2) as the referer.
-        req.kind = RequestKind::Xhr;
-        req.referer = op
-            .tiers
-            .iter()
-            .find(|t| t.number == 2)
-            .and_then(|t| url::Url::parse(&render(&t.url, vars, true)).ok());
-    }
-    for (k, v) in &tier.headers {
-        req.headers.push((k.clone(), v.clone()));
-    }
-    if let Some(form) = &tier.form {
-        let body: String = url::form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(
-                form.iter()
-                    .map(|(k, v)| (k.clone(), render(v, vars, false))),
-            )
-            .finish();
-        req.headers.push((
-            "content-type".into(),
-            "application/x-www-form-urlencoded".into(),
-        ));
-        req.body = Some(body.into());
-    } else if let Some(json) = &tier.json {
-        req.headers
-            .push(("content-type".into(), "application/json".into()));
-        req.body = Some(render_json(json, vars).to_string().into());
-    }
-    req
-}
-
-/// Judge a tier's answer (classified by the lease) and extract its items,
-/// from the same parse of its body.
-fn judge(
-    strategy: &dyn Strategy,
-    op: &Operation,
-    tier: &Tier,
-    fetched: &Fetched,
-    body: &Body<'_>,
-) -> TierRun {
-    TierRun {
-        refused: fetched.refused.clone(),
-        ..judge_answer(strategy, op, tier, fetched, body)
-    }
-}
-
-fn judge_answer(
-    strategy: &dyn Strategy,
-    op: &Operation,
-    tier: &Tier,
-    fetched: &Fetched,
-    body: &Body<'_>,
-) -> TierRun {
-    let status = fetched.response.status;
-    let final_url = &fetched.response.final_url;
-    let done = |ex: Extracted| TierEnd::Done(ex, status, final_url.to_string());
-    let own_block = || {
-        tier.block
-            .as_ref()
-            .and_then(|b| b.explain(status, final_url.as_str(), body))
-            .map(|why| format!("[tier{}.block] {why}", tier.number))
-    };
-    let mut detail = fetched.detail.clone();
-    let end = match fetched.outcome {
-        Outcome::HardBlock => TierEnd::HardBlock,
-        Outcome::RateLimited => TierEnd::RateLimited,
-        Outcome::Challenge => TierEnd::Challenge,
-        Outcome::TierBlock => TierEnd::TierBlock,
-        _ if let Some(why) = own_block() => {
-            detail = Some(why);
-            TierEnd::TierBlock
-        }
-        Outcome::Failed | Outcome::Skipped => TierEnd::NextSlot,
-        Outcome::Empty => done(Extracted {
-            empty: true,
-            ..Default::default()
-        }),
-        Outcome::Ok if fetched.wait_for_missed.is_some() => {
-            let error = format!(
-                "`{}` did not appear",
-                tier.wait_for.clone().unwrap_or_default()
-            );
-            return TierRun::new(TierEnd::NextTier, Some(status), Some(error));
-        }
-        Outcome::Ok => match strategy.extract(op, tier, body, final_url) {
-            Ok(ex) => done(ex),
-            Err(e) => return TierRun::new(TierEnd::NextTier, Some(status), Some(e)),
-        },
-    };
-    TierRun {
-        detail,
-        ..TierRun::new(end, Some(status), None)
-    }
 }

@@ -1,0 +1,87 @@
+//! What a slot is opened from ([`SlotEnv`], the pool's shared parts) and
+//! what its Chromium is started as: the launch spec (behind the slot's
+//! egress) and the identity every tab claims, both from the profile.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::events::Events;
+use crate::browser::{ClientHints, Identity, LaunchSpec};
+use crate::calibrate::Calibrator;
+use crate::config::{BrowserConfig, HttpConfig};
+use crate::egress::Egress;
+use crate::http::{Guard, RootStore};
+use crate::profile::Profile;
+
+/// Everything a slot needs from the pool to open.
+pub struct SlotEnv<'a> {
+    pub data_dir: &'a Path,
+    pub base_port: u16,
+    pub http: HttpConfig,
+    pub roots: &'a RootStore,
+    pub guard: Arc<Guard>,
+    pub browser: &'a BrowserConfig,
+    /// SPKI pins of `security.extra_root_certs` (and the calibration
+    /// listener's) for Chromium.
+    pub spki: &'a [String],
+    /// `security.extra_root_certs`, DER: each slot's Chromium trusts them
+    /// through its own NSS database.
+    pub trust_roots: &'a [Vec<u8>],
+    pub calibrator: Option<Arc<Calibrator>>,
+    pub events: Arc<Events>,
+    /// The pool's shutdown signal (the slot's egress ends with it).
+    pub stop: &'a tokio_util::sync::CancellationToken,
+    /// `pool.proxy_failures` and `pool.proxy_probe_secs`.
+    pub proxy_health: (u32, std::time::Duration),
+}
+
+pub(super) fn launch_spec(
+    id: usize,
+    profile: &Profile,
+    dir: &Path,
+    port: u16,
+    egress: &Egress,
+    env: &SlotEnv<'_>,
+) -> LaunchSpec {
+    LaunchSpec {
+        slot: id,
+        executable: PathBuf::new(), // resolved at launch, so HTTP-only use needs no Chromium
+        port,
+        user_data_dir: dir.join("chromium"),
+        pid_file: dir.join("chromium.pid"),
+        headless: env.browser.headless,
+        user_agent: profile.user_agent.clone(),
+        lang: profile.primary_language(),
+        window: (profile.viewport.width, profile.viewport.height),
+        proxy_server: Some(egress.proxy_server()),
+        spki: env.spki.to_vec(),
+        trust_roots: env.trust_roots.to_vec(),
+        timezone: profile.timezone.clone(),
+        launch_timeout: std::time::Duration::from_secs(env.browser.launch_timeout_secs),
+    }
+}
+
+/// The browser speaks with the same identity as the slot's HTTP tier.
+pub(super) fn identity(profile: &Profile) -> Identity {
+    let brands = profile
+        .sec_ch_ua
+        .as_deref()
+        .map(crate::browser::page::parse_sec_ch_ua)
+        .unwrap_or_default();
+    let hints = (!brands.is_empty()).then(|| ClientHints {
+        brands,
+        platform: profile.hints_platform().to_string(),
+        mobile: matches!(
+            profile.platform,
+            wreq_util::Platform::Android | wreq_util::Platform::IOS
+        ),
+    });
+    Identity {
+        user_agent: profile.user_agent.clone(),
+        // Chromium takes the bare list and adds its own q-values (the same ones
+        // `Profile::accept_language` already carries).
+        accept_language: crate::profile::language_tags(&profile.accept_language).join(","),
+        navigator_platform: profile.navigator_platform().to_string(),
+        hints,
+    }
+}

@@ -283,6 +283,7 @@ impl Core {
                 Ok(()) => {
                     let opts = RunOptions {
                         progress,
+                        session: ctx.session.clone(),
                         ..RunOptions::default()
                     };
                     tokio::select! {

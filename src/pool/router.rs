@@ -29,7 +29,12 @@ pub(super) struct Router {
     in_flight: HashMap<String, usize>,
     /// Strategy → its request budget across all slots.
     budgets: HashMap<String, Budget>,
+    /// (MCP session, strategy) → the slot that served its last call.
+    sessions: HashMap<(String, String), usize>,
 }
+
+/// Sessions remembered for stickiness; past this the memory starts over.
+const MAX_SESSIONS: usize = 4096;
 
 impl Router {
     /// A lease of (slot, strategy) ends: one fewer in flight, and its
@@ -341,6 +346,43 @@ impl Pool {
 
     fn lease(&self, slot: usize, strategy: &str, admission: Admission) -> Lease {
         Lease::new(self.inner.clone(), slot, strategy, admission)
+    }
+
+    /// Whether `slot` would be admitted for `strategy` now (its breaker
+    /// admits, its proxy is up); takes nothing.
+    pub fn admits(&self, slot: usize, strategy: &str) -> bool {
+        let Some(s) = self.inner.slots.get(slot) else {
+            return false;
+        };
+        if s.proxy_down() {
+            return false;
+        }
+        let cfg = self.inner.breaker;
+        let mut router = self.inner.router.lock();
+        router
+            .site(slot, strategy, cfg)
+            .breaker
+            .admits(Instant::now())
+    }
+
+    /// Remember that `slot` served `session`'s last call for `strategy`.
+    pub fn remember(&self, session: &str, strategy: &str, slot: usize) {
+        let mut router = self.inner.router.lock();
+        if router.sessions.len() >= MAX_SESSIONS {
+            router.sessions.clear();
+        }
+        router
+            .sessions
+            .insert((session.to_string(), strategy.to_string()), slot);
+    }
+
+    /// The slot that served `session`'s last call for `strategy`.
+    pub fn remembered(&self, session: &str, strategy: &str) -> Option<usize> {
+        let router = self.inner.router.lock();
+        router
+            .sessions
+            .get(&(session.to_string(), strategy.to_string()))
+            .copied()
     }
 
     /// When no slot admits `strategy` now: how long until the first one does.

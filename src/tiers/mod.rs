@@ -83,6 +83,14 @@ pub struct RunOptions {
     pub only_tiers: Option<Vec<u8>>,
     /// Use this slot only.
     pub slot: Option<usize>,
+    /// Stay on this slot while it is admitted (a multi-page call's slot so
+    /// far); it is waited for when busy. Moves on only when it is not.
+    pub prefer: Option<usize>,
+    /// The MCP session: its consecutive calls for one strategy stay on the
+    /// slot that served the last one, like `prefer`.
+    pub session: Option<String>,
+    /// Round-robin, no stickiness (the tools' `sticky: false`).
+    pub rotate: bool,
     /// Told about every tier attempt and every page (MCP progress notifications).
     pub progress: Option<Progress>,
 }
@@ -247,7 +255,7 @@ impl Call<'_> {
                 }
                 backoff(cfg, round).await;
             }
-            let lease = match pool.next_slot_avoiding(name, self.opts.slot, avoid).await {
+            let lease = match self.next_lease(pool, round, avoid).await {
                 Ok(lease) => lease,
                 // What this call already tried is worth telling too.
                 Err(e) if round > 0 && e.kind() == ErrorKind::Unavailable => break,
@@ -256,7 +264,14 @@ impl Call<'_> {
             let slot = lease.slot();
             tried.push(slot);
             match self.on_slot(lease, &mut attempts).await? {
-                Ok(done) => return Ok(done),
+                Ok(done) => {
+                    if let Some(session) = &self.opts.session
+                        && !self.opts.rotate
+                    {
+                        pool.remember(session, name, done.slot);
+                    }
+                    return Ok(done);
+                }
                 Err(Outcome::HardBlock | Outcome::RateLimited) => refused.push(slot),
                 Err(_) => {}
             }
@@ -274,6 +289,27 @@ impl Call<'_> {
                 .with_retry_after(after),
             None => e,
         })
+    }
+
+    /// The first round stays on the call's sticky slot (its earlier pages',
+    /// or its MCP session's last call's) while that slot is admitted; a
+    /// later round, or a slot no longer admitted, goes round-robin.
+    async fn next_lease(&self, pool: &Pool, round: usize, avoid: &[usize]) -> Result<Lease> {
+        let name = self.strategy.name();
+        if self.opts.slot.is_none() && round == 0 && !self.opts.rotate {
+            let sticky = self.opts.prefer.or_else(|| {
+                let session = self.opts.session.as_deref()?;
+                pool.remembered(session, name)
+            });
+            if let Some(s) = sticky.filter(|s| pool.admits(*s, name)) {
+                match pool.next_slot_avoiding(name, Some(s), avoid).await {
+                    // Stopped admitting meanwhile: take another.
+                    Err(e) if e.kind() == ErrorKind::Unavailable => {}
+                    other => return other,
+                }
+            }
+        }
+        pool.next_slot_avoiding(name, self.opts.slot, avoid).await
     }
 
     /// Try the tiers on the lease's slot; the result, or what the slot came

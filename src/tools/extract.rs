@@ -48,6 +48,14 @@ struct Args {
     params: Map<String, Value>,
     /// Use only this slot (identity).
     slot: Option<usize>,
+    /// Stay on the slot of this MCP session's last call for the strategy
+    /// while the site admits it; `false`: round-robin.
+    #[serde(default = "yes")]
+    sticky: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Arguments: `strategy`, `operation`, `params` (object), optional `slot`.
@@ -57,6 +65,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         operation: op_name,
         params,
         slot,
+        sticky,
     } = parse("extract", args)?;
     let strategy = pool
         .registry()
@@ -77,6 +86,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     let bound = op.bind(params)?;
     let opts = RunOptions {
         slot: slot.or(opts.slot),
+        rotate: !sticky,
         ..opts
     };
     let r = tiers::run(pool, &strategy, op, &bound, &opts).await?;

@@ -46,6 +46,7 @@ pub const SPEC: Spec = Spec {
                 "count": {"type": "integer"},
                 "reviews": {"type": "array", "items": {"type": "object"}},
                 "has_more": {"type": "boolean"},
+                "slot": {"type": "integer", "description": "The one slot that served every page (absent when the call moved)."},
                 "pages": {"type": "array", "items": {"type": "object", "properties": {
                     "page": {"type": "integer"}, "count": {"type": "integer"},
                     "slot": {"type": "integer"}, "tier": {"type": "integer"},
@@ -70,7 +71,7 @@ fn one() -> u64 {
 
 /// The arguments `get_reviews` reads itself; any other is a filter of the
 /// operation (checked there). Every field of [`Args`], in this list.
-const OWN_ARGS: [&str; 5] = ["item", "strategy", "page", "pages", "slot"];
+const OWN_ARGS: [&str; 6] = ["item", "strategy", "page", "pages", "slot", "sticky"];
 
 #[derive(Debug, Deserialize, JsonSchema)]
 struct Args {
@@ -88,10 +89,19 @@ struct Args {
     pages: u64,
     /// Use only this slot (identity).
     slot: Option<usize>,
+    /// Stay on one identity for every page (and for this MCP session's next
+    /// calls) while the site admits it; `false`: round-robin.
+    #[serde(default = "yes")]
+    sticky: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Arguments: `item` (id or URL), `strategy` (optional with a URL), `page`
-/// (default 1), `pages` (default 1), `slot`, plus the operation's own filters.
+/// (default 1), `pages` (default 1), `slot`, `sticky`, plus the operation's
+/// own filters.
 pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     let Value::Object(mut filters) = args else {
         return Err(invalid(format!(
@@ -110,6 +120,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         page,
         pages,
         slot,
+        sticky,
     } = parse("get_reviews", Value::Object(own))?;
     let args = filters;
     let first = page.max(1);
@@ -135,10 +146,12 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     } else {
         item.clone()
     };
-    let opts = RunOptions {
+    let mut opts = RunOptions {
         slot: slot.or(opts.slot),
+        rotate: !sticky,
         ..opts
     };
+    let mut slots_used: Vec<usize> = Vec::new();
     let mut reviews = Vec::new();
     let mut provenance = Vec::new();
     let mut has_more = false;
@@ -149,6 +162,13 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         let bound = op.bind(params)?;
         let r = tiers::run(pool, &strategy, op, &bound, &opts).await?;
         has_more = r.extracted.has_more;
+        // The next page is read by the same person, while the site lets it.
+        if sticky {
+            opts.prefer = Some(r.slot);
+        }
+        if !slots_used.contains(&r.slot) {
+            slots_used.push(r.slot);
+        }
         provenance.push(json!({
             "page": page, "count": r.extracted.items.len(), "slot": r.slot, "tier": r.tier,
             "trial": r.trial, "attempts": r.attempts, "requests": r.requests,
@@ -173,6 +193,10 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     out.insert("count".into(), json!(reviews.len()));
     out.insert("reviews".into(), Value::Array(reviews));
     out.insert("has_more".into(), Value::Bool(has_more));
+    // One identity served the whole call: say so once.
+    if let [one] = slots_used[..] {
+        out.insert("slot".into(), json!(one));
+    }
     out.insert("pages".into(), Value::Array(provenance));
     Ok(Value::Object(out))
 }

@@ -243,6 +243,22 @@ impl Jar {
         n
     }
 
+    /// Forget every cookie (a retired identity) and move the file aside to
+    /// `aside`, kept for the operator; the jar starts empty.
+    pub fn retire(&self, aside: &Path) -> Result<()> {
+        let _guard = self.save_lock.lock();
+        *self.store.write() = Store::new();
+        self.dirty.store(false, Ordering::Release);
+        match std::fs::rename(&self.path, aside) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(
+                format!("cannot move {} aside", self.path.display()),
+                e,
+            )),
+        }
+    }
+
     /// Save when something changed. Returns whether a write happened.
     pub fn save_if_dirty(&self) -> Result<bool> {
         if !self.is_dirty() {

@@ -128,12 +128,23 @@ async fn both_tiers_send_the_same_user_agent_and_language() {
         "browser: {:?} | {:?} | {:?} | {:?}",
         b.user_agent, b.accept_language, b.sec_ch_ua, b.sec_ch_ua_platform
     );
+    // Both tiers claim the Chromium that runs, not the emulation's 149.
+    let major = idpool::browser::launcher::installed_major(None).expect("chromium");
+    let chrome = format!("Chrome/{major}.0.0.0");
     assert!(
         h.user_agent
             .as_deref()
-            .is_some_and(|ua| ua.contains("Windows NT") && ua.contains("Chrome/149")),
+            .is_some_and(|ua| ua.contains("Windows NT") && ua.contains(&chrome)),
         "{h:?}"
     );
+    assert!(
+        h.sec_ch_ua
+            .as_deref()
+            .is_some_and(|v| v.contains(&format!("\"Chromium\";v=\"{major}\""))),
+        "{h:?}"
+    );
+    assert_eq!(h.user_agent, b.user_agent);
+    assert_eq!(h.sec_ch_ua, b.sec_ch_ua);
     assert!(
         !b.user_agent
             .as_deref()
@@ -497,13 +508,64 @@ async fn the_browser_environment_matches_the_profile() {
     assert_eq!(v["language"], "fr-FR");
     assert_eq!(v["platform"], "Win32");
     assert_eq!(v["ua_platform"], "Windows");
+    // The JavaScript engine's user agent and brands name the running Chromium.
+    let major = idpool::browser::launcher::installed_major(None).expect("chromium");
     assert!(
-        v["user_agent"]
-            .as_str()
-            .is_some_and(|ua| ua.contains("Chrome/149") && !ua.contains("Headless"))
+        v["user_agent"].as_str().is_some_and(
+            |ua| ua.contains(&format!("Chrome/{major}.0.0.0")) && !ua.contains("Headless")
+        ),
+        "{v}"
     );
-    assert!(v["brands"].to_string().contains("Google Chrome/149"));
+    assert!(
+        v["brands"]
+            .to_string()
+            .contains(&format!("Google Chrome/{major}")),
+        "{v}"
+    );
     assert_eq!(v["width"], 1280);
+    let status = idpool::tools::pool_status::run(&pool);
+    let versions = &status["slots"][0]["versions"];
+    assert_eq!(versions["chromium"], major, "{versions}");
+    assert_eq!(versions["user_agent"], major, "{versions}");
+    assert_eq!(versions["emulation"], "chrome_149");
+    assert_eq!(
+        versions["emulation_gap"],
+        i64::from(major) - 149,
+        "{versions}"
+    );
+    shutdown_and_check(&pool).await;
+}
+
+/// A profile that pins its user agent keeps it on both tiers.
+#[tokio::test]
+async fn a_pinned_user_agent_is_kept() {
+    let env = Env::new(1).await;
+    let pinned = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/149.0.0.0 Safari/537.36";
+    env.write(
+        "profiles/default.toml",
+        &format!("emulation = \"chrome_149\"\nuser_agent = \"{pinned}\"\n"),
+    );
+    let pool = env.pool();
+    pool.fetch(
+        idpool::http::FetchRequest::get(env.url("/product/B0PIN?tier=http")),
+        Some(0),
+    )
+    .await
+    .expect("http");
+    let f = pool
+        .browse(env.url("/js-env"), Some("#env[data-ready]".into()), Some(0))
+        .await
+        .expect("browser");
+    let logged = env
+        .testbed
+        .log()
+        .into_iter()
+        .find(|e| e.path == "/product/B0PIN?tier=http")
+        .expect("logged");
+    assert_eq!(logged.user_agent.as_deref(), Some(pinned));
+    assert!(f.response.text().contains("Chrome/149.0.0.0"));
+    let status = idpool::tools::pool_status::run(&pool);
+    assert_eq!(status["slots"][0]["versions"]["user_agent_pinned"], true);
     shutdown_and_check(&pool).await;
 }
 

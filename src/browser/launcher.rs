@@ -187,6 +187,49 @@ fn crashpad_of(spec: &LaunchSpec) -> Vec<u32> {
         .collect()
 }
 
+/// The major version of the Chromium a slot would launch (`configured`,
+/// `$IDPOOL_CHROMIUM` or a known path), from its `--version`, within 10 s;
+/// `None` without one. Blocking: called once when the pool opens, so the
+/// HTTP tier claims the real browser from its first request.
+pub fn installed_major(configured: Option<&Path>) -> Option<u32> {
+    let exe = find_executable(configured).ok()?;
+    let mut child = std::process::Command::new(&exe)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
+    major_of(&out)
+}
+
+/// `Chromium 156.0.8078.73 built on Debian…` → 156.
+pub fn major_of(version: &str) -> Option<u32> {
+    version
+        .split_whitespace()
+        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))?
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// What `<executable> --version` prints (its first line), within 10 s.
 pub async fn executable_version(executable: &Path) -> Option<String> {
     let mut cmd = Command::new(executable);
@@ -360,6 +403,16 @@ fn remove_singleton_locks(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn major_versions() {
+        assert_eq!(
+            major_of("Chromium 156.0.8078.73 built on Debian GNU/Linux 12"),
+            Some(156)
+        );
+        assert_eq!(major_of("Google Chrome 149.0.7000.1 "), Some(149));
+        assert_eq!(major_of("nonsense"), None);
+    }
 
     #[test]
     fn args_are_ours_alone() {

@@ -10,6 +10,7 @@ mod fetch;
 mod keys;
 mod mcp;
 mod refresh_cookies;
+mod retire;
 mod serve;
 mod slots;
 
@@ -63,6 +64,8 @@ pub enum Command {
     /// Calibrate slots' HTTP tier against their own Chromium now; print both
     /// fingerprints side by side and the residual.
     Calibrate(calibrate::CalibrateArgs),
+    /// Give a slot a fresh identity: new jar, Chromium profile and proxy session.
+    Retire(retire::RetireArgs),
 }
 
 /// Run a parsed command line.
@@ -77,5 +80,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Slots(args) => slots::run(cli.config.as_deref(), args).await,
         Command::RefreshCookies(args) => refresh_cookies::run(cli.config.as_deref(), args).await,
         Command::Calibrate(args) => calibrate::run(cli.config.as_deref(), args).await,
+        Command::Retire(args) => retire::run(cli.config.as_deref(), args).await,
     }
 }

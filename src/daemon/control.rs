@@ -228,7 +228,7 @@ fn slot_args(n: &str, body: &[u8]) -> Result<Value, Refusal> {
     Ok(args)
 }
 
-/// `POST /api/v1/slots/{n}/refresh-cookies`, `/reset` and `/calibrate`.
+/// `POST /api/v1/slots/{n}/refresh-cookies`, `/reset`, `/calibrate` and `/retire`.
 async fn slot_action(
     State(c): State<Arc<Control>>,
     Path((n, action)): Path<(String, String)>,
@@ -240,6 +240,7 @@ async fn slot_action(
         "refresh-cookies" => "refresh_cookies",
         "reset" => "reset_slot",
         "calibrate" => "calibrate",
+        "retire" => "retire_slot",
         other => return error(StatusCode::NOT_FOUND, format!("no action `{other}`")),
     };
     match slot_args(&n, &body) {

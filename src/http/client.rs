@@ -160,6 +160,13 @@ impl HttpClient {
             &profile.accept_language,
             "accept_language",
         )?;
+        // The client hints follow the user agent (the real Chromium's major).
+        let hints = HeaderName::from_static("sec-ch-ua");
+        if let Some(v) = &profile.sec_ch_ua
+            && emulation.headers.contains_key(&hints)
+        {
+            set_header(&mut emulation.headers, hints, v, "sec-ch-ua")?;
+        }
         let mut xhr = None;
         if let Some(cal) = cal {
             apply_navigation(&mut emulation, &cal.navigation)?;

@@ -413,6 +413,11 @@ impl Lease {
             );
         }
         self.finished = true;
+        let hard_block = matches!(verdict, Verdict::HardBlock) && current;
+        super::Pool {
+            inner: self.inner.clone(),
+        }
+        .after_use(&self.slot, &self.strategy, hard_block);
     }
 
     /// Finish a one-request call with what its request came to, and hand it

@@ -7,25 +7,30 @@
 //! memory and its outcome ([`Lease::finish`]) all go through the lease.
 
 mod budget;
+mod calibration;
 mod circuit;
 pub mod events;
 mod identity;
 mod lease;
 mod lock;
 mod politeness;
+mod retire;
 mod router;
 mod slot;
 mod slot_env;
+mod wear;
 
 pub use budget::{Budget, BudgetReport, Change};
+pub use calibration::CalibrationStatus;
 pub use circuit::{Admission, Breaker, BreakerState, Cause, Verdict};
 pub use events::{Events, SlotEvent};
 pub use identity::SlotIdentity;
 pub use lease::{Fetched, Lease, Via};
 pub use politeness::Site;
+pub use retire::Retirement;
 pub use router::BreakerReport;
 use router::Router;
-pub use slot::{CalibrationStatus, Slot, SlotHealth};
+pub use slot::{Slot, SlotHealth};
 pub use slot_env::SlotEnv;
 
 use std::sync::Arc;
@@ -67,6 +72,9 @@ struct Inner {
     cascade: crate::config::CascadeConfig,
     max_wait: Duration,
     router: Mutex<Router>,
+    /// The installed Chromium's major version, read when the pool opened.
+    chromium_major: Option<u32>,
+    retire: crate::config::RetireConfig,
     /// Woken whenever a lease is released.
     released: Notify,
     /// Cancelled by [`Pool::shutdown`]: the pool's background tasks end.
@@ -130,9 +138,12 @@ impl Pool {
                 Duration::from_secs(cfg.pool.proxy_probe_secs.max(1)),
             ),
         };
+        // The user agent claims the Chromium that will run (unless a
+        // profile pins one), from the first HTTP request on.
+        let chromium = crate::browser::launcher::installed_major(cfg.browser.executable.as_deref());
         let mut slots = Vec::new();
         for plan in cfg.slot_plan() {
-            let profile = profiles.get(&plan.profile).cloned().ok_or_else(|| {
+            let mut profile = profiles.get(&plan.profile).cloned().ok_or_else(|| {
                 Error::config(format!(
                     "slot {} uses profile `{}`, which is not in {}",
                     plan.id,
@@ -140,6 +151,9 @@ impl Pool {
                     cfg.pool.profiles_dir.display()
                 ))
             })?;
+            if let Some(major) = chromium {
+                profile.follow_browser(major);
+            }
             slots.push(Arc::new(Slot::open(
                 plan.id,
                 profile,
@@ -162,6 +176,8 @@ impl Pool {
                 cascade: cfg.cascade,
                 max_wait: Duration::from_secs(cfg.http.max_queue_wait_secs),
                 router: Mutex::new(Router::default()),
+                chromium_major: chromium,
+                retire: cfg.pool.retire,
                 released: Notify::new(),
                 stop,
             }),
@@ -170,7 +186,7 @@ impl Pool {
             pool.spawn_idle_closer(Duration::from_secs(cfg.browser.idle_close_secs));
         }
         pool.spawn_browser_watcher();
-        pool.spawn_proxy_prober();
+        pool.spawn_maintenance();
         Ok(pool)
     }
 
@@ -256,13 +272,15 @@ impl Pool {
         });
     }
 
-    /// Probe the proxies of `proxy_down` slots when due, and turn changes of
-    /// proxy health into events and the `idpool_slot_proxy_down` gauge.
-    fn spawn_proxy_prober(&self) {
+    /// Probe the proxies of `proxy_down` slots when due, turn changes of
+    /// proxy health into events and the `idpool_slot_proxy_down` gauge, and
+    /// retire identities past `pool.retire.max_age_secs`.
+    fn spawn_maintenance(&self) {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        if !self.inner.slots.iter().any(|s| s.egress().has_upstream()) {
+        let proxied = self.inner.slots.iter().any(|s| s.egress().has_upstream());
+        if !proxied && self.inner.retire.max_age_secs == 0 {
             return;
         }
         let weak = Arc::downgrade(&self.inner);
@@ -294,6 +312,7 @@ impl Pool {
                         .set(if *is_down { 1.0 } else { 0.0 });
                 }
                 down = now;
+                Pool { inner }.retire_aged();
             }
         });
     }
@@ -414,6 +433,12 @@ impl Pool {
     /// The strategies now (a reload swaps them; holders keep the old set).
     pub fn registry(&self) -> Arc<Registry> {
         self.inner.registry.read().clone()
+    }
+
+    /// The installed Chromium's major version, read when the pool opened
+    /// (the version a slot's user agent claims unless its profile pins one).
+    pub fn chromium_major(&self) -> Option<u32> {
+        self.inner.chromium_major
     }
 
     /// The SSRF guard every fetch goes through.

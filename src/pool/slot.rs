@@ -9,15 +9,14 @@ use std::time::SystemTime;
 
 use parking_lot::Mutex;
 
-use serde::Serialize;
-
+use super::calibration::{CALIBRATION_TIMEOUT, Calibrating, CalibrationStatus, chromium_based};
 use super::events::Events;
 use super::identity::SlotIdentity;
-use super::slot_env::{SlotEnv, identity, launch_spec};
+use super::slot_env::{SlotEnv, identity, launch_spec, start_egress};
 use crate::browser::{BrowserFacts, SlotBrowser};
 use crate::calibrate::{Calibrator, Record};
 use crate::config::HttpConfig;
-use crate::egress::{Egress, EgressConfig, EgressFacts, UpstreamHealth};
+use crate::egress::{Egress, EgressFacts};
 use crate::error::{Error, Result};
 use crate::fingerprint::Calibration;
 use crate::http::{FetchRequest, FetchResponse, Guard, HttpClient, RootStore};
@@ -66,6 +65,13 @@ pub struct Slot {
     egress: Egress,
     /// Its session and generation.
     identity: parking_lot::RwLock<SlotIdentity>,
+    /// The upstream both tiers use now (rendered from `proxy` for the
+    /// current session, else the profile's).
+    upstream: parking_lot::RwLock<Option<crate::profile::ProxyUrl>>,
+    /// The configured proxy, re-rendered for each new session.
+    proxy: Option<ProxyTemplate>,
+    /// What retirement policy counts.
+    pub(super) wear: super::wear::Wear,
     health: Mutex<SlotHealth>,
 }
 
@@ -76,32 +82,6 @@ impl std::fmt::Debug for Slot {
             .field("profile", &self.profile.name)
             .finish()
     }
-}
-
-/// How a slot's HTTP tier compares with its browser, for operators.
-#[derive(Debug, Clone, Serialize)]
-pub struct CalibrationStatus {
-    /// `off` (browser.calibrate = false), `not_applicable` (the profile
-    /// emulates a browser that is not Chromium-based), `pending` (no browser launched
-    /// yet), `calibrated`, `stale` (made with another Chromium or profile;
-    /// renewed at the next launch), `uncalibrated` (switched off on this
-    /// slot) or `failed` (no calibration applied and the last run failed;
-    /// `error` also reports a failed run while an older calibration applies).
-    pub state: &'static str,
-    pub chromium: Option<String>,
-    /// Unix seconds of the run.
-    pub at: Option<u64>,
-    pub browser_ja4: Option<String>,
-    pub http_ja4: Option<String>,
-    pub ja4_a_equal: Option<bool>,
-    pub ja4_b_equal: Option<bool>,
-    pub h2_equal: Option<bool>,
-    pub headers_equal: Option<bool>,
-    pub xhr_headers_equal: Option<bool>,
-    pub residual: Vec<String>,
-    /// Runs since the daemon started.
-    pub runs: u64,
-    pub error: Option<String>,
 }
 
 impl Slot {
@@ -169,22 +149,13 @@ impl Slot {
         let port = usize::from(env.base_port) + id;
         let cdp_port = u16::try_from(port)
             .map_err(|_| Error::config(format!("slot {id}: CDP port {port} is out of range")))?;
-        let egress = Egress::start(
-            EgressConfig {
-                slot: id,
-                guard: env.guard.clone(),
-                upstream: profile.proxy.clone(),
-                exempt: env.calibrator.iter().map(|c| c.addr()).collect(),
-                connect_timeout: std::time::Duration::from_secs(env.http.connect_timeout_secs),
-                health: Arc::new(UpstreamHealth::new(env.proxy_health.0, env.proxy_health.1)),
-            },
-            env.stop,
-        )?;
+        let egress = start_egress(id, &profile, env)?;
         let browser = SlotBrowser::new(
             launch_spec(id, &profile, &dir, cdp_port, &egress, env),
             identity(&profile),
             env.browser.clone(),
         );
+        let upstream = profile.proxy.clone();
         Ok(Slot {
             id,
             profile,
@@ -204,6 +175,9 @@ impl Slot {
             browser,
             egress,
             identity: parking_lot::RwLock::new(me),
+            upstream: parking_lot::RwLock::new(upstream),
+            proxy: proxy.cloned(),
+            wear: super::wear::Wear::default(),
             health: Mutex::new(SlotHealth::default()),
         })
     }
@@ -217,8 +191,10 @@ impl Slot {
     /// on this slot until the next run).
     pub fn set_calibration(&self, cal: Option<Calibration>) -> Result<()> {
         let (cfg, roots, guard) = &self.http_env;
+        let mut profile = self.profile.clone();
+        profile.proxy = self.upstream();
         let client = HttpClient::calibrated(
-            &self.profile,
+            &profile,
             self.jar.clone(),
             *cfg,
             roots,
@@ -248,6 +224,7 @@ impl Slot {
         req: &crate::browser::BrowserRequest,
         probe: &crate::browser::Probe<'_>,
     ) -> Result<crate::browser::PageResult> {
+        self.wear.used();
         let result = self.browser.navigate(req, Some(&self.jar), probe).await;
         self.save_jar().await;
         self.calibrate_if_due();
@@ -468,6 +445,47 @@ impl Slot {
         self.identity.read().clone()
     }
 
+    /// The upstream proxy both tiers use now (credentials inside: display
+    /// it redacted).
+    pub fn upstream(&self) -> Option<crate::profile::ProxyUrl> {
+        self.upstream.read().clone()
+    }
+
+    /// A new identity: the browser closed, the jar, Chromium profile and
+    /// calibration moved to `retired/<generation>/`, a new session (and the
+    /// proxy rendered for it, on both tiers), recalibration at the next
+    /// launch. The slot keeps its number. (The pool's `retire` owns the
+    /// rest: breakers, events, old generations.)
+    pub(super) async fn renew(&self) -> Result<(SlotIdentity, PathBuf)> {
+        self.browser.close().await;
+        let old = self.identity();
+        let aside = self.dir.join("retired").join(old.generation.to_string());
+        crate::fsutil::create_private_dir(&aside)?;
+        self.jar.retire(&aside.join("cookies.json"))?;
+        for name in ["chromium", "calibration.json"] {
+            let from = self.dir.join(name);
+            if from.exists() {
+                std::fs::rename(&from, aside.join(name))
+                    .map_err(|e| Error::io(format!("cannot move {} aside", from.display()), e))?;
+            }
+        }
+        let new = SlotIdentity::fresh(old.generation + 1);
+        new.save(&self.dir)?;
+        if let Some(t) = &self.proxy {
+            let url = t
+                .render(self.id, &new.session)
+                .map_err(|e| Error::config(format!("slot {}: proxy: {e}", self.id)))?;
+            *self.upstream.write() = Some(url.clone());
+            self.egress.set_upstream(Some(url));
+        }
+        *self.record.write() = None;
+        *self.cal_failure.lock() = None;
+        self.set_calibration(None)?;
+        *self.identity.write() = new.clone();
+        self.wear.reset();
+        Ok((new, aside))
+    }
+
     /// The slot's upstream proxy is down: the router leaves it alone.
     pub fn proxy_down(&self) -> bool {
         self.egress.health().is_down()
@@ -481,9 +499,10 @@ impl Slot {
     /// the jar is saved when it changed.
     pub(super) async fn fetch(&self, req: FetchRequest) -> Result<FetchResponse> {
         self.calibration_settled().await;
+        self.wear.used();
         let client = self.http.read().clone();
         let result = client.fetch(req).await;
-        if self.profile.proxy.is_some() {
+        if self.egress.has_upstream() {
             match &result {
                 Ok(_) => {
                     self.egress.health().succeeded();
@@ -525,29 +544,4 @@ impl Slot {
             Err(e) => tracing::warn!(slot = self.id, error = %e, "cookie jar save task failed"),
         }
     }
-}
-
-/// Raises a slot's `calibrating` flag for as long as it lives.
-struct Calibrating<'a>(&'a AtomicBool);
-
-impl<'a> Calibrating<'a> {
-    fn set(flag: &'a AtomicBool) -> Self {
-        flag.store(true, Ordering::Release);
-        Calibrating(flag)
-    }
-}
-
-impl Drop for Calibrating<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
-}
-
-/// A bound on one calibration run: a browser launch and two navigations on
-/// loopback, three HTTP requests.
-const CALIBRATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(90);
-
-/// Profiles a Chromium can calibrate: Chrome, Edge and Opera emulations.
-fn chromium_based(profile: &Profile) -> bool {
-    matches!(profile.emulation.family(), "chrome" | "edge" | "opera")
 }

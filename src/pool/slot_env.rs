@@ -9,7 +9,8 @@ use super::events::Events;
 use crate::browser::{ClientHints, Identity, LaunchSpec};
 use crate::calibrate::Calibrator;
 use crate::config::{BrowserConfig, HttpConfig};
-use crate::egress::Egress;
+use crate::egress::{Egress, EgressConfig, UpstreamHealth};
+use crate::error::Result;
 use crate::http::{Guard, RootStore};
 use crate::profile::Profile;
 
@@ -84,4 +85,21 @@ pub(super) fn identity(profile: &Profile) -> Identity {
         navigator_platform: profile.navigator_platform().to_string(),
         hints,
     }
+}
+
+/// The slot's egress: its browser's one way out, chained to the slot's
+/// upstream (the profile's proxy as the slot resolved it); the daemon's
+/// calibration listener is let through.
+pub(super) fn start_egress(id: usize, profile: &Profile, env: &SlotEnv<'_>) -> Result<Egress> {
+    Egress::start(
+        EgressConfig {
+            slot: id,
+            guard: env.guard.clone(),
+            upstream: profile.proxy.clone(),
+            exempt: env.calibrator.iter().map(|c| c.addr()).collect(),
+            connect_timeout: std::time::Duration::from_secs(env.http.connect_timeout_secs),
+            health: Arc::new(UpstreamHealth::new(env.proxy_health.0, env.proxy_health.1)),
+        },
+        env.stop,
+    )
 }

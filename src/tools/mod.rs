@@ -31,6 +31,7 @@ tools!(
     refresh_cookies,
     reset_slot,
     calibrate,
+    retire_slot,
 );
 
 /// The tool called `name`.

@@ -75,12 +75,13 @@ pub fn run(pool: &Pool) -> Value {
                 "profile": slot.profile.name,
                 "emulation": slot.profile.emulation.name(),
                 "user_agent": slot.profile.user_agent,
-                "proxy": slot.profile.proxy.as_ref().map(|p| p.redacted()),
-                "proxy_health": slot.profile.proxy.as_ref().map(|_| slot.egress().health().report()),
+                "proxy": slot.upstream().map(|p| p.redacted()),
+                "proxy_health": slot.upstream().map(|_| slot.egress().health().report()),
                 "identity": slot.identity(),
                 "breakers": breakers,
                 "browser": facts,
                 "egress": slot.egress_facts(),
+                "versions": versions(pool, slot, &facts),
                 "calibration": slot.calibration_status(),
                 "cookies": {
                     "count": slot.jar().count(),
@@ -97,6 +98,25 @@ pub fn run(pool: &Pool) -> Value {
         .map(|name| (name.clone(), json!(pool.budget(name))))
         .collect();
     json!({ "slots": slots, "strategies": budgets })
+}
+
+/// The Chromium the slot runs (or would launch), the version its user
+/// agent claims, its HTTP tier's emulation, and the gap between the browser
+/// and that emulation (calibration covers what the gap changes).
+fn versions(pool: &Pool, slot: &crate::pool::Slot, facts: &crate::browser::BrowserFacts) -> Value {
+    let chromium = facts
+        .version
+        .as_deref()
+        .and_then(crate::browser::launcher::major_of)
+        .or(pool.chromium_major());
+    let emulation = slot.profile.emulation_major();
+    json!({
+        "chromium": chromium,
+        "user_agent": slot.profile.user_agent_major(),
+        "user_agent_pinned": slot.profile.user_agent_pinned,
+        "emulation": slot.profile.emulation.name(),
+        "emulation_gap": chromium.zip(emulation).map(|(c, e)| i64::from(c) - i64::from(e)),
+    })
 }
 
 fn unix(t: SystemTime) -> u64 {

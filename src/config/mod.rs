@@ -9,9 +9,11 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
-use toml::Spanned;
 
 use crate::diag::{self, Diagnostic};
+
+mod pool;
+pub use pool::{PoolConfig, RetireConfig, SlotDecl};
 
 /// The whole config file.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -85,63 +87,6 @@ impl ServerConfig {
             .clone()
             .unwrap_or_else(|| data_dir.join("audit.log"))
     }
-}
-
-/// `[pool]`: the identity slots and where their files live.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct PoolConfig {
-    /// One slot per listed profile name. Exclusive with `size`.
-    pub profiles: Option<Vec<String>>,
-    /// Number of slots made from `profile` (default 2 when nothing else is set).
-    pub size: Option<usize>,
-    /// Profile used with `size` (default `default`).
-    pub profile: Option<String>,
-    /// Explicit slots: `[[pool.slot]] id = 0, profile = "..."`. Exclusive with the above.
-    pub slot: Vec<SlotDecl>,
-    /// Upstream proxies given to the slots in order (slot n gets entry
-    /// n mod len), over the profile's `proxy`; `{slot}` and `{session}` may
-    /// appear in the user name. A `[[pool.slot]] proxy` wins over this list.
-    pub proxies: Vec<crate::profile::ProxyTemplate>,
-    /// Failures in a row to reach a slot's proxy that make it `proxy_down`.
-    pub proxy_failures: u32,
-    /// How often a `proxy_down` slot's proxy is probed, in seconds.
-    pub proxy_probe_secs: u64,
-    /// Slot `n` uses CDP port `base_port + n`.
-    pub base_port: u16,
-    /// Per-slot state: `<data_dir>/slots/<n>/`.
-    pub data_dir: PathBuf,
-    pub strategies_dir: PathBuf,
-    pub profiles_dir: PathBuf,
-}
-
-impl Default for PoolConfig {
-    fn default() -> Self {
-        PoolConfig {
-            profiles: None,
-            size: None,
-            profile: None,
-            slot: Vec::new(),
-            proxies: Vec::new(),
-            proxy_failures: 3,
-            proxy_probe_secs: 10,
-            base_port: 19300,
-            data_dir: PathBuf::from("./.idpool"),
-            strategies_dir: PathBuf::from("./strategies"),
-            profiles_dir: PathBuf::from("./profiles"),
-        }
-    }
-}
-
-/// One `[[pool.slot]]` entry.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SlotDecl {
-    pub id: Spanned<usize>,
-    pub profile: Spanned<String>,
-    /// This slot's upstream proxy (over `pool.proxies` and the profile's).
-    #[serde(default)]
-    pub proxy: Option<crate::profile::ProxyTemplate>,
 }
 
 /// `[security]`: what may be fetched and which extra roots are trusted.

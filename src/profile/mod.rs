@@ -12,6 +12,9 @@ use wreq_util::{Platform, Profile as BrowserProfile};
 
 use crate::diag::{self, Diagnostic};
 
+mod proxy;
+pub use proxy::{ProxyTemplate, ProxyUrl};
+
 /// A browser emulation by its wreq-util name (`chrome_149`, `firefox_151`, `safari_26.4`).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct EmulationName(pub BrowserProfile);
@@ -84,154 +87,6 @@ impl<'de> Deserialize<'de> for PlatformName {
     }
 }
 
-/// A proxy URL whose credentials never reach a log line or printout.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ProxyUrl(url::Url);
-
-impl ProxyUrl {
-    /// Parse and check a proxy URL: http, https, socks5 or socks5h, with a host.
-    pub fn parse(s: &str) -> Result<Self, String> {
-        // Never echo the input: it may hold a password.
-        let url = url::Url::parse(s).map_err(|e| format!("invalid proxy URL ({e})"))?;
-        if !matches!(url.scheme(), "http" | "https" | "socks5" | "socks5h") {
-            return Err(format!(
-                "unsupported proxy scheme `{}` (expected http, https, socks5 or socks5h)",
-                url.scheme()
-            ));
-        }
-        if url.host_str().is_none_or(str::is_empty) {
-            return Err("proxy URL has no host".into());
-        }
-        Ok(ProxyUrl(url))
-    }
-
-    /// The full URL, credentials included: only for handing to the HTTP client.
-    pub fn expose(&self) -> &str {
-        self.0.as_str()
-    }
-
-    /// `http`, `https`, `socks5` or `socks5h`.
-    pub fn scheme(&self) -> &str {
-        self.0.scheme()
-    }
-
-    /// The proxy's host and port (the scheme's default port when none is given).
-    pub fn host_port(&self) -> (String, u16) {
-        let host = self
-            .0
-            .host_str()
-            .unwrap_or_default()
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string();
-        let port = self.0.port().unwrap_or(match self.0.scheme() {
-            "http" => 80,
-            "https" => 443,
-            _ => 1080,
-        });
-        (host, port)
-    }
-
-    /// `scheme://host:port` without credentials (for Chromium's `--proxy-server`).
-    pub fn without_credentials(&self) -> String {
-        let host = self.0.host_str().unwrap_or_default();
-        match self.0.port_or_known_default() {
-            Some(port) => format!("{}://{host}:{port}", self.0.scheme()),
-            None => format!("{}://{host}", self.0.scheme()),
-        }
-    }
-
-    /// Decoded user and password, if the URL has them.
-    pub fn credentials(&self) -> Option<(String, String)> {
-        if self.0.username().is_empty() {
-            return None;
-        }
-        let dec = |s: &str| {
-            percent_encoding::percent_decode_str(s)
-                .decode_utf8_lossy()
-                .into_owned()
-        };
-        Some((dec(self.0.username()), dec(self.0.password().unwrap_or(""))))
-    }
-
-    /// The URL with user and password replaced by `***`.
-    pub fn redacted(&self) -> String {
-        let mut u = self.0.clone();
-        if !u.username().is_empty() || u.password().is_some() {
-            let _ = u.set_username("***");
-            let _ = u.set_password(None);
-        }
-        u.to_string()
-    }
-}
-
-impl fmt::Debug for ProxyUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.redacted())
-    }
-}
-
-impl fmt::Display for ProxyUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.redacted())
-    }
-}
-
-impl<'de> Deserialize<'de> for ProxyUrl {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        ProxyUrl::parse(&s).map_err(serde::de::Error::custom)
-    }
-}
-
-/// A proxy URL as configured for a slot: `{slot}` (the slot's number) and
-/// `{session}` (its identity's session, new at each retirement) may appear
-/// in the user name, for providers' sticky sessions
-/// (`http://user-session-{session}:pw@gate.example:7000`). Checked when the
-/// config loads; never printed with its credentials.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ProxyTemplate(String);
-
-impl ProxyTemplate {
-    pub fn parse(s: &str) -> Result<Self, String> {
-        ProxyTemplate::render_str(s, 0, "session")?;
-        Ok(ProxyTemplate(s.to_string()))
-    }
-
-    /// The proxy of slot `slot` with session `session`.
-    pub fn render(&self, slot: usize, session: &str) -> Result<ProxyUrl, String> {
-        ProxyTemplate::render_str(&self.0, slot, session)
-    }
-
-    fn render_str(s: &str, slot: usize, session: &str) -> Result<ProxyUrl, String> {
-        ProxyUrl::parse(
-            &s.replace("{slot}", &slot.to_string())
-                .replace("{session}", session),
-        )
-    }
-
-    /// Whether the proxy changes with the identity's session.
-    pub fn has_session(&self) -> bool {
-        self.0.contains("{session}")
-    }
-}
-
-impl fmt::Debug for ProxyTemplate {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match ProxyTemplate::render_str(&self.0, 0, "{session}") {
-            Ok(u) => f.write_str(&u.redacted()),
-            Err(_) => f.write_str("<proxy>"),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for ProxyTemplate {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        ProxyTemplate::parse(&s).map_err(serde::de::Error::custom)
-    }
-}
-
 /// Browser window size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -273,6 +128,8 @@ pub struct Profile {
     pub emulation: EmulationName,
     pub platform: Platform,
     pub user_agent: String,
+    /// The profile file sets `user_agent`: it is kept as written.
+    pub user_agent_pinned: bool,
     pub accept_language: String,
     pub timezone: Option<String>,
     pub viewport: Viewport,
@@ -284,10 +141,73 @@ pub struct Profile {
     pub source: Option<PathBuf>,
 }
 
+/// `Chrome/149.0.0.0` → `Chrome/<major>.0.0.0` (and Edge's `Edg/`).
+fn with_major(ua: &str, token: &str, major: u32) -> String {
+    let Some(at) = ua.find(token) else {
+        return ua.to_string();
+    };
+    let start = at + token.len();
+    let end = ua[start..].find(' ').map_or(ua.len(), |e| start + e);
+    format!("{}{major}.0.0.0{}", &ua[..start], &ua[end..])
+}
+
+/// A `sec-ch-ua` value with every real brand at `major` (the GREASE brand,
+/// `"Not)A;Brand";v="24"` and kin, keeps its own version).
+fn brands_with_major(value: &str, major: u32) -> String {
+    value
+        .split(", ")
+        .map(|entry| match entry.rsplit_once(";v=\"") {
+            Some((brand, _)) if !brand.contains("Not") => format!("{brand};v=\"{major}\""),
+            _ => entry.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The emulation used when no `profiles/default.toml` exists.
 pub const DEFAULT_EMULATION: &str = "chrome_149";
 
 impl Profile {
+    /// The major version the user agent claims (`Chrome/156…` → 156).
+    pub fn user_agent_major(&self) -> Option<u32> {
+        let rest = self.user_agent.split("Chrome/").nth(1)?;
+        rest.split('.').next()?.parse().ok()
+    }
+
+    /// The emulation's own major version (`chrome_149` → 149).
+    pub fn emulation_major(&self) -> Option<u32> {
+        let name = self.emulation.name();
+        let digits: String = name
+            .rsplit('_')
+            .next()?
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse().ok()
+    }
+
+    /// Claim the slot's real Chromium, major version `major`, in the user
+    /// agent and the client hints' brands: what the browser's JavaScript
+    /// engine and its TLS show. Not for a pinned user agent or a profile
+    /// that emulates another family. Returns whether anything changed.
+    pub fn follow_browser(&mut self, major: u32) -> bool {
+        if self.user_agent_pinned
+            || !matches!(self.emulation.family(), "chrome" | "edge" | "opera")
+            || self.user_agent_major() == Some(major)
+        {
+            return false;
+        }
+        let mut ua = with_major(&self.user_agent, "Chrome/", major);
+        if ua.contains("Edg/") {
+            ua = with_major(&ua, "Edg/", major);
+        }
+        self.user_agent = ua;
+        if let Some(hints) = &self.sec_ch_ua {
+            self.sec_ch_ua = Some(brands_with_major(hints, major));
+        }
+        true
+    }
+
     /// The built-in `default` profile: Chrome 149 on Windows.
     pub fn builtin_default() -> Self {
         let emulation = EmulationName::parse(DEFAULT_EMULATION)
@@ -330,6 +250,7 @@ impl Profile {
             name: name.to_string(),
             emulation: f.emulation,
             platform,
+            user_agent_pinned: f.user_agent.is_some(),
             user_agent: f
                 .user_agent
                 .or_else(|| header(http::header::USER_AGENT))
@@ -502,13 +423,37 @@ mod tests {
 
     #[test]
     fn profiles_readme_lists_every_accepted_emulation() {
-        let readme = include_str!("../profiles/README.md");
+        let readme = include_str!("../../profiles/README.md");
         for name in EmulationName::all_names() {
             assert!(
                 readme.contains(&format!("`{name}`")),
                 "profiles/README.md misses `{name}`"
             );
         }
+    }
+
+    #[test]
+    fn following_the_browser_rewrites_the_version_unless_pinned() {
+        let mut p = Profile::builtin_default();
+        assert_eq!(p.user_agent_major(), Some(149));
+        assert_eq!(p.emulation_major(), Some(149));
+        assert!(p.follow_browser(156));
+        assert!(
+            p.user_agent.contains("Chrome/156.0.0.0 "),
+            "{}",
+            p.user_agent
+        );
+        assert!(!p.user_agent.contains("149"), "{}", p.user_agent);
+        let hints = p.sec_ch_ua.clone().unwrap_or_default();
+        assert!(hints.contains("\"Chromium\";v=\"156\""), "{hints}");
+        assert!(!hints.contains("149"), "{hints}");
+        assert_eq!(
+            brands_with_major(r#""Google Chrome";v="149", "Not)A;Brand";v="24""#, 156),
+            r#""Google Chrome";v="156", "Not)A;Brand";v="24""#
+        );
+        assert!(!p.follow_browser(156), "nothing left to change");
+        p.user_agent_pinned = true;
+        assert!(!p.follow_browser(157), "a pinned user agent stays");
     }
 
     #[test]

@@ -1,0 +1,60 @@
+//! A slot's calibration bookkeeping: the status operators see, the flag a
+//! run raises while it goes, its time limit, and which profiles a Chromium
+//! can calibrate at all.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::Serialize;
+
+use crate::profile::Profile;
+
+/// How a slot's HTTP tier compares with its browser, for operators.
+#[derive(Debug, Clone, Serialize)]
+pub struct CalibrationStatus {
+    /// `off` (browser.calibrate = false), `not_applicable` (the profile
+    /// emulates a browser that is not Chromium-based), `pending` (no browser launched
+    /// yet), `calibrated`, `stale` (made with another Chromium or profile;
+    /// renewed at the next launch), `uncalibrated` (switched off on this
+    /// slot) or `failed` (no calibration applied and the last run failed;
+    /// `error` also reports a failed run while an older calibration applies).
+    pub state: &'static str,
+    pub chromium: Option<String>,
+    /// Unix seconds of the run.
+    pub at: Option<u64>,
+    pub browser_ja4: Option<String>,
+    pub http_ja4: Option<String>,
+    pub ja4_a_equal: Option<bool>,
+    pub ja4_b_equal: Option<bool>,
+    pub h2_equal: Option<bool>,
+    pub headers_equal: Option<bool>,
+    pub xhr_headers_equal: Option<bool>,
+    pub residual: Vec<String>,
+    /// Runs since the daemon started.
+    pub runs: u64,
+    pub error: Option<String>,
+}
+
+/// Raises a slot's `calibrating` flag for as long as it lives.
+pub(super) struct Calibrating<'a>(&'a AtomicBool);
+
+impl<'a> Calibrating<'a> {
+    pub(super) fn set(flag: &'a AtomicBool) -> Self {
+        flag.store(true, Ordering::Release);
+        Calibrating(flag)
+    }
+}
+
+impl Drop for Calibrating<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// A bound on one calibration run: a browser launch and two navigations on
+/// loopback, three HTTP requests.
+pub(super) const CALIBRATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(90);
+
+/// Profiles a Chromium can calibrate: Chrome, Edge and Opera emulations.
+pub(super) fn chromium_based(profile: &Profile) -> bool {
+    matches!(profile.emulation.family(), "chrome" | "edge" | "opera")
+}

@@ -440,3 +440,35 @@ fn backoff_settings_are_checked() {
     );
     assert_reports(&c, "unknown variant `retry`, expected `fail` or `wait`");
 }
+
+/// Slot proxies and `[pool.retire]`: a bad URL names its line and never
+/// echoes the password; a templated one checks; a misspelt key is named.
+#[test]
+fn slot_proxies_and_retirement_are_checked() {
+    let c = Case::new();
+    let base = "[pool]\nsize = 2\nstrategies_dir = \"strategies\"\nprofiles_dir = \"profiles\"\ndata_dir = \"data\"\n";
+    c.write(
+        "idpool.toml",
+        &format!("{base}proxies = [\"http://u-{{slot}}-{{session}}:pw@127.0.0.1:3128\"]\n[pool.retire]\nafter_hard_blocks = 3\n"),
+    );
+    let (ok, out) = c.check();
+    assert!(ok, "{out}");
+    c.write(
+        "idpool.toml",
+        &format!("{base}proxies = [\"ftp://u:s3cretpw@h:1\"]\n"),
+    );
+    assert_reports(
+        &c,
+        &format!(
+            "{}:6: unsupported proxy scheme `ftp`",
+            c.file("idpool.toml")
+        ),
+    );
+    let (_, out) = c.check();
+    assert!(!out.contains("s3cretpw"), "{out}");
+    c.write(
+        "idpool.toml",
+        &format!("{base}[pool.retire]\nafter_hardblocks = 2\n"),
+    );
+    assert_reports(&c, "unknown field `after_hardblocks`");
+}

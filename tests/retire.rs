@@ -183,3 +183,41 @@ async fn two_hard_blocks_retire_the_identity() {
     assert_eq!(ev.detail["reason"], "hard_blocks");
     shutdown_and_check(&pool).await;
 }
+
+/// A retirement by policy in the daemon leaves an audit line of its own
+/// (the daemon's `retire_slot`), besides the event.
+#[tokio::test]
+async fn the_daemon_audits_a_retirement_by_policy() {
+    use common::daemon::{Daemon, Mcp};
+    let env = Env::new(1).await;
+    let d = Daemon::start_with(&env, 1, "", "[pool.retire]\nafter_hard_blocks = 1\n", &[]).await;
+    let mut mcp = Mcp::new(&d, None);
+    mcp.initialize().await;
+    let r = mcp
+        .tool(
+            2,
+            "scrape",
+            json!({"url": env.url("/ap/signin?daemon").as_str(), "mode": "http"}),
+        )
+        .await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let audit = env.path("data/audit.log");
+    let mut line = None;
+    for _ in 0..100 {
+        line = std::fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .find(|l| l.contains("\"transport\":\"policy\""))
+            .map(str::to_string);
+        if line.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let line = line.expect("an audit line for the automatic retirement");
+    let v: serde_json::Value = serde_json::from_str(&line).expect("json line");
+    assert_eq!(v["tool"], "retire_slot");
+    assert_eq!(v["args"]["reason"], "hard_blocks");
+    assert_eq!(v["slot"], 0);
+    d.stop().await;
+}

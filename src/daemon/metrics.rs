@@ -92,6 +92,20 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
         metrics::gauge!("idpool_browser_rss_bytes", &l)
             .set(f.rss_mb.map(|mb| (mb * 1024 * 1024) as f64).unwrap_or(0.0));
         metrics::gauge!("idpool_slot_cookies", &l).set(slot.jar().count() as f64);
+        let e = slot.egress_facts();
+        metrics::counter!("idpool_egress_requests_total", &l).absolute(e.requests);
+        metrics::counter!("idpool_egress_refused_total", &l).absolute(e.refused);
+        metrics::counter!("idpool_egress_connect_failures_total", &l).absolute(e.connect_failures);
+        for (dir, n) in [("up", e.bytes_up), ("down", e.bytes_down)] {
+            let l = [("slot", id.clone()), ("direction", dir.to_string())];
+            metrics::counter!("idpool_egress_bytes_total", &l).absolute(n);
+        }
+        metrics::gauge!("idpool_slot_proxy_down", &l).set(if slot.proxy_down() {
+            1.0
+        } else {
+            0.0
+        });
+        metrics::gauge!("idpool_slot_generation", &l).set(slot.identity().generation as f64);
         let c = slot.calibration_status();
         let flag = |b: Option<bool>| if b == Some(true) { 1.0 } else { 0.0 };
         metrics::gauge!("idpool_calibrated", &l).set(flag(Some(c.state == "calibrated")));

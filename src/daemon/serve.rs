@@ -127,6 +127,7 @@ impl Daemon {
         let server = tokio::spawn(server);
         notifier.notify("READY=1");
         let watchdog = spawn_watchdog(notifier.clone(), self.shutdown.clone());
+        let policy = tokio::spawn(audit_policy(self.core.clone(), self.shutdown.clone()));
         self.shutdown.cancelled().await;
 
         notifier.notify("STOPPING=1");
@@ -141,6 +142,7 @@ impl Daemon {
             Err(_) => tracing::warn!("connections still open after 10s: closed"),
         }
         signals.abort();
+        policy.abort();
         if let Some(w) = watchdog {
             w.abort();
         }
@@ -150,6 +152,44 @@ impl Daemon {
         }
         tracing::info!("idpool stopped");
         Ok(())
+    }
+}
+
+/// The pool acting on its own policy leaves an audit line too: an automatic
+/// retirement is recorded as the daemon's own `retire_slot` (a manual one
+/// is the caller's tool call, already audited). Ends at `stop`.
+async fn audit_policy(core: Arc<Core>, stop: CancellationToken) {
+    let mut events = core.pool().events().subscribe();
+    loop {
+        let ev = tokio::select! {
+            ev = events.recv() => ev,
+            () = stop.cancelled() => return,
+        };
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(_) => return,
+        };
+        if ev.kind != "slot_retired" || ev.detail["reason"] == "manual" {
+            continue;
+        }
+        if let Some(audit) = core.audit() {
+            audit.record(&crate::auth::AuditRecord {
+                ts: ev.ts.clone(),
+                principal: "idpool".into(),
+                role: "admin".into(),
+                transport: "policy".into(),
+                session: None,
+                method: "pool/retire".into(),
+                tool: Some("retire_slot".into()),
+                args: serde_json::json!({"slot": ev.slot, "reason": ev.detail["reason"]}),
+                ok: true,
+                error: None,
+                duration_ms: 0,
+                slot: ev.slot.map(|s| s as u64),
+                tier: None,
+            });
+        }
     }
 }
 

@@ -316,8 +316,6 @@ impl Shared {
 
     fn refuse(&self, target: String, reason: String) {
         self.refused.fetch_add(1, Ordering::Relaxed);
-        metrics::counter!("idpool_egress_refused_total", "slot" => self.slot.to_string())
-            .increment(1);
         tracing::info!(slot = self.slot, %target, %reason, "egress refused a browser request");
         let seq = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
         let mut kept = self.refusals.lock();

@@ -112,8 +112,6 @@ async fn open(shared: &Shared, host: &str, port: u16) -> Result<Box<dyn Io>, Res
             if upstream.is_some() {
                 shared.health.succeeded();
             }
-            metrics::counter!("idpool_egress_requests_total", "slot" => shared.slot.to_string())
-                .increment(1);
             Ok(io)
         }
         Err(e) => {

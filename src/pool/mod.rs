@@ -308,8 +308,6 @@ impl Pool {
                             serde_json::json!({"error": report.last_error, "failures": report.failures}),
                         );
                     }
-                    metrics::gauge!("idpool_slot_proxy_down", "slot" => i.to_string())
-                        .set(if *is_down { 1.0 } else { 0.0 });
                 }
                 down = now;
                 Pool { inner }.retire_aged();

@@ -454,6 +454,7 @@ async fn cdp(a: &Args) -> Result<Value> {
         trust_roots: Vec::new(),
         timezone: None,
         launch_timeout: Duration::from_secs(30),
+        netns: None,
     };
     let mut cmd = tokio::process::Command::new(&exe);
     cmd.args(spec.args())

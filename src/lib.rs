@@ -19,6 +19,8 @@
 //!               the residual between two captures
 //! http/         the HTTP tier: a wreq client impersonating the slot's browser,
 //!               certificates (trusted roots, SPKI pins), and the SSRF guard
+//! netns.rs      the browsers' network namespace (loopback only) and the
+//!               runtime thread inside it
 //! egress/       the browser's one way out: a guarded forward proxy per slot
 //!               (CONNECT and plain HTTP), resolving and checking every
 //!               address, chaining to the slot's upstream proxy
@@ -67,6 +69,7 @@ pub mod fsutil;
 pub mod http;
 pub mod jar;
 pub mod mcp;
+pub mod netns;
 pub mod pool;
 pub mod profile;
 pub mod strategy;

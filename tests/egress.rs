@@ -233,6 +233,7 @@ async fn launch_bare_chromium(env: &Env, pool: &idpool::pool::Pool, via: &str) {
         trust_roots: Vec::new(),
         timezone: None,
         launch_timeout: std::time::Duration::from_secs(30),
+        netns: None,
     };
     let mut args = spec.args();
     assert!(!args.iter().any(|a| a.starts_with("--proxy-server")));
@@ -262,4 +263,82 @@ async fn launch_bare_chromium(env: &Env, pool: &idpool::pool::Pool, via: &str) {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     idpool::browser::process::kill_and_reap(&mut child).await;
+}
+
+/// Browsers locked away (issue 15, item 2): each slot's Chromium runs in a
+/// network namespace of the daemon's with only loopback. Its DevTools port
+/// is not reachable from the machine (by this process, nor by another user),
+/// the daemon still drives every browser, and a connection from inside that
+/// ignores the egress reaches nothing.
+#[tokio::test]
+async fn devtools_ports_are_the_daemons_alone() {
+    use std::os::unix::process::CommandExt;
+    let canary = Canary::start().await;
+    let env = Env::new(2).await;
+    let pool = env.pool();
+    let isolation = pool.isolation().clone();
+    let status = tools::pool_status::run(&pool);
+    assert_eq!(
+        status["browsers"]["isolated"], isolation.isolated,
+        "{status}"
+    );
+    if !isolation.isolated {
+        // No CAP_SYS_ADMIN here: the pool says so, loudly, with the reason.
+        assert!(
+            isolation
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.contains("CAP_SYS_ADMIN")),
+            "{isolation:?}"
+        );
+        eprintln!("browsers are not isolated on this machine: {isolation:?}");
+        return;
+    }
+    for slot in 0..2 {
+        let f = pool
+            .browse(env.url("/product/B0ISO"), None, Some(slot))
+            .await
+            .expect("the daemon drives the browser");
+        assert_eq!(f.response.status, 200);
+    }
+    let as_root = unsafe { libc::geteuid() } == 0;
+    for s in pool.slots() {
+        assert!(s.browser_facts().running);
+        let port = s.cdp_port;
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        assert!(
+            std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(1)).is_err(),
+            "slot {}: DevTools port {port} is reachable from outside",
+            s.id
+        );
+        if as_root {
+            let other_user = std::process::Command::new("bash")
+                .args(["-c", &format!("exec 3<>/dev/tcp/127.0.0.1/{port}")])
+                .uid(65534)
+                .gid(65534)
+                .stderr(std::process::Stdio::null())
+                .status()
+                .expect("bash as nobody");
+            assert!(
+                !other_user.success(),
+                "user nobody reached slot {}'s DevTools",
+                s.id
+            );
+        }
+    }
+    let ns = pool.netns().expect("the namespace");
+    let port = pool.slots()[0].cdp_port;
+    let inside = ns
+        .run_sync(move || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok())
+        .expect("ran inside");
+    assert!(inside, "inside the namespace the DevTools port is there");
+    let target: std::net::SocketAddr = canary.addr().parse().expect("addr");
+    let around = ns
+        .run_sync(move || {
+            std::net::TcpStream::connect_timeout(&target, std::time::Duration::from_secs(1)).is_ok()
+        })
+        .expect("ran inside");
+    assert!(!around, "a connection around the egress got out");
+    assert!(canary.seen().is_empty(), "{:?}", canary.seen());
+    shutdown_and_check(&pool).await;
 }

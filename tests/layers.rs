@@ -12,6 +12,7 @@ const LAYERS: &[&[&str]] = &[
     &["jar"],
     &["fingerprint"],
     &["http"],
+    &["netns"],
     &["egress"],
     &["browser"],
     &["strategy"],

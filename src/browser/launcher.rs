@@ -43,6 +43,8 @@ pub struct LaunchSpec {
     pub trust_roots: Vec<Vec<u8>>,
     pub timezone: Option<String>,
     pub launch_timeout: Duration,
+    /// The browsers' namespace (`None`: the daemon's own network).
+    pub netns: Option<std::sync::Arc<crate::netns::Netns>>,
 }
 
 impl LaunchSpec {
@@ -102,6 +104,11 @@ impl LaunchSpec {
         a.push("about:blank".into());
         a
     }
+}
+
+/// Whether the daemon runs as root (Chromium's sandbox cannot start then).
+pub fn running_as_root() -> bool {
+    unsafe_is_root()
 }
 
 fn unsafe_is_root() -> bool {
@@ -431,6 +438,7 @@ mod tests {
             trust_roots: Vec::new(),
             timezone: None,
             launch_timeout: Duration::from_secs(5),
+            netns: None,
         };
         let a = spec.args();
         for want in [

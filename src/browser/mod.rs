@@ -239,7 +239,21 @@ impl SlotBrowser {
         let mut spec = self.spec.clone();
         spec.executable = launcher::find_executable(self.configured_exe.as_deref())?;
         launcher::end_stale(&spec).await;
-        let started = launcher::start(&spec).await?;
+        let started = match spec.netns.clone() {
+            // Spawned from the namespace's thread, Chromium starts inside it.
+            Some(ns) => {
+                let s = spec.clone();
+                ns.spawn(async move { launcher::start(&s).await })
+                    .await
+                    .map_err(|e| {
+                        Error::new(
+                            ErrorKind::Internal,
+                            format!("slot {}: launch task: {e}", spec.slot),
+                        )
+                    })??
+            }
+            None => launcher::start(&spec).await?,
+        };
         // `chromium --version` starts a process of its own: run it while we
         // attach and open the tab, not before (the first call waits for all).
         let exe = spec.executable.clone();
@@ -300,18 +314,26 @@ impl SlotBrowser {
             request_timeout: Duration::from_secs(self.cfg.op_timeout_secs),
             ..HandlerConfig::default()
         };
-        let connected = tokio::time::timeout(
-            spec.launch_timeout,
-            Browser::connect_with_config(ws_url, handler_cfg),
-        )
-        .await;
+        // Inside the namespace, DevTools is reachable from its thread alone:
+        // the connection is made there, and its handler polled there.
+        let connect = Browser::connect_with_config(ws_url, handler_cfg);
+        // `None`: timed out (or the namespace's task was lost).
+        let connected = match &spec.netns {
+            Some(ns) => tokio::time::timeout(spec.launch_timeout, ns.spawn(connect))
+                .await
+                .ok()
+                .and_then(Result::ok),
+            None => tokio::time::timeout(spec.launch_timeout, connect)
+                .await
+                .ok(),
+        };
         let (browser, handler) = match connected {
-            Ok(Ok(pair)) => pair,
+            Some(Ok(pair)) => pair,
             failed => {
                 process::kill_and_reap(&mut child).await;
                 process::end_outside(&outside_group).await;
                 return Err(match failed {
-                    Ok(Err(e)) => Error::new(
+                    Some(Err(e)) => Error::new(
                         ErrorKind::Network,
                         format!("slot {}: cannot attach to Chromium's DevTools", spec.slot),
                     )
@@ -333,7 +355,7 @@ impl SlotBrowser {
             f.ops_since_recycle = 0;
             f.pids.push(pid);
         }
-        let supervisor = tokio::spawn(supervisor::supervise(
+        let supervise = supervisor::supervise(
             supervisor::Watched {
                 slot: spec.slot,
                 child,
@@ -344,7 +366,11 @@ impl SlotBrowser {
             stop_rx,
             flags.clone(),
             self.facts.clone(),
-        ));
+        );
+        let supervisor = match &spec.netns {
+            Some(ns) => ns.spawn(supervise),
+            None => tokio::spawn(supervise),
+        };
         Ok(Running {
             browser,
             page: None,

@@ -169,31 +169,7 @@ pub fn table(status: &Value) -> String {
         } else {
             format!("not running (port {})", b["port"])
         };
-        let proxy_state = match s["proxy_health"]["state"].as_str() {
-            Some("down") => format!(
-                " (DOWN: {})",
-                s["proxy_health"]["last_error"].as_str().unwrap_or("?")
-            ),
-            _ => String::new(),
-        };
-        out.push_str(&format!(
-            "slot {}  {} ({})  proxy: {}{proxy_state}  generation {}\n",
-            s["slot"],
-            s["profile"].as_str().unwrap_or(""),
-            s["emulation"].as_str().unwrap_or(""),
-            s["proxy"].as_str().unwrap_or("-"),
-            s["identity"]["generation"]
-        ));
-        let e = &s["egress"];
-        out.push_str(&format!(
-            "  egress     {} requests, {} refused{}\n",
-            e["requests"],
-            e["refused"],
-            e["last_refused"]
-                .as_str()
-                .map(|r| format!(" (last: {r})"))
-                .unwrap_or_default()
-        ));
+        out.push_str(&identity_lines(s));
         out.push_str(&format!(
             "  browser    {browser}; launches {}, recycles {}, crashes {}\n",
             b["launches"], b["recycles"], b["crashes"]
@@ -390,6 +366,37 @@ async fn watch(base: &str, key: Option<&str>) -> anyhow::Result<()> {
             _ = tokio::signal::ctrl_c() => return Ok(()),
         }
     }
+}
+
+/// A slot's first lines: profile, proxy (and its state), generation, egress.
+fn identity_lines(s: &Value) -> String {
+    let mut out = String::new();
+    let proxy_state = match s["proxy_health"]["state"].as_str() {
+        Some("down") => format!(
+            " (DOWN: {})",
+            s["proxy_health"]["last_error"].as_str().unwrap_or("?")
+        ),
+        _ => String::new(),
+    };
+    out.push_str(&format!(
+        "slot {}  {} ({})  proxy: {}{proxy_state}  generation {}\n",
+        s["slot"],
+        s["profile"].as_str().unwrap_or(""),
+        s["emulation"].as_str().unwrap_or(""),
+        s["proxy"].as_str().unwrap_or("-"),
+        s["identity"]["generation"]
+    ));
+    let e = &s["egress"];
+    out.push_str(&format!(
+        "  egress     {} requests, {} refused{}\n",
+        e["requests"],
+        e["refused"],
+        e["last_refused"]
+            .as_str()
+            .map(|r| format!(" (last: {r})"))
+            .unwrap_or_default()
+    ));
+    out
 }
 
 #[cfg(test)]

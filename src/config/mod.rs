@@ -234,6 +234,11 @@ pub struct BrowserConfig {
     /// HTTP/2 priority, TLS options) when the browser first launches and
     /// whenever Chromium's version changes.
     pub calibrate: bool,
+    /// Run the slots' Chromium in a network namespace of the daemon's with
+    /// only loopback: their DevTools ports are the daemon's alone and the
+    /// egress is their only way out (needs CAP_SYS_ADMIN; without it the
+    /// browsers run in the daemon's network, with a warning).
+    pub isolate: bool,
 }
 
 impl Default for BrowserConfig {
@@ -248,6 +253,7 @@ impl Default for BrowserConfig {
             op_timeout_secs: 45,
             lock_wait_secs: 60,
             calibrate: true,
+            isolate: true,
         }
     }
 }

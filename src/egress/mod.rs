@@ -92,6 +92,8 @@ pub struct EgressConfig {
     pub connect_timeout: Duration,
     /// The upstream's health, which the slot's HTTP tier reports into too.
     pub health: Arc<UpstreamHealth>,
+    /// The browsers' namespace: the listener is bound inside it.
+    pub netns: Option<Arc<crate::netns::Netns>>,
 }
 
 /// State shared by the listener task and its connections.
@@ -131,8 +133,13 @@ impl Egress {
     /// Bind `127.0.0.1:0` and serve it on the current runtime until `stop`
     /// (or until the egress is dropped).
     pub fn start(cfg: EgressConfig, stop: &CancellationToken) -> Result<Egress> {
-        let std = std::net::TcpListener::bind("127.0.0.1:0")
-            .map_err(|e| Error::io(format!("slot {}: egress: cannot bind", cfg.slot), e))?;
+        let bind = || std::net::TcpListener::bind("127.0.0.1:0");
+        let bound = match &cfg.netns {
+            Some(ns) => ns.run_sync(bind).and_then(|r| r),
+            None => bind(),
+        };
+        let std =
+            bound.map_err(|e| Error::io(format!("slot {}: egress: cannot bind", cfg.slot), e))?;
         std.set_nonblocking(true)
             .map_err(|e| Error::io("egress", e))?;
         let addr = std.local_addr().map_err(|e| Error::io("egress", e))?;

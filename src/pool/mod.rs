@@ -74,6 +74,10 @@ struct Inner {
     router: Mutex<Router>,
     /// The installed Chromium's major version, read when the pool opened.
     chromium_major: Option<u32>,
+    /// Whether the browsers run in their own network namespace, and why not.
+    isolation: Isolation,
+    /// Held for the pool's life (the browsers' namespace and its thread).
+    _netns: Option<Arc<crate::netns::Netns>>,
     retire: crate::config::RetireConfig,
     /// Woken whenever a lease is released.
     released: Notify,
@@ -121,6 +125,7 @@ impl Pool {
         };
         let events = Arc::new(Events::default());
         let stop = CancellationToken::new();
+        let (netns, isolation) = isolate(cfg.browser.isolate);
         let env = SlotEnv {
             data_dir: &cfg.pool.data_dir,
             base_port: cfg.pool.base_port,
@@ -133,6 +138,7 @@ impl Pool {
             calibrator: calibrator.clone(),
             events: events.clone(),
             stop: &stop,
+            netns: netns.clone(),
             proxy_health: (
                 cfg.pool.proxy_failures,
                 Duration::from_secs(cfg.pool.proxy_probe_secs.max(1)),
@@ -141,26 +147,7 @@ impl Pool {
         // The user agent claims the Chromium that will run (unless a
         // profile pins one), from the first HTTP request on.
         let chromium = crate::browser::launcher::installed_major(cfg.browser.executable.as_deref());
-        let mut slots = Vec::new();
-        for plan in cfg.slot_plan() {
-            let mut profile = profiles.get(&plan.profile).cloned().ok_or_else(|| {
-                Error::config(format!(
-                    "slot {} uses profile `{}`, which is not in {}",
-                    plan.id,
-                    plan.profile,
-                    cfg.pool.profiles_dir.display()
-                ))
-            })?;
-            if let Some(major) = chromium {
-                profile.follow_browser(major);
-            }
-            slots.push(Arc::new(Slot::open(
-                plan.id,
-                profile,
-                plan.proxy.as_ref(),
-                &env,
-            )?));
-        }
+        let slots = open_slots(cfg, &profiles, &env, chromium)?;
         let pool = Pool {
             inner: Arc::new(Inner {
                 _lock: lock,
@@ -177,6 +164,8 @@ impl Pool {
                 max_wait: Duration::from_secs(cfg.http.max_queue_wait_secs),
                 router: Mutex::new(Router::default()),
                 chromium_major: chromium,
+                isolation,
+                _netns: netns,
                 retire: cfg.pool.retire,
                 released: Notify::new(),
                 stop,
@@ -433,6 +422,17 @@ impl Pool {
         self.inner.registry.read().clone()
     }
 
+    /// Whether the browsers run in their own network namespace.
+    pub fn isolation(&self) -> &Isolation {
+        &self.inner.isolation
+    }
+
+    /// The browsers' namespace (for tests that check what can be reached
+    /// from inside it).
+    pub fn netns(&self) -> Option<&Arc<crate::netns::Netns>> {
+        self.inner._netns.as_ref()
+    }
+
     /// The installed Chromium's major version, read when the pool opened
     /// (the version a slot's user agent claims unless its profile pins one).
     pub fn chromium_major(&self) -> Option<u32> {
@@ -459,6 +459,99 @@ impl Pool {
     pub async fn save_jars(&self) {
         for slot in &self.inner.slots {
             slot.save_jar().await;
+        }
+    }
+}
+
+/// Every slot of the config's plan, its user agent following `chromium`
+/// (the installed major) unless its profile pins one.
+fn open_slots(
+    cfg: &Config,
+    profiles: &std::collections::BTreeMap<String, profile::Profile>,
+    env: &SlotEnv<'_>,
+    chromium: Option<u32>,
+) -> Result<Vec<Arc<Slot>>> {
+    let mut slots = Vec::new();
+    for plan in cfg.slot_plan() {
+        let mut profile = profiles.get(&plan.profile).cloned().ok_or_else(|| {
+            Error::config(format!(
+                "slot {} uses profile `{}`, which is not in {}",
+                plan.id,
+                plan.profile,
+                cfg.pool.profiles_dir.display()
+            ))
+        })?;
+        if let Some(major) = chromium {
+            profile.follow_browser(major);
+        }
+        slots.push(Arc::new(Slot::open(
+            plan.id,
+            profile,
+            plan.proxy.as_ref(),
+            env,
+        )?));
+    }
+    Ok(slots)
+}
+
+/// Whether the slots' browsers run in a network namespace of their own.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Isolation {
+    /// `true`: DevTools ports reachable by the daemon alone, the egress the
+    /// browsers' only way out.
+    pub isolated: bool,
+    /// Why not, when not.
+    pub reason: Option<String>,
+    /// Chromium's own sandbox is on (it cannot start as root: then
+    /// `--no-sandbox`, with a warning).
+    pub sandbox: bool,
+}
+
+/// The browsers' namespace when `wanted` and the system allows it; a loud
+/// warning when it does not.
+fn isolate(wanted: bool) -> (Option<Arc<crate::netns::Netns>>, Isolation) {
+    let sandbox = !crate::browser::launcher::running_as_root();
+    if !sandbox {
+        tracing::warn!(
+            "running as root: Chromium's sandbox cannot start, so the slots' browsers run with --no-sandbox (run idpool as its own user to keep it)"
+        );
+    }
+    if !wanted {
+        tracing::warn!(
+            "browser.isolate = false: the slots' Chromium share the daemon's network; their DevTools ports are open to every local process"
+        );
+        let reason = Some("browser.isolate = false".to_string());
+        return (
+            None,
+            Isolation {
+                isolated: false,
+                reason,
+                sandbox,
+            },
+        );
+    }
+    match crate::netns::Netns::create() {
+        Ok(ns) => (
+            Some(Arc::new(ns)),
+            Isolation {
+                isolated: true,
+                reason: None,
+                sandbox,
+            },
+        ),
+        Err(e) => {
+            let reason = format!("cannot make a network namespace ({e}; it needs CAP_SYS_ADMIN)");
+            tracing::warn!(
+                "browsers NOT isolated: {reason}; the slots' Chromium share the daemon's network and their DevTools ports are open to every local process"
+            );
+            (
+                None,
+                Isolation {
+                    isolated: false,
+                    reason: Some(reason),
+                    sandbox,
+                },
+            )
         }
     }
 }

@@ -32,6 +32,8 @@ pub struct SlotEnv<'a> {
     pub events: Arc<Events>,
     /// The pool's shutdown signal (the slot's egress ends with it).
     pub stop: &'a tokio_util::sync::CancellationToken,
+    /// The browsers' namespace, when they are isolated.
+    pub netns: Option<Arc<crate::netns::Netns>>,
     /// `pool.proxy_failures` and `pool.proxy_probe_secs`.
     pub proxy_health: (u32, std::time::Duration),
 }
@@ -59,6 +61,7 @@ pub(super) fn launch_spec(
         trust_roots: env.trust_roots.to_vec(),
         timezone: profile.timezone.clone(),
         launch_timeout: std::time::Duration::from_secs(env.browser.launch_timeout_secs),
+        netns: env.netns.clone(),
     }
 }
 
@@ -99,6 +102,7 @@ pub(super) fn start_egress(id: usize, profile: &Profile, env: &SlotEnv<'_>) -> R
             exempt: env.calibrator.iter().map(|c| c.addr()).collect(),
             connect_timeout: std::time::Duration::from_secs(env.http.connect_timeout_secs),
             health: Arc::new(UpstreamHealth::new(env.proxy_health.0, env.proxy_health.1)),
+            netns: env.netns.clone(),
         },
         env.stop,
     )

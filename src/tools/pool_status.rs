@@ -97,7 +97,7 @@ pub fn run(pool: &Pool) -> Value {
         .iter()
         .map(|name| (name.clone(), json!(pool.budget(name))))
         .collect();
-    json!({ "slots": slots, "strategies": budgets })
+    json!({ "slots": slots, "strategies": budgets, "browsers": pool.isolation() })
 }
 
 /// The Chromium the slot runs (or would launch), the version its user

@@ -66,20 +66,26 @@ async fn proxy_credentials_never_reach_the_output() {
             "emulation = \"chrome_149\"\nproxy = \"http://carol:topsecret@127.0.0.1:{port}\"\n"
         ),
     );
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_idpool"))
-        .arg("--config")
-        .arg(env.path("idpool.toml"))
-        .args(["fetch", env.url("/whoami").as_str()])
-        .env("RUST_LOG", "trace")
-        .output()
-        .await
-        .expect("idpool fetch");
-    let all = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{all}");
+    let mut all = String::new();
+    // Both tiers: the browser's requests go through its egress to the proxy.
+    for tier in ["http", "browser"] {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_idpool"))
+            .arg("--config")
+            .arg(env.path("idpool.toml"))
+            .args(["fetch", env.url("/whoami").as_str(), "--tier", tier])
+            .env("RUST_LOG", "trace")
+            .output()
+            .await
+            .expect("idpool fetch");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{tier}: {text}");
+        all.push_str(&text);
+    }
+    assert!(seen.lock().auth.len() >= 2, "both tiers used the proxy");
     assert!(!seen.lock().auth.is_empty(), "the proxy was not used");
     assert!(
         !all.contains("topsecret"),

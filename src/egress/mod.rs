@@ -182,10 +182,6 @@ impl Egress {
         format!("http://{}", self.addr)
     }
 
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
     /// Chain to another upstream from now on (a retired identity's new
     /// proxy session); tunnels already open keep theirs.
     pub fn set_upstream(&self, upstream: Option<ProxyUrl>) {

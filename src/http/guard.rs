@@ -65,7 +65,7 @@ impl Guard {
             )));
         }
         if let Ok(ip) = host.parse::<IpAddr>() {
-            self.check_ip(&host, ip)?;
+            self.check_address(&host, ip)?;
         }
         Ok(())
     }
@@ -92,19 +92,15 @@ impl Guard {
                         .with_source(e)
                 })?;
         for addr in addrs {
-            self.check_ip(&host, addr.ip())?;
+            self.check_address(&host, addr.ip())?;
         }
         Ok(())
     }
 
     /// The address part of the check alone: may `host`, resolved to `ip`,
-    /// be connected to? (The browser egress, which lets pages load from any
-    /// host but never from our own networks.)
+    /// be connected to? (Also the browser egress's whole check: pages load
+    /// from any host, never from our own networks.)
     pub fn check_address(&self, host: &str, ip: IpAddr) -> Result<()> {
-        self.check_ip(host, ip)
-    }
-
-    fn check_ip(&self, host: &str, ip: IpAddr) -> Result<()> {
         if !self.allow_private && is_private(ip) && !self.private_ok.contains(&ip) {
             return Err(Error::refused(format!(
                 "`{host}` is a private, loopback or link-local address ({ip}); set security.allow_private_networks to allow it"

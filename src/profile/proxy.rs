@@ -131,11 +131,6 @@ impl ProxyTemplate {
                 .replace("{session}", session),
         )
     }
-
-    /// Whether the proxy changes with the identity's session.
-    pub fn has_session(&self) -> bool {
-        self.0.contains("{session}")
-    }
 }
 
 impl fmt::Debug for ProxyTemplate {

@@ -41,7 +41,10 @@ pub(super) async fn run_tier(
         lease.http(http_request(op, tier, url, vars), judged).await
     };
     match result {
-        Ok((_, ran)) => ran,
+        Ok((fetched, ran)) => TierRun {
+            refused: fetched.refused,
+            ..ran
+        },
         Err(e) if e.kind() == ErrorKind::Refused => {
             let error = Some(e.to_string());
             TierRun::new(TierEnd::Refused(e), None, error)
@@ -104,19 +107,6 @@ fn http_request(
 /// Judge a tier's answer (classified by the lease) and extract its items,
 /// from the same parse of its body.
 fn judge(
-    strategy: &dyn Strategy,
-    op: &Operation,
-    tier: &Tier,
-    fetched: &Fetched,
-    body: &Body<'_>,
-) -> TierRun {
-    TierRun {
-        refused: fetched.refused.clone(),
-        ..judge_answer(strategy, op, tier, fetched, body)
-    }
-}
-
-fn judge_answer(
     strategy: &dyn Strategy,
     op: &Operation,
     tier: &Tier,

@@ -50,12 +50,8 @@ struct Args {
     slot: Option<usize>,
     /// Stay on the slot of this MCP session's last call for the strategy
     /// while the site admits it; `false`: round-robin.
-    #[serde(default = "yes")]
+    #[serde(default = "super::spec::yes")]
     sticky: bool,
-}
-
-fn yes() -> bool {
-    true
 }
 
 /// Arguments: `strategy`, `operation`, `params` (object), optional `slot`.

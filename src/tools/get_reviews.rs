@@ -91,12 +91,8 @@ struct Args {
     slot: Option<usize>,
     /// Stay on one identity for every page (and for this MCP session's next
     /// calls) while the site admits it; `false`: round-robin.
-    #[serde(default = "yes")]
+    #[serde(default = "super::spec::yes")]
     sticky: bool,
-}
-
-fn yes() -> bool {
-    true
 }
 
 /// Arguments: `item` (id or URL), `strategy` (optional with a URL), `page`

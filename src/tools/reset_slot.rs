@@ -38,17 +38,13 @@ pub const SPEC: Spec = Spec {
     run: |pool, args, _| Box::pin(run(pool, args)),
 };
 
-fn yes() -> bool {
-    true
-}
-
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
     /// The slot.
     slot: usize,
     /// Close its breakers and forget its tier blocks (default true).
-    #[serde(default = "yes")]
+    #[serde(default = "super::spec::yes")]
     breakers: bool,
     /// Only this strategy's breaker.
     strategy: Option<String>,

@@ -183,6 +183,12 @@ pub fn invalid(message: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidArgument, message).retryable(false)
 }
 
+/// `#[serde(default = "super::spec::yes")]`: an argument that is on unless
+/// turned off.
+pub(super) fn yes() -> bool {
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

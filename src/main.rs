@@ -14,6 +14,12 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    if cli.command.may_run_browsers() {
+        // Before any thread exists: a daemon run as its own user enters a
+        // user namespace of its own here, so that its browsers can be locked
+        // into a network namespace later (README, "Browsers locked away").
+        idpool::netns::prepare();
+    }
     idpool::diag::init_tracing(cli.log_json || cli.log_format == cli::LogFormat::Json);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

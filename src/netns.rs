@@ -12,12 +12,22 @@
 //! way out, and no other process on the machine can reach their DevTools
 //! ports.
 //!
-//! Making a network namespace needs `CAP_SYS_ADMIN` (a daemon run as root, or
-//! with that capability). Without it [`Netns::create`] fails and the pool runs
-//! its browsers in the daemon's namespace, saying so loudly.
+//! Making a network namespace needs `CAP_SYS_ADMIN` in the daemon's user
+//! namespace. A daemon run as root (or given that capability) has it. A daemon
+//! run as its own user gets it from a user namespace of its own: [`prepare`],
+//! called while the process still has one thread (`unshare(CLONE_NEWUSER)`
+//! refuses a threaded process), moves the whole process into a new user
+//! namespace that maps its user and group to themselves, where it holds every
+//! capability over the namespaces it makes and nothing more on the machine.
+//! Files, ports and signals behave as before: the daemon is the same user.
+//! Where the system forbids unprivileged user namespaces, or the daemon holds
+//! capabilities a user namespace would take away (`CAP_NET_BIND_SERVICE` for a
+//! low port, say), it stays where it is, [`Netns::create`] fails, and the pool
+//! runs its browsers in the daemon's namespace, saying so loudly and why.
 
 use std::future::Future;
 use std::io;
+use std::sync::OnceLock;
 
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
@@ -35,8 +45,30 @@ impl std::fmt::Debug for Netns {
 }
 
 impl Netns {
-    /// A new namespace with `lo` up, and its runtime thread.
-    pub fn create() -> io::Result<Netns> {
+    /// A new namespace with `lo` up, and its runtime thread. The error says
+    /// why not, including what [`prepare`] found.
+    pub fn create() -> Result<Netns, String> {
+        Netns::start().map_err(|e| match PREPARED.get() {
+            Some(Prepared::Declined(why)) => {
+                format!("cannot make a network namespace ({e}; it needs CAP_SYS_ADMIN, or a user namespace of the daemon's, and {why})")
+            }
+            Some(Prepared::Entered) => {
+                format!("cannot make a network namespace inside the daemon's user namespace ({e})")
+            }
+            _ => format!("cannot make a network namespace ({e}; it needs CAP_SYS_ADMIN)"),
+        })
+    }
+
+    /// How the namespace was made: `"user namespace"` for a daemon run as its
+    /// own user, `"privileged"` for one holding `CAP_SYS_ADMIN`.
+    pub fn how() -> &'static str {
+        match PREPARED.get() {
+            Some(Prepared::Entered) => "user namespace",
+            _ => "privileged",
+        }
+    }
+
+    fn start() -> io::Result<Netns> {
         let (tx, rx) = std::sync::mpsc::channel::<io::Result<(Handle, oneshot::Sender<()>)>>();
         std::thread::Builder::new()
             .name("idpool-netns".into())
@@ -100,6 +132,81 @@ impl Drop for Netns {
             let _ = stop.send(());
         }
     }
+}
+
+/// What [`prepare`] did.
+#[derive(Debug)]
+enum Prepared {
+    /// The process holds `CAP_SYS_ADMIN` where it is: nothing to do.
+    Privileged,
+    /// The process moved into a user namespace of its own.
+    Entered,
+    /// It could not, and why.
+    Declined(String),
+}
+
+static PREPARED: OnceLock<Prepared> = OnceLock::new();
+
+/// Give a daemon run as its own user the right to make the browsers' network
+/// namespace: move the process into a new user namespace that maps its user
+/// and group to themselves. Call it first thing in `main`, while the process
+/// has one thread, and only for commands that may run browsers. Does nothing
+/// for a process that already holds `CAP_SYS_ADMIN`; declines (and
+/// [`Netns::create`] later says why) for one that holds other capabilities, since
+/// a user namespace would take them away, or where the system forbids it.
+pub fn prepare() {
+    PREPARED.get_or_init(|| {
+        let caps = effective_capabilities();
+        if caps & (1 << CAP_SYS_ADMIN) != 0 {
+            return Prepared::Privileged;
+        }
+        if caps != 0 {
+            return Prepared::Declined(format!(
+                "the daemon holds capabilities ({caps:#x}) that a user namespace would take away"
+            ));
+        }
+        match enter_user_namespace() {
+            Ok(()) => Prepared::Entered,
+            Err(e) => Prepared::Declined(format!(
+                "unshare(CLONE_NEWUSER): {e} (unprivileged user namespaces disabled? see user.max_user_namespaces)"
+            )),
+        }
+    });
+}
+
+const CAP_SYS_ADMIN: u32 = 21;
+
+/// The effective capability set, from `/proc/self/status` (`CapEff:`); 0 when
+/// it cannot be read.
+fn effective_capabilities() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        })
+        .unwrap_or(0)
+}
+
+/// `unshare(CLONE_NEWUSER)` and map our user and group to themselves (the
+/// only mapping an unprivileged process may write; `setgroups` must be denied
+/// before the group map).
+fn enter_user_namespace() -> io::Result<()> {
+    // SAFETY: getuid/getgid have no preconditions and cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    // SAFETY: unshare with a plain flag; the caller guarantees one thread
+    // (else the kernel refuses with EINVAL, which is reported).
+    if unsafe { libc::unshare(libc::CLONE_NEWUSER) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let write = |file: &str, text: String| {
+        std::fs::write(format!("/proc/self/{file}"), text)
+            .map_err(|e| io::Error::new(e.kind(), format!("/proc/self/{file}: {e}")))
+    };
+    write("setgroups", "deny".into())?;
+    write("uid_map", format!("{uid} {uid} 1"))?;
+    write("gid_map", format!("{gid} {gid} 1"))
 }
 
 /// Move the calling thread into a new network namespace and bring `lo` up.

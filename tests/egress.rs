@@ -342,3 +342,84 @@ async fn devtools_ports_are_the_daemons_alone() {
     assert!(canary.seen().is_empty(), "{:?}", canary.seen());
     shutdown_and_check(&pool).await;
 }
+
+/// Browsers locked away for a daemon run as its own user (issue 15, item 2):
+/// it enters a user namespace of its own at start, so it can still make the
+/// browsers' network namespace; Chromium runs as that user with its sandbox
+/// on, and its DevTools port is not reachable from the machine. Run as
+/// `nobody` when the test is root, as the test's own user otherwise.
+#[tokio::test]
+async fn a_daemon_run_as_its_own_user_locks_its_browsers_away() {
+    use common::daemon::{Daemon, Mcp};
+    use std::os::unix::process::CommandExt;
+    let uid = if unsafe { libc::geteuid() } == 0 {
+        65534
+    } else {
+        unsafe { libc::geteuid() }
+    };
+    let probe = std::process::Command::new("unshare")
+        .args(["--user", "--map-current-user", "true"])
+        .uid(uid)
+        .gid(uid)
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("this system allows no unprivileged user namespaces: nothing to test");
+        return;
+    }
+    let env = Env::new(1).await;
+    let d = if uid == unsafe { libc::geteuid() } {
+        Daemon::start(&env, 1, "").await
+    } else {
+        Daemon::start_as(&env, 1, uid).await
+    };
+    let mut c = Mcp::new(&d, None);
+    assert!(c.initialize().await.status.is_success());
+    let status = c.tool(1, "pool_status", json!({})).await;
+    let browsers = &status["result"]["structuredContent"]["browsers"];
+    assert_eq!(browsers["isolated"], true, "{status}\n{}", d.log_text());
+    assert_eq!(browsers["via"], "user namespace", "{browsers}");
+    assert_eq!(browsers["sandbox"], true, "{browsers}");
+    let scraped = c
+        .tool(
+            2,
+            "scrape",
+            json!({"url": env.url("/product/B0OWN").as_str(), "mode": "browser"}),
+        )
+        .await;
+    assert_eq!(
+        scraped["result"]["structuredContent"]["status"],
+        200,
+        "{scraped}\n{}",
+        d.log_text()
+    );
+    let browsers = common::chromium_browsers_under(&env.path("data"));
+    assert_eq!(browsers.len(), 1, "{browsers:?}");
+    for (pid, args) in &browsers {
+        let st = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+        let real_uid = st
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|u| u.split_whitespace().next())
+            .expect("Uid line");
+        assert_eq!(
+            real_uid,
+            uid.to_string(),
+            "Chromium {pid} runs as {real_uid}"
+        );
+        assert!(
+            !args.iter().any(|a| a == "--no-sandbox"),
+            "Chromium's sandbox is off: {args:?}"
+        );
+    }
+    let port = env.config().pool.base_port;
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    assert!(
+        std::net::TcpStream::connect_timeout(&addr, std::time::Duration::from_secs(1)).is_err(),
+        "DevTools port {port} is reachable from outside"
+    );
+    d.stop().await;
+    assert!(
+        common::chromium_browsers_under(&env.path("data")).is_empty(),
+        "the daemon left a Chromium behind"
+    );
+}

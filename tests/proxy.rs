@@ -55,6 +55,51 @@ async fn slot_goes_through_an_authenticated_socks5_proxy() {
     assert_eq!(s.targets, [env.testbed.https_addr.to_string()]);
 }
 
+/// An `https://` upstream (CONNECT spoken over TLS, its certificate from a
+/// CA in `security.extra_root_certs`) carries both tiers of the slot: the
+/// HTTP tier's requests and every request of its browser, through the egress.
+#[tokio::test]
+async fn an_https_upstream_proxy_carries_both_tiers() {
+    use common::proxies::{basic_user, https_connect_proxy};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let env = common::Env::new(1).await;
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let handshakes = Arc::new(AtomicUsize::new(0));
+    let port = https_connect_proxy(
+        seen.clone(),
+        env.testbed.leaf_tls.clone(),
+        handshakes.clone(),
+    )
+    .await;
+    env.write(
+        "profiles/default.toml",
+        &format!("emulation = \"chrome_149\"\nproxy = \"https://erin:tl5pw@localhost:{port}\"\n"),
+    );
+    let pool = env.pool();
+    let target = env.testbed.https_addr.to_string();
+    let through = || seen.lock().targets.iter().filter(|t| **t == target).count();
+    let f = pool
+        .fetch(FetchRequest::get(env.url("/product/B0TLSPX")), None)
+        .await
+        .expect("the HTTP tier through the https proxy");
+    assert_eq!(f.response.status, 200);
+    let after_http = through();
+    assert!(after_http >= 1, "{:?}", seen.lock());
+    let b = pool
+        .browse(env.url("/product/B0TLSPX2"), None, Some(0))
+        .await
+        .expect("the browser through the egress and the https proxy");
+    assert_eq!(b.response.status, 200);
+    assert!(
+        through() > after_http,
+        "the browser skipped the proxy: {:?}",
+        seen.lock()
+    );
+    assert!(handshakes.load(Ordering::Relaxed) >= 2);
+    assert!(seen.lock().auth.iter().all(|a| basic_user(a) == "erin"));
+    common::shutdown_and_check(&pool).await;
+}
+
 #[tokio::test]
 async fn proxy_credentials_never_reach_the_output() {
     let env = common::Env::new(1).await;

@@ -68,6 +68,17 @@ pub enum Command {
     Retire(retire::RetireArgs),
 }
 
+impl Command {
+    /// Commands that may open the pool and launch Chromium (the others only
+    /// read files or talk to the running daemon).
+    pub fn may_run_browsers(&self) -> bool {
+        !matches!(
+            self,
+            Command::CheckConfig | Command::Keys(_) | Command::Call(_)
+        )
+    }
+}
+
 /// Run a parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {

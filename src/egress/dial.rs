@@ -1,7 +1,9 @@
 //! The egress's connection to a checked target: direct, or through the slot's
-//! upstream proxy (HTTP CONNECT or SOCKS5). The upstream's credentials are
-//! added here and nowhere else; errors never quote them.
+//! upstream proxy (HTTP CONNECT, over TLS for an `https://` proxy, or SOCKS5).
+//! The upstream's credentials are added here and nowhere else; errors never
+//! quote them.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use base64::Engine;
@@ -34,21 +36,73 @@ impl std::fmt::Display for DialError {
     }
 }
 
+/// TLS to `https://` upstream proxies: the public roots plus
+/// `security.extra_root_certs`, put together at first use (most pools have no
+/// such proxy).
+#[derive(Default)]
+pub struct ProxyTls {
+    extra: Vec<Vec<u8>>,
+    connector: OnceLock<Result<tokio_rustls::TlsConnector, String>>,
+}
+
+impl std::fmt::Debug for ProxyTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ProxyTls({} extra roots)", self.extra.len())
+    }
+}
+
+impl ProxyTls {
+    /// Trust the public roots and `extra` (DER certificates).
+    pub fn new(extra: Vec<Vec<u8>>) -> ProxyTls {
+        ProxyTls {
+            extra,
+            connector: OnceLock::new(),
+        }
+    }
+
+    fn connector(&self) -> Result<&tokio_rustls::TlsConnector, DialError> {
+        self.connector
+            .get_or_init(|| {
+                use rustls::pki_types::CertificateDer;
+                let mut roots = rustls::RootCertStore::empty();
+                roots.add_parsable_certificates(
+                    webpki_root_certs::TLS_SERVER_ROOT_CERTS.iter().cloned(),
+                );
+                roots.add_parsable_certificates(
+                    self.extra.iter().map(|d| CertificateDer::from(d.clone())),
+                );
+                let provider = Arc::new(rustls::crypto::ring::default_provider());
+                let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+                    .with_safe_default_protocol_versions()
+                    .map_err(|e| format!("TLS setup: {e}"))?
+                    .with_root_certificates(roots)
+                    .with_no_client_auth();
+                // CONNECT is HTTP/1.1.
+                cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+                Ok(tokio_rustls::TlsConnector::from(Arc::new(cfg)))
+            })
+            .as_ref()
+            .map_err(|e| DialError::Upstream(e.clone()))
+    }
+}
+
 /// Connect to `target`, within `timeout` for the whole of it.
 pub(crate) async fn dial(
     target: &Target,
     upstream: Option<&ProxyUrl>,
+    tls: &ProxyTls,
     timeout: Duration,
 ) -> Result<Box<dyn Io>, DialError> {
     let work = async {
         match upstream {
             None => direct(target).await,
-            Some(p) if p.scheme() == "http" => http_connect(p, target).await,
-            Some(p) if p.scheme().starts_with("socks5") => socks5(p, target).await,
-            Some(p) => Err(DialError::Upstream(format!(
-                "{}:// upstream proxies are not supported for the browser (use http:// or socks5://)",
-                p.scheme()
-            ))),
+            Some(p) if p.scheme() == "http" => {
+                http_connect(tcp_to_proxy(p).await?, p, target).await
+            }
+            Some(p) if p.scheme() == "https" => {
+                http_connect(tls_to_proxy(p, tls).await?, p, target).await
+            }
+            Some(p) => socks5(p, target).await,
         }
     };
     tokio::time::timeout(timeout, work)
@@ -83,7 +137,7 @@ async fn direct(target: &Target) -> Result<Box<dyn Io>, DialError> {
     Ok(Box::new(stream))
 }
 
-async fn to_proxy(p: &ProxyUrl) -> Result<TcpStream, DialError> {
+async fn tcp_to_proxy(p: &ProxyUrl) -> Result<TcpStream, DialError> {
     let (host, port) = p.host_port();
     let s = TcpStream::connect((host.as_str(), port))
         .await
@@ -92,9 +146,30 @@ async fn to_proxy(p: &ProxyUrl) -> Result<TcpStream, DialError> {
     Ok(s)
 }
 
-/// `CONNECT target` through an HTTP proxy, with Basic credentials.
-async fn http_connect(p: &ProxyUrl, target: &Target) -> Result<Box<dyn Io>, DialError> {
-    let mut s = to_proxy(p).await?;
+/// A TLS connection to an `https://` proxy, its certificate checked against
+/// the proxy's host name (or address).
+async fn tls_to_proxy(
+    p: &ProxyUrl,
+    tls: &ProxyTls,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, DialError> {
+    let connector = tls.connector()?;
+    let (host, port) = p.host_port();
+    let name = rustls::pki_types::ServerName::try_from(host.clone())
+        .map_err(|e| DialError::Upstream(format!("`{host}` is no TLS server name ({e})")))?;
+    let tcp = tcp_to_proxy(p).await?;
+    connector.connect(name, tcp).await.map_err(|e| {
+        DialError::Upstream(format!(
+            "TLS to {host}:{port}: {e} (a private CA belongs in security.extra_root_certs)"
+        ))
+    })
+}
+
+/// `CONNECT target` through an HTTP proxy (on `s`), with Basic credentials.
+async fn http_connect<S: Io + 'static>(
+    mut s: S,
+    p: &ProxyUrl,
+    target: &Target,
+) -> Result<Box<dyn Io>, DialError> {
     let t = target_str(target);
     let mut head = format!("CONNECT {t} HTTP/1.1\r\nHost: {t}\r\n");
     if let Some((user, pass)) = p.credentials() {
@@ -139,7 +214,7 @@ async fn http_connect(p: &ProxyUrl, target: &Target) -> Result<Box<dyn Io>, Dial
 }
 
 async fn socks5(p: &ProxyUrl, target: &Target) -> Result<Box<dyn Io>, DialError> {
-    let s = to_proxy(p).await?;
+    let s = tcp_to_proxy(p).await?;
     let creds = p.credentials();
     let stream = match (target, &creds) {
         (Target::Addr(a), None) => Socks5Stream::connect_with_socket(s, *a).await,
@@ -175,7 +250,7 @@ async fn socks5(p: &ProxyUrl, target: &Target) -> Result<Box<dyn Io>, DialError>
 
 /// Can the proxy be reached at all (a TCP connection, then closed)?
 pub(crate) async fn probe(p: &ProxyUrl, timeout: Duration) -> Result<(), String> {
-    match tokio::time::timeout(timeout, to_proxy(p)).await {
+    match tokio::time::timeout(timeout, tcp_to_proxy(p)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err(format!(

@@ -24,6 +24,7 @@ mod dial;
 mod health;
 mod serve;
 
+pub use dial::ProxyTls;
 pub use health::{HealthReport, ProxyState, UpstreamHealth};
 
 use std::collections::VecDeque;
@@ -90,6 +91,8 @@ pub struct EgressConfig {
     /// calibration listener.
     pub exempt: Vec<SocketAddr>,
     pub connect_timeout: Duration,
+    /// TLS to an `https://` upstream (shared by the pool's egresses).
+    pub proxy_tls: Arc<ProxyTls>,
     /// The upstream's health, which the slot's HTTP tier reports into too.
     pub health: Arc<UpstreamHealth>,
     /// The browsers' namespace: the listener is bound inside it.
@@ -103,6 +106,7 @@ struct Shared {
     upstream: RwLock<Option<ProxyUrl>>,
     exempt: Vec<SocketAddr>,
     connect_timeout: Duration,
+    proxy_tls: Arc<ProxyTls>,
     requests: AtomicU64,
     refused: AtomicU64,
     connect_failures: AtomicU64,
@@ -149,6 +153,7 @@ impl Egress {
             upstream: RwLock::new(cfg.upstream),
             exempt: cfg.exempt,
             connect_timeout: cfg.connect_timeout,
+            proxy_tls: cfg.proxy_tls,
             requests: AtomicU64::new(0),
             refused: AtomicU64::new(0),
             connect_failures: AtomicU64::new(0),

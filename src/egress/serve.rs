@@ -106,7 +106,14 @@ async fn open(shared: &Shared, host: &str, port: u16) -> Result<Box<dyn Io>, Res
         }
     };
     let upstream = shared.upstream.read().clone();
-    match dial(&target, upstream.as_ref(), shared.connect_timeout).await {
+    match dial(
+        &target,
+        upstream.as_ref(),
+        &shared.proxy_tls,
+        shared.connect_timeout,
+    )
+    .await
+    {
         Ok(io) => {
             shared.requests.fetch_add(1, Ordering::Relaxed);
             if upstream.is_some() {

@@ -134,6 +134,7 @@ impl Pool {
             guard: guard.clone(),
             browser: &cfg.browser,
             spki: &spki,
+            proxy_tls: Arc::new(crate::egress::ProxyTls::new(trust_roots.clone())),
             trust_roots: &trust_roots,
             calibrator: calibrator.clone(),
             events: events.clone(),
@@ -500,6 +501,9 @@ pub struct Isolation {
     /// `true`: DevTools ports reachable by the daemon alone, the egress the
     /// browsers' only way out.
     pub isolated: bool,
+    /// How, when isolated: `"privileged"` (root, or `CAP_SYS_ADMIN`) or
+    /// `"user namespace"` (a daemon run as its own user).
+    pub via: Option<&'static str>,
     /// Why not, when not.
     pub reason: Option<String>,
     /// Chromium's own sandbox is on (it cannot start as root: then
@@ -525,6 +529,7 @@ fn isolate(wanted: bool) -> (Option<Arc<crate::netns::Netns>>, Isolation) {
             None,
             Isolation {
                 isolated: false,
+                via: None,
                 reason,
                 sandbox,
             },
@@ -535,12 +540,12 @@ fn isolate(wanted: bool) -> (Option<Arc<crate::netns::Netns>>, Isolation) {
             Some(Arc::new(ns)),
             Isolation {
                 isolated: true,
+                via: Some(crate::netns::Netns::how()),
                 reason: None,
                 sandbox,
             },
         ),
-        Err(e) => {
-            let reason = format!("cannot make a network namespace ({e}; it needs CAP_SYS_ADMIN)");
+        Err(reason) => {
             tracing::warn!(
                 "browsers NOT isolated: {reason}; the slots' Chromium share the daemon's network and their DevTools ports are open to every local process"
             );
@@ -548,6 +553,7 @@ fn isolate(wanted: bool) -> (Option<Arc<crate::netns::Netns>>, Isolation) {
                 None,
                 Isolation {
                     isolated: false,
+                    via: None,
                     reason: Some(reason),
                     sandbox,
                 },

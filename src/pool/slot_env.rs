@@ -28,6 +28,8 @@ pub struct SlotEnv<'a> {
     /// `security.extra_root_certs`, DER: each slot's Chromium trusts them
     /// through its own NSS database.
     pub trust_roots: &'a [Vec<u8>],
+    /// TLS to `https://` upstream proxies, for every slot's egress.
+    pub proxy_tls: Arc<crate::egress::ProxyTls>,
     pub calibrator: Option<Arc<Calibrator>>,
     pub events: Arc<Events>,
     /// The pool's shutdown signal (the slot's egress ends with it).
@@ -101,6 +103,7 @@ pub(super) fn start_egress(id: usize, profile: &Profile, env: &SlotEnv<'_>) -> R
             upstream: profile.proxy.clone(),
             exempt: env.calibrator.iter().map(|c| c.addr()).collect(),
             connect_timeout: std::time::Duration::from_secs(env.http.connect_timeout_secs),
+            proxy_tls: env.proxy_tls.clone(),
             health: Arc::new(UpstreamHealth::new(env.proxy_health.0, env.proxy_health.1)),
             netns: env.netns.clone(),
         },

@@ -63,6 +63,9 @@ pub struct Testbed {
     pub http_addr: SocketAddr,
     pub ca_path: PathBuf,
     pub ca_pem: String,
+    /// The testbed's leaf-only server TLS (its certificate, signed by its
+    /// CA), for other loopback servers of a test: an `https://` proxy.
+    pub leaf_tls: Arc<rustls::ServerConfig>,
     pub shared: Arc<Shared>,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -103,7 +106,7 @@ impl Testbed {
         if let Some(l) = https_leaf {
             tasks.push(tokio::spawn(server::serve_https(
                 l,
-                tls.leaf_only,
+                tls.leaf_only.clone(),
                 app,
                 shared.clone(),
                 rx,
@@ -115,6 +118,7 @@ impl Testbed {
             http_addr,
             ca_path: tls.ca_path,
             ca_pem: tls.ca_pem,
+            leaf_tls: tls.leaf_only,
             shared,
             stop,
             tasks,

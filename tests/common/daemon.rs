@@ -75,6 +75,23 @@ impl Daemon {
         toml_extra: &str,
         vars: &[(&str, String)],
     ) -> Daemon {
+        Self::launch(env, port, slots, (server_extra, toml_extra), vars, None).await
+    }
+
+    /// [`Daemon::start`] as another user (`uid`, same gid): the env's folder
+    /// is handed to that user first.
+    pub async fn start_as(env: &Env, slots: usize, uid: u32) -> Daemon {
+        Self::launch(env, free_port(), slots, ("", ""), &[], Some(uid)).await
+    }
+
+    async fn launch(
+        env: &Env,
+        port: u16,
+        slots: usize,
+        (server_extra, toml_extra): (&str, &str),
+        vars: &[(&str, String)],
+        uid: Option<u32>,
+    ) -> Daemon {
         env.write_config_with(
             slots,
             true,
@@ -86,6 +103,15 @@ impl Daemon {
         let mut cmd = idpool(env);
         for (k, v) in vars {
             cmd.env(k, v);
+        }
+        if let Some(uid) = uid {
+            let chown = std::process::Command::new("chown")
+                .args(["-R", &format!("{uid}:{uid}")])
+                .arg(env.path(""))
+                .status()
+                .expect("chown runs");
+            assert!(chown.success(), "chown the env to {uid}");
+            cmd.uid(uid).gid(uid);
         }
         let child = cmd
             .arg("serve")

@@ -24,50 +24,83 @@ pub async fn http_connect_proxy_on(port: u16, seen: Arc<Mutex<Seen>>) -> Option<
     let port = listener.local_addr().expect("addr").port();
     tokio::spawn(async move {
         while let Ok((client, _)) = listener.accept().await {
-            let seen = seen.clone();
+            tokio::spawn(serve_connect(client, seen.clone()));
+        }
+    });
+    Some(port)
+}
+
+/// The same proxy spoken over TLS (an `https://` proxy) with `tls`'s
+/// certificate; `tls_accepts` counts the handshakes that succeeded.
+pub async fn https_connect_proxy(
+    seen: Arc<Mutex<Seen>>,
+    tls: Arc<rustls::ServerConfig>,
+    tls_accepts: Arc<std::sync::atomic::AtomicUsize>,
+) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let (acceptor, seen, n) = (acceptor.clone(), seen.clone(), tls_accepts.clone());
             tokio::spawn(async move {
-                let mut reader = BufReader::new(client);
-                let mut line = String::new();
-                if reader.read_line(&mut line).await.is_err() {
-                    return;
-                }
-                let target = line.split_whitespace().nth(1).unwrap_or("").to_string();
-                let mut auth = None;
-                loop {
-                    let mut h = String::new();
-                    if reader.read_line(&mut h).await.unwrap_or(0) == 0 || h == "\r\n" {
-                        break;
-                    }
-                    if let Some((name, v)) = h.split_once(':')
-                        && name.eq_ignore_ascii_case("proxy-authorization")
-                    {
-                        auth = Some(v.trim().to_string());
-                    }
-                }
-                let mut client = reader.into_inner();
-                let Some(auth) = auth else {
-                    let _ = client.write_all(b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic\r\n\r\n").await;
-                    return;
-                };
-                {
-                    let mut s = seen.lock();
-                    s.auth.push(auth);
-                    s.targets.push(target.clone());
-                }
-                let Ok(mut upstream) = TcpStream::connect(&target).await else {
-                    return;
-                };
-                if client
-                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                    .await
-                    .is_ok()
-                {
-                    let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                if let Ok(tls) = acceptor.accept(client).await {
+                    n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    serve_connect(tls, seen).await;
                 }
             });
         }
     });
-    Some(port)
+    port
+}
+
+/// One CONNECT: read the head, demand `Proxy-Authorization`, tunnel.
+async fn serve_connect<S>(client: S, seen: Arc<Mutex<Seen>>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let mut reader = BufReader::new(client);
+    let mut line = String::new();
+    if reader.read_line(&mut line).await.is_err() {
+        return;
+    }
+    let target = line.split_whitespace().nth(1).unwrap_or("").to_string();
+    let mut auth = None;
+    loop {
+        let mut h = String::new();
+        if reader.read_line(&mut h).await.unwrap_or(0) == 0 || h == "\r\n" {
+            break;
+        }
+        if let Some((name, v)) = h.split_once(':')
+            && name.eq_ignore_ascii_case("proxy-authorization")
+        {
+            auth = Some(v.trim().to_string());
+        }
+    }
+    let mut client = reader.into_inner();
+    let Some(auth) = auth else {
+        let _ = client
+            .write_all(
+                b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic\r\n\r\n",
+            )
+            .await;
+        return;
+    };
+    {
+        let mut s = seen.lock();
+        s.auth.push(auth);
+        s.targets.push(target.clone());
+    }
+    let Ok(mut upstream) = TcpStream::connect(&target).await else {
+        return;
+    };
+    if client
+        .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        .await
+        .is_ok()
+    {
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+    }
 }
 
 /// The user name in a `Proxy-Authorization: Basic` value as [`Seen`] keeps it.

@@ -14,7 +14,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use cookie_store::{Cookie as StoredCookie, CookieStore as Store};
 use http::{HeaderValue, Uri, Version};
 use parking_lot::{Mutex, RwLock};
-use serde::Deserialize;
 use url::Url;
 
 use crate::error::{Error, ErrorKind, Result};
@@ -62,7 +61,6 @@ pub struct PortableCookie {
 pub enum OpenNote {
     Loaded(usize),
     Fresh,
-    Seeded(usize),
     /// The file could not be read as a jar and was moved to this path.
     MovedAside(PathBuf),
 }
@@ -79,9 +77,9 @@ impl Jar {
         }
     }
 
-    /// Open the jar at `path`. A missing file gives an empty jar (seeded from `seed`
-    /// when given); a corrupt file is moved aside as `<name>.corrupt-<unix>`.
-    pub fn open(path: &Path, seed: Option<&Path>) -> Result<(Jar, OpenNote)> {
+    /// Open the jar at `path`. A missing file gives an empty jar (`Fresh`: the
+    /// pool may seed it); a corrupt file is moved aside as `<name>.corrupt-<unix>`.
+    pub fn open(path: &Path) -> Result<(Jar, OpenNote)> {
         let (store, note) = match File::open(path) {
             Ok(file) => match read_store(BufReader::new(file)) {
                 Ok(store) => {
@@ -106,14 +104,7 @@ impl Jar {
                     (Store::new(), OpenNote::MovedAside(aside))
                 }
             },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match seed {
-                Some(seed) => {
-                    let store = load_seed(seed)?;
-                    let n = store.iter_unexpired().count();
-                    (store, OpenNote::Seeded(n))
-                }
-                None => (Store::new(), OpenNote::Fresh),
-            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Store::new(), OpenNote::Fresh),
             Err(e) => {
                 return Err(Error::io(
                     format!("cannot read cookie jar {}", path.display()),
@@ -121,11 +112,10 @@ impl Jar {
                 ));
             }
         };
-        let seeded = matches!(note, OpenNote::Seeded(_));
         let jar = Jar {
             store: RwLock::new(store),
             path: path.to_path_buf(),
-            dirty: AtomicBool::new(seeded),
+            dirty: AtomicBool::new(false),
             save_lock: Mutex::new(()),
             last_saved: AtomicU64::new(0),
         };
@@ -180,6 +170,15 @@ impl Jar {
         let related = |d: &str| {
             d == domain || d.ends_with(&format!(".{domain}")) || domain.ends_with(&format!(".{d}"))
         };
+        self.export_where(related)
+    }
+
+    /// Every unexpired cookie (a session export).
+    pub fn export_all(&self) -> Vec<PortableCookie> {
+        self.export_where(|_| true)
+    }
+
+    fn export_where(&self, keep: impl Fn(&str) -> bool) -> Vec<PortableCookie> {
         let store = self.store.read();
         store
             .iter_unexpired()
@@ -189,7 +188,7 @@ impl Jar {
                     cookie_store::CookieDomain::Suffix(d) => (d.clone(), false),
                     _ => return None,
                 };
-                related(&d).then(|| PortableCookie {
+                keep(&d).then(|| PortableCookie {
                     name: c.name().to_string(),
                     value: c.value().to_string(),
                     domain: d,
@@ -295,74 +294,6 @@ fn read_store(reader: impl std::io::Read) -> std::result::Result<Store, String> 
     Store::from_cookies(cookies.into_iter().map(Ok::<_, String>), false)
 }
 
-/// Seed cookies in the common browser-export shape (Playwright `storageState`
-/// cookies, EditThisCookie): `[{name, value, domain, path, expires, secure, httpOnly}]`.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SeedCookie {
-    name: String,
-    value: String,
-    domain: String,
-    #[serde(default = "root_path")]
-    path: String,
-    #[serde(default)]
-    expires: Option<f64>,
-    #[serde(default, alias = "expirationDate")]
-    expiration_date: Option<f64>,
-    #[serde(default)]
-    secure: bool,
-    #[serde(default)]
-    http_only: bool,
-}
-
-fn root_path() -> String {
-    "/".into()
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum SeedFile {
-    List(Vec<SeedCookie>),
-    State { cookies: Vec<SeedCookie> },
-}
-
-fn load_seed(path: &Path) -> Result<Store> {
-    let text = fs::read_to_string(path)
-        .map_err(|e| Error::io(format!("cannot read seed cookies {}", path.display()), e))?;
-    let seeds = match serde_json::from_str::<SeedFile>(&text) {
-        Ok(SeedFile::List(v)) | Ok(SeedFile::State { cookies: v }) => v,
-        Err(e) => {
-            return Err(Error::config(format!(
-                "{}: seed cookies must be a JSON list of {{name, value, domain, path, expires, secure, httpOnly}} ({e})",
-                path.display()
-            )));
-        }
-    };
-    let mut store = Store::new();
-    for c in seeds {
-        let host = c.domain.trim_start_matches('.');
-        let Ok(url) = Url::parse(&format!("https://{host}{}", c.path)) else {
-            continue;
-        };
-        let mut s = format!("{}={}; Path={}", c.name, c.value, c.path);
-        if c.domain.starts_with('.') {
-            s.push_str(&format!("; Domain={host}"));
-        }
-        if let Some(exp) = c.expires.or(c.expiration_date).filter(|e| *e > 0.0) {
-            let max_age = exp as i64 - unix_now() as i64;
-            s.push_str(&format!("; Max-Age={}", max_age.max(0)));
-        }
-        if c.secure {
-            s.push_str("; Secure");
-        }
-        if c.http_only {
-            s.push_str("; HttpOnly");
-        }
-        let _ = store.parse(&s, &url);
-    }
-    Ok(store)
-}
-
 fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -427,7 +358,7 @@ mod tests {
     fn save_load_round_trip_with_mode_0600() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("slots/0/cookies.json");
-        let (jar, note) = Jar::open(&path, None).unwrap();
+        let (jar, note) = Jar::open(&path).unwrap();
         assert_eq!(note, OpenNote::Fresh);
         let url = Url::parse("https://shop.test/").unwrap();
         assert!(jar.insert_set_cookie("sid=abc; Max-Age=3600; Path=/", &url));
@@ -436,7 +367,7 @@ mod tests {
         assert!(!jar.save_if_dirty().unwrap());
         let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        let (jar2, note) = Jar::open(&path, None).unwrap();
+        let (jar2, note) = Jar::open(&path).unwrap();
         assert_eq!(note, OpenNote::Loaded(2));
         let mut got = jar2.cookies_for(&url);
         got.sort();
@@ -449,7 +380,7 @@ mod tests {
     #[test]
     fn export_and_import_round_trip() {
         let dir = tempfile::tempdir().unwrap();
-        let (a, _) = Jar::open(&dir.path().join("a.json"), None).unwrap();
+        let (a, _) = Jar::open(&dir.path().join("a.json")).unwrap();
         let url = Url::parse("https://www.shop.test/").unwrap();
         a.insert_set_cookie("host=1; Max-Age=600; Path=/; Secure; HttpOnly", &url);
         a.insert_set_cookie("dom=2; Domain=shop.test; Path=/x", &url);
@@ -463,7 +394,7 @@ mod tests {
             ("dom", false, None)
         );
         assert!(out[1].host_only && out[1].secure && out[1].http_only && out[1].expires.is_some());
-        let (b, _) = Jar::open(&dir.path().join("b.json"), None).unwrap();
+        let (b, _) = Jar::open(&dir.path().join("b.json")).unwrap();
         assert_eq!(b.import(&out), 2);
         let mut back = b.export_for_domain("shop.test");
         back.sort_by(|x, y| x.name.cmp(&y.name));
@@ -477,7 +408,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cookies.json");
         fs::write(&path, b"{ not json").unwrap();
-        let (jar, note) = Jar::open(&path, None).unwrap();
+        let (jar, note) = Jar::open(&path).unwrap();
         assert_eq!(jar.count(), 0);
         let OpenNote::MovedAside(aside) = note else {
             panic!("{note:?}")
@@ -492,20 +423,5 @@ mod tests {
         );
         assert_eq!(fs::read(&aside).unwrap(), b"{ not json");
         assert!(!path.exists());
-    }
-
-    #[test]
-    fn seed_cookies_load_from_browser_export() {
-        let dir = tempfile::tempdir().unwrap();
-        let seed = dir.path().join("seed.json");
-        fs::write(&seed, r#"{"cookies":[{"name":"a","value":"1","domain":".shop.test","path":"/","expires":-1,"httpOnly":true,"secure":true}]}"#).unwrap();
-        let (jar, note) = Jar::open(&dir.path().join("c.json"), Some(&seed)).unwrap();
-        assert_eq!(note, OpenNote::Seeded(1));
-        assert!(jar.is_dirty());
-        let url = Url::parse("https://www.shop.test/x").unwrap();
-        assert_eq!(
-            jar.cookies_for(&url),
-            vec![("a".to_string(), "1".to_string())]
-        );
     }
 }

@@ -13,6 +13,8 @@
 //! config.rs     idpool.toml: resolution order, every key
 //! profile.rs    profiles/*.toml: emulation, user agent, language, proxy, seed cookies
 //! jar.rs        a slot's cookie jar (shared by its HTTP client and its browser)
+//! session/      sessions in and out: Netscape cookies.txt, Cookie-Editor JSON,
+//!               Playwright storageState (cookies and localStorage)
 //! fingerprint/  what a client looks like on the wire: the TLS ClientHello
 //!               (JA4 and its parts), HTTP/2 frames (Akamai fingerprint,
 //!               HEADERS priority) and header order; calibration profiles and
@@ -72,6 +74,7 @@ pub mod mcp;
 pub mod netns;
 pub mod pool;
 pub mod profile;
+pub mod session;
 pub mod strategy;
 #[cfg(feature = "testbed")]
 pub mod testbed;

@@ -63,7 +63,7 @@ fn jar_writer_child() {
         return;
     };
     let path = std::path::PathBuf::from(path);
-    let (jar, _) = Jar::open(&path, None).expect("child opens jar");
+    let (jar, _) = Jar::open(&path).expect("child opens jar");
     let url = url::Url::parse("https://shop.test/").expect("url");
     for round in 0u64.. {
         // Enough cookies that a save is several kilobytes, so kills land mid-write.
@@ -102,7 +102,7 @@ fn jar_survives_sigkill_during_saves() {
         child.kill().expect("SIGKILL");
         child.wait().expect("reap");
 
-        let (jar, note) = Jar::open(&path, None).expect("jar opens");
+        let (jar, note) = Jar::open(&path).expect("jar opens");
         assert!(matches!(note, OpenNote::Loaded(40)), "round {i}: {note:?}");
         let url = url::Url::parse("https://shop.test/").expect("url");
         let values = jar.cookies_for(&url);

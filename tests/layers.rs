@@ -10,6 +10,7 @@ const LAYERS: &[&[&str]] = &[
     &["error", "diag", "fsutil"],
     &["config", "profile"],
     &["jar"],
+    &["session"],
     &["fingerprint"],
     &["http"],
     &["netns"],

@@ -129,6 +129,7 @@ fn is_secret(name: &str) -> bool {
         "authorization",
         "proxy",
         "credential",
+        "session",
     ]
     .iter()
     .any(|s| n.contains(s))

@@ -15,6 +15,7 @@
 pub mod launcher;
 pub mod page;
 pub mod process;
+mod storage;
 mod supervisor;
 mod trust;
 

@@ -97,6 +97,17 @@ fn check(explicit: Option<&Path>) -> CheckReport {
             )),
         }
     }
+    for file in cfg.pool.slot.iter().filter_map(|d| d.session.as_ref()) {
+        let parsed = std::fs::read_to_string(file)
+            .map_err(|e| format!("[[pool.slot]] session: cannot read ({e})"))
+            .and_then(|t| {
+                idpool::session::parse(&t, idpool::session::Format::Auto)
+                    .map_err(|e| e.message().to_string())
+            });
+        if let Err(why) = parsed {
+            report.problems.push(Diagnostic::file(file, why));
+        }
+    }
     let (registry, problems) = Registry::load_dir(&cfg.pool.strategies_dir);
     report.problems.extend(problems);
     report.strategies = registry.len();

@@ -12,6 +12,7 @@ mod mcp;
 mod refresh_cookies;
 mod retire;
 mod serve;
+mod session;
 mod slots;
 
 use std::path::PathBuf;
@@ -66,6 +67,9 @@ pub enum Command {
     Calibrate(calibrate::CalibrateArgs),
     /// Give a slot a fresh identity: new jar, Chromium profile and proxy session.
     Retire(retire::RetireArgs),
+    /// A slot's session in and out: cookies.txt, Cookie-Editor JSON, Playwright storageState.
+    #[command(subcommand)]
+    Session(session::SessionCmd),
 }
 
 impl Command {
@@ -92,5 +96,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::RefreshCookies(args) => refresh_cookies::run(cli.config.as_deref(), args).await,
         Command::Calibrate(args) => calibrate::run(cli.config.as_deref(), args).await,
         Command::Retire(args) => retire::run(cli.config.as_deref(), args).await,
+        Command::Session(cmd) => session::run(cli.config.as_deref(), cmd).await,
     }
 }

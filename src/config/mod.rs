@@ -312,6 +312,11 @@ impl Config {
         rebase(&mut cfg.pool.strategies_dir);
         rebase(&mut cfg.pool.profiles_dir);
         rebase(&mut cfg.server.keys_file);
+        cfg.pool
+            .slot
+            .iter_mut()
+            .filter_map(|d| d.session.as_mut())
+            .for_each(rebase);
         if let Some(a) = cfg.server.audit_log.as_mut() {
             rebase(a);
         }

@@ -90,4 +90,8 @@ pub struct SlotDecl {
     /// This slot's upstream proxy (over `pool.proxies` and the profile's).
     #[serde(default)]
     pub proxy: Option<crate::profile::ProxyTemplate>,
+    /// A session file (cookies.txt, Cookie-Editor JSON or storageState)
+    /// imported at start when it changed since its last import.
+    #[serde(default)]
+    pub session: Option<PathBuf>,
 }

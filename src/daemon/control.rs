@@ -228,7 +228,8 @@ fn slot_args(n: &str, body: &[u8]) -> Result<Value, Refusal> {
     Ok(args)
 }
 
-/// `POST /api/v1/slots/{n}/refresh-cookies`, `/reset`, `/calibrate` and `/retire`.
+/// `POST /api/v1/slots/{n}/refresh-cookies`, `/reset`, `/calibrate`, `/retire`,
+/// `/session-import` and `/session-export`.
 async fn slot_action(
     State(c): State<Arc<Control>>,
     Path((n, action)): Path<(String, String)>,
@@ -241,6 +242,8 @@ async fn slot_action(
         "reset" => "reset_slot",
         "calibrate" => "calibrate",
         "retire" => "retire_slot",
+        "session-import" => "import_session",
+        "session-export" => "export_session",
         other => return error(StatusCode::NOT_FOUND, format!("no action `{other}`")),
     };
     match slot_args(&n, &body) {

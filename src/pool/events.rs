@@ -21,7 +21,8 @@ pub struct SlotEvent {
     /// `breaker`, `tier_blocked`, `browser_launch`, `browser_recycle`,
     /// `browser_crash`, `browser_restart_rss`, `browser_closed`,
     /// `cookie_refresh`, `breaker_reset`, `reload`, `budget`, `proxy_down`,
-    /// `proxy_up`.
+    /// `proxy_up`, `slot_retired`, `session_imported`, `session_exported`,
+    /// `session_import_failed`.
     pub kind: String,
     pub slot: Option<usize>,
     pub strategy: Option<String>,

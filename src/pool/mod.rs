@@ -11,11 +11,13 @@ mod calibration;
 mod circuit;
 pub mod events;
 mod identity;
+mod isolation;
 mod lease;
 mod lock;
 mod politeness;
 mod retire;
 mod router;
+mod session;
 mod slot;
 mod slot_env;
 mod wear;
@@ -25,11 +27,14 @@ pub use calibration::CalibrationStatus;
 pub use circuit::{Admission, Breaker, BreakerState, Cause, Verdict};
 pub use events::{Events, SlotEvent};
 pub use identity::SlotIdentity;
+pub use isolation::Isolation;
+use isolation::isolate;
 pub use lease::{Fetched, Lease, Via};
 pub use politeness::Site;
 pub use retire::Retirement;
 pub use router::BreakerReport;
 use router::Router;
+pub use session::Imported;
 pub use slot::{Slot, SlotHealth};
 pub use slot_env::SlotEnv;
 
@@ -177,6 +182,10 @@ impl Pool {
         }
         pool.spawn_browser_watcher();
         pool.spawn_maintenance();
+        let declared: Vec<(usize, std::path::PathBuf)> = (cfg.pool.slot.iter())
+            .filter_map(|d| Some((*d.id.get_ref(), d.session.clone()?)))
+            .collect();
+        pool.import_declared_sessions(&declared);
         Ok(pool)
     }
 
@@ -493,73 +502,6 @@ fn open_slots(
         )?));
     }
     Ok(slots)
-}
-
-/// Whether the slots' browsers run in a network namespace of their own.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Isolation {
-    /// `true`: DevTools ports reachable by the daemon alone, the egress the
-    /// browsers' only way out.
-    pub isolated: bool,
-    /// How, when isolated: `"privileged"` (root, or `CAP_SYS_ADMIN`) or
-    /// `"user namespace"` (a daemon run as its own user).
-    pub via: Option<&'static str>,
-    /// Why not, when not.
-    pub reason: Option<String>,
-    /// Chromium's own sandbox is on (it cannot start as root: then
-    /// `--no-sandbox`, with a warning).
-    pub sandbox: bool,
-}
-
-/// The browsers' namespace when `wanted` and the system allows it; a loud
-/// warning when it does not.
-fn isolate(wanted: bool) -> (Option<Arc<crate::netns::Netns>>, Isolation) {
-    let sandbox = !crate::browser::launcher::running_as_root();
-    if !sandbox {
-        tracing::warn!(
-            "running as root: Chromium's sandbox cannot start, so the slots' browsers run with --no-sandbox (run idpool as its own user to keep it)"
-        );
-    }
-    if !wanted {
-        tracing::warn!(
-            "browser.isolate = false: the slots' Chromium share the daemon's network; their DevTools ports are open to every local process"
-        );
-        let reason = Some("browser.isolate = false".to_string());
-        return (
-            None,
-            Isolation {
-                isolated: false,
-                via: None,
-                reason,
-                sandbox,
-            },
-        );
-    }
-    match crate::netns::Netns::create() {
-        Ok(ns) => (
-            Some(Arc::new(ns)),
-            Isolation {
-                isolated: true,
-                via: Some(crate::netns::Netns::how()),
-                reason: None,
-                sandbox,
-            },
-        ),
-        Err(reason) => {
-            tracing::warn!(
-                "browsers NOT isolated: {reason}; the slots' Chromium share the daemon's network and their DevTools ports are open to every local process"
-            );
-            (
-                None,
-                Isolation {
-                    isolated: false,
-                    via: None,
-                    reason: Some(reason),
-                    sandbox,
-                },
-            )
-        }
-    }
 }
 
 /// A pool task's clock: a late tick is delayed, not bunched.

@@ -103,14 +103,17 @@ impl Slot {
                     .map_err(|e| Error::config(format!("slot {id}: proxy: {e}")))?,
             );
         }
-        let (jar, note) = Jar::open(&dir.join("cookies.json"), profile.seed_cookies.as_deref())?;
-        match note {
-            OpenNote::Seeded(n) => tracing::info!(
-                slot = id,
-                cookies = n,
-                "jar seeded from the profile's seed cookies"
-            ),
-            OpenNote::Loaded(n) => tracing::debug!(slot = id, cookies = n, "jar loaded"),
+        let (jar, note) = Jar::open(&dir.join("cookies.json"))?;
+        match (note, &profile.seed_cookies) {
+            (OpenNote::Fresh, Some(seed)) => {
+                let n = crate::session::seed(&jar, seed)?;
+                tracing::info!(
+                    slot = id,
+                    cookies = n,
+                    "jar seeded from the profile's seed cookies"
+                );
+            }
+            (OpenNote::Loaded(n), _) => tracing::debug!(slot = id, cookies = n, "jar loaded"),
             _ => {}
         }
         let jar = Arc::new(jar);

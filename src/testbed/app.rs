@@ -76,6 +76,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .merge(shop)
         .route("/whoami", get(whoami))
         .route("/reach-out", get(reach_out))
+        .route("/storage", get(|| async { Html(html::storage()) }))
         .route("/__control/state", get(control_state))
         .route("/__control/mode", post(control_mode))
         .route("/__control/stats", get(control_stats))
@@ -93,6 +94,16 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .filter_map(|kv| kv.trim().split_once('='))
         .find(|(k, _)| *k == name)
         .map(|(_, v)| v)
+}
+
+/// Every `cookie` field joined (HTTP/2 sends one field per cookie).
+fn cookie_line(headers: &HeaderMap) -> Option<String> {
+    let all: Vec<&str> = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    (!all.is_empty()).then(|| all.join("; "))
 }
 
 fn html_status(status: StatusCode, body: String) -> Response {
@@ -140,7 +151,7 @@ fn log_entry(conn: &Conn, req: &Request, at_ms: u64) -> LogEntry {
         accept_language: h("accept-language"),
         sec_ch_ua: h("sec-ch-ua"),
         sec_ch_ua_platform: h("sec-ch-ua-platform"),
-        cookie: h("cookie"),
+        cookie: cookie_line(req.headers()),
         status: 0,
         at_ms,
         done_ms: at_ms,
@@ -470,7 +481,7 @@ async fn whoami(State(shared): State<Arc<Shared>>, req: Request) -> Json<Value> 
         "http_version": format!("{:?}", req.version()),
         "user_agent": h("user-agent"),
         "accept_language": h("accept-language"),
-        "cookie": h("cookie"),
+        "cookie": cookie_line(req.headers()),
         "headers": headers,
         // As sent: order, HTTP/2 pseudo-headers, the connection's fingerprint.
         "wire": conn.view(&req),

@@ -313,3 +313,23 @@ pub fn reach_out(to: &str) -> String {
         .replace("__TO__", to);
     page("Reach out", &script)
 }
+
+/// A page whose script shows the origin's `localStorage` as JSON in
+/// `#storage` (then `data-state="ready"`): what a session import wrote.
+pub fn storage() -> String {
+    page(
+        "Storage",
+        r#"<pre id="storage"></pre>
+<script>
+(function () {
+  var el = document.getElementById("storage"), out = {};
+  for (var i = 0; i < localStorage.length; i++) {
+    var k = localStorage.key(i);
+    out[k] = localStorage.getItem(k);
+  }
+  el.textContent = JSON.stringify(out);
+  el.setAttribute("data-state", "ready");
+})();
+</script>"#,
+    )
+}

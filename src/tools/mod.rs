@@ -32,6 +32,8 @@ tools!(
     reset_slot,
     calibrate,
     retire_slot,
+    import_session,
+    export_session,
 );
 
 /// The tool called `name`.

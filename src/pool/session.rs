@@ -1,0 +1,248 @@
+//! Sessions in and out of a slot: its jar's cookies and its browser's
+//! `localStorage`, from and to the files of `crate::session`.
+//!
+//! An import parses the whole file first (a bad one changes nothing),
+//! merges the cookies into the jar and saves it atomically, sets them in
+//! the running browser too, and writes each origin's `localStorage` into
+//! the slot's Chromium profile. `<slot>/session.json` (0600) remembers which
+//! origins hold storage (for exports) and when each declared file
+//! (`[[pool.slot]] session`) was last imported. Cookie values never reach
+//! logs or events: only names of domains and counts do.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::Pool;
+use super::slot::Slot;
+use crate::error::{Error, ErrorKind, Result};
+use crate::session::{self, Format, Session};
+
+/// What an import did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Imported {
+    pub slot: usize,
+    /// The format read (after `auto`).
+    pub format: &'static str,
+    /// Cookies the jar took.
+    pub cookies: usize,
+    /// Cookies per domain.
+    pub domains: BTreeMap<String, usize>,
+    /// Cookies the jar would not take (a domain it refuses, say).
+    pub rejected: usize,
+    /// `localStorage` items per origin, written into the slot's Chromium.
+    pub local_storage: BTreeMap<String, usize>,
+    /// The cookies went into the running browser as well.
+    pub browser: bool,
+}
+
+/// `<slot>/session.json`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Record {
+    /// Origins whose `localStorage` an import wrote (what an export reads).
+    #[serde(default)]
+    origins: Vec<String>,
+    /// Declared session files: path → the modification time (unix
+    /// seconds) of the copy last imported.
+    #[serde(default)]
+    imported: BTreeMap<PathBuf, u64>,
+}
+
+impl Record {
+    fn path(slot: &Slot) -> PathBuf {
+        slot.dir.join("session.json")
+    }
+
+    fn load(slot: &Slot) -> Record {
+        std::fs::read(Self::path(slot))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    fn save(&self, slot: &Slot) -> Result<()> {
+        let bytes = serde_json::to_vec_pretty(self)
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("session record: {e}")))?;
+        crate::fsutil::write_atomically(&Self::path(slot), &bytes)
+    }
+}
+
+impl Pool {
+    fn session_slot(&self, slot: usize) -> Result<std::sync::Arc<Slot>> {
+        self.slot(slot).cloned().ok_or_else(|| {
+            Error::not_found(format!(
+                "slot {slot} does not exist (the pool has {} slots)",
+                self.slots().len()
+            ))
+        })
+    }
+
+    /// Merge a session file's cookies (and `localStorage`) into slot `slot`.
+    pub async fn import_session(
+        &self,
+        slot: usize,
+        text: &str,
+        format: Format,
+    ) -> Result<Imported> {
+        let s = self.session_slot(slot)?;
+        let read = resolve(text, format);
+        let parsed = session::parse(text, format)?;
+        let mut imported = merge_cookies(&s, &parsed, read)?;
+        if !parsed.cookies.is_empty() && s.browser_facts().running {
+            let mut turn = s.browser().turn().await?;
+            turn.set_cookies(&parsed.cookies).await?;
+            imported.browser = true;
+        }
+        if !parsed.origins.is_empty() {
+            s.browser()
+                .turn()
+                .await?
+                .write_local_storage(&parsed.origins)
+                .await
+                .map_err(|e| e.context(format!("slot {slot}: localStorage")))?;
+            let mut record = Record::load(&s);
+            for o in &parsed.origins {
+                imported
+                    .local_storage
+                    .insert(o.origin.clone(), o.local_storage.len());
+                if !record.origins.contains(&o.origin) {
+                    record.origins.push(o.origin.clone());
+                }
+            }
+            record.save(&s)?;
+        }
+        self.inner.events.emit(
+            "session_imported",
+            Some(slot),
+            None,
+            json!({"format": imported.format, "cookies": imported.cookies,
+                   "domains": imported.domains.keys().collect::<Vec<_>>(),
+                   "origins": imported.local_storage.len()}),
+        );
+        Ok(imported)
+    }
+
+    /// Slot `slot`'s session as `format`, only `domain`'s when given. The
+    /// `localStorage` of the origins imports wrote (and of `https://<domain>`)
+    /// is read from its Chromium when the slot has one.
+    pub async fn export_session(
+        &self,
+        slot: usize,
+        format: Format,
+        domain: Option<&str>,
+    ) -> Result<String> {
+        let s = self.session_slot(slot)?;
+        let mut out = Session {
+            cookies: s.jar().export_all(),
+            origins: Vec::new(),
+        };
+        if matches!(format, Format::StorageState | Format::Auto) {
+            let mut origins = Record::load(&s).origins;
+            if let Some(d) = domain {
+                let own = format!("https://{}", d.trim_start_matches('.'));
+                if !origins.contains(&own) {
+                    origins.push(own);
+                }
+            }
+            let has_profile = s.browser().spec().user_data_dir.exists();
+            if !origins.is_empty() && (has_profile || s.browser_facts().running) {
+                out.origins = s
+                    .browser()
+                    .turn()
+                    .await?
+                    .read_local_storage(&origins)
+                    .await?;
+            }
+        }
+        if let Some(d) = domain {
+            out = out.only_domain(d);
+        }
+        self.inner.events.emit(
+            "session_exported",
+            Some(slot),
+            None,
+            json!({"format": format.as_str(), "cookies": out.cookies.len(), "origins": out.origins.len()}),
+        );
+        Ok(session::render(&out, format))
+    }
+
+    /// Import each `[[pool.slot]] session` file that changed since its last
+    /// import (at start). A bad file is reported and changes nothing.
+    pub(super) fn import_declared_sessions(&self, declared: &[(usize, PathBuf)]) {
+        for (slot, path) in declared {
+            let Some(s) = self.slot(*slot).cloned() else {
+                continue;
+            };
+            if let Err(e) = self.import_declared(&s, path) {
+                tracing::error!(slot, file = %path.display(), error = %e, "session file not imported; the slot keeps its jar");
+                self.inner.events.emit(
+                    "session_import_failed",
+                    Some(*slot),
+                    None,
+                    json!({"file": path.display().to_string(), "error": e.to_string()}),
+                );
+            }
+        }
+    }
+
+    fn import_declared(&self, s: &std::sync::Arc<Slot>, path: &Path) -> Result<()> {
+        let mtime = modified(path)?;
+        let mut record = Record::load(s);
+        if record.imported.get(path).is_some_and(|t| *t >= mtime) {
+            return Ok(());
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+        let parsed = session::parse(&text, Format::Auto)?;
+        let imported = merge_cookies(s, &parsed, resolve(&text, Format::Auto))?;
+        tracing::info!(slot = s.id, file = %path.display(), cookies = imported.cookies, "session file imported");
+        record.imported.insert(path.to_path_buf(), mtime);
+        record.save(s)?;
+        if !parsed.origins.is_empty() {
+            // localStorage needs the browser: written in the background.
+            let (pool, slot, text) = (self.clone(), s.id, text.clone());
+            tokio::spawn(async move {
+                if let Err(e) = pool.import_session(slot, &text, Format::Auto).await {
+                    tracing::warn!(slot, error = %e, "session file: localStorage not written");
+                }
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Merge `parsed`'s cookies into the slot's jar and save it.
+fn merge_cookies(s: &Slot, parsed: &Session, format: &'static str) -> Result<Imported> {
+    let took = s.jar().import(&parsed.cookies);
+    s.jar().save()?;
+    Ok(Imported {
+        slot: s.id,
+        format,
+        cookies: took,
+        domains: parsed.counts(),
+        rejected: parsed.cookies.len().saturating_sub(took),
+        local_storage: BTreeMap::new(),
+        browser: false,
+    })
+}
+
+/// The format `auto` settles on for `text`.
+fn resolve(text: &str, format: Format) -> &'static str {
+    match format {
+        Format::Auto => session::detect(text).as_str(),
+        f => f.as_str(),
+    }
+}
+
+fn modified(path: &Path) -> Result<u64> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
+    Ok(meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs())
+        .unwrap_or(0))
+}

@@ -1,0 +1,280 @@
+//! Sessions in and out: a slot's cookies, and its browser's `localStorage`,
+//! in the files people already have. Netscape `cookies.txt` (browser
+//! extensions, yt-dlp, curl), the JSON array Cookie-Editor and
+//! EditThisCookie export, and Playwright's `storageState` (cookies plus
+//! `origins[].localStorage`).
+//!
+//! Parsing is strict about shape and names what is wrong (`line 7: …`,
+//! `cookies[3] (`sid`): …`), so a bad file changes nothing: the caller
+//! merges only a session that parsed whole. Values are never quoted in
+//! errors.
+
+mod json;
+mod netscape;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::jar::PortableCookie;
+
+/// A session file's format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// Tell by the content: `{` a storageState, `[` a cookie array, else
+    /// cookies.txt.
+    #[default]
+    Auto,
+    /// Netscape `cookies.txt`: seven tab-separated fields a line.
+    Netscape,
+    /// The JSON array of Cookie-Editor / EditThisCookie.
+    Json,
+    /// Playwright `storageState`: `{cookies, origins}`.
+    StorageState,
+}
+
+impl Format {
+    /// Parse a name as the CLI and tools spell it.
+    pub fn from_name(name: &str) -> Option<Format> {
+        match name {
+            "auto" => Some(Format::Auto),
+            "netscape" | "cookies.txt" => Some(Format::Netscape),
+            "json" | "cookie-editor" => Some(Format::Json),
+            "storage-state" | "storage_state" | "storagestate" => Some(Format::StorageState),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Auto => "auto",
+            Format::Netscape => "netscape",
+            Format::Json => "json",
+            Format::StorageState => "storage-state",
+        }
+    }
+}
+
+/// One origin's `localStorage`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct OriginStorage {
+    /// `scheme://host[:port]`.
+    pub origin: String,
+    #[serde(rename = "localStorage")]
+    pub local_storage: Vec<StorageItem>,
+}
+
+/// One `localStorage` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct StorageItem {
+    pub name: String,
+    pub value: String,
+}
+
+/// What a session file holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Session {
+    pub cookies: Vec<PortableCookie>,
+    pub origins: Vec<OriginStorage>,
+}
+
+impl Session {
+    /// Cookies per domain (what an import reports).
+    pub fn counts(&self) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for c in &self.cookies {
+            *out.entry(c.domain.clone()).or_insert(0) += 1;
+        }
+        out
+    }
+
+    /// Only what belongs to `domain` or its subdomains (an export's `--domain`).
+    pub fn only_domain(mut self, domain: &str) -> Session {
+        let domain = domain.trim_start_matches('.').to_ascii_lowercase();
+        let related = |host: &str| host == domain || host.ends_with(&format!(".{domain}"));
+        self.cookies.retain(|c| related(&c.domain));
+        self.origins.retain(|o| {
+            url::Url::parse(&o.origin)
+                .ok()
+                .and_then(|u| u.host_str().map(related))
+                .unwrap_or(false)
+        });
+        self
+    }
+}
+
+/// Parse a session file; `Auto` decides by the first non-blank character.
+/// Cookies that expired already are dropped (they would not be sent).
+pub fn parse(text: &str, format: Format) -> Result<Session> {
+    let format = match format {
+        Format::Auto => detect(text),
+        f => f,
+    };
+    let mut session = match format {
+        Format::Netscape => netscape::parse(text),
+        Format::Json => json::parse_cookie_array(text),
+        Format::StorageState | Format::Auto => json::parse_storage_state(text),
+    }
+    .map_err(|m| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("session file ({}): {m}", format.as_str()),
+        )
+        .retryable(false)
+    })?;
+    let now = unix_now();
+    session
+        .cookies
+        .retain(|c| c.expires.is_none_or(|e| e > now));
+    Ok(session)
+}
+
+/// Write `session` as `format` (`Auto`: storageState, the only one that
+/// holds `localStorage`).
+pub fn render(session: &Session, format: Format) -> String {
+    match format {
+        Format::Netscape => netscape::render(&session.cookies),
+        Format::Json => json::render_cookie_array(&session.cookies),
+        Format::StorageState | Format::Auto => json::render_storage_state(session),
+    }
+}
+
+/// The format `auto` settles on for `text`.
+pub fn detect(text: &str) -> Format {
+    match text.trim_start().chars().next() {
+        Some('{') => Format::StorageState,
+        Some('[') => Format::Json,
+        _ => Format::Netscape,
+    }
+}
+
+/// Fill `jar` from a session file (a profile's `seed_cookies`) and save it;
+/// how many cookies it took.
+pub fn seed(jar: &crate::jar::Jar, file: &std::path::Path) -> Result<usize> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Error::io(format!("cannot read seed cookies {}", file.display()), e))?;
+    let parsed = parse(&text, Format::Auto)
+        .map_err(|e| Error::config(format!("{}: {}", file.display(), e.message())))?;
+    let n = jar.import(&parsed.cookies);
+    jar.save()?;
+    Ok(n)
+}
+
+/// A cookie's fields checked the same way whatever the file: a name, a
+/// domain that is a host name, a path starting with `/`.
+fn check_cookie(c: &PortableCookie) -> std::result::Result<(), String> {
+    if c.name.is_empty() {
+        return Err("the cookie has no name".into());
+    }
+    if c.name.contains([';', '=', ' ', '\t', '\r', '\n']) {
+        return Err(format!(
+            "cookie name `{}` has a forbidden character",
+            c.name
+        ));
+    }
+    if c.value.contains([';', '\r', '\n']) {
+        return Err(format!(
+            "the value of `{}` has a forbidden character",
+            c.name
+        ));
+    }
+    if c.domain.is_empty() || c.domain.contains(['/', ' ', ':', '\t']) {
+        return Err(format!("`{}`: `{}` is not a domain", c.name, c.domain));
+    }
+    if !c.path.starts_with('/') {
+        return Err(format!("`{}`: path `{}` must start with /", c.name, c.path));
+    }
+    Ok(())
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cookie(name: &str, domain: &str, host_only: bool) -> PortableCookie {
+        PortableCookie {
+            name: name.into(),
+            value: "v=1".into(),
+            domain: domain.into(),
+            host_only,
+            path: "/".into(),
+            secure: true,
+            http_only: true,
+            expires: Some(unix_now() + 3600),
+            same_site: Some("Lax".into()),
+        }
+    }
+
+    #[test]
+    fn every_format_round_trips_its_cookies() {
+        let s = Session {
+            cookies: vec![
+                cookie("sid", "shop.test", true),
+                cookie("pref", "shop.test", false),
+            ],
+            origins: vec![OriginStorage {
+                origin: "https://shop.test".into(),
+                local_storage: vec![StorageItem {
+                    name: "cart".into(),
+                    value: "{\"n\":2}".into(),
+                }],
+            }],
+        };
+        for f in [Format::Netscape, Format::Json, Format::StorageState] {
+            let text = render(&s, f);
+            let back = parse(&text, Format::Auto).unwrap_or_else(|e| panic!("{f:?}: {e}\n{text}"));
+            let mut want = s.cookies.clone();
+            let mut got = back.cookies.clone();
+            if f == Format::Netscape {
+                // cookies.txt has no SameSite.
+                want.iter_mut().for_each(|c| c.same_site = None);
+            }
+            want.sort_by(|a, b| a.name.cmp(&b.name));
+            got.sort_by(|a, b| a.name.cmp(&b.name));
+            assert_eq!(got, want, "{f:?}\n{text}");
+            let origins = if f == Format::StorageState {
+                s.origins.clone()
+            } else {
+                vec![]
+            };
+            assert_eq!(back.origins, origins, "{f:?}");
+        }
+    }
+
+    #[test]
+    fn only_domain_keeps_the_domain_and_its_subdomains() {
+        let s = Session {
+            cookies: vec![
+                cookie("a", "shop.test", true),
+                cookie("b", "www.shop.test", true),
+                cookie("c", "other.test", true),
+            ],
+            origins: vec![],
+        };
+        let kept: Vec<String> = s
+            .only_domain("shop.test")
+            .cookies
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(kept, ["a", "b"]);
+    }
+
+    #[test]
+    fn expired_cookies_are_dropped() {
+        let text =
+            "shop.test\tFALSE\t/\tFALSE\t1000\told\tx\nshop.test\tFALSE\t/\tFALSE\t0\tsess\ty\n";
+        let s = parse(text, Format::Netscape).unwrap();
+        let names: Vec<&str> = s.cookies.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["sess"]);
+    }
+}

@@ -1,0 +1,67 @@
+//! `export_session`: a slot's session as a file (storageState, cookies.txt
+//! or Cookie-Editor JSON).
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::spec::{Annotations, Description, Role, Spec, input_schema, parse, result_schema};
+use crate::error::Result;
+use crate::pool::Pool;
+use crate::session::Format;
+
+pub const SPEC: Spec = Spec {
+    name: "export_session",
+    role: Role::Admin,
+    title: "Export a slot's session",
+    description: Description::Fixed(
+        "A slot's cookies (and, as a Playwright storageState, the localStorage its imports \
+         wrote, read back from its Chromium) as a session file: `format` `storage-state` \
+         (default), `netscape` (cookies.txt) or `json` (Cookie-Editor). `domain` keeps only \
+         that domain and its subdomains. The text signs in as this identity: keep it private.",
+    ),
+    input: input_schema::<Args>,
+    strategy_enum: false,
+    output: || {
+        result_schema(
+            json!({
+                "slot": {"type": "integer"}, "format": {"type": "string"},
+                "session": {"type": "string"},
+            }),
+            &["slot", "format", "session"],
+        )
+    },
+    annotations: Annotations {
+        read_only: true,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    },
+    progress: false,
+    run: |pool, args, _| Box::pin(run(pool, args)),
+};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// The slot.
+    slot: usize,
+    /// `storage-state` (default), `netscape` or `json`.
+    #[serde(default)]
+    format: Option<Format>,
+    /// Only this domain and its subdomains.
+    #[serde(default)]
+    domain: Option<String>,
+}
+
+pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
+    let a: Args = parse("export_session", args)?;
+    let format = match a.format {
+        None | Some(Format::Auto) => Format::StorageState,
+        Some(f) => f,
+    };
+    let text = pool
+        .export_session(a.slot, format, a.domain.as_deref())
+        .await?;
+    Ok(json!({"slot": a.slot, "format": format.as_str(), "session": text}))
+}

@@ -1,0 +1,64 @@
+//! `import_session`: merge a session file (cookies.txt, Cookie-Editor JSON
+//! or Playwright storageState) into a slot's jar and browser.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::spec::{Annotations, Description, Role, Spec, input_schema, parse, result_schema};
+use crate::error::Result;
+use crate::pool::Pool;
+use crate::session::Format;
+
+pub const SPEC: Spec = Spec {
+    name: "import_session",
+    role: Role::Admin,
+    title: "Import a session into a slot",
+    description: Description::Fixed(
+        "Merge a session file into a slot: its cookies go into the slot's jar (saved at \
+         once) and its running browser; a Playwright storageState's `origins[].localStorage` \
+         goes into the slot's Chromium profile. `session` is the file's text: Netscape \
+         cookies.txt, the JSON array of Cookie-Editor / EditThisCookie, or a storageState \
+         (`format` auto-detects). A bad file is refused with the line or entry named and \
+         changes nothing. Reports the cookies taken per domain.",
+    ),
+    input: input_schema::<Args>,
+    strategy_enum: false,
+    output: || {
+        result_schema(
+            json!({
+                "slot": {"type": "integer"}, "format": {"type": "string"},
+                "cookies": {"type": "integer"}, "rejected": {"type": "integer"},
+                "domains": {"type": "object"}, "local_storage": {"type": "object"},
+                "browser": {"type": "boolean"},
+            }),
+            &["slot", "format", "cookies", "domains"],
+        )
+    },
+    annotations: Annotations {
+        read_only: false,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    },
+    progress: false,
+    run: |pool, args, _| Box::pin(run(pool, args)),
+};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// The slot.
+    slot: usize,
+    /// The session file's text.
+    session: String,
+    /// `auto` (default), `netscape`, `json` or `storage-state`.
+    #[serde(default)]
+    format: Format,
+}
+
+pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
+    let a: Args = parse("import_session", args)?;
+    let r = pool.import_session(a.slot, &a.session, a.format).await?;
+    Ok(json!(r))
+}

@@ -16,6 +16,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::accounts;
 use super::data;
 use super::html;
 use super::state::{
@@ -71,6 +72,8 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/ap/signin", get(signin))
         .route("/loop", get(redirect_loop))
         .route("/redirect", get(redirect_to))
+        .merge(accounts::routes())
+        .layer(middleware::from_fn_with_state(shared.clone(), accounts::nav))
         .layer(middleware::from_fn_with_state(shared.clone(), gatekeeper));
     Router::new()
         .merge(shop)
@@ -82,6 +85,12 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/__control/stats", get(control_stats))
         .route("/__control/log", get(control_log))
         .route("/__control/reset", post(control_reset))
+        .route(
+            "/__control/expire-sessions",
+            post(|State(s): State<Arc<Shared>>| async move {
+                Json(json!({"expired": s.accounts.expire_all()}))
+            }),
+        )
         .with_state(shared)
 }
 
@@ -331,9 +340,17 @@ struct PageQuery {
     page: Option<usize>,
 }
 
-async fn reviews(Path(id): Path<String>, Query(q): Query<PageQuery>) -> Response {
+async fn reviews(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(q): Query<PageQuery>,
+) -> Response {
     if let Some(r) = bad_item(&id) {
         return r;
+    }
+    if accounts::needs_account(&id) && !shared.accounts.signed_in(&headers) {
+        return accounts::wall(&format!("/product-reviews/{id}"));
     }
     if data::is_login_wall(&id) {
         return Redirect::to(&format!("/ap/signin?return_to=/product-reviews/{id}"))
@@ -342,9 +359,17 @@ async fn reviews(Path(id): Path<String>, Query(q): Query<PageQuery>) -> Response
     Html(html::reviews(&id, q.page.unwrap_or(1).max(1))).into_response()
 }
 
-async fn js_reviews(Path(id): Path<String>, Query(q): Query<PageQuery>) -> Response {
+async fn js_reviews(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(q): Query<PageQuery>,
+) -> Response {
     if let Some(r) = bad_item(&id) {
         return r;
+    }
+    if accounts::needs_account(&id) && !shared.accounts.signed_in(&headers) {
+        return accounts::wall(&format!("/js-reviews/{id}"));
     }
     if data::is_login_wall(&id) {
         return Redirect::to(&format!("/ap/signin?return_to=/js-reviews/{id}")).into_response();
@@ -353,7 +378,7 @@ async fn js_reviews(Path(id): Path<String>, Query(q): Query<PageQuery>) -> Respo
 }
 
 /// `POST /ajax/reviews` with a form or JSON body `{item, page}`: JSON with HTML fragments.
-async fn ajax_reviews(headers: HeaderMap, body: Bytes) -> Response {
+async fn ajax_reviews(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
     #[derive(Deserialize)]
     struct Req {
         item: String,
@@ -388,6 +413,13 @@ async fn ajax_reviews(headers: HeaderMap, body: Bytes) -> Response {
         }
         Err(e) => return (StatusCode::BAD_REQUEST, Json(json!({"error": e}))).into_response(),
     };
+    if accounts::needs_account(&req.item) && !shared.accounts.signed_in(&headers) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"error": "sign in to see these reviews", "redirect": "/signin"})),
+        )
+            .into_response();
+    }
     if data::is_login_wall(&req.item) {
         return (
             StatusCode::UNAUTHORIZED,

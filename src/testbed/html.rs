@@ -173,6 +173,34 @@ pub fn signin(return_to: &str) -> String {
     )
 }
 
+/// The shop's own sign-in form (`/signin`); `failed` after wrong credentials.
+pub fn account_form(return_to: &str, failed: bool) -> String {
+    let note = if failed {
+        "<p id=\"signin-error\" class=\"error\">Wrong email or password.</p>\n"
+    } else {
+        ""
+    };
+    page(
+        "Sign in",
+        &format!(
+            "<h1>Sign in</h1>\n{note}<form id=\"signin\" method=\"post\" action=\"/signin\">\n\
+             <input type=\"hidden\" name=\"return_to\" value=\"{}\">\n\
+             <label>Email <input id=\"email\" type=\"email\" name=\"email\" autocomplete=\"username\"></label>\n\
+             <label>Password <input id=\"password\" type=\"password\" name=\"password\" autocomplete=\"current-password\"></label>\n\
+             <button id=\"signin-submit\" type=\"submit\">Sign in</button>\n</form>",
+            esc(return_to)
+        ),
+    )
+}
+
+/// The account page of a signed-in visitor.
+pub fn account_page(name: &str) -> String {
+    page(
+        "Your account",
+        &format!("<h1 id=\"account\">Your account, {}</h1>", esc(name)),
+    )
+}
+
 /// The JS challenge interstitial: a browser runs the script, gets the clearance
 /// cookie and reloads; a plain HTTP client stays here.
 /// The JS challenge. With `verify` (consistency mode) the script also makes

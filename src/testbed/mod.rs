@@ -12,6 +12,7 @@
 //! - Faults on demand (slow, 5xx, reset, truncated body, huge page, redirect loop)
 //!   and a control endpoint under `/__control/`.
 
+pub mod accounts;
 mod app;
 mod ca;
 pub mod data;
@@ -143,6 +144,11 @@ impl Testbed {
     /// Switch modes in-process (the control endpoint does the same over HTTP).
     pub fn set_modes(&self, f: impl FnOnce(&mut Modes)) {
         f(&mut self.shared.modes.lock());
+    }
+
+    /// End every signed-in session (the shop forgets them; the cookies stay).
+    pub fn expire_sessions(&self) -> usize {
+        self.shared.accounts.expire_all()
     }
 
     pub fn stats(&self) -> Stats {

@@ -269,6 +269,8 @@ pub struct Shared {
     identities: Mutex<HashMap<String, Identity>>,
     nonces: Mutex<HashSet<String>>,
     bindings: Mutex<HashMap<String, Binding>>,
+    /// The shop's accounts and their sessions.
+    pub accounts: super::accounts::Accounts,
 }
 
 impl Default for Shared {
@@ -281,6 +283,7 @@ impl Default for Shared {
             identities: Mutex::default(),
             nonces: Mutex::default(),
             bindings: Mutex::default(),
+            accounts: super::accounts::Accounts::default(),
         }
     }
 }

@@ -260,15 +260,32 @@ async fn empty_items_and_login_walls() {
     .await
     .expect_err("login wall");
     let msg = e.to_string();
-    // A login wall is a block of the identity (`[block]`): it ends the slot
-    // at once, on every tier (one request, one breaker failure), and the
-    // call moves on to the other slot.
-    assert_eq!(msg.matches("tier 1: hard_block").count(), 2, "{msg}");
+    // A login wall (`[login]`) ends the slot at once, on every tier, and
+    // the call moves on to the other slot, but it is no block of the
+    // identity: no breaker failure, the slot is `logged_out` for the site.
+    assert_eq!(msg.matches("tier 1: login_required").count(), 2, "{msg}");
     assert!(
-        msg.contains("hard_block (401), [block] status 401"),
+        msg.contains("login_required (401), [login] body has"),
         "why: {msg}"
     );
     assert!(!msg.contains("tier 2") && !msg.contains("tier 3"), "{msg}");
+    for s in 0..2 {
+        assert_eq!(pool.breaker(s, "testshop").failures, 0, "{msg}");
+        assert_eq!(
+            pool.login(s, "testshop").state,
+            idpool::strategy::LoginState::LoggedOut
+        );
+    }
+    // A ban page (a captcha) is a block of the identity: one breaker failure each.
+    let e = tools::get_reviews::run(
+        &pool,
+        json!({"item": "BAN7", "strategy": "testshop"}),
+        RunOptions::default(),
+    )
+    .await
+    .expect_err("banned");
+    let msg = e.to_string();
+    assert_eq!(msg.matches("tier 1: hard_block").count(), 2, "{msg}");
     let failures: Vec<u32> = (0..2)
         .map(|s| pool.breaker(s, "testshop").failures)
         .collect();
@@ -329,8 +346,9 @@ async fn extract_and_list_strategies() {
     .await
     .expect_err("unknown op");
     assert!(
-        e.to_string()
-            .contains("has no operation `nope` (it has: product, reviews)"),
+        e.to_string().contains(
+            "has no operation `nope` (it has: account_reviews, product, reviews, top_reviews)"
+        ),
         "{e}"
     );
     let e = tools::get_reviews::run(

@@ -351,7 +351,7 @@ async fn a_blocked_slot_shows_in_slots_metrics_and_the_event_stream() {
         .await;
     assert_eq!(r["result"]["isError"], false, "{r}");
     // ...then its AJAX endpoint refuses it once (a block of tier 1), and the
-    // review page shows a login wall (a block of the identity): one hard
+    // review page shows a captcha (a block of the identity): one hard
     // block opens its breaker.
     env.testbed.set_modes(|m| {
         m.fault = Some(idpool::testbed::Fault {
@@ -363,7 +363,7 @@ async fn a_blocked_slot_shows_in_slots_metrics_and_the_event_stream() {
         .tool(
             1,
             "get_reviews",
-            json!({"item": "LOGIN5", "strategy": "testshop", "slot": 0}),
+            json!({"item": "BAN5", "strategy": "testshop", "slot": 0}),
         )
         .await;
     assert_eq!(r["result"]["isError"], true, "{r}");
@@ -664,7 +664,7 @@ async fn readyz_is_not_ready_while_no_slot_can_serve() {
         .tool(
             1,
             "get_reviews",
-            json!({"item": "LOGIN9", "strategy": "testshop"}),
+            json!({"item": "BAN9", "strategy": "testshop"}),
         )
         .await;
     assert_eq!(r["result"]["isError"], true, "{r}");

@@ -388,8 +388,10 @@ async fn accounts_sign_in_open_the_wall_and_expire() {
     let sign_in = |password: &str| {
         let mut r = get("/signin");
         r.method = http::Method::POST;
-        r.headers
-            .push(("content-type".into(), "application/x-www-form-urlencoded".into()));
+        r.headers.push((
+            "content-type".into(),
+            "application/x-www-form-urlencoded".into(),
+        ));
         let body: String = url::form_urlencoded::Serializer::new(String::new())
             .append_pair("email", accounts::EMAIL)
             .append_pair("password", password)
@@ -398,31 +400,54 @@ async fn accounts_sign_in_open_the_wall_and_expire() {
         r.body = Some(body.into());
         r
     };
-    let walled = pool.fetch(get("/product-reviews/ACCT1"), None).await.expect("fetch");
+    let walled = pool
+        .fetch(get("/product-reviews/ACCT1"), None)
+        .await
+        .expect("fetch");
     assert_eq!(walled.response.final_url.path(), "/signin");
     let text = walled.response.text();
-    assert!(text.contains("id=\"signin\"") && text.contains("Hello, sign in"), "{text}");
-    let top = pool.fetch(get("/product/ACCT1"), None).await.expect("product");
-    assert!(top.response.text().contains("class=\"review\""), "the product page shows top reviews");
+    assert!(
+        text.contains("id=\"signin\"") && text.contains("Hello, sign in"),
+        "{text}"
+    );
+    let top = pool
+        .fetch(get("/product/ACCT1"), None)
+        .await
+        .expect("product");
+    assert!(
+        top.response.text().contains("class=\"review\""),
+        "the product page shows top reviews"
+    );
 
     let wrong = pool.fetch(sign_in("guess"), None).await.expect("post");
     assert!(wrong.response.final_url.as_str().contains("failed=1"));
     assert!(wrong.response.text().contains("signin-error"));
-    let right = pool.fetch(sign_in(accounts::PASSWORD), None).await.expect("post");
+    let right = pool
+        .fetch(sign_in(accounts::PASSWORD), None)
+        .await
+        .expect("post");
     assert_eq!(right.response.final_url.path(), "/product-reviews/ACCT1");
     let text = right.response.text();
-    assert!(text.contains("data-signed-in=\"true\"") && text.contains("class=\"review\""), "{text}");
+    assert!(
+        text.contains("data-signed-in=\"true\"") && text.contains("class=\"review\""),
+        "{text}"
+    );
     assert_eq!(env.testbed.shared.accounts.signins(), 1);
     let mut ajax = get("/ajax/reviews");
     ajax.method = http::Method::POST;
-    ajax.headers
-        .push(("content-type".into(), "application/x-www-form-urlencoded".into()));
+    ajax.headers.push((
+        "content-type".into(),
+        "application/x-www-form-urlencoded".into(),
+    ));
     ajax.body = Some("item=ACCT1&page=1".into());
     let a = pool.fetch(ajax.clone(), None).await.expect("ajax");
     assert_eq!(a.response.status, 200, "{}", a.response.text());
 
     assert_eq!(env.testbed.expire_sessions(), 1);
-    let again = pool.fetch(get("/product-reviews/ACCT1"), None).await.expect("fetch");
+    let again = pool
+        .fetch(get("/product-reviews/ACCT1"), None)
+        .await
+        .expect("fetch");
     assert_eq!(again.response.final_url.path(), "/signin");
     let a = pool.fetch(ajax, None).await.expect("ajax");
     assert_eq!(a.response.status, 401);

@@ -152,6 +152,9 @@ fn print_import(r: &Value) {
     for (origin, n) in r["local_storage"].as_object().into_iter().flatten() {
         println!("  localStorage {origin}: {n} items");
     }
+    for (strategy, state) in r["login"].as_object().into_iter().flatten() {
+        println!("  {strategy}: {}", state.as_str().unwrap_or("?"));
+    }
 }
 
 /// Through the daemon's admin route, else the tool in-process.

@@ -221,6 +221,17 @@ pub fn table(status: &Value) -> String {
                 ));
             }
         }
+        for (name, l) in s["login"].as_object().into_iter().flatten() {
+            out.push_str(&format!(
+                "  login {name}: {} (since {}){}\n",
+                l["state"].as_str().unwrap_or("?"),
+                ago(&l["since"]),
+                l["evidence"]
+                    .as_str()
+                    .map(|e| format!(", {e}"))
+                    .unwrap_or_default()
+            ));
+        }
     }
     for (name, b) in status["strategies"].as_object().into_iter().flatten() {
         if let Some(rpm) = b["requests_per_minute"].as_f64() {
@@ -317,6 +328,12 @@ pub fn event_line(ev: &Value) -> String {
             d["why"].as_str().unwrap_or("?")
         ),
         "tier_blocked" => format!("tier {} blocked", d["tier"]),
+        "login_state" => format!(
+            "login {} -> {} ({})",
+            d["from"].as_str().unwrap_or("?"),
+            d["to"].as_str().unwrap_or("?"),
+            d["evidence"].as_str().unwrap_or("")
+        ),
         "calibrated" => format!(
             "calibrated against {}: h2 {}, headers {}, residual {}",
             d["chromium"].as_str().unwrap_or("?"),
@@ -411,7 +428,9 @@ mod tests {
                 "browser": {"running": false, "port": 19300}, "calibration": {},
                 "cookies": {"count": 1}, "requests": 3,
                 "breakers": {"shop": {"state": "open", "cause": "rate_limited",
-                    "failures": 0, "open_for_secs": 28.0, "tiers_blocked": {}}}}],
+                    "failures": 0, "open_for_secs": 28.0, "tiers_blocked": {}}},
+                "login": {"shop": {"state": "logged_out", "since": null,
+                    "evidence": "[login] URL has \"/ap/signin\""}}}],
             "strategies": {"shop": {"requests_per_minute": 95.0, "cuts": 1},
                            "other": {"requests_per_minute": null, "cuts": 0}},
         });
@@ -425,6 +444,17 @@ mod tests {
             "{t}"
         );
         assert!(!t.contains("budget other"), "{t}");
+        assert!(
+            t.contains("login shop: logged_out (since never), [login] URL has \"/ap/signin\""),
+            "{t}"
+        );
+        let line = event_line(&json!({"ts": "2026-12-01T06:00:02Z", "kind": "login_state",
+            "slot": 0, "strategy": "shop", "detail": {"from": "logged_in", "to": "logged_out",
+            "evidence": "[login] selector `form#signin` matched"}}));
+        assert_eq!(
+            line,
+            "06:00:02 slot 0 shop login logged_in -> logged_out ([login] selector `form#signin` matched)"
+        );
         let line = event_line(&json!({"ts": "2026-12-01T06:00:00Z", "kind": "breaker",
             "slot": 0, "strategy": "shop", "detail": {"from": "closed", "to": "open",
             "cause": "rate_limited", "failures": 0, "open_for_secs": 30.0}}));

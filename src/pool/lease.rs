@@ -46,6 +46,9 @@ pub struct Fetched {
     /// What the page asked for and the browser's egress refused
     /// (`host:port: reason`; browser only).
     pub refused: Vec<String>,
+    /// Whether the answer shows the identity signed in or out (the
+    /// strategy's `[session]` markers, or a `[login]` wall), and why.
+    pub login: Option<(crate::strategy::LoginState, String)>,
 }
 
 /// Permission to use one slot for one strategy.
@@ -167,6 +170,7 @@ impl Lease {
         let detail = self.explain(outcome, response.status, response.final_url.as_str(), &body);
         let mut fetched = self.fetched(Via::Http, outcome, response, None);
         fetched.detail = detail;
+        self.judge_login(&mut fetched, &body);
         let seen = read(&fetched, &body);
         Ok((fetched, seen))
     }
@@ -210,6 +214,7 @@ impl Lease {
         let mut fetched = self.fetched(Via::Browser, outcome, response, missed);
         fetched.detail = detail;
         fetched.refused = refused;
+        self.judge_login(&mut fetched, &body);
         let seen = read(&fetched, &body);
         Ok((fetched, seen))
     }
@@ -327,7 +332,47 @@ impl Lease {
             response,
             wait_for_missed,
             refused: Vec::new(),
+            login: None,
         }
+    }
+
+    /// This slot's login state for the lease's strategy.
+    pub fn login(&self) -> crate::strategy::LoginState {
+        super::Pool {
+            inner: self.inner.clone(),
+        }
+        .login(self.slot.id, &self.strategy)
+        .state
+    }
+
+    /// The strategy as registered when the lease was taken.
+    pub fn rules(&self) -> Option<&Arc<dyn Strategy>> {
+        self.rules.as_ref()
+    }
+
+    /// What the answer says of the identity's sign-in, recorded for its
+    /// (slot, strategy): a login wall is `logged_out`, else the `[session]`
+    /// markers decide, else nothing changes.
+    fn judge_login(&self, fetched: &mut Fetched, body: &Body<'_>) {
+        let (status, url) = (fetched.response.status, fetched.response.final_url.as_str());
+        let seen = match (fetched.outcome, &self.rules) {
+            (Outcome::LoginRequired, _) => Some((
+                crate::strategy::LoginState::LoggedOut,
+                fetched
+                    .detail
+                    .clone()
+                    .unwrap_or_else(|| "a login wall".into()),
+            )),
+            (_, Some(s)) => s.login_state(status, url, body),
+            (_, None) => None,
+        };
+        if let Some((state, why)) = &seen {
+            super::Pool {
+                inner: self.inner.clone(),
+            }
+            .set_login(self.slot.id, &self.strategy, *state, why);
+        }
+        fetched.login = seen;
     }
 
     /// The site asked this identity to wait `d` before its next request
@@ -355,6 +400,7 @@ impl Lease {
             Outcome::Empty
             | Outcome::TierBlock
             | Outcome::Challenge
+            | Outcome::LoginRequired
             | Outcome::Failed
             | Outcome::Skipped => Verdict::Neutral,
         };

@@ -20,6 +20,8 @@ pub struct Site {
     pub successes: u64,
     /// When each tier (index 1..=3) last hard-blocked this (slot, strategy).
     pub tier_blocked_at: [Option<Instant>; 4],
+    /// Signed in or out on this site, as its answers last showed.
+    pub login: Option<super::login::LoginRecord>,
 }
 
 impl Site {
@@ -32,6 +34,7 @@ impl Site {
             hard_blocks: 0,
             successes: 0,
             tier_blocked_at: [None; 4],
+            login: None,
         }
     }
 

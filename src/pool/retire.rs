@@ -56,6 +56,7 @@ impl Pool {
         s.wear.retiring.store(false, Ordering::Release);
         let (new, aside) = renewed?;
         self.reset_breakers(slot, None);
+        self.forget_logins(slot);
         prune(&s.dir.join("retired"), self.inner.retire.retired_keep);
         let r = Retirement {
             slot,

@@ -25,7 +25,7 @@ pub(super) struct Router {
     cursor: HashMap<String, usize>,
     /// Strategy → slot → its site state (looked up by `&str`: no key is
     /// allocated on the per-call path).
-    sites: HashMap<String, HashMap<usize, Site>>,
+    pub(super) sites: HashMap<String, HashMap<usize, Site>>,
     in_flight: HashMap<String, usize>,
     /// Strategy → its request budget across all slots.
     budgets: HashMap<String, Budget>,

@@ -36,6 +36,9 @@ pub struct Imported {
     pub local_storage: BTreeMap<String, usize>,
     /// The cookies went into the running browser as well.
     pub browser: bool,
+    /// The login state, per strategy with a `probe_url` whose cookie domain
+    /// the file covers, asked right after the import.
+    pub login: BTreeMap<String, crate::strategy::LoginState>,
 }
 
 /// `<slot>/session.json`.
@@ -113,6 +116,7 @@ impl Pool {
             }
             record.save(&s)?;
         }
+        imported.login = self.probe_logins(slot, &parsed).await;
         self.inner.events.emit(
             "session_imported",
             Some(slot),
@@ -166,6 +170,42 @@ impl Pool {
             json!({"format": format.as_str(), "cookies": out.cookies.len(), "origins": out.origins.len()}),
         );
         Ok(session::render(&out, format))
+    }
+
+    /// Ask each strategy whose cookies the session carries (and that has a
+    /// `probe_url`) whether slot `slot` is signed in now.
+    async fn probe_logins(
+        &self,
+        slot: usize,
+        parsed: &Session,
+    ) -> BTreeMap<String, crate::strategy::LoginState> {
+        let mut out = BTreeMap::new();
+        let registry = self.registry();
+        for s in registry.iter() {
+            let Some(url) = s.login().and_then(|l| l.probe_url.clone()) else {
+                continue;
+            };
+            let domain = s.cookie_domain().trim_start_matches('.');
+            let covered = parsed.cookies.iter().any(|c| {
+                c.domain == domain
+                    || c.domain.ends_with(&format!(".{domain}"))
+                    || domain.ends_with(&format!(".{}", c.domain))
+            });
+            if !covered {
+                continue;
+            }
+            let Ok(lease) = self.next_slot(s.name(), Some(slot)).await else {
+                continue;
+            };
+            let req = crate::http::FetchRequest::get(url);
+            let outcome = match lease.http(req, |f, _| f.outcome).await {
+                Ok((_, o)) => o,
+                Err(_) => crate::strategy::Outcome::Failed,
+            };
+            lease.finish(outcome);
+            out.insert(s.name().to_string(), self.login(slot, s.name()).state);
+        }
+        out
     }
 
     /// Import each `[[pool.slot]] session` file that changed since its last
@@ -225,6 +265,7 @@ fn merge_cookies(s: &Slot, parsed: &Session, format: &'static str) -> Result<Imp
         rejected: parsed.cookies.len().saturating_sub(took),
         local_storage: BTreeMap::new(),
         browser: false,
+        login: BTreeMap::new(),
     })
 }
 

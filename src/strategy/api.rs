@@ -8,7 +8,7 @@ use std::path::Path;
 
 use super::extract::Extracted;
 use super::operation::{Operation, Tier};
-use super::{Body, Markers, Outcome, Politeness, classify, host_matches};
+use super::{Body, LoginRules, LoginState, Markers, Outcome, Politeness, classify, host_matches};
 use crate::browser::PageState;
 
 /// Everything the pool, the cascade and the tools need from a strategy.
@@ -28,6 +28,11 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
     fn markers(&self) -> &Markers;
     /// Named operations.
     fn operations(&self) -> &BTreeMap<String, Operation>;
+    /// `[session]`: how to tell a signed-in identity (none: the site has no
+    /// accounts that matter).
+    fn login(&self) -> Option<&LoginRules> {
+        None
+    }
     /// Where it came from, for messages.
     fn source(&self) -> Option<&Path> {
         None
@@ -54,6 +59,17 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
         body: &Body<'_>,
     ) -> Option<String> {
         self.markers().explain(outcome, status, final_url, body)
+    }
+
+    /// Whether a response shows its identity signed in or out, and by which
+    /// marker (default: the `[session]` markers).
+    fn login_state(
+        &self,
+        status: u16,
+        final_url: &str,
+        body: &Body<'_>,
+    ) -> Option<(LoginState, String)> {
+        self.login()?.judge(status, final_url, body)
     }
 
     /// How a page in the browser looks while we wait on it.
@@ -98,6 +114,9 @@ impl Strategy for super::TomlStrategy {
     }
     fn operations(&self) -> &BTreeMap<String, Operation> {
         &self.operations
+    }
+    fn login(&self) -> Option<&LoginRules> {
+        self.login.as_ref()
     }
     fn source(&self) -> Option<&Path> {
         self.source.as_deref()

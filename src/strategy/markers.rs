@@ -10,8 +10,9 @@ use toml::Spanned;
 use super::Body;
 use crate::diag::Diagnostic;
 
-/// A `[block]`, `[tier_block]`, `[rate_limit]`, `[challenge]` or `[empty]`
-/// table as written (also a tier's own `block`).
+/// A `[block]`, `[tier_block]`, `[rate_limit]`, `[challenge]`, `[empty]` or
+/// `[login]` table as written (also a tier's own `block`, and
+/// `[session.logged_in]` / `[session.logged_out]`).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub(crate) struct MarkerFile {
@@ -88,6 +89,14 @@ pub struct MarkerSet {
 }
 
 impl MarkerSet {
+    /// No criterion at all: matches nothing.
+    pub fn is_empty(&self) -> bool {
+        self.status.is_empty()
+            && self.body.is_empty()
+            && self.url.is_empty()
+            && self.selector.is_none()
+    }
+
     /// Whether the response matches. A selector applies to markup only (a
     /// JSON answer is judged by its status, URL and text), and the document
     /// is the body's one parse, shared with extraction.
@@ -150,6 +159,7 @@ impl Markers {
             O::Challenge => ("challenge", &self.challenge),
             O::RateLimited => ("rate_limit", &self.rate_limit),
             O::HardBlock => ("block", &self.block),
+            O::LoginRequired => ("login", &self.login),
             O::TierBlock => ("tier_block", &self.tier_block),
             O::Failed if status >= 500 || status == 429 => {
                 return Some(format!("the site answered {status}"));
@@ -174,6 +184,9 @@ pub struct Markers {
     pub rate_limit: MarkerSet,
     pub challenge: MarkerSet,
     pub empty: MarkerSet,
+    /// A login wall (`[login]`): the site wants a signed-in visitor. Not a
+    /// block of the identity: its (slot, strategy) becomes `logged_out`.
+    pub login: MarkerSet,
 }
 
 /// The statuses that mean "too fast" when a strategy does not say.
@@ -190,6 +203,7 @@ impl Default for Markers {
             },
             challenge: MarkerSet::default(),
             empty: MarkerSet::default(),
+            login: MarkerSet::default(),
         }
     }
 }
@@ -230,6 +244,7 @@ impl Markers {
         if self.challenge.matches(status, url, &body) {
             crate::browser::PageState::Challenge
         } else if self.block.matches(status, url, &body)
+            || self.login.matches(status, url, &body)
             || self.rate_limit.matches(status, url, &body)
             || status >= 400
         {

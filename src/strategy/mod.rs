@@ -6,6 +6,7 @@
 mod api;
 pub mod body;
 pub mod extract;
+mod login;
 mod markers;
 pub mod operation;
 pub mod outcome;
@@ -14,6 +15,7 @@ pub mod template;
 
 pub use api::Strategy;
 pub use body::{Body, BodyKind};
+pub use login::{LoginRules, LoginState};
 pub use markers::{MarkerSet, Markers, RATE_LIMIT_STATUS};
 pub use outcome::{Outcome, classify};
 pub use registry::Registry;
@@ -108,6 +110,12 @@ struct StrategyFile {
     challenge: markers::MarkerFile,
     #[serde(default)]
     empty: markers::MarkerFile,
+    /// A login wall: the outcome `login_required`.
+    #[serde(default)]
+    login: markers::MarkerFile,
+    /// How to tell whether an identity is signed in.
+    #[serde(default)]
+    session: Option<login::LoginFile>,
     /// Prefix of the site's URLs, `{base_url}` in templates (e.g. "https://shop.example").
     #[serde(default)]
     base_url: Option<Spanned<String>>,
@@ -128,6 +136,8 @@ pub struct TomlStrategy {
     pub cookie_domain: String,
     pub politeness: Politeness,
     pub markers: Markers,
+    /// `[session]`: how to tell a signed-in identity.
+    pub login: Option<LoginRules>,
     /// `{base_url}` in operation templates.
     pub base_url: Option<String>,
     pub operations: BTreeMap<String, operation::Operation>,
@@ -201,18 +211,7 @@ impl TomlStrategy {
             let pos = text.find("[politeness]").unwrap_or(0);
             return Err(err(pos..pos, problem.into()));
         }
-        let markers = Markers {
-            block: f.block.compile(path, text, "block", &[])?,
-            tier_block: f.tier_block.compile(path, text, "tier_block", &[])?,
-            rate_limit: f.rate_limit.compile(
-                path,
-                text,
-                "rate_limit",
-                markers::RATE_LIMIT_STATUS,
-            )?,
-            challenge: f.challenge.compile(path, text, "challenge", &[])?,
-            empty: f.empty.compile(path, text, "empty", &[])?,
-        };
+        let markers = f.markers(path, text)?;
         let base_url = match &f.base_url {
             Some(b) => {
                 let u = url::Url::parse(b.get_ref())
@@ -227,11 +226,16 @@ impl TomlStrategy {
             }
             None => None,
         };
+        let login = match &f.session {
+            Some(l) => Some(l.compile(path, text, &hosts, base_url.as_deref())?),
+            None => None,
+        };
         let mut operations = BTreeMap::new();
         for (name, op) in f.operations {
             let compiled = op.compile(&name, path, text)?;
             operations.insert(name, compiled);
         }
+        login::check_logins(&operations, login.is_some(), path, text)?;
         Ok(TomlStrategy {
             name,
             hosts,
@@ -239,9 +243,29 @@ impl TomlStrategy {
             cookie_domain,
             politeness: f.politeness,
             markers,
+            login,
             base_url,
             operations,
             source: Some(path.to_path_buf()),
+        })
+    }
+}
+
+impl StrategyFile {
+    /// The marker tables, checked and compiled.
+    fn markers(&self, path: &Path, text: &str) -> Result<Markers, Diagnostic> {
+        Ok(Markers {
+            block: self.block.compile(path, text, "block", &[])?,
+            tier_block: self.tier_block.compile(path, text, "tier_block", &[])?,
+            rate_limit: self.rate_limit.compile(
+                path,
+                text,
+                "rate_limit",
+                markers::RATE_LIMIT_STATUS,
+            )?,
+            challenge: self.challenge.compile(path, text, "challenge", &[])?,
+            empty: self.empty.compile(path, text, "empty", &[])?,
+            login: self.login.compile(path, text, "login", &[])?,
         })
     }
 }

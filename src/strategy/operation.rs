@@ -128,6 +128,10 @@ pub(super) struct OperationFile {
     tier2: Option<TierFile>,
     #[serde(default)]
     tier3: Option<TierFile>,
+    #[serde(default)]
+    requires_login: bool,
+    #[serde(default)]
+    fallback_operation: Option<Spanned<String>>,
 }
 
 /// A validated operation.
@@ -139,6 +143,12 @@ pub struct Operation {
     pub item_id_from_url: Option<regex::Regex>,
     /// Present tiers, cheapest first.
     pub tiers: Vec<Tier>,
+    /// Only signed-in identities (`logged_in`, or `unknown` and probed) may
+    /// run it; a `[session].logged_out` page is `login_required`.
+    pub requires_login: bool,
+    /// Run instead when no slot is signed in (an operation of the same
+    /// strategy that needs no login).
+    pub fallback: Option<String>,
 }
 
 /// Template variables every operation has besides its parameters.
@@ -196,6 +206,8 @@ impl OperationFile {
             params,
             item_id_from_url,
             tiers,
+            requires_login: self.requires_login,
+            fallback: self.fallback_operation.map(|f| f.into_inner()),
         })
     }
 }

@@ -24,6 +24,10 @@ pub enum Outcome {
     RateLimited,
     /// The site wants a real browser (JS challenge).
     Challenge,
+    /// The site wants a signed-in visitor (`[login]`, or `[session]
+    /// logged_out` on an operation that `requires_login`): not a block of
+    /// the identity; its (slot, strategy) is `logged_out`.
+    LoginRequired,
     /// Network error, timeout, 5xx: try elsewhere, no breaker failure.
     Failed,
     /// Not tried: the tier hard-blocked this identity recently (cascade attempts only).
@@ -39,6 +43,7 @@ impl Outcome {
                 | Outcome::TierBlock
                 | Outcome::RateLimited
                 | Outcome::Challenge
+                | Outcome::LoginRequired
                 | Outcome::Failed
                 | Outcome::Skipped
         )
@@ -52,6 +57,7 @@ impl Outcome {
             Outcome::TierBlock => "tier_block",
             Outcome::RateLimited => "rate_limited",
             Outcome::Challenge => "challenge",
+            Outcome::LoginRequired => "login_required",
             Outcome::Failed => "failed",
             Outcome::Skipped => "skipped",
         }
@@ -60,14 +66,17 @@ impl Outcome {
 
 /// Classify a complete response. Order matters: a challenge page often carries a
 /// 403/503, so challenge markers win; then a rate limit (a captcha served with
-/// 429 says "too fast", not "never"), a block of the identity, a block of the
-/// tier, and a bare 5xx.
+/// 429 says "too fast", not "never"), a login wall (a sign-in page is not a
+/// ban), a block of the identity, a block of the tier, and a bare 5xx.
 pub fn classify(markers: &Markers, status: u16, final_url: &str, body: &Body<'_>) -> Outcome {
     if markers.challenge.matches(status, final_url, body) {
         return Outcome::Challenge;
     }
     if markers.rate_limit.matches(status, final_url, body) {
         return Outcome::RateLimited;
+    }
+    if markers.login.matches(status, final_url, body) {
+        return Outcome::LoginRequired;
     }
     if markers.block.matches(status, final_url, body) {
         return Outcome::HardBlock;

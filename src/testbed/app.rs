@@ -72,8 +72,11 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/ap/signin", get(signin))
         .route("/loop", get(redirect_loop))
         .route("/redirect", get(redirect_to))
-        .merge(accounts::routes())
-        .layer(middleware::from_fn_with_state(shared.clone(), accounts::nav))
+        .merge(super::signin::routes())
+        .layer(middleware::from_fn_with_state(
+            shared.clone(),
+            super::signin::nav,
+        ))
         .layer(middleware::from_fn_with_state(shared.clone(), gatekeeper));
     Router::new()
         .merge(shop)
@@ -321,8 +324,12 @@ async fn home() -> Html<String> {
     Html(html::home())
 }
 
+/// A 404 for an invalid id, the captcha page for a banned one.
 fn bad_item(id: &str) -> Option<Response> {
-    (!data::valid_item(id)).then(|| html_status(StatusCode::NOT_FOUND, html::error(404)))
+    if !data::valid_item(id) {
+        return Some(html_status(StatusCode::NOT_FOUND, html::error(404)));
+    }
+    data::is_banned(id).then(|| html_status(StatusCode::FORBIDDEN, html::captcha()))
 }
 
 async fn product(Path(id): Path<String>) -> Response {
@@ -378,7 +385,11 @@ async fn js_reviews(
 }
 
 /// `POST /ajax/reviews` with a form or JSON body `{item, page}`: JSON with HTML fragments.
-async fn ajax_reviews(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn ajax_reviews(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     #[derive(Deserialize)]
     struct Req {
         item: String,
@@ -403,6 +414,9 @@ async fn ajax_reviews(State(shared): State<Arc<Shared>>, headers: HeaderMap, bod
             .ok_or_else(|| "missing form field `item`".to_string())
     };
     let req = match parsed {
+        Ok(r) if data::is_banned(&r.item) => {
+            return html_status(StatusCode::FORBIDDEN, html::captcha());
+        }
         Ok(r) if data::valid_item(&r.item) => r,
         Ok(_) => {
             return (

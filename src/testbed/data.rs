@@ -43,6 +43,12 @@ pub fn valid_item(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
+/// Whether the shop bans whoever asks for the item (a captcha page, 403):
+/// a block of the identity.
+pub fn is_banned(id: &str) -> bool {
+    id.starts_with("BAN")
+}
+
 /// Whether the item is behind a login wall.
 pub fn is_login_wall(id: &str) -> bool {
     id.starts_with("LOGIN")

@@ -18,6 +18,7 @@ mod ca;
 pub mod data;
 pub mod html;
 mod server;
+mod signin;
 mod state;
 
 pub use app::router;

@@ -34,7 +34,9 @@ use crate::strategy::extract::Extracted;
 use crate::strategy::operation::{Operation, Tier};
 use crate::strategy::{Outcome, Strategy};
 
+mod login;
 mod tier;
+pub use login::Fallback;
 use tier::run_tier;
 
 /// One tier tried on one slot.
@@ -74,6 +76,9 @@ pub struct CascadeResult {
     pub extracted: Extracted,
     pub status: u16,
     pub final_url: String,
+    /// The operation's `fallback_operation` ran instead (no signed-in slot).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Fallback>,
 }
 
 /// Limits a caller may put on one run, and where progress goes.
@@ -148,6 +153,7 @@ impl TierRun {
             TierEnd::TierBlock => Outcome::TierBlock,
             TierEnd::RateLimited => Outcome::RateLimited,
             TierEnd::Challenge => Outcome::Challenge,
+            TierEnd::LoginRequired => Outcome::LoginRequired,
             TierEnd::NextTier | TierEnd::NextSlot | TierEnd::Refused(_) => Outcome::Failed,
         }
     }
@@ -163,6 +169,9 @@ enum TierEnd {
     /// The identity goes too fast: stop on this slot, it rests.
     RateLimited,
     Challenge,
+    /// The site wants a signed-in identity: stop on this slot, no breaker
+    /// failure (it is `logged_out` now).
+    LoginRequired,
     /// Try the next tier on this slot (e.g. extraction found nothing usable).
     NextTier,
     /// Give up on this slot (network, timeout, 5xx).
@@ -171,8 +180,34 @@ enum TierEnd {
     Refused(Error),
 }
 
-/// Run `op` of `strategy` with already bound `args`.
+/// Run `op` of `strategy` with already bound `args`. An operation that
+/// `requires_login` with no slot signed in fails at once, or runs its
+/// `fallback_operation` (the result says so).
 pub async fn run(
+    pool: &Pool,
+    strategy: &Arc<dyn Strategy>,
+    op: &Operation,
+    args: &Map<String, Value>,
+    opts: &RunOptions,
+) -> Result<CascadeResult> {
+    if !op.requires_login {
+        return run_op(pool, strategy, op, args, opts).await;
+    }
+    if let Some(why) = login::nobody_signed_in(pool, strategy.as_ref(), op, opts.slot) {
+        return login::fall_back(pool, strategy, op, args, opts, why).await;
+    }
+    match run_op(pool, strategy, op, args, opts).await {
+        Err(e) => match login::nobody_signed_in(pool, strategy.as_ref(), op, opts.slot) {
+            // Every signed-in slot turned out signed out.
+            Some(why) => login::fall_back(pool, strategy, op, args, opts, why).await,
+            None => Err(e),
+        },
+        ok => ok,
+    }
+}
+
+/// [`run`] without the login checks.
+async fn run_op(
     pool: &Pool,
     strategy: &Arc<dyn Strategy>,
     op: &Operation,
@@ -255,7 +290,7 @@ impl Call<'_> {
                 }
                 backoff(cfg, round).await;
             }
-            let lease = match self.next_lease(pool, round, avoid).await {
+            let lease = match self.next_lease(pool, round, avoid, &refused).await {
                 Ok(lease) => lease,
                 // What this call already tried is worth telling too.
                 Err(e) if round > 0 && e.kind() == ErrorKind::Unavailable => break,
@@ -272,7 +307,9 @@ impl Call<'_> {
                     }
                     return Ok(done);
                 }
-                Err(Outcome::HardBlock | Outcome::RateLimited) => refused.push(slot),
+                Err(Outcome::HardBlock | Outcome::RateLimited | Outcome::LoginRequired) => {
+                    refused.push(slot)
+                }
                 Err(_) => {}
             }
             if self.spent() >= self.budget {
@@ -294,14 +331,37 @@ impl Call<'_> {
     /// The first round stays on the call's sticky slot (its earlier pages',
     /// or its MCP session's last call's) while that slot is admitted; a
     /// later round, or a slot no longer admitted, goes round-robin.
-    async fn next_lease(&self, pool: &Pool, round: usize, avoid: &[usize]) -> Result<Lease> {
+    async fn next_lease(
+        &self,
+        pool: &Pool,
+        round: usize,
+        avoid: &[usize],
+        refused: &[usize],
+    ) -> Result<Lease> {
         let name = self.strategy.name();
+        // Only slots that may be signed in, for an operation that needs it.
+        let strict: Vec<usize>;
+        let avoid = if self.op.requires_login && self.opts.slot.is_none() {
+            let ok = login::candidates(pool, name, avoid, refused);
+            if ok.is_empty() {
+                return Err(Error::new(
+                    ErrorKind::Unavailable,
+                    "no signed-in slot is left",
+                ));
+            }
+            strict = (0..pool.slots().len())
+                .filter(|s| !ok.contains(s))
+                .collect();
+            &strict[..]
+        } else {
+            avoid
+        };
         if self.opts.slot.is_none() && round == 0 && !self.opts.rotate {
             let sticky = self.opts.prefer.or_else(|| {
                 let session = self.opts.session.as_deref()?;
                 pool.remembered(session, name)
             });
-            if let Some(s) = sticky.filter(|s| pool.admits(*s, name)) {
+            if let Some(s) = sticky.filter(|s| pool.admits(*s, name) && !avoid.contains(s)) {
                 match pool.next_slot_avoiding(name, Some(s), avoid).await {
                     // Stopped admitting meanwhile: take another.
                     Err(e) if e.kind() == ErrorKind::Unavailable => {}
@@ -319,6 +379,13 @@ impl Call<'_> {
         lease: Lease,
         attempts: &mut Vec<Attempt>,
     ) -> Result<Result<CascadeResult, Outcome>> {
+        if let Some(a) = login::probe(&lease, self.op).await {
+            self.spent.fetch_add(1, Ordering::Relaxed);
+            self.report(&a);
+            attempts.push(a);
+            lease.finish(Outcome::LoginRequired);
+            return Ok(Err(Outcome::LoginRequired));
+        }
         let plan = self.plan(&lease, attempts);
         let (mut tried_tiers, mut blocks) = (0usize, 0usize);
         let (mut browser_only, mut no_browser) = (false, false);
@@ -365,9 +432,10 @@ impl Call<'_> {
                         extracted,
                         status,
                         final_url,
+                        fallback: None,
                     }));
                 }
-                TierEnd::HardBlock | TierEnd::RateLimited => {
+                TierEnd::HardBlock | TierEnd::RateLimited | TierEnd::LoginRequired => {
                     ended = Some(outcome);
                     break;
                 }

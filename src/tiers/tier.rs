@@ -123,8 +123,18 @@ fn judge(
             .map(|why| format!("[tier{}.block] {why}", tier.number))
     };
     let mut detail = fetched.detail.clone();
+    // An operation that needs a signed-in identity got a signed-out page.
+    if op.requires_login
+        && let Some((crate::strategy::LoginState::LoggedOut, why)) = &fetched.login
+    {
+        return TierRun {
+            detail: Some(why.clone()),
+            ..TierRun::new(TierEnd::LoginRequired, Some(status), None)
+        };
+    }
     let end = match fetched.outcome {
         Outcome::HardBlock => TierEnd::HardBlock,
+        Outcome::LoginRequired => TierEnd::LoginRequired,
         Outcome::RateLimited => TierEnd::RateLimited,
         Outcome::Challenge => TierEnd::Challenge,
         Outcome::TierBlock => TierEnd::TierBlock,

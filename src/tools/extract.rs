@@ -27,6 +27,8 @@ pub const SPEC: Spec = Spec {
                 "slot": {"type": "integer"}, "tier": {"type": "integer"},
                 "attempts": super::attempts_schema(),
                 "requests": {"type": "integer", "description": "Requests sent to the site."},
+                "fallback": {"type": "object", "description": "Present when the operation needs a signed-in identity, none was, and its fallback_operation ran instead.", "properties": {
+                    "operation": {"type": "string"}, "instead_of": {"type": "string"}, "reason": {"type": "string"}}},
             }),
             &["strategy", "operation", "items", "slot", "tier"],
         )
@@ -96,6 +98,9 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         "requests": r.requests,
         "attempts": r.attempts,
     });
+    if let Some(f) = &r.fallback {
+        out["fallback"] = json!(f);
+    }
     // Moved into place: `json!` would copy every item through serde.
     out["items"] = Value::Array(r.extracted.items.into_iter().map(Value::Object).collect());
     Ok(out)

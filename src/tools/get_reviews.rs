@@ -46,6 +46,8 @@ pub const SPEC: Spec = Spec {
                 "count": {"type": "integer"},
                 "reviews": {"type": "array", "items": {"type": "object"}},
                 "has_more": {"type": "boolean"},
+                "fallback": {"type": "object", "description": "Present when the operation needs a signed-in identity, none was, and its fallback_operation ran instead.", "properties": {
+                    "operation": {"type": "string"}, "instead_of": {"type": "string"}, "reason": {"type": "string"}}},
                 "slot": {"type": "integer", "description": "The one slot that served every page (absent when the call moved)."},
                 "pages": {"type": "array", "items": {"type": "object", "properties": {
                     "page": {"type": "integer"}, "count": {"type": "integer"},
@@ -132,16 +134,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
             strategy.name()
         ))
     })?;
-    let item_id = if item.contains("://") {
-        op.item_id_from(&item).ok_or_else(|| {
-            invalid(format!(
-                "no item id found in `{item}` for strategy `{}`",
-                strategy.name()
-            ))
-        })?
-    } else {
-        item.clone()
-    };
+    let item_id = item_id(op, &item, strategy.name())?;
     let mut opts = RunOptions {
         slot: slot.or(opts.slot),
         rotate: !sticky,
@@ -151,6 +144,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     let mut reviews = Vec::new();
     let mut provenance = Vec::new();
     let mut has_more = false;
+    let mut fallback = None;
     for page in first..first + pages {
         let mut params = args.clone();
         params.insert("item".into(), json!(item_id));
@@ -178,6 +172,11 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
             )
         });
         reviews.extend(r.extracted.items.into_iter().map(Value::Object));
+        // The fallback (say, a product page's top reviews) has no pages.
+        if let Some(f) = r.fallback {
+            fallback = Some(f);
+            has_more = false;
+        }
         if !has_more {
             break;
         }
@@ -189,12 +188,27 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     out.insert("count".into(), json!(reviews.len()));
     out.insert("reviews".into(), Value::Array(reviews));
     out.insert("has_more".into(), Value::Bool(has_more));
+    if let Some(f) = fallback {
+        out.insert("fallback".into(), json!(f));
+    }
     // One identity served the whole call: say so once.
     if let [one] = slots_used[..] {
         out.insert("slot".into(), json!(one));
     }
     out.insert("pages".into(), Value::Array(provenance));
     Ok(Value::Object(out))
+}
+
+/// The item id: `item` itself, or found in an item URL.
+fn item_id(op: &crate::strategy::operation::Operation, item: &str, strategy: &str) -> Result<String> {
+    if !item.contains("://") {
+        return Ok(item.to_string());
+    }
+    op.item_id_from(item).ok_or_else(|| {
+        invalid(format!(
+            "no item id found in `{item}` for strategy `{strategy}`"
+        ))
+    })
 }
 
 fn resolve(pool: &Pool, name: Option<&str>, item: &str) -> Result<Arc<dyn Strategy>> {

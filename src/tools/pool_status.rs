@@ -17,7 +17,8 @@ pub const SPEC: Spec = Spec {
         "Every strategy's request budget (requests a minute across all slots the site's \
          pushback allows, null: no limit). Every slot: profile, proxy (credentials redacted), \
          breaker per strategy (state, why open: blocked or rate_limited, failures, time left \
-         open), tier memory, browser (running, pid, port, operations, \
+         open), tier memory, login state per strategy that has accounts (logged_in, \
+         logged_out, unknown, since when and why), browser (running, pid, port, operations, \
          RSS), cookies (count, last saved), last success and error, and calibration: how \
          closely the HTTP tier matches the slot's browser (browser and HTTP JA4, HTTP/2 and \
          headers equal, the residual differences by name).",
@@ -30,6 +31,7 @@ pub const SPEC: Spec = Spec {
                 "slot": {"type": "integer"}, "profile": {"type": "string"},
                 "breakers": {"type": "object"}, "browser": {"type": "object"},
                 "cookies": {"type": "object"}, "calibration": {"type": "object"},
+                "login": {"type": "object", "description": "Per strategy with a [session] table: state (logged_in, logged_out, unknown), since (unix seconds), evidence (the marker that showed it).", "additionalProperties": {"type": "object"}},
             }}}, "strategies": {"type": "object", "additionalProperties": {"type": "object", "properties": {
                 "requests_per_minute": {"type": ["number", "null"]},
                 "max_requests_per_minute": {"type": ["number", "null"]},
@@ -45,6 +47,13 @@ pub const SPEC: Spec = Spec {
 
 pub fn run(pool: &Pool) -> Value {
     let strategies = pool.strategy_names();
+    // Login states only for strategies that can tell (a `[session]` table).
+    let with_accounts: Vec<String> = pool
+        .registry()
+        .iter()
+        .filter(|s| s.login().is_some())
+        .map(|s| s.name().to_string())
+        .collect();
     let slots: Vec<Value> = pool
         .slots()
         .iter()
@@ -68,6 +77,10 @@ pub fn run(pool: &Pool) -> Value {
                     }),
                 );
             }
+            let login: Map<String, Value> = with_accounts
+                .iter()
+                .map(|name| (name.clone(), json!(pool.login(slot.id, name))))
+                .collect();
             let health = slot.health();
             let facts = slot.browser_facts();
             json!({
@@ -79,6 +92,7 @@ pub fn run(pool: &Pool) -> Value {
                 "proxy_health": slot.upstream().map(|_| slot.egress().health().report()),
                 "identity": slot.identity(),
                 "breakers": breakers,
+                "login": login,
                 "browser": facts,
                 "egress": slot.egress_facts(),
                 "versions": versions(pool, slot, &facts),

@@ -1,0 +1,120 @@
+//! Login state per (slot, strategy): `logged_in`, `logged_out` or
+//! `unknown`, with when it last changed and the marker that showed it. Set
+//! by every answer of a strategy with a `[session]` table (through the
+//! lease), read by the cascade's routing of operations that
+//! `requires_login`, reported in `pool_status`, `idpool slots` and
+//! `/metrics`; a change is a `login_state` event.
+
+use serde::Serialize;
+
+use super::Pool;
+use crate::strategy::LoginState;
+
+/// One (slot, strategy)'s login state.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoginRecord {
+    pub state: LoginState,
+    /// Unix seconds of the last change (`None`: never seen).
+    pub since: Option<u64>,
+    /// The marker that showed it (`[session.logged_in] selector … matched`).
+    pub evidence: Option<String>,
+}
+
+impl LoginRecord {
+    fn unknown() -> LoginRecord {
+        LoginRecord {
+            state: LoginState::Unknown,
+            since: None,
+            evidence: None,
+        }
+    }
+}
+
+impl Pool {
+    /// Slot `slot`'s login state for `strategy`.
+    pub fn login(&self, slot: usize, strategy: &str) -> LoginRecord {
+        let router = self.inner.router.lock();
+        router
+            .sites
+            .get(strategy)
+            .and_then(|m| m.get(&slot))
+            .and_then(|s| s.login.clone())
+            .unwrap_or_else(LoginRecord::unknown)
+    }
+
+    /// Record what an answer showed; a change is an event and moves the gauge.
+    pub(crate) fn set_login(&self, slot: usize, strategy: &str, state: LoginState, evidence: &str) {
+        let before = {
+            let mut router = self.inner.router.lock();
+            let site = router.site(slot, strategy, self.inner.breaker);
+            let before = site.login.as_ref().map_or(LoginState::Unknown, |l| l.state);
+            if before == state {
+                if let Some(l) = site.login.as_mut() {
+                    l.evidence = Some(evidence.to_string());
+                }
+                return;
+            }
+            site.login = Some(LoginRecord {
+                state,
+                since: Some(unix_now()),
+                evidence: Some(evidence.to_string()),
+            });
+            before
+        };
+        gauge(slot, strategy, state);
+        tracing::info!(
+            slot,
+            strategy,
+            from = before.as_str(),
+            to = state.as_str(),
+            evidence,
+            "login state changed"
+        );
+        self.inner.events.emit(
+            "login_state",
+            Some(slot),
+            Some(strategy),
+            serde_json::json!({"from": before.as_str(), "to": state.as_str(), "evidence": evidence}),
+        );
+    }
+
+    /// Forget every login state of `slot` (a retired identity signs in anew).
+    pub(super) fn forget_logins(&self, slot: usize) {
+        let mut router = self.inner.router.lock();
+        for (name, sites) in router.sites.iter_mut() {
+            if let Some(site) = sites.get_mut(&slot)
+                && site.login.take().is_some()
+            {
+                gauge(slot, name, LoginState::Unknown);
+            }
+        }
+    }
+
+    /// Slots that may serve an operation that needs a signed-in identity
+    /// for `strategy`: `logged_in` or `unknown` (a `logged_out` one cannot).
+    pub fn may_be_signed_in(&self, strategy: &str) -> Vec<usize> {
+        (0..self.slots().len())
+            .filter(|s| self.login(*s, strategy).state != LoginState::LoggedOut)
+            .collect()
+    }
+}
+
+/// `idpool_slot_login_state{slot, strategy, state}`: 1 for the current state.
+fn gauge(slot: usize, strategy: &str, state: LoginState) {
+    for s in [
+        LoginState::LoggedIn,
+        LoginState::LoggedOut,
+        LoginState::Unknown,
+    ] {
+        metrics::gauge!("idpool_slot_login_state",
+            "slot" => slot.to_string(), "strategy" => strategy.to_string(), "state" => s.as_str())
+        .set(if s == state { 1.0 } else { 0.0 });
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}

@@ -1,0 +1,145 @@
+//! Operations that need a signed-in identity (`requires_login`): routed
+//! only to slots `logged_in` (or `unknown`, asked first when the strategy has
+//! a `probe_url`) for the strategy; when none is, the call fails at once
+//! naming the fix, or runs the operation's `fallback_operation`, labelled.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::{Attempt, CascadeResult, RunOptions};
+use crate::error::{Error, ErrorKind, Result};
+use crate::http::FetchRequest;
+use crate::pool::{Lease, Pool};
+use crate::strategy::operation::Operation;
+use crate::strategy::{LoginState, Outcome, Strategy};
+
+/// The result came from the fallback operation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fallback {
+    /// The operation that ran instead.
+    pub operation: String,
+    /// The one asked for.
+    pub instead_of: String,
+    /// Why: no signed-in identity.
+    pub reason: String,
+}
+
+/// `None` when some slot (the pinned one, if any) may be signed in for the
+/// strategy; else the error that says so and how to fix it.
+pub(super) fn nobody_signed_in(
+    pool: &Pool,
+    strategy: &dyn Strategy,
+    op: &Operation,
+    pin: Option<usize>,
+) -> Option<Error> {
+    let name = strategy.name();
+    let eligible = pool.may_be_signed_in(name);
+    let ok = match pin {
+        Some(p) => eligible.contains(&p),
+        None => !eligible.is_empty(),
+    };
+    if ok {
+        return None;
+    }
+    let states: Vec<String> = (0..pool.slots().len())
+        .filter(|s| pin.is_none_or(|p| p == *s))
+        .map(|s| format!("slot {s}: {}", pool.login(s, name).state.as_str()))
+        .collect();
+    Some(
+        Error::new(
+            ErrorKind::Refused,
+            format!(
+                "`{}` of `{name}` needs a signed-in identity and no slot is signed in ({}); sign one in with `idpool login --slot N --strategy {name}` or import its session with `idpool session import --slot N FILE`",
+                op.name,
+                states.join(", ")
+            ),
+        )
+        .retryable(false),
+    )
+}
+
+/// Run `op`'s fallback instead, labelled, or fail with `why`.
+pub(super) async fn fall_back(
+    pool: &Pool,
+    strategy: &Arc<dyn Strategy>,
+    op: &Operation,
+    args: &Map<String, Value>,
+    opts: &RunOptions,
+    why: Error,
+) -> Result<CascadeResult> {
+    let Some(name) = &op.fallback else {
+        return Err(why);
+    };
+    let Some(fb) = strategy.operations().get(name) else {
+        return Err(why);
+    };
+    let own: Map<String, Value> = args
+        .iter()
+        .filter(|(k, _)| fb.params.iter().any(|p| &p.name == *k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let bound = fb.bind(own)?;
+    opts.report(|| format!("{}: {}; running `{name}` instead", op.name, why.message()));
+    let mut r = super::run_op(pool, strategy, fb, &bound, opts).await?;
+    r.fallback = Some(Fallback {
+        operation: name.clone(),
+        instead_of: op.name.clone(),
+        reason: why.message().to_string(),
+    });
+    Ok(r)
+}
+
+/// Slots a `requires_login` call may take now: those that may be signed in,
+/// not in `avoid`, else not in `refused`.
+pub(super) fn candidates(
+    pool: &Pool,
+    strategy: &str,
+    avoid: &[usize],
+    refused: &[usize],
+) -> Vec<usize> {
+    let eligible = pool.may_be_signed_in(strategy);
+    let fresh: Vec<usize> = eligible
+        .iter()
+        .copied()
+        .filter(|s| !avoid.contains(s))
+        .collect();
+    if !fresh.is_empty() {
+        return fresh;
+    }
+    eligible
+        .into_iter()
+        .filter(|s| !refused.contains(s))
+        .collect()
+}
+
+/// A slot of `unknown` state asks the strategy's `probe_url` first; the
+/// attempt when the answer shows it signed out (the slot is done for this
+/// call), else `None`.
+pub(super) async fn probe(lease: &Lease, op: &Operation) -> Option<Attempt> {
+    if !op.requires_login || lease.login() != LoginState::Unknown {
+        return None;
+    }
+    let url = lease.rules()?.login()?.probe_url.clone()?;
+    let started = std::time::Instant::now();
+    let seen = lease
+        .http(FetchRequest::get(url.clone()), |f, _| {
+            (f.response.status, f.login.clone())
+        })
+        .await;
+    let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    match seen {
+        Ok((_, (status, Some((LoginState::LoggedOut, why))))) => Some(Attempt {
+            slot: lease.slot(),
+            tier: 0,
+            outcome: Outcome::LoginRequired,
+            status: Some(status),
+            ms,
+            error: None,
+            detail: Some(format!("probe {url}: {why}")),
+            refused: Vec::new(),
+        }),
+        _ => None,
+    }
+}

@@ -90,7 +90,7 @@ fn product_fields() {
 }
 
 #[test]
-fn captcha_and_sign_in_are_hard_blocks_and_urls_give_the_asin() {
+fn captcha_is_a_hard_block_sign_in_a_login_wall_and_urls_give_the_asin() {
     let s = amazon();
     assert_eq!(
         classify(
@@ -101,6 +101,7 @@ fn captcha_and_sign_in_are_hard_blocks_and_urls_give_the_asin() {
         ),
         Outcome::HardBlock
     );
+    // The sign-in wall is no ban: the slot is signed out, its breaker untouched.
     assert_eq!(
         classify(
             s.markers(),
@@ -108,7 +109,16 @@ fn captcha_and_sign_in_are_hard_blocks_and_urls_give_the_asin() {
             "https://www.amazon.com/ap/signin?openid=x",
             &Body::new("<html></html>", None)
         ),
-        Outcome::HardBlock
+        Outcome::LoginRequired
+    );
+    assert_eq!(
+        classify(
+            s.markers(),
+            200,
+            "https://www.amazon.com/product-reviews/B0ACMEKTL1/",
+            &Body::new(&fixture("signin.html"), Some("text/html"))
+        ),
+        Outcome::LoginRequired
     );
     // A captcha page is not mistaken for an empty review list.
     let tier2 = s.operations()["reviews"]
@@ -136,4 +146,126 @@ fn captcha_and_sign_in_are_hard_blocks_and_urls_give_the_asin() {
         Some("B0ACMEKTL1")
     );
     assert!(s.covers("www.amazon.co.uk") && !s.covers("amazon.evil.test"));
+}
+
+fn extract(s: &TomlStrategy, op: &str, file: &str) -> Vec<Value> {
+    let operation = &s.operations()[op];
+    let tier2 = operation
+        .tiers
+        .iter()
+        .find(|t| t.number == 2)
+        .expect("tier 2");
+    let body = fixture(file);
+    s.extract(
+        operation,
+        tier2,
+        &Body::new(&body, Some("text/html")),
+        &page_url(),
+    )
+    .unwrap_or_else(|e| panic!("{op} on {file}: {e}"))
+    .items
+    .into_iter()
+    .map(Value::Object)
+    .collect()
+}
+
+/// Amazon marks a review up as `div[data-hook=review]` on some pages and
+/// `li[data-hook=review]` on others: both extract.
+#[test]
+fn reviews_in_li_and_div_markup() {
+    let s = amazon();
+    let li = extract(&s, "reviews", "reviews-page-li.html");
+    assert_eq!(
+        li,
+        vec![
+            json!({"id": "R7LIST1A2B3C4D", "author": "Ana G.", "rating": 4, "title": "Solid kettle",
+                   "body": "Heats fast. The cord is short.", "date": "May 1, 2024",
+                   "country": "the United States", "verified": true, "helpful": null}),
+            json!({"id": "R7LIST2B3C4D5E", "author": "Ben K.", "rating": 1, "title": "Leaks",
+                   "body": "Started leaking at the base after two weeks.", "date": "April 20, 2024",
+                   "country": "Canada", "verified": false, "helpful": null}),
+        ]
+    );
+    assert_eq!(
+        extract(&s, "reviews", "reviews-page1.html").len(),
+        3,
+        "div markup"
+    );
+    let op = &s.operations()["reviews"];
+    assert!(op.requires_login);
+    assert_eq!(op.fallback.as_deref(), Some("top_reviews"));
+}
+
+/// The product page's own review section, signed in (div markup) or not
+/// (li markup): what a signed-out slot can still read.
+#[test]
+fn top_reviews_from_the_product_page() {
+    let s = amazon();
+    let want = vec![
+        json!({"id": "R9TOPA1B2C3D4E", "author": "Priya S.", "rating": 5, "title": "Quiet and quick",
+               "body": "Boils a full jug in four minutes and barely makes a sound.", "date": "April 2, 2024",
+               "country": "the United States", "verified": true}),
+        json!({"id": "R9TOPB2C3D4E5F", "author": "Tom W.", "rating": 3, "title": "Fine, but the lid sticks",
+               "body": "Works well; the lid needs a firm push to open.", "date": "March 28, 2024",
+               "country": "the United States", "verified": false}),
+    ];
+    assert_eq!(extract(&s, "top_reviews", "product-signed-out.html"), want);
+    assert_eq!(extract(&s, "top_reviews", "product-signed-in.html"), want);
+    assert!(!s.operations()["top_reviews"].requires_login);
+}
+
+/// Global ratings, written reviews and their ratio, from the review page's
+/// header (the predecessor's `get_review_count`).
+#[test]
+fn review_counts_and_their_ratio() {
+    let s = amazon();
+    assert_eq!(
+        extract(&s, "review_counts", "reviews-page-li.html"),
+        vec![json!({"global_ratings": 12345, "written_reviews": 1234, "ratio": 0.1})]
+    );
+    assert_eq!(
+        extract(&s, "review_counts", "reviews-page1.html"),
+        vec![json!({"global_ratings": 4, "written_reviews": 4, "ratio": 1.0})]
+    );
+    assert!(s.operations()["review_counts"].requires_login);
+}
+
+/// The `[session]` markers tell a signed-in page from a signed-out one and
+/// from the sign-in page.
+#[test]
+fn session_markers_classify_signed_in_and_out() {
+    use idpool::strategy::LoginState;
+    let s = amazon();
+    let state = |file: &str, url: &str| {
+        s.login_state(200, url, &Body::new(&fixture(file), Some("text/html")))
+            .map(|(state, _)| state)
+    };
+    let dp = "https://www.amazon.com/dp/B0ACMEKTL1";
+    assert_eq!(
+        state("product-signed-in.html", dp),
+        Some(LoginState::LoggedIn)
+    );
+    assert_eq!(
+        state("product-signed-out.html", dp),
+        Some(LoginState::LoggedOut)
+    );
+    assert_eq!(
+        state("reviews-page-li.html", dp),
+        Some(LoginState::LoggedIn)
+    );
+    assert_eq!(
+        state(
+            "signin.html",
+            "https://www.amazon.com/ap/signin?openid.mode=checkid_setup"
+        ),
+        Some(LoginState::LoggedOut)
+    );
+    let rules = s.login().expect("[session]");
+    assert!(
+        rules
+            .login_url
+            .as_ref()
+            .is_some_and(|u| u.path() == "/ap/signin")
+    );
+    assert!(rules.probe_url.is_some());
 }

@@ -58,7 +58,8 @@ async fn markdown_text_and_links_of_a_testbed_page() {
     assert_eq!(
         links["content"],
         format!(
-            "- [See all reviews]({})",
+            "- [Hello, sign in]({})\n- [See all reviews]({})",
+            env.url("/signin"),
             env.url("/product-reviews/B0MD?page=1")
         )
     );

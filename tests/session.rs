@@ -76,7 +76,7 @@ async fn every_format_imports_and_an_export_round_trips_into_a_fresh_slot() {
     let pool = env.pool();
     let exp = in_a_day();
     let txt = format!(
-        "# Netscape HTTP Cookie File\n# https://curl.se/docs/http-cookies.html\n\n\
+        "# Netscape HTTP Cookie File\n# This is a generated file! Do not edit.\n\n\
          {HOST}\tFALSE\t/\tTRUE\t{exp}\tfrom_txt\tt1\n#HttpOnly_{HOST}\tFALSE\t/\tTRUE\t0\ttxt_only\tt2\n"
     );
     let r = pool

@@ -77,16 +77,20 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
         self.markers().page_state(html, url, status)
     }
 
-    /// Items of one tier's response (default: the tier's extraction rules).
+    /// Items of one tier's response (default: the tier's extraction rules,
+    /// then the operation's derived fields).
     fn extract(
         &self,
-        _op: &Operation,
+        op: &Operation,
         tier: &Tier,
         body: &Body<'_>,
         page_url: &url::Url,
     ) -> Result<Extracted, String> {
-        tier.extractor
-            .extract_body(body, tier.html_pointer.as_deref(), page_url)
+        let mut ex = tier
+            .extractor
+            .extract_body(body, tier.html_pointer.as_deref(), page_url)?;
+        super::derive::apply(&op.derive, &mut ex.items);
+        Ok(ex)
     }
 }
 

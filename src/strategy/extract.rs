@@ -383,6 +383,11 @@ impl Extractor {
 
     /// [`Extractor::extract`] on a body that may already be parsed (by the
     /// markers that classified it).
+    /// The names of the fields each item gets.
+    pub fn field_names(&self) -> Vec<&str> {
+        self.fields.iter().map(|f| f.name.as_str()).collect()
+    }
+
     pub fn extract_body(
         &self,
         body: &Body<'_>,

@@ -5,6 +5,7 @@
 
 mod api;
 pub mod body;
+pub mod derive;
 pub mod extract;
 mod login;
 mod markers;

@@ -132,6 +132,9 @@ pub(super) struct OperationFile {
     requires_login: bool,
     #[serde(default)]
     fallback_operation: Option<Spanned<String>>,
+    /// Fields worked out from the extracted ones.
+    #[serde(default)]
+    derive: BTreeMap<String, super::derive::DeriveFile>,
 }
 
 /// A validated operation.
@@ -149,6 +152,8 @@ pub struct Operation {
     /// Run instead when no slot is signed in (an operation of the same
     /// strategy that needs no login).
     pub fallback: Option<String>,
+    /// Fields worked out from the extracted ones (`[operations.NAME.derive]`).
+    pub derive: Vec<super::derive::Derived>,
 }
 
 /// Template variables every operation has besides its parameters.
@@ -200,6 +205,16 @@ impl OperationFile {
                 format!("operations.{name} has no tier1, tier2 or tier3"),
             ));
         }
+        let fields: Vec<&str> = tiers
+            .iter()
+            .flat_map(|t| t.extractor.field_names())
+            .collect();
+        let derive = super::derive::compile(&self.derive, &fields, name).map_err(|m| {
+            let pos = text
+                .find(&format!("[operations.{name}.derive"))
+                .unwrap_or(0);
+            src.at(pos..pos, m)
+        })?;
         Ok(Operation {
             name: name.to_string(),
             description: self.description,
@@ -208,6 +223,7 @@ impl OperationFile {
             tiers,
             requires_login: self.requires_login,
             fallback: self.fallback_operation.map(|f| f.into_inner()),
+            derive,
         })
     }
 }

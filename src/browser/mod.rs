@@ -13,6 +13,7 @@
 //! restart on memory growth.
 
 pub mod launcher;
+pub mod live;
 pub mod page;
 pub mod process;
 mod storage;

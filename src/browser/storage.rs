@@ -79,7 +79,7 @@ impl Turn<'_> {
     }
 
     /// The browser and its working tab, launched if need be.
-    async fn running(&mut self) -> Result<(&Browser, Page)> {
+    pub(crate) async fn running(&mut self) -> Result<(&Browser, Page)> {
         self.browser.ensure_running(&mut self.guard).await?;
         let r = self
             .guard

@@ -8,6 +8,7 @@ mod check_config;
 mod daemon;
 mod fetch;
 mod keys;
+mod login;
 mod mcp;
 mod refresh_cookies;
 mod retire;
@@ -67,6 +68,8 @@ pub enum Command {
     Calibrate(calibrate::CalibrateArgs),
     /// Give a slot a fresh identity: new jar, Chromium profile and proxy session.
     Retire(retire::RetireArgs),
+    /// Sign a slot in on a strategy's site by hand (the daemon's live view, or --headful).
+    Login(login::LoginArgs),
     /// A slot's session in and out: cookies.txt, Cookie-Editor JSON, Playwright storageState.
     #[command(subcommand)]
     Session(session::SessionCmd),
@@ -96,6 +99,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::RefreshCookies(args) => refresh_cookies::run(cli.config.as_deref(), args).await,
         Command::Calibrate(args) => calibrate::run(cli.config.as_deref(), args).await,
         Command::Retire(args) => retire::run(cli.config.as_deref(), args).await,
+        Command::Login(args) => login::run(cli.config.as_deref(), args).await,
         Command::Session(cmd) => session::run(cli.config.as_deref(), cmd).await,
     }
 }

@@ -90,6 +90,16 @@ impl SlotActions {
         })
     }
 
+    /// `DELETE path`: the JSON answer.
+    pub async fn delete(&self, path: &str) -> anyhow::Result<Value> {
+        let mut req = self.client.delete(format!("{}{path}", self.base));
+        if let Some(k) = &self.key {
+            req = req.header("authorization", format!("Bearer {k}"));
+        }
+        let resp = req.send().await?;
+        Ok(serde_json::from_slice(&resp.bytes().await?).unwrap_or(Value::Null))
+    }
+
     /// `POST /api/v1/slots/{n}/{action}` with `body`: the HTTP status and the
     /// JSON answer (`Null` when it was not JSON).
     pub async fn post(&self, n: usize, action: &str, body: &Value) -> anyhow::Result<(u16, Value)> {

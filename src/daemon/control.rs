@@ -62,7 +62,7 @@ fn failed(f: &crate::mcp::Failure) -> Response {
     r
 }
 
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
+pub(super) fn error(status: StatusCode, message: impl Into<String>) -> Response {
     let mut r = (status, axum::Json(json!({"error": message.into()}))).into_response();
     if status == StatusCode::UNAUTHORIZED {
         r.headers_mut().insert(
@@ -74,14 +74,14 @@ fn error(status: StatusCode, message: impl Into<String>) -> Response {
 }
 
 /// Why a request is refused: its status and message.
-type Refusal = (StatusCode, String);
+pub(super) type Refusal = (StatusCode, String);
 
-fn refuse((status, message): Refusal) -> Response {
+pub(super) fn refuse((status, message): Refusal) -> Response {
     error(status, message)
 }
 
 /// Host/Origin checks, the key, and the role gate for one action.
-fn gate(
+pub(super) fn gate(
     c: &Control,
     headers: &HeaderMap,
     uri: &Uri,

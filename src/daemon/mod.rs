@@ -2,6 +2,7 @@
 //! MCP dispatcher, the HTTP listener and the signals together.
 
 pub mod control;
+mod live;
 pub mod metrics;
 pub mod serve;
 pub mod systemd;

@@ -97,7 +97,8 @@ impl Daemon {
             stop: streams.clone(),
         });
         let router = Router::new()
-            .merge(super::control::routes(control))
+            .merge(super::control::routes(control.clone()))
+            .merge(super::live::routes(control))
             .merge(mcp_routes);
         let notifier = Arc::new(Notifier::from_env());
         let signals = tokio::spawn(watch_signals(

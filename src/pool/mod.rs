@@ -13,6 +13,7 @@ pub mod events;
 mod identity;
 mod isolation;
 mod lease;
+mod live;
 mod lock;
 mod login;
 mod politeness;
@@ -31,6 +32,7 @@ pub use identity::SlotIdentity;
 pub use isolation::Isolation;
 use isolation::isolate;
 pub use lease::{Fetched, Lease, Via};
+pub use live::{Frame, LiveSession, LiveStatus, LoginLimits};
 pub use login::LoginRecord;
 pub use politeness::Site;
 pub use retire::Retirement;
@@ -88,6 +90,8 @@ struct Inner {
     retire: crate::config::RetireConfig,
     /// Woken whenever a lease is released.
     released: Notify,
+    /// Login sessions with their live views.
+    live: live::Sessions,
     /// Cancelled by [`Pool::shutdown`]: the pool's background tasks end.
     stop: CancellationToken,
 }
@@ -176,6 +180,7 @@ impl Pool {
                 _netns: netns,
                 retire: cfg.pool.retire,
                 released: Notify::new(),
+                live: live::Sessions::default(),
                 stop,
             }),
         };

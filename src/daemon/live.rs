@@ -1,0 +1,248 @@
+//! Logging a slot in by hand through the daemon, with a live view (admin
+//! only): `POST /api/v1/slots/{n}/login` starts a login session
+//! (`Pool::start_login`), `GET`/`DELETE /api/v1/live/{id}` read and end it,
+//! `GET /api/v1/live/{id}/ws` is its live view (screencast frames out as
+//! JSON text, clicks, scrolls and keys in), and `/live/{id}` is the page a
+//! person opens, on a phone if need be. Every session is one audit line
+//! when it ends: who, which slot and strategy, how long, how it ended;
+//! never what was typed.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::control::{Control, Refusal, error, gate, refuse};
+use crate::auth::{AuditRecord, Principal, Role};
+use crate::browser::live::Input;
+use crate::pool::{LiveSession, LoginLimits};
+
+pub fn routes(control: Arc<Control>) -> Router {
+    Router::new()
+        .route("/api/v1/slots/{n}/login", axum::routing::post(start))
+        .route("/api/v1/live/{id}", get(status).delete(cancel))
+        .route("/api/v1/live/{id}/ws", get(view))
+        .route(
+            "/live/{id}",
+            get(|| async { Html(include_str!("live.html")) }),
+        )
+        .with_state(control)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartArgs {
+    strategy: String,
+    #[serde(default)]
+    timeout_secs: Option<u64>,
+    #[serde(default)]
+    idle_secs: Option<u64>,
+}
+
+fn describe(s: &LiveSession) -> serde_json::Value {
+    json!({
+        "id": s.id, "slot": s.slot, "strategy": s.strategy, "login_url": s.login_url,
+        "live_url": format!("/live/{}", s.id), "ws_url": format!("/api/v1/live/{}/ws", s.id),
+        "status": s.status(),
+    })
+}
+
+async fn start(
+    State(c): State<Arc<Control>>,
+    Path(n): Path<String>,
+    headers: HeaderMap,
+    uri: Uri,
+    body: axum::body::Bytes,
+) -> Response {
+    let who = match gate(
+        &c,
+        &headers,
+        &uri,
+        false,
+        "POST /api/v1/slots/{n}/login",
+        Role::Admin,
+    ) {
+        Ok(p) => p,
+        Err(r) => return refuse(r),
+    };
+    let Ok(slot) = n.parse::<usize>() else {
+        return error(StatusCode::NOT_FOUND, format!("no slot `{n}`"));
+    };
+    let args: StartArgs = match serde_json::from_slice(&body) {
+        Ok(a) => a,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("the body must be {{\"strategy\": \"…\"}}: {e}"),
+            );
+        }
+    };
+    let mut limits = LoginLimits::default();
+    if let Some(t) = args.timeout_secs {
+        limits.timeout = std::time::Duration::from_secs(t.clamp(10, 3600));
+    }
+    if let Some(t) = args.idle_secs {
+        limits.idle = std::time::Duration::from_secs(t.clamp(10, 3600));
+    }
+    let session = match c.core.pool().start_login(slot, &args.strategy, limits) {
+        Ok(s) => s,
+        Err(e) => {
+            let status = match e.kind() {
+                crate::ErrorKind::NotFound => StatusCode::NOT_FOUND,
+                crate::ErrorKind::Unavailable => StatusCode::CONFLICT,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            return error(status, e.to_string());
+        }
+    };
+    tracing::info!(key = %who.name, slot, strategy = %args.strategy, "login session opened");
+    tokio::spawn(audit_when_done(c.clone(), session.clone(), who));
+    axum::Json(describe(&session)).into_response()
+}
+
+/// One audit line per session, when it ends.
+async fn audit_when_done(c: Arc<Control>, s: Arc<LiveSession>, who: Principal) {
+    let end = s.done().await;
+    if let Some(audit) = c.core.audit() {
+        audit.record(&AuditRecord {
+            ts: crate::pool::events::now_rfc3339(),
+            principal: who.name.clone(),
+            role: who.role.as_str().into(),
+            transport: "api".into(),
+            session: None,
+            method: "live/login".into(),
+            tool: Some("login".into()),
+            args: json!({"slot": s.slot, "strategy": s.strategy, "inputs": end.inputs, "end": end.state}),
+            ok: end.state == "logged_in",
+            error: (end.state != "logged_in").then(|| end.error.clone().unwrap_or_else(|| end.state.to_string())),
+            duration_ms: u64::try_from(s.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            slot: Some(s.slot as u64),
+            tier: None,
+        });
+    }
+}
+
+fn session_of(
+    c: &Control,
+    headers: &HeaderMap,
+    uri: &Uri,
+    id: &str,
+    query_key: bool,
+) -> Result<Arc<LiveSession>, Refusal> {
+    gate(c, headers, uri, query_key, "live view", Role::Admin)?;
+    c.core
+        .pool()
+        .live_session(id)
+        .ok_or_else(|| (StatusCode::NOT_FOUND, format!("no login session `{id}`")))
+}
+
+async fn status(
+    State(c): State<Arc<Control>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    match session_of(&c, &headers, &uri, &id, false) {
+        Ok(s) => axum::Json(describe(&s)).into_response(),
+        Err(r) => refuse(r),
+    }
+}
+
+async fn cancel(
+    State(c): State<Arc<Control>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    match session_of(&c, &headers, &uri, &id, false) {
+        Ok(s) => {
+            s.cancel();
+            let end = s.done().await;
+            axum::Json(json!({"id": s.id, "status": end})).into_response()
+        }
+        Err(r) => refuse(r),
+    }
+}
+
+/// The live view: the key may come as `?key=` (a browser's WebSocket cannot
+/// send headers).
+async fn view(
+    State(c): State<Arc<Control>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    uri: Uri,
+    ws: WebSocketUpgrade,
+) -> Response {
+    match session_of(&c, &headers, &uri, &id, true) {
+        Ok(s) => {
+            let stop = c.stop.clone();
+            ws.on_upgrade(move |socket| serve_view(socket, s, stop))
+        }
+        Err(r) => refuse(r),
+    }
+}
+
+const SEND_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+async fn serve_view(
+    mut socket: WebSocket,
+    s: Arc<LiveSession>,
+    stop: tokio_util::sync::CancellationToken,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    let (mut frames, last) = s.watch();
+    let send = |v: serde_json::Value| Message::Text(v.to_string().into());
+    let frame_msg = |f: &crate::pool::Frame| {
+        send(json!({"type": "frame", "data": f.data, "width": f.width, "height": f.height}))
+    };
+    if let Some(f) = last
+        && socket.send(frame_msg(&f)).await.is_err()
+    {
+        return;
+    }
+    let mut ticks = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            f = frames.recv() => match f {
+                Ok(f) => {
+                    let sent = tokio::time::timeout(SEND_WAIT, socket.send(frame_msg(&f))).await;
+                    if !matches!(sent, Ok(Ok(()))) {
+                        return;
+                    }
+                }
+                Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => break,
+            },
+            m = socket.recv() => match m {
+                Some(Ok(Message::Text(t))) => match serde_json::from_str::<Input>(&t) {
+                    Ok(input) => s.send(input).await,
+                    Err(e) => {
+                        let _ = socket.send(send(json!({"type": "error", "error": format!("not an input: {e}")}))).await;
+                    }
+                },
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                Some(Ok(_)) => {}
+            },
+            _ = ticks.tick() => {
+                let st = s.status();
+                if socket.send(send(json!({"type": "status", "status": st}))).await.is_err() {
+                    return;
+                }
+                if st.done {
+                    break;
+                }
+            },
+            () = stop.cancelled() => break,
+        }
+    }
+    let _ = socket
+        .send(send(json!({"type": "status", "status": s.status()})))
+        .await;
+    let _ = socket.send(Message::Close(None)).await;
+}

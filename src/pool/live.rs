@@ -1,0 +1,309 @@
+//! Logging a slot in by hand: a person signs the identity in on the site,
+//! in the slot's own browser, while the daemon watches for the strategy's
+//! `[session.logged_in]` markers.
+//!
+//! [`Pool::start_login`] takes the slot's browser (its lock, held for the
+//! whole session), opens the strategy's `login_url` with the jar's cookies
+//! (through the guard and the slot's egress like every navigation), starts
+//! the tab's screencast and waits: frames go to every live-view watcher,
+//! their clicks, scrolls and keys come back into the tab, and every half
+//! second the page is judged. It ends when the page shows the identity
+//! signed in, at the timeout, after `idle` without input, or when
+//! cancelled; whatever the end, the browser's cookies for the strategy go
+//! back into the jar, which is saved. A person solves what a site asks of a
+//! person (a one-off CAPTCHA, a consent dialog) here; the daemon never
+//! does.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use futures_util::StreamExt;
+use serde::Serialize;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::Pool;
+use super::slot::Slot;
+use crate::browser::live::{self, Input};
+use crate::error::{Error, ErrorKind, Result};
+use crate::strategy::{Body, LoginState, Strategy};
+
+/// One screencast frame.
+#[derive(Debug, Clone, Serialize)]
+pub struct Frame {
+    /// base64 JPEG.
+    pub data: String,
+    /// The page's size in CSS pixels (input coordinates are in these).
+    pub width: f64,
+    pub height: f64,
+}
+
+/// Where a login session stands.
+#[derive(Debug, Clone, Serialize)]
+pub struct LiveStatus {
+    /// `starting`, `waiting`, then `logged_in`, `timed_out`, `idle`,
+    /// `cancelled` or `failed`.
+    pub state: &'static str,
+    pub done: bool,
+    pub error: Option<String>,
+    pub frames: u64,
+    pub inputs: u64,
+    /// Seconds since it started (at the last change).
+    pub seconds: u64,
+}
+
+/// Limits of one login session.
+#[derive(Debug, Clone, Copy)]
+pub struct LoginLimits {
+    pub timeout: Duration,
+    pub idle: Duration,
+}
+
+impl Default for LoginLimits {
+    fn default() -> Self {
+        LoginLimits {
+            timeout: Duration::from_secs(600),
+            idle: Duration::from_secs(180),
+        }
+    }
+}
+
+/// A login session with its live view.
+pub struct LiveSession {
+    pub id: String,
+    pub slot: usize,
+    pub strategy: String,
+    pub login_url: String,
+    pub started: Instant,
+    frames: broadcast::Sender<Arc<Frame>>,
+    last: parking_lot::Mutex<Option<Arc<Frame>>>,
+    input: mpsc::Sender<Input>,
+    status: watch::Receiver<LiveStatus>,
+    cancel: CancellationToken,
+    counts: (AtomicU64, AtomicU64),
+}
+
+impl std::fmt::Debug for LiveSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveSession")
+            .field("slot", &self.slot)
+            .field("strategy", &self.strategy)
+            .finish()
+    }
+}
+
+impl LiveSession {
+    /// Frames from now on, and the latest one so far.
+    pub fn watch(&self) -> (broadcast::Receiver<Arc<Frame>>, Option<Arc<Frame>>) {
+        (self.frames.subscribe(), self.last.lock().clone())
+    }
+
+    /// Hand one input to the tab (dropped when the session is over).
+    pub async fn send(&self, input: Input) {
+        let _ = self.input.send(input).await;
+    }
+
+    pub fn status(&self) -> LiveStatus {
+        self.status.borrow().clone()
+    }
+
+    /// Wait until the session is over; its last status.
+    pub async fn done(&self) -> LiveStatus {
+        let mut rx = self.status.clone();
+        let _ = rx.wait_for(|s| s.done).await;
+        self.status()
+    }
+
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+}
+
+/// The pool's login sessions (finished ones are kept a while for their status).
+#[derive(Default)]
+pub(super) struct Sessions(parking_lot::Mutex<HashMap<String, Arc<LiveSession>>>);
+
+const KEEP_FINISHED: Duration = Duration::from_secs(600);
+
+impl Pool {
+    /// Start logging slot `slot` in on `strategy` by hand.
+    pub fn start_login(
+        &self,
+        slot: usize,
+        strategy: &str,
+        limits: LoginLimits,
+    ) -> Result<Arc<LiveSession>> {
+        let s = self.slot(slot).cloned().ok_or_else(|| {
+            Error::not_found(format!(
+                "slot {slot} does not exist (the pool has {} slots)",
+                self.slots().len()
+            ))
+        })?;
+        let rules = self.registry().get(strategy).cloned().ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("unknown strategy `{strategy}`"),
+            )
+            .retryable(false)
+        })?;
+        let url = rules
+            .login()
+            .and_then(|l| l.login_url.clone())
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!("strategy `{strategy}` has no [session] login_url"),
+                )
+                .retryable(false)
+            })?;
+        let mut sessions = self.inner.live.0.lock();
+        sessions.retain(|_, v| !v.status().done || v.started.elapsed() < KEEP_FINISHED);
+        if sessions
+            .values()
+            .any(|v| v.slot == slot && !v.status().done)
+        {
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                format!("slot {slot} has a login session open already"),
+            )
+            .retryable(false));
+        }
+        let (status_tx, status_rx) = watch::channel(LiveStatus {
+            state: "starting",
+            done: false,
+            error: None,
+            frames: 0,
+            inputs: 0,
+            seconds: 0,
+        });
+        let (input_tx, input_rx) = mpsc::channel(64);
+        let session = Arc::new(LiveSession {
+            id: format!("{:032x}", rand::random::<u128>()),
+            slot,
+            strategy: strategy.to_string(),
+            login_url: url.to_string(),
+            started: Instant::now(),
+            frames: broadcast::channel(8).0,
+            last: parking_lot::Mutex::new(None),
+            input: input_tx,
+            status: status_rx,
+            cancel: self.inner.stop.child_token(),
+            counts: (AtomicU64::new(0), AtomicU64::new(0)),
+        });
+        sessions.insert(session.id.clone(), session.clone());
+        drop(sessions);
+        let (pool, me) = (self.clone(), session.clone());
+        tokio::spawn(async move {
+            let end = pool
+                .run_login(&s, &rules, url, &me, input_rx, status_tx.clone(), limits)
+                .await;
+            let (state, error) = match end {
+                Ok(state) => (state, None),
+                Err(e) => ("failed", Some(e.to_string())),
+            };
+            tracing::info!(slot = me.slot, strategy = %me.strategy, state, "login session ended");
+            pool.inner.events.emit(
+                "login_session",
+                Some(me.slot),
+                Some(&me.strategy),
+                serde_json::json!({"state": state, "seconds": me.started.elapsed().as_secs(), "error": error}),
+            );
+            let _ = status_tx.send(me.snapshot(state, true, error));
+        });
+        Ok(session)
+    }
+
+    /// A login session by its id.
+    pub fn live_session(&self, id: &str) -> Option<Arc<LiveSession>> {
+        self.inner.live.0.lock().get(id).cloned()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn run_login(
+        &self,
+        slot: &Arc<Slot>,
+        strategy: &Arc<dyn Strategy>,
+        url: url::Url,
+        me: &LiveSession,
+        mut input: mpsc::Receiver<Input>,
+        status: watch::Sender<LiveStatus>,
+        limits: LoginLimits,
+    ) -> Result<&'static str> {
+        self.inner.guard.check(&url).await?;
+        let mut turn = slot.browser().turn().await?;
+        let req = crate::browser::BrowserRequest {
+            url: url.to_string(),
+            wait_for: None,
+            cookie_domain: Some(strategy.cookie_domain().to_string()),
+        };
+        let probe = |html: &str, u: &str, st: u16| strategy.page_state(html, u, st);
+        turn.navigate(&req, Some(slot.jar()), &probe).await?;
+        let (browser, tab) = turn.running().await?;
+        let mut frames = live::start(&tab, 1280).await?;
+        let _ = status.send(me.snapshot("waiting", false, None));
+        let deadline = Instant::now() + limits.timeout;
+        let mut last_input = Instant::now();
+        let mut check = tokio::time::interval(Duration::from_millis(500));
+        let end = loop {
+            tokio::select! {
+                f = frames.next() => match f {
+                    Some(f) => {
+                        live::ack(&tab, f.session_id).await;
+                        let data: String = f.data.clone().into();
+                        // The frame is base64 already; checked, not decoded twice.
+                        if base64::engine::general_purpose::STANDARD.decode(&data).is_ok() {
+                            let frame = Arc::new(Frame { data, width: f.metadata.device_width, height: f.metadata.device_height });
+                            *me.last.lock() = Some(frame.clone());
+                            let _ = me.frames.send(frame);
+                            me.counts.0.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    None => break Err(Error::new(ErrorKind::Network, "the tab went away")),
+                },
+                i = input.recv() => if let Some(i) = i {
+                    live::dispatch(&tab, &i).await?;
+                    last_input = Instant::now();
+                    me.counts.1.fetch_add(1, Ordering::Relaxed);
+                },
+                _ = check.tick() => {
+                    let html = tab.content().await.unwrap_or_default();
+                    let at = tab.url().await.ok().flatten().unwrap_or_default();
+                    if let Some((LoginState::LoggedIn, why)) = strategy.login_state(200, &at, &Body::html_page(&html)) {
+                        self.set_login(slot.id, strategy.name(), LoginState::LoggedIn, &why);
+                        break Ok("logged_in");
+                    }
+                    if Instant::now() >= deadline {
+                        break Ok("timed_out");
+                    }
+                    if last_input.elapsed() >= limits.idle {
+                        break Ok("idle");
+                    }
+                    let _ = status.send(me.snapshot("waiting", false, None));
+                },
+                () = me.cancel.cancelled() => break Ok("cancelled"),
+            }
+        };
+        live::stop(&tab).await;
+        // Whatever the end, what the site set goes into the jar.
+        let cookies = crate::browser::page::pull_cookies(browser, strategy.cookie_domain()).await?;
+        slot.jar().import(&cookies);
+        slot.jar().save()?;
+        end
+    }
+}
+
+impl LiveSession {
+    fn snapshot(&self, state: &'static str, done: bool, error: Option<String>) -> LiveStatus {
+        LiveStatus {
+            state,
+            done,
+            error,
+            frames: self.counts.0.load(Ordering::Relaxed),
+            inputs: self.counts.1.load(Ordering::Relaxed),
+            seconds: self.started.elapsed().as_secs(),
+        }
+    }
+}

@@ -49,9 +49,7 @@ impl Pool {
             let site = router.site(slot, strategy, self.inner.breaker);
             let before = site.login.as_ref().map_or(LoginState::Unknown, |l| l.state);
             if before == state {
-                if let Some(l) = site.login.as_mut() {
-                    l.evidence = Some(evidence.to_string());
-                }
+                // The evidence of the change is kept; nothing to write.
                 return;
             }
             site.login = Some(LoginRecord {

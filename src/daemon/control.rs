@@ -181,9 +181,18 @@ async fn slot(
     }
 }
 
-/// Run an admin action through the dispatcher (gate + audit) and answer.
-async fn act(c: &Control, headers: &HeaderMap, uri: &Uri, tool: &str, args: Value) -> Response {
-    let who = match gate(c, headers, uri, false, tool, Role::Admin) {
+/// Run a tool through the dispatcher (gate + audit) and answer; the key
+/// needs at least `needed` to be let in (the tool's own role is the
+/// dispatcher's to check, and a refusal is audited there).
+pub(super) async fn act(
+    c: &Control,
+    headers: &HeaderMap,
+    uri: &Uri,
+    tool: &str,
+    args: Value,
+    needed: Role,
+) -> Response {
+    let who = match gate(c, headers, uri, false, tool, needed) {
         Ok(p) => p,
         Err(r) => return refuse(r),
     };
@@ -247,7 +256,7 @@ async fn slot_action(
         other => return error(StatusCode::NOT_FOUND, format!("no action `{other}`")),
     };
     match slot_args(&n, &body) {
-        Ok(args) => act(&c, &headers, &uri, tool, args).await,
+        Ok(args) => act(&c, &headers, &uri, tool, args, Role::Admin).await,
         Err(r) => refuse(r),
     }
 }

@@ -4,6 +4,7 @@
 pub mod control;
 mod live;
 pub mod metrics;
+mod rest;
 pub mod serve;
 pub mod systemd;
 

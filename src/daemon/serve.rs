@@ -98,7 +98,8 @@ impl Daemon {
         });
         let router = Router::new()
             .merge(super::control::routes(control.clone()))
-            .merge(super::live::routes(control))
+            .merge(super::live::routes(control.clone()))
+            .merge(super::rest::routes(control))
             .merge(mcp_routes);
         let notifier = Arc::new(Notifier::from_env());
         let signals = tokio::spawn(watch_signals(

@@ -1,0 +1,133 @@
+//! The REST face (issue 17, item 6): `POST /api/v1/tools/{name}` runs the
+//! MCP dispatcher for callers that do not speak MCP: the same structured
+//! result, the same keys and roles, the same audit log.
+
+mod common;
+
+use common::daemon::{Daemon, Mcp, add_key};
+use common::shop;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn tools_over_plain_http_match_mcp_and_keep_the_roles() {
+    let env = shop(1).await;
+    let operator = add_key(&env, "script", "operator").await;
+    let viewer = add_key(&env, "dashboard", "viewer").await;
+    let d = Daemon::start(&env, 1, "").await;
+    let http = reqwest::Client::new();
+    let args = json!({"item": "B0REST1", "strategy": "testshop", "pages": 2});
+    let r = http
+        .post(d.url("/api/v1/tools/get_reviews"))
+        .bearer_auth(&operator)
+        .json(&args)
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), StatusCode::OK);
+    let rest: Value = r.json().await.expect("json");
+    let mut c = Mcp::new(&d, Some(&operator));
+    assert!(c.initialize().await.status.is_success());
+    let mcp = c.tool(1, "get_reviews", args.clone()).await;
+    let mcp = &mcp["result"]["structuredContent"];
+    for field in ["strategy", "item", "count", "reviews", "has_more"] {
+        assert_eq!(rest[field], mcp[field], "{field}");
+    }
+    assert_eq!(
+        rest["reviews"],
+        json!(common::truth("B0REST1")[..20].to_vec())
+    );
+
+    let denied = http
+        .post(d.url("/api/v1/tools/get_reviews"))
+        .bearer_auth(&viewer)
+        .json(&args)
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(denied.status(), StatusCode::FORBIDDEN);
+    let anonymous = http
+        .post(d.url("/api/v1/tools/get_reviews"))
+        .json(&args)
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
+    let unknown = http
+        .post(d.url("/api/v1/tools/nope"))
+        .bearer_auth(&operator)
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+    let bad = http
+        .post(d.url("/api/v1/tools/get_reviews"))
+        .bearer_auth(&operator)
+        .body("{not json")
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    let invalid = http
+        .post(d.url("/api/v1/tools/get_reviews"))
+        .bearer_auth(&operator)
+        .json(&json!({"item": 12}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(invalid.status(), StatusCode::BAD_REQUEST);
+
+    let listed = |key: &str| {
+        let (http, url, key) = (http.clone(), d.url("/api/v1/tools"), key.to_string());
+        async move {
+            let v: Value = http
+                .get(url)
+                .bearer_auth(key)
+                .send()
+                .await
+                .expect("get")
+                .json()
+                .await
+                .expect("json");
+            v["tools"]
+                .as_array()
+                .expect("tools")
+                .iter()
+                .map(|t| {
+                    assert!(t["inputSchema"]["type"] == "object", "{t}");
+                    t["name"].as_str().unwrap_or_default().to_string()
+                })
+                .collect::<Vec<String>>()
+        }
+    };
+    let mine = listed(&operator).await;
+    assert!(
+        mine.contains(&"get_reviews".to_string()) && !mine.contains(&"retire_slot".to_string()),
+        "{mine:?}"
+    );
+    let theirs = listed(&viewer).await;
+    assert!(
+        theirs.contains(&"pool_status".to_string()) && !theirs.contains(&"get_reviews".to_string()),
+        "{theirs:?}"
+    );
+    d.stop().await;
+
+    let audit = std::fs::read_to_string(env.path("data/audit.log")).expect("audit");
+    let lines: Vec<Value> = audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["tool"] == "get_reviews" && l["transport"] == "api")
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["principal"] == "script" && l["ok"] == true),
+        "{audit}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["principal"] == "dashboard" && l["ok"] == false),
+        "{audit}"
+    );
+}

@@ -242,6 +242,18 @@ impl Pool {
         let probe = |html: &str, u: &str, st: u16| strategy.page_state(html, u, st);
         turn.navigate(&req, Some(slot.jar()), &probe).await?;
         let (browser, tab) = turn.running().await?;
+        // A tab recycled right after the navigation is blank: open the page again.
+        if !tab
+            .url()
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|u| u.starts_with("http"))
+        {
+            tab.goto(url.as_str())
+                .await
+                .map_err(crate::browser::page::cdp("open the sign-in page"))?;
+        }
         let mut frames = live::start(&tab, 1280).await?;
         let _ = status.send(me.snapshot("waiting", false, None));
         let deadline = Instant::now() + limits.timeout;

@@ -268,3 +268,57 @@ async fn the_daemon_reports_login_states_in_metrics() {
     assert!(m.contains(&metric("logged_out")), "{m}");
     d.stop().await;
 }
+
+/// While a person signs slot 0 in (its browser held by the live view), a
+/// browser call goes to slot 1 and says why; once the session ends, slot 0's
+/// browser serves again.
+#[tokio::test]
+async fn a_slot_being_signed_in_lends_its_browser_to_no_call() {
+    use idpool::pool::LoginLimits;
+    let env = shop(2).await;
+    let pool = env.pool();
+    let session = pool
+        .start_login(0, "testshop", LoginLimits::default())
+        .expect("a login session");
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while session.status().state != "waiting" {
+            assert!(!session.status().done, "{:?}", session.status());
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    })
+    .await
+    .expect("the sign-in page is open");
+    assert!(pool.signing_in(0) && !pool.signing_in(1));
+    let product =
+        || json!({"strategy": "testshop", "operation": "product", "params": {"item": "B0LIVE"}});
+    let opts = RunOptions {
+        only_tiers: Some(vec![3]),
+        prefer: Some(0),
+        ..RunOptions::default()
+    };
+    let r = tools::extract::run(&pool, product(), opts)
+        .await
+        .expect("served elsewhere");
+    assert_eq!(r["slot"], 1, "{r}");
+    let skipped = r["attempts"].as_array().expect("attempts").iter().any(|a| {
+        a["slot"] == 0
+            && a["outcome"] == "skipped"
+            && a["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("signing this slot in"))
+    });
+    assert!(skipped, "{r}");
+    session.cancel();
+    assert_eq!(session.done().await.state, "cancelled");
+    assert!(!pool.signing_in(0));
+    let opts = RunOptions {
+        only_tiers: Some(vec![3]),
+        slot: Some(0),
+        ..RunOptions::default()
+    };
+    let r = tools::extract::run(&pool, product(), opts)
+        .await
+        .expect("slot 0 again");
+    assert_eq!(r["slot"], 0, "{r}");
+    shutdown_and_check(&pool).await;
+}

@@ -345,6 +345,15 @@ impl Lease {
         .state
     }
 
+    /// A person is signing this slot in through the live view: its browser
+    /// is theirs until the session ends.
+    pub fn signing_in(&self) -> bool {
+        super::Pool {
+            inner: self.inner.clone(),
+        }
+        .signing_in(self.slot.id)
+    }
+
     /// The strategy as registered when the lease was taken.
     pub fn rules(&self) -> Option<&Arc<dyn Strategy>> {
         self.rules.as_ref()

@@ -216,6 +216,16 @@ impl Pool {
         Ok(session)
     }
 
+    /// Whether slot `slot` has a login session open.
+    pub fn signing_in(&self, slot: usize) -> bool {
+        self.inner
+            .live
+            .0
+            .lock()
+            .values()
+            .any(|s| s.slot == slot && !s.status().done)
+    }
+
     /// A login session by its id.
     pub fn live_session(&self, id: &str) -> Option<Arc<LiveSession>> {
         self.inner.live.0.lock().get(id).cloned()

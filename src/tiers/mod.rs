@@ -473,7 +473,9 @@ impl Call<'_> {
     }
 
     /// The tiers to try on this slot: those it was not hard-blocked on
-    /// lately (recorded as skipped), or all of them when that leaves none.
+    /// lately (recorded as skipped), or all of them when that leaves none;
+    /// never its browser while a person signs the slot in there (the live
+    /// view holds it).
     fn plan(&self, lease: &Lease, attempts: &mut Vec<Attempt>) -> Vec<&Tier> {
         let fresh: Vec<&Tier> = self
             .tiers
@@ -481,26 +483,31 @@ impl Call<'_> {
             .copied()
             .filter(|t| !lease.tier_blocked(t.number))
             .collect();
-        if fresh.is_empty() {
-            return self.tiers.clone();
+        let mut plan = if fresh.is_empty() {
+            self.tiers.clone()
+        } else {
+            for t in self
+                .tiers
+                .iter()
+                .filter(|t| !fresh.iter().any(|f| f.number == t.number))
+            {
+                attempts.push(skipped(
+                    lease,
+                    t.number,
+                    "this tier was blocked lately on this slot",
+                ));
+            }
+            fresh
+        };
+        if lease.signing_in() && plan.iter().any(|t| t.number == 3) {
+            plan.retain(|t| t.number != 3);
+            attempts.push(skipped(
+                lease,
+                3,
+                "a person is signing this slot in (live view)",
+            ));
         }
-        for t in self
-            .tiers
-            .iter()
-            .filter(|t| !fresh.iter().any(|f| f.number == t.number))
-        {
-            attempts.push(Attempt {
-                slot: lease.slot(),
-                tier: t.number,
-                outcome: Outcome::Skipped,
-                status: None,
-                ms: 0,
-                error: None,
-                detail: Some("this tier was blocked lately on this slot".into()),
-                refused: Vec::new(),
-            });
-        }
-        fresh
+        plan
     }
 
     /// One attempt as a progress line.
@@ -520,6 +527,20 @@ impl Call<'_> {
                 }
             )
         });
+    }
+}
+
+/// A tier not tried on this slot, and why.
+fn skipped(lease: &Lease, tier: u8, why: &str) -> Attempt {
+    Attempt {
+        slot: lease.slot(),
+        tier,
+        outcome: Outcome::Skipped,
+        status: None,
+        ms: 0,
+        error: None,
+        detail: Some(why.into()),
+        refused: Vec::new(),
     }
 }
 

@@ -56,6 +56,19 @@ pub struct PortableCookie {
     pub same_site: Option<String>,
 }
 
+/// Whether a cookie of domain `cookie` belongs with `domain`: the same, one
+/// of its subdomains, or a parent a request to `domain` carries cookies of
+/// (both lower-case, without a leading dot).
+pub fn domains_related(cookie: &str, domain: &str) -> bool {
+    cookie == domain
+        || cookie
+            .strip_suffix(domain)
+            .is_some_and(|p| p.ends_with('.'))
+        || domain
+            .strip_suffix(cookie)
+            .is_some_and(|p| p.ends_with('.'))
+}
+
 /// What happened when a jar was opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpenNote {
@@ -167,10 +180,7 @@ impl Jar {
     /// that a request to `domain` would carry: what goes into the browser.
     pub fn export_for_domain(&self, domain: &str) -> Vec<PortableCookie> {
         let domain = domain.trim_start_matches('.').to_ascii_lowercase();
-        let related = |d: &str| {
-            d == domain || d.ends_with(&format!(".{domain}")) || domain.ends_with(&format!(".{d}"))
-        };
-        self.export_where(related)
+        self.export_where(|d| domains_related(d, &domain))
     }
 
     /// Every unexpired cookie (a session export).
@@ -401,6 +411,15 @@ mod tests {
         assert_eq!(back.len(), 2);
         assert_eq!(back[0], out[0]);
         assert_eq!(back[1].name, "host");
+    }
+
+    #[test]
+    fn related_domains() {
+        assert!(domains_related("shop.test", "shop.test"));
+        assert!(domains_related("www.shop.test", "shop.test"));
+        assert!(domains_related("shop.test", "www.shop.test"));
+        assert!(!domains_related("evilshop.test", "shop.test"));
+        assert!(!domains_related("shop.test", "myshop.test"));
     }
 
     #[test]

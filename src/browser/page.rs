@@ -131,10 +131,7 @@ pub async fn pull_cookies(browser: &Browser, domain: &str) -> Result<Vec<Portabl
         .filter_map(|c| {
             let host_only = !c.domain.starts_with('.');
             let d = c.domain.trim_start_matches('.').to_ascii_lowercase();
-            let related = d == domain
-                || d.ends_with(&format!(".{domain}"))
-                || domain.ends_with(&format!(".{d}"));
-            related.then(|| PortableCookie {
+            crate::jar::domains_related(&d, &domain).then(|| PortableCookie {
                 name: c.name,
                 value: c.value,
                 domain: d,

@@ -185,12 +185,14 @@ impl Pool {
             let Some(url) = s.login().and_then(|l| l.probe_url.clone()) else {
                 continue;
             };
-            let domain = s.cookie_domain().trim_start_matches('.');
-            let covered = parsed.cookies.iter().any(|c| {
-                c.domain == domain
-                    || c.domain.ends_with(&format!(".{domain}"))
-                    || domain.ends_with(&format!(".{}", c.domain))
-            });
+            let domain = s
+                .cookie_domain()
+                .trim_start_matches('.')
+                .to_ascii_lowercase();
+            let covered = parsed
+                .cookies
+                .iter()
+                .any(|c| crate::jar::domains_related(&c.domain, &domain));
             if !covered {
                 continue;
             }

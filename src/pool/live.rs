@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use base64::Engine;
 use futures_util::StreamExt;
 use serde::Serialize;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -81,7 +80,7 @@ pub struct LiveSession {
     frames: broadcast::Sender<Arc<Frame>>,
     last: parking_lot::Mutex<Option<Arc<Frame>>>,
     input: mpsc::Sender<Input>,
-    status: watch::Receiver<LiveStatus>,
+    status: watch::Sender<LiveStatus>,
     cancel: CancellationToken,
     counts: (AtomicU64, AtomicU64),
 }
@@ -112,7 +111,7 @@ impl LiveSession {
 
     /// Wait until the session is over; its last status.
     pub async fn done(&self) -> LiveStatus {
-        let mut rx = self.status.clone();
+        let mut rx = self.status.subscribe();
         let _ = rx.wait_for(|s| s.done).await;
         self.status()
     }
@@ -171,7 +170,7 @@ impl Pool {
             )
             .retryable(false));
         }
-        let (status_tx, status_rx) = watch::channel(LiveStatus {
+        let (status, _) = watch::channel(LiveStatus {
             state: "starting",
             done: false,
             error: None,
@@ -189,7 +188,7 @@ impl Pool {
             frames: broadcast::channel(8).0,
             last: parking_lot::Mutex::new(None),
             input: input_tx,
-            status: status_rx,
+            status,
             cancel: self.inner.stop.child_token(),
             counts: (AtomicU64::new(0), AtomicU64::new(0)),
         });
@@ -197,9 +196,7 @@ impl Pool {
         drop(sessions);
         let (pool, me) = (self.clone(), session.clone());
         tokio::spawn(async move {
-            let end = pool
-                .run_login(&s, &rules, url, &me, input_rx, status_tx.clone(), limits)
-                .await;
+            let end = pool.run_login(&s, &rules, url, &me, input_rx, limits).await;
             let (state, error) = match end {
                 Ok(state) => (state, None),
                 Err(e) => ("failed", Some(e.to_string())),
@@ -211,7 +208,7 @@ impl Pool {
                 Some(&me.strategy),
                 serde_json::json!({"state": state, "seconds": me.started.elapsed().as_secs(), "error": error}),
             );
-            let _ = status_tx.send(me.snapshot(state, true, error));
+            me.set(state, true, error);
         });
         Ok(session)
     }
@@ -231,7 +228,6 @@ impl Pool {
         self.inner.live.0.lock().get(id).cloned()
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn run_login(
         &self,
         slot: &Arc<Slot>,
@@ -239,7 +235,6 @@ impl Pool {
         url: url::Url,
         me: &LiveSession,
         mut input: mpsc::Receiver<Input>,
-        status: watch::Sender<LiveStatus>,
         limits: LoginLimits,
     ) -> Result<&'static str> {
         self.inner.guard.check(&url).await?;
@@ -265,7 +260,7 @@ impl Pool {
                 .map_err(crate::browser::page::cdp("open the sign-in page"))?;
         }
         let mut frames = live::start(&tab, 1280).await?;
-        let _ = status.send(me.snapshot("waiting", false, None));
+        me.set("waiting", false, None);
         let deadline = Instant::now() + limits.timeout;
         let mut last_input = Instant::now();
         let mut check = tokio::time::interval(Duration::from_millis(500));
@@ -274,14 +269,15 @@ impl Pool {
                 f = frames.next() => match f {
                     Some(f) => {
                         live::ack(&tab, f.session_id).await;
-                        let data: String = f.data.clone().into();
-                        // The frame is base64 already; checked, not decoded twice.
-                        if base64::engine::general_purpose::STANDARD.decode(&data).is_ok() {
-                            let frame = Arc::new(Frame { data, width: f.metadata.device_width, height: f.metadata.device_height });
-                            *me.last.lock() = Some(frame.clone());
-                            let _ = me.frames.send(frame);
-                            me.counts.0.fetch_add(1, Ordering::Relaxed);
-                        }
+                        // Chromium sends the JPEG base64-encoded: passed on as it is.
+                        let frame = Arc::new(Frame {
+                            data: f.data.clone().into(),
+                            width: f.metadata.device_width,
+                            height: f.metadata.device_height,
+                        });
+                        *me.last.lock() = Some(frame.clone());
+                        let _ = me.frames.send(frame);
+                        me.counts.0.fetch_add(1, Ordering::Relaxed);
                     }
                     None => break Err(Error::new(ErrorKind::Network, "the tab went away")),
                 },
@@ -303,7 +299,7 @@ impl Pool {
                     if last_input.elapsed() >= limits.idle {
                         break Ok("idle");
                     }
-                    let _ = status.send(me.snapshot("waiting", false, None));
+                    me.set("waiting", false, None);
                 },
                 () = me.cancel.cancelled() => break Ok("cancelled"),
             }
@@ -318,6 +314,11 @@ impl Pool {
 }
 
 impl LiveSession {
+    /// Publish where the session stands.
+    fn set(&self, state: &'static str, done: bool, error: Option<String>) {
+        self.status.send_replace(self.snapshot(state, done, error));
+    }
+
     fn snapshot(&self, state: &'static str, done: bool, error: Option<String>) -> LiveStatus {
         LiveStatus {
             state,

@@ -114,9 +114,9 @@ pub(super) fn candidates(
         .collect()
 }
 
-/// A slot of `unknown` state asks the strategy's `probe_url` first; the
-/// attempt when the answer shows it signed out (the slot is done for this
-/// call), else `None`.
+/// A slot of `unknown` state asks the strategy's `probe_url` first: the
+/// probe's attempt (tier 0), `login_required` when the answer shows it
+/// signed out (the slot is done for this call); `None` when nothing was sent.
 pub(super) async fn probe(lease: &Lease, op: &Operation) -> Option<Attempt> {
     if !op.requires_login || lease.login() != LoginState::Unknown {
         return None;
@@ -129,17 +129,24 @@ pub(super) async fn probe(lease: &Lease, op: &Operation) -> Option<Attempt> {
         })
         .await;
     let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    match seen {
-        Ok((_, (status, Some((LoginState::LoggedOut, why))))) => Some(Attempt {
-            slot: lease.slot(),
-            tier: 0,
-            outcome: Outcome::LoginRequired,
-            status: Some(status),
-            ms,
-            error: None,
-            detail: Some(format!("probe {url}: {why}")),
-            refused: Vec::new(),
-        }),
-        _ => None,
-    }
+    let (outcome, status, error, why) = match seen {
+        Ok((_, (status, Some((LoginState::LoggedOut, why))))) => {
+            (Outcome::LoginRequired, Some(status), None, Some(why))
+        }
+        Ok((_, (status, login))) => (Outcome::Ok, Some(status), None, login.map(|(_, why)| why)),
+        Err(e) => (Outcome::Failed, None, Some(e.to_string()), None),
+    };
+    Some(Attempt {
+        slot: lease.slot(),
+        tier: 0,
+        outcome,
+        status,
+        ms,
+        error,
+        detail: Some(format!(
+            "probe {url}{}",
+            why.map(|w| format!(": {w}")).unwrap_or_default()
+        )),
+        refused: Vec::new(),
+    })
 }

@@ -380,11 +380,15 @@ impl Call<'_> {
         attempts: &mut Vec<Attempt>,
     ) -> Result<Result<CascadeResult, Outcome>> {
         if let Some(a) = login::probe(&lease, self.op).await {
+            // The probe is a request of this call too.
             self.spent.fetch_add(1, Ordering::Relaxed);
             self.report(&a);
+            let walled = a.outcome == Outcome::LoginRequired;
             attempts.push(a);
-            lease.finish(Outcome::LoginRequired);
-            return Ok(Err(Outcome::LoginRequired));
+            if walled {
+                lease.finish(Outcome::LoginRequired);
+                return Ok(Err(Outcome::LoginRequired));
+            }
         }
         let plan = self.plan(&lease, attempts);
         let (mut tried_tiers, mut blocks) = (0usize, 0usize);

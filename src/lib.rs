@@ -32,6 +32,8 @@
 //!               politeness, operations (typed params, tier templates, extraction
 //!               rules); the `Strategy` trait (TOML and compiled plugins); the
 //!               registry; classifying a response into an Outcome
+//! web/          the open web page by page: robots.txt rules, sitemaps, a
+//!               page as markdown (main content), HTML, text, links, fields
 //! calibrate/    a slot's HTTP tier calibrated against its own Chromium
 //!               through a loopback listener inside the daemon
 //! pool/         slots (identity + jar + client + browser), the router that
@@ -80,5 +82,6 @@ pub mod strategy;
 pub mod testbed;
 pub mod tiers;
 pub mod tools;
+pub mod web;
 
 pub use error::{Error, ErrorKind, Result};

@@ -450,6 +450,13 @@ async fn call_cli_runs_a_tool_and_prints_json() {
 #[tokio::test]
 async fn tier_three_refuses_what_the_guard_refuses_and_redirects_to_it() {
     let env = shop(1).await;
+    // The closed list: only strategy hosts (the open web is tests/web.rs's).
+    let cfg = std::fs::read_to_string(env.path("idpool.toml")).expect("cfg");
+    assert!(cfg.contains("[security]\n"));
+    env.write(
+        "idpool.toml",
+        &cfg.replace("[security]\n", "[security]\npublic_web = false\n"),
+    );
     let bundled = std::fs::read_to_string(env.path("strategies/testshop.toml")).expect("strategy");
     // Only 127.0.0.1 is the shop's: `localhost` (the same testbed) is not covered.
     let only_ip = bundled.replace(

@@ -365,6 +365,12 @@ fn a_broken_strategy_is_reported_at_start_and_the_others_still_load() {
         "strategies/broken.toml",
         "name = \"broken\"\nhosts = [\"broken.test\"]\n[empty]\nselector = \"p[[\"\n",
     );
+    // The closed list: a host only a skipped strategy named is not fetched.
+    let cfg = std::fs::read_to_string(c.dir.path().join("idpool.toml")).expect("cfg");
+    c.write(
+        "idpool.toml",
+        &format!("{cfg}\n[security]\npublic_web = false\n"),
+    );
     let (ok, out) = c.check();
     assert!(!ok);
     let expected = format!(

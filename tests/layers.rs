@@ -17,6 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["egress"],
     &["browser"],
     &["strategy"],
+    &["web"],
     &["calibrate"],
     &["pool"],
     &["tiers"],

@@ -20,10 +20,11 @@ async fn markdown_text_and_links_of_a_testbed_page() {
         content.contains(&format!("# {}", data::product_name("B0MD"))),
         "{content}"
     );
+    // Links come out absolute.
     assert!(
         content.contains(&format!(
             "[See all reviews]({})",
-            "/product-reviews/B0MD?page=1"
+            env.url("/product-reviews/B0MD?page=1")
         )),
         "{content}"
     );
@@ -65,7 +66,7 @@ async fn markdown_text_and_links_of_a_testbed_page() {
     );
     let e = tools::scrape::run(
         &pool,
-        json!({"url": url.as_str(), "format": "pdf"}),
+        json!({"url": url.as_str(), "format": "docx"}),
         &Default::default(),
     )
     .await
@@ -157,32 +158,48 @@ async fn auto_mode_falls_back_to_the_browser_on_a_challenge() {
 #[tokio::test]
 async fn the_guard_refuses_foreign_hosts_private_addresses_files_and_private_redirects() {
     let env = Env::new(1).await;
-    let pool = env.pool();
-    let e = tools::scrape::run(
-        &pool,
-        json!({"url": "https://no-strategy.test/page"}),
-        &Default::default(),
-    )
-    .await
-    .expect_err("foreign host");
-    assert!(
-        e.to_string().contains(
-            "host `no-strategy.test` is not covered by any strategy or security.allowed_hosts"
+    // The open web (the default): a name that does not resolve says so;
+    // with a closed list, only strategy hosts and allowed_hosts are fetched.
+    for (public_web, says) in [
+        (true, "cannot resolve `no-strategy.test`"),
+        (
+            false,
+            "host `no-strategy.test` is not covered by any strategy or security.allowed_hosts (security.public_web is off)",
         ),
-        "{e}"
-    );
-    let e = tools::scrape::run(
-        &pool,
-        json!({"url": "file:///etc/passwd"}),
-        &Default::default(),
-    )
-    .await
-    .expect_err("file");
-    assert!(
-        e.to_string().contains("scheme `file` is not allowed"),
-        "{e}"
-    );
-    shutdown_and_check(&pool).await;
+    ] {
+        env.write_config(1, true);
+        let cfg = std::fs::read_to_string(env.path("idpool.toml")).expect("cfg");
+        let cfg = cfg.replace(
+            "[security]\n",
+            &format!("[security]\npublic_web = {public_web}\n"),
+        );
+        env.write("idpool.toml", &cfg);
+        let pool = env.pool();
+        let e = tools::scrape::run(
+            &pool,
+            json!({"url": "https://no-strategy.test/page"}),
+            &Default::default(),
+        )
+        .await
+        .expect_err("refused");
+        assert!(e.to_string().contains(says), "{e}");
+        if public_web {
+            shutdown_and_check(&pool).await;
+            continue;
+        }
+        let e = tools::scrape::run(
+            &pool,
+            json!({"url": "file:///etc/passwd"}),
+            &Default::default(),
+        )
+        .await
+        .expect_err("file");
+        assert!(
+            e.to_string().contains("scheme `file` is not allowed"),
+            "{e}"
+        );
+        shutdown_and_check(&pool).await;
+    }
 
     // Guard on: 127.0.0.1 is allowed by name but refused as a private address.
     env.write_config_with(1, true, common::free_base_port(1), "");

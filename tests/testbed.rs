@@ -165,6 +165,12 @@ async fn faults_become_clear_failures() {
 #[tokio::test]
 async fn redirects_out_of_the_allowed_hosts_are_refused() {
     let env = common::Env::new(1).await;
+    // The closed list (security.public_web off).
+    let cfg = std::fs::read_to_string(env.path("idpool.toml")).expect("cfg");
+    env.write(
+        "idpool.toml",
+        &cfg.replace("[security]\n", "[security]\npublic_web = false\n"),
+    );
     let pool = env.pool();
     // /ap/signin is allowed; the guard checks every hop, so a loop ends at the cap.
     let e = pool

@@ -12,6 +12,7 @@
 //! lock with a bounded wait), relaunch after a crash, tab recycling, idle close and
 //! restart on memory growth.
 
+pub mod actions;
 pub mod launcher;
 pub mod live;
 pub mod page;
@@ -69,6 +70,27 @@ pub struct BrowserRequest {
     pub wait_for: Option<String>,
     /// Domain whose cookies are synced with the jar around the navigation.
     pub cookie_domain: Option<String>,
+    /// Steps on the loaded page before it is read.
+    pub actions: Vec<actions::Action>,
+    /// Screenshot or PDF of the page as the actions left it.
+    pub capture: Capture,
+}
+
+/// What to capture once the actions are done.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Capture {
+    /// A PNG: `Some(true)` of the full page, `Some(false)` of the viewport.
+    pub screenshot: Option<bool>,
+    pub pdf: bool,
+}
+
+/// What the captures gave.
+#[derive(Debug, Clone, Default)]
+pub struct Captured {
+    pub png: Option<Vec<u8>>,
+    /// The viewport (`innerWidth`, `innerHeight`) when the PNG was taken.
+    pub viewport: Option<(u32, u32)>,
+    pub pdf: Option<Vec<u8>>,
 }
 
 struct Running {
@@ -490,6 +512,9 @@ impl Turn<'_> {
             }
             let mut result =
                 page::navigate(&tab, &req.url, req.wait_for.as_deref(), probe, deadline).await;
+            if let Ok(page) = result.as_mut() {
+                actions::after(&tab, req, page, deadline).await?;
+            }
             if let Some((jar, domain)) = sync {
                 // Cookies the site set are kept even when the page itself failed.
                 let cookies = page::pull_cookies(&running.browser, domain).await?;

@@ -162,6 +162,8 @@ pub struct PageResult {
     /// The browser's cookies for the strategy's cookie domain after the page
     /// (already saved into the slot's jar).
     pub cookies: Vec<PortableCookie>,
+    /// The screenshot and PDF asked for.
+    pub captured: super::Captured,
 }
 
 /// How a loaded page looks to the strategy.
@@ -205,6 +207,7 @@ pub async fn navigate(
         challenge_left: settled.challenge_left,
         elapsed: started.elapsed(),
         cookies: Vec::new(),
+        captured: Default::default(),
     })
 }
 

@@ -257,6 +257,8 @@ async fn browser_visit(browser: &SlotBrowser, base: &str) -> Result<()> {
             url: format!("{base}/{p}"),
             wait_for: Some(WAIT_FOR.to_string()),
             cookie_domain: None,
+            actions: Vec::new(),
+            capture: Default::default(),
         };
         let page = turn.navigate(&req, None, &normal).await?;
         if !page.wait_for_met {

@@ -13,7 +13,9 @@ use serde::{Deserialize, Serialize};
 use crate::diag::{self, Diagnostic};
 
 mod pool;
+mod security;
 pub use pool::{PoolConfig, RetireConfig, SlotDecl};
+pub use security::{PrivateNetworks, SecurityConfig, WebConfig};
 
 /// The whole config file.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -26,6 +28,7 @@ pub struct Config {
     pub http: HttpConfig,
     pub browser: BrowserConfig,
     pub cascade: CascadeConfig,
+    pub web: WebConfig,
     /// The file this came from; `None` for the embedded defaults.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -86,33 +89,6 @@ impl ServerConfig {
         self.audit_log
             .clone()
             .unwrap_or_else(|| data_dir.join("audit.log"))
-    }
-}
-
-/// `[security]`: what may be fetched and which extra roots are trusted.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SecurityConfig {
-    /// Hosts fetchable without a strategy (same pattern syntax as strategy hosts).
-    pub allowed_hosts: Vec<String>,
-    /// Allow private, loopback and link-local addresses: `true` (all), `false`
-    /// (none), or a list of the addresses allowed (tests and the demo).
-    pub allow_private_networks: PrivateNetworks,
-    /// PEM files trusted besides the public roots (corporate TLS proxies, the testbed).
-    pub extra_root_certs: Vec<PathBuf>,
-}
-
-/// `security.allow_private_networks`: all, none, or these addresses.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(untagged)]
-pub enum PrivateNetworks {
-    All(bool),
-    Only(Vec<std::net::IpAddr>),
-}
-
-impl Default for PrivateNetworks {
-    fn default() -> Self {
-        PrivateNetworks::All(false)
     }
 }
 
@@ -296,6 +272,7 @@ impl Config {
     pub fn load_file(path: &Path) -> Result<Config, Diagnostic> {
         let (mut cfg, text): (Config, String) = diag::read_toml(path)?;
         cfg.check_slots(path, &text)?;
+        cfg.check_web(path, &text)?;
         let base = path.parent().unwrap_or(Path::new("."));
         let base = if base.as_os_str().is_empty() {
             Path::new(".")
@@ -326,6 +303,36 @@ impl Config {
         }
         cfg.source = Some(path.to_path_buf());
         Ok(cfg)
+    }
+
+    fn check_web(&self, path: &Path, text: &str) -> Result<(), Diagnostic> {
+        let w = &self.web;
+        let at = text.find("[web]").map(|p| p..p);
+        if w.max_in_flight == 0 || w.global_max_in_flight == 0 {
+            return Err(Diagnostic::at(
+                path,
+                text,
+                at,
+                "web.max_in_flight and web.global_max_in_flight must be at least 1",
+            ));
+        }
+        if !w
+            .robots_agent
+            .chars()
+            .all(|c| c.is_ascii_alphabetic() || c == '-' || c == '_')
+            || w.robots_agent.is_empty()
+        {
+            return Err(Diagnostic::at(
+                path,
+                text,
+                at,
+                format!(
+                    "web.robots_agent `{}` must be a product token (letters, `-` and `_`, as RFC 9309 matches them)",
+                    w.robots_agent
+                ),
+            ));
+        }
+        Ok(())
     }
 
     fn check_slots(&self, path: &Path, text: &str) -> Result<(), Diagnostic> {

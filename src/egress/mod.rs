@@ -286,11 +286,11 @@ impl Shared {
                 .map_err(Denied::Refused);
         }
         let resolved =
-            tokio::time::timeout(self.connect_timeout, tokio::net::lookup_host((host, port))).await;
+            tokio::time::timeout(self.connect_timeout, self.guard.lookup(host, port)).await;
         let addrs: Vec<SocketAddr> = match resolved {
-            Ok(Ok(a)) => a.collect(),
+            Ok(Ok(a)) => a,
             _ if self.upstream_resolves() => return Ok(Target::Name(host.to_string(), port)),
-            Ok(Err(_)) => return Err(Denied::Unresolved(format!("cannot resolve `{host}`"))),
+            Ok(Err(e)) => return Err(Denied::Unresolved(e.message().to_string())),
             Err(_) => {
                 return Err(Denied::Unresolved(format!("resolving `{host}` timed out")));
             }

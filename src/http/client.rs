@@ -208,15 +208,7 @@ impl HttpClient {
             .connect_timeout(Duration::from_secs(cfg.connect_timeout_secs))
             .timeout(Duration::from_secs(cfg.timeout_secs))
             .redirect(policy);
-        match &profile.proxy {
-            Some(proxy) => {
-                let p = wreq::Proxy::all(proxy.expose()).map_err(|_| {
-                    Error::config(format!("profile `{}`: invalid proxy {proxy}", profile.name))
-                })?;
-                builder = builder.proxy(p);
-            }
-            None => builder = builder.no_proxy(),
-        }
+        builder = route(builder, profile, &guard)?;
         let client = builder.build().map_err(|e| {
             Error::new(
                 ErrorKind::Internal,
@@ -444,6 +436,12 @@ fn net_error(url: &Url, e: wreq::Error) -> Error {
     if let Some(why) = refused_redirect(&e) {
         return Error::refused(format!("{url}: {why}")).retryable(false);
     }
+    // So is an address the guarded resolver refused, or a name it could
+    // not resolve: its own words.
+    if let Some(ours) = our_error(&e) {
+        return Error::new(ours.kind(), format!("{url}: {}", ours.message()))
+            .retryable(ours.kind() != ErrorKind::Refused);
+    }
     Error::new(kind, format!("{url}: {what}"))
         .retryable(!e.is_redirect())
         .with_source(e)
@@ -460,6 +458,44 @@ impl std::fmt::Display for RedirectRefused {
 }
 
 impl std::error::Error for RedirectRefused {}
+
+/// Where the client's connections go: through the profile's proxy (or
+/// none), names resolved by the guard (the proxy's own exempt).
+fn route(
+    mut builder: wreq::ClientBuilder,
+    profile: &Profile,
+    guard: &Arc<Guard>,
+) -> Result<wreq::ClientBuilder> {
+    let proxy_host = (profile.proxy.as_ref())
+        .and_then(|p| Url::parse(p.expose()).ok())
+        .and_then(|u| u.host_str().map(str::to_string));
+    builder = builder.dns_resolver(super::guard::GuardedResolver::new(
+        guard.clone(),
+        proxy_host,
+    ));
+    match &profile.proxy {
+        Some(proxy) => {
+            let p = wreq::Proxy::all(proxy.expose()).map_err(|_| {
+                Error::config(format!("profile `{}`: invalid proxy {proxy}", profile.name))
+            })?;
+            builder = builder.proxy(p);
+        }
+        None => builder = builder.no_proxy(),
+    }
+    Ok(builder)
+}
+
+/// Where wreq's error carries one of ours (from [`super::guard::GuardedResolver`]).
+fn our_error(e: &wreq::Error) -> Option<&Error> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if let Some(r) = c.downcast_ref::<Error>() {
+            return Some(r);
+        }
+        cause = c.source();
+    }
+    None
+}
 
 /// Where wreq's error carries our policy's refusal, its text.
 fn refused_redirect(e: &wreq::Error) -> Option<String> {

@@ -1,9 +1,14 @@
 //! The SSRF guard: a URL is fetched only when its scheme is http(s), its host is
-//! covered by a strategy or `security.allowed_hosts`, and (unless
-//! `allow_private_networks`) it does not resolve to a private, loopback or
-//! link-local address. Redirect targets go through the same check.
+//! allowed (any host with `security.public_web`, else one a strategy or
+//! `security.allowed_hosts` covers), and (unless `allow_private_networks`)
+//! it does not resolve to a private, loopback or link-local address.
+//! Redirect targets go through the same check, and the HTTP tier connects
+//! only to addresses [`GuardedResolver`] checked (no second lookup a
+//! rebinding DNS server could answer differently).
 
-use std::net::IpAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use url::Url;
@@ -15,21 +20,28 @@ use crate::error::{Error, ErrorKind, Result};
 pub struct Guard {
     /// Swapped when strategies are reloaded.
     hosts: parking_lot::RwLock<Vec<String>>,
+    /// Any public host may be fetched.
+    public_web: bool,
     allow_private: bool,
     /// Private addresses allowed one by one.
     private_ok: Vec<IpAddr>,
+    /// `security.resolve`: names answered without DNS.
+    resolve: HashMap<String, IpAddr>,
 }
 
 const DNS_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Guard {
-    /// `hosts`: every strategy host pattern plus `security.allowed_hosts`.
+    /// `hosts`: every strategy host pattern plus `security.allowed_hosts`;
+    /// only those are fetched (the closed list, `public_web = false`).
     pub fn new(hosts: Vec<String>, allow_private: bool) -> Self {
         let hosts = hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect();
         Guard {
             hosts: parking_lot::RwLock::new(hosts),
+            public_web: false,
             allow_private,
             private_ok: Vec::new(),
+            resolve: HashMap::new(),
         }
     }
 
@@ -38,8 +50,9 @@ impl Guard {
         *self.hosts.write() = hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect();
     }
 
-    /// From `security.allow_private_networks`.
-    pub fn with_private(hosts: Vec<String>, private: &crate::config::PrivateNetworks) -> Self {
+    /// From `[security]`: `public_web`, `allow_private_networks`, `resolve`.
+    pub fn from_config(hosts: Vec<String>, security: &crate::config::SecurityConfig) -> Self {
+        let private = &security.allow_private_networks;
         let mut g = Guard::new(
             hosts,
             matches!(private, crate::config::PrivateNetworks::All(true)),
@@ -47,7 +60,17 @@ impl Guard {
         if let crate::config::PrivateNetworks::Only(ips) = private {
             g.private_ok = ips.clone();
         }
+        g.public_web = security.public_web;
+        g.resolve = (security.resolve.iter())
+            .map(|(h, ip)| (h.trim_end_matches('.').to_ascii_lowercase(), *ip))
+            .collect();
         g
+    }
+
+    /// Whether a strategy or `allowed_hosts` names `host` (as opposed to
+    /// the open web).
+    pub fn covers(&self, host: &str) -> bool {
+        host_matches(&self.hosts.read(), host)
     }
 
     /// Check the scheme and host of `url`, without resolving it.
@@ -59,9 +82,9 @@ impl Guard {
             )));
         }
         let host = host_of(url)?;
-        if !host_matches(&self.hosts.read(), &host) {
+        if !self.public_web && !host_matches(&self.hosts.read(), &host) {
             return Err(Error::refused(format!(
-                "host `{host}` is not covered by any strategy or security.allowed_hosts"
+                "host `{host}` is not covered by any strategy or security.allowed_hosts (security.public_web is off)"
             )));
         }
         if let Ok(ip) = host.parse::<IpAddr>() {
@@ -73,28 +96,38 @@ impl Guard {
     /// Full check: scheme, host, and every address the host resolves to.
     pub async fn check(&self, url: &Url) -> Result<()> {
         self.check_static(url)?;
-        if self.allow_private {
-            return Ok(());
-        }
         let host = host_of(url)?;
-        if host.parse::<IpAddr>().is_ok() {
+        if self.allow_private || host.parse::<IpAddr>().is_ok() {
             return Ok(());
         }
         let port = url.port_or_known_default().unwrap_or(443);
-        let addrs =
-            tokio::time::timeout(DNS_TIMEOUT, tokio::net::lookup_host((host.as_str(), port)))
-                .await
-                .map_err(|_| {
-                    Error::new(ErrorKind::Timeout, format!("resolving `{host}` timed out"))
-                })?
-                .map_err(|e| {
-                    Error::new(ErrorKind::Network, format!("cannot resolve `{host}`"))
-                        .with_source(e)
-                })?;
-        for addr in addrs {
+        for addr in self.lookup(&host, port).await? {
             self.check_address(&host, addr.ip())?;
         }
         Ok(())
+    }
+
+    /// The addresses `host` resolves to: `security.resolve` first, then the
+    /// system resolver (bounded by a timeout). Not checked.
+    pub async fn lookup(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>> {
+        let key = host.trim_end_matches('.').to_ascii_lowercase();
+        if let Some(ip) = self.resolve.get(&key) {
+            return Ok(vec![SocketAddr::new(*ip, port)]);
+        }
+        let addrs = tokio::time::timeout(DNS_TIMEOUT, tokio::net::lookup_host((host, port)))
+            .await
+            .map_err(|_| Error::new(ErrorKind::Timeout, format!("resolving `{host}` timed out")))?
+            .map_err(|e| {
+                Error::new(ErrorKind::Network, format!("cannot resolve `{host}`")).with_source(e)
+            })?
+            .collect::<Vec<_>>();
+        if addrs.is_empty() {
+            return Err(Error::new(
+                ErrorKind::Network,
+                format!("`{host}` resolves to no address"),
+            ));
+        }
+        Ok(addrs)
     }
 
     /// The address part of the check alone: may `host`, resolved to `ip`,
@@ -107,6 +140,41 @@ impl Guard {
             )));
         }
         Ok(())
+    }
+}
+
+/// The HTTP tier's DNS: [`Guard::lookup`], keeping only addresses the guard
+/// allows, so the connection goes where the check looked. The slot's own
+/// proxy is exempt (an operator's proxy may live on a private network).
+pub struct GuardedResolver {
+    guard: Arc<Guard>,
+    proxy_host: Option<String>,
+}
+
+impl GuardedResolver {
+    pub fn new(guard: Arc<Guard>, proxy_host: Option<String>) -> Self {
+        GuardedResolver {
+            guard,
+            proxy_host: proxy_host.map(|h| h.to_ascii_lowercase()),
+        }
+    }
+}
+
+impl wreq::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: wreq::dns::Name) -> wreq::dns::Resolving {
+        let guard = self.guard.clone();
+        let host = name.as_str().to_ascii_lowercase();
+        let exempt = self.proxy_host.as_deref() == Some(host.as_str());
+        Box::pin(async move {
+            // Port 0: wreq puts in the URL's port.
+            let addrs = guard.lookup(&host, 0).await?;
+            if !exempt {
+                for a in &addrs {
+                    guard.check_address(&host, a.ip())?;
+                }
+            }
+            Ok(Box::new(addrs.into_iter()) as wreq::dns::Addrs)
+        })
     }
 }
 
@@ -185,6 +253,7 @@ mod tests {
     #[tokio::test]
     async fn refuses_other_hosts_schemes_and_private_addresses() {
         let g = Guard::new(vec!["127.0.0.1".into(), "*.shop.test".into()], false);
+        assert!(g.covers("a.shop.test") && !g.covers("evil.test"));
         let e = g.check(&url("https://evil.test/")).await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Refused);
         assert!(e.to_string().contains("evil.test"));
@@ -215,5 +284,35 @@ mod tests {
         for ip in ["93.184.216.34", "2606:4700::1"] {
             assert!(!is_private(ip.parse().unwrap()), "{ip}");
         }
+    }
+}
+
+#[cfg(test)]
+mod open_web {
+    use super::*;
+    use crate::config::{PrivateNetworks, SecurityConfig};
+
+    #[tokio::test]
+    async fn public_web_admits_any_host_and_resolves_overrides_through_the_address_check() {
+        let mut sec = SecurityConfig::default();
+        assert!(sec.public_web, "the default");
+        sec.allow_private_networks = PrivateNetworks::Only(vec!["127.0.0.1".parse().unwrap()]);
+        sec.resolve
+            .insert("news.web.test".into(), "127.0.0.1".parse().unwrap());
+        sec.resolve
+            .insert("intranet.web.test".into(), "127.0.0.2".parse().unwrap());
+        let g = Guard::from_config(Vec::new(), &sec);
+        let u = |s: &str| Url::parse(s).unwrap();
+        g.check(&u("https://news.web.test:8443/a")).await.unwrap();
+        let e = g.check(&u("https://Intranet.web.test/")).await.unwrap_err();
+        assert!(e.to_string().contains("127.0.0.2"), "{e}");
+        assert_eq!(
+            g.lookup("news.web.test.", 80).await.unwrap(),
+            vec!["127.0.0.1:80".parse().unwrap()]
+        );
+        sec.public_web = false;
+        let g = Guard::from_config(vec!["*.shop.test".into()], &sec);
+        let e = g.check(&u("https://news.web.test/")).await.unwrap_err();
+        assert!(e.to_string().contains("security.public_web is off"), "{e}");
     }
 }

@@ -140,7 +140,7 @@ impl ServerHandler for McpServer {
             tokio::time::sleep(PROGRESS_GAP).await;
         }
         match end {
-            CallEnd::Ok(v) => Ok(CallToolResult::structured(v).into()),
+            CallEnd::Ok(v) => Ok(with_media(v).into()),
             CallEnd::Failed(f) => {
                 // The text for people and models; kind and retry_after for
                 // programs in `_meta` (structured content would be checked
@@ -302,5 +302,56 @@ impl ServerHandler for McpServer {
             "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
         }))?;
         Ok(result.into())
+    }
+}
+
+/// A tool's result as MCP content: its JSON (text and structured), and
+/// what it put under `media` (screenshots, PDFs) as image and embedded
+/// resource blocks, their bytes kept out of the structured copy.
+fn with_media(mut v: Value) -> CallToolResult {
+    let media = v.as_object_mut().and_then(|o| o.remove("media"));
+    let mut r = CallToolResult::structured(v);
+    let Some(Value::Array(items)) = media else {
+        return r;
+    };
+    let field = |m: &Value, k: &str| m.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    for m in &items {
+        let block = match m.get("type").and_then(Value::as_str) {
+            Some("image") => ContentBlock::image(field(m, "data"), field(m, "mime_type")),
+            Some("resource") => {
+                ContentBlock::resource(rmcp::model::ResourceContents::BlobResourceContents {
+                    uri: field(m, "uri"),
+                    mime_type: Some(field(m, "mime_type")),
+                    blob: field(m, "data"),
+                    meta: None,
+                })
+            }
+            _ => continue,
+        };
+        r.content.push(block);
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn media_become_image_and_resource_blocks_and_leave_the_structured_copy() {
+        let v = json!({"url": "u", "screenshot": {"bytes": 3},
+            "media": [{"type": "image", "mime_type": "image/png", "data": "iVBO"},
+                      {"type": "resource", "mime_type": "application/pdf", "uri": "u#pdf", "data": "JVBE"}]});
+        let r = with_media(v);
+        let structured = r.structured_content.clone().unwrap_or_default();
+        assert!(structured.get("media").is_none());
+        assert_eq!(structured["screenshot"]["bytes"], 3);
+        let blocks = serde_json::to_value(&r.content).unwrap_or_default();
+        assert_eq!(blocks[1]["type"], "image");
+        assert_eq!(blocks[1]["mimeType"], "image/png");
+        assert_eq!(blocks[1]["data"], "iVBO");
+        assert_eq!(blocks[2]["type"], "resource");
+        assert_eq!(blocks[2]["resource"]["blob"], "JVBE");
+        assert_eq!(blocks[2]["resource"]["mimeType"], "application/pdf");
     }
 }

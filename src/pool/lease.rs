@@ -49,6 +49,8 @@ pub struct Fetched {
     /// Whether the answer shows the identity signed in or out (the
     /// strategy's `[session]` markers, or a `[login]` wall), and why.
     pub login: Option<(crate::strategy::LoginState, String)>,
+    /// The screenshot and PDF a browser call asked for.
+    pub captured: crate::browser::Captured,
 }
 
 /// Permission to use one slot for one strategy.
@@ -83,7 +85,7 @@ impl Lease {
         admission: Admission,
     ) -> Self {
         let rules = inner.registry.read().get(strategy).cloned();
-        let politeness = super::router::politeness_of(rules.as_deref());
+        let politeness = super::router::politeness_of(rules.as_deref(), &inner.web);
         Lease {
             politeness,
             slot: inner.slots[slot].clone(),
@@ -149,6 +151,7 @@ impl Lease {
         read: impl FnOnce(&Fetched, &Body<'_>) -> T,
     ) -> Result<(Fetched, T)> {
         let tier = if req.kind == RequestKind::Xhr { 1 } else { 2 };
+        self.obey_robots(&req.url).await?;
         self.pace().await?;
         let started = std::time::Instant::now();
         let response = match self.slot.fetch(req).await {
@@ -185,9 +188,25 @@ impl Lease {
         wait_for: Option<&str>,
         read: impl FnOnce(&Fetched, &Body<'_>) -> T,
     ) -> Result<(Fetched, T)> {
+        let opts = super::BrowseOptions {
+            wait_for: wait_for.map(str::to_string),
+            ..super::BrowseOptions::default()
+        };
+        self.browse_with(url, &opts, read).await
+    }
+
+    /// [`Lease::browse`] with actions on the page and captures of it.
+    pub async fn browse_with<T>(
+        &self,
+        url: url::Url,
+        opts: &super::BrowseOptions,
+        read: impl FnOnce(&Fetched, &Body<'_>) -> T,
+    ) -> Result<(Fetched, T)> {
+        let wait_for = opts.wait_for.as_deref();
+        self.obey_robots(&url).await?;
         self.pace().await?;
         let started = std::time::Instant::now();
-        let result = self.navigate(url, wait_for).await;
+        let result = self.navigate(url, opts).await;
         let (page, final_url, refused) = match result {
             Ok(p) => p,
             Err(e) => {
@@ -214,9 +233,21 @@ impl Lease {
         let mut fetched = self.fetched(Via::Browser, outcome, response, missed);
         fetched.detail = detail;
         fetched.refused = refused;
+        fetched.captured = page.captured;
         self.judge_login(&mut fetched, &body);
         let seen = read(&fetched, &body);
         Ok((fetched, seen))
+    }
+
+    /// A host no strategy covers: its `robots.txt` must allow `url`.
+    async fn obey_robots(&self, url: &url::Url) -> Result<()> {
+        if self.rules.is_some() {
+            return Ok(());
+        }
+        self.inner
+            .robots
+            .check(&self.slot, &self.inner.web, url)
+            .await
     }
 
     /// Wait for this request's turn in the strategy's request budget, or
@@ -255,7 +286,7 @@ impl Lease {
     async fn navigate(
         &self,
         url: url::Url,
-        wait_for: Option<&str>,
+        opts: &super::BrowseOptions,
     ) -> Result<(crate::browser::PageResult, url::Url, Vec<String>)> {
         self.inner.guard.check(&url).await?;
         let rules = self.rules.as_deref();
@@ -267,10 +298,12 @@ impl Lease {
         };
         let req = crate::browser::BrowserRequest {
             url: url.to_string(),
-            wait_for: wait_for.map(str::to_string),
+            wait_for: opts.wait_for.clone(),
             cookie_domain: rules
                 .map(|s| s.cookie_domain().to_string())
                 .or_else(|| url.host_str().map(str::to_string)),
+            actions: opts.actions.clone(),
+            capture: opts.capture,
         };
         let egress = self.slot.egress();
         let mark = egress.mark();
@@ -333,6 +366,7 @@ impl Lease {
             wait_for_missed,
             refused: Vec::new(),
             login: None,
+            captured: Default::default(),
         }
     }
 

@@ -243,6 +243,8 @@ impl Pool {
             url: url.to_string(),
             wait_for: None,
             cookie_domain: Some(strategy.cookie_domain().to_string()),
+            actions: Vec::new(),
+            capture: Default::default(),
         };
         let probe = |html: &str, u: &str, st: u16| strategy.page_state(html, u, st);
         turn.navigate(&req, Some(slot.jar()), &probe).await?;

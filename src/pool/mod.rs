@@ -6,6 +6,7 @@
 //! leak. A call's requests ([`Lease::http`], [`Lease::browse`]), its tier
 //! memory and its outcome ([`Lease::finish`]) all go through the lease.
 
+mod browse;
 mod budget;
 mod calibration;
 mod circuit;
@@ -18,12 +19,14 @@ mod lock;
 mod login;
 mod politeness;
 mod retire;
+mod robots;
 mod router;
 mod session;
 mod slot;
 mod slot_env;
 mod wear;
 
+pub use browse::BrowseOptions;
 pub use budget::{Budget, BudgetReport, Change};
 pub use calibration::CalibrationStatus;
 pub use circuit::{Admission, Breaker, BreakerState, Cause, Verdict};
@@ -55,8 +58,22 @@ use crate::http::{FetchRequest, Guard, RootStore};
 use crate::profile;
 use crate::strategy::{Outcome, Registry, Strategy};
 
-/// Name under which URLs covered only by `security.allowed_hosts` are routed.
-pub const DIRECT: &str = "_direct";
+/// Hosts no strategy covers (the open web, `security.allowed_hosts`) are
+/// routed each under its own key, `web:<host>`: its own breakers,
+/// politeness (`[web]`) and budget. Metrics label them all `web`.
+pub const WEB: &str = "web";
+
+/// The routing key of a host no strategy covers.
+pub fn web_key(host: &str) -> String {
+    format!("{WEB}:{}", host.trim_end_matches('.').to_ascii_lowercase())
+}
+
+/// Whether `strategy` is an open-web host's key ([`web_key`]).
+pub fn is_web_key(strategy: &str) -> bool {
+    strategy
+        .strip_prefix(WEB)
+        .is_some_and(|r| r.starts_with(':'))
+}
 
 /// The identity pool. Cheap to clone.
 #[derive(Clone)]
@@ -74,6 +91,9 @@ struct Inner {
     strategies_dir: std::path::PathBuf,
     compiled: Vec<Arc<dyn Strategy>>,
     allowed_hosts: Vec<String>,
+    /// `[web]`: politeness and robots for hosts no strategy covers.
+    web: crate::config::WebConfig,
+    robots: robots::Cache,
     guard: Arc<Guard>,
     events: Arc<Events>,
     calibrator: Option<Arc<crate::calibrate::Calibrator>>,
@@ -120,10 +140,7 @@ impl Pool {
             registry.add(s.clone()).map_err(Error::from)?;
         }
         let hosts = guard_hosts(&registry, &cfg.security.allowed_hosts);
-        let guard = Arc::new(Guard::with_private(
-            hosts,
-            &cfg.security.allow_private_networks,
-        ));
+        let guard = Arc::new(Guard::from_config(hosts, &cfg.security));
         let roots = RootStore::new(&cfg.security.extra_root_certs)?;
         let mut spki = crate::http::cert::spki_hashes(&cfg.security.extra_root_certs)?;
         let trust_roots = crate::http::cert::root_ders(&cfg.security.extra_root_certs)?;
@@ -168,6 +185,8 @@ impl Pool {
                 strategies_dir: cfg.pool.strategies_dir.clone(),
                 compiled,
                 allowed_hosts: cfg.security.allowed_hosts.clone(),
+                web: cfg.web.clone(),
+                robots: robots::Cache::default(),
                 guard,
                 events,
                 calibrator,
@@ -228,14 +247,20 @@ impl Pool {
         Ok(n)
     }
 
-    /// Every strategy name, plus [`DIRECT`] for `allowed_hosts` traffic.
+    /// Every strategy name, then the open-web hosts the pool has routed
+    /// to ([`web_key`]), sorted.
     pub fn strategy_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self
             .registry()
             .iter()
             .map(|s| s.name().to_string())
             .collect();
-        names.push(DIRECT.to_string());
+        let mut web: Vec<String> = (self.inner.router.lock().sites.keys())
+            .filter(|k| is_web_key(k))
+            .cloned()
+            .collect();
+        web.sort();
+        names.extend(web);
         names
     }
 
@@ -398,11 +423,20 @@ impl Pool {
         self.save_jars().await;
     }
 
-    /// Lease a slot for whichever strategy covers `url` ([`DIRECT`] if none).
+    /// Lease a slot for whichever strategy covers `url` (its host's
+    /// [`web_key`] if none).
     pub async fn lease_for(&self, url: &url::Url, pin: Option<usize>) -> Result<Lease> {
-        let strategy = self.strategy_for(url);
-        let name = strategy.as_ref().map_or(DIRECT, |s| s.name());
-        self.next_slot(name, pin).await
+        match self.strategy_for(url) {
+            Some(s) => self.next_slot(s.name(), pin).await,
+            None => {
+                // A scheme or host the guard refuses, said in its words.
+                self.inner.guard.check_static(url)?;
+                let host = url
+                    .host_str()
+                    .ok_or_else(|| Error::refused("URL has no host"))?;
+                self.next_slot(&web_key(host), pin).await
+            }
+        }
     }
 
     /// One navigation in a slot's browser, as one call: lease, [`Lease::browse`],
@@ -466,7 +500,8 @@ impl Pool {
         self.inner.cascade
     }
 
-    /// The strategy responsible for `url`: a registered one, or [`DIRECT`].
+    /// The strategy responsible for `url`, if any (else the open web's
+    /// generic rules).
     pub fn strategy_for(&self, url: &url::Url) -> Option<Arc<dyn Strategy>> {
         let registry = self.registry();
         url.host_str().and_then(|h| registry.for_host(h)).cloned()
@@ -540,6 +575,7 @@ fn guard_hosts(registry: &Registry, allowed: &[String]) -> Vec<String> {
 
 /// Count one request in `/metrics`: by strategy, tier and outcome, with its latency.
 pub(crate) fn record_request(strategy: &str, tier: u8, outcome: &str, elapsed: Duration) {
+    let strategy = if is_web_key(strategy) { WEB } else { strategy };
     metrics::counter!("idpool_requests_total",
         "strategy" => strategy.to_string(), "tier" => tier.to_string(), "outcome" => outcome.to_string())
     .increment(1);

@@ -36,6 +36,11 @@ pub(super) struct Router {
 /// Sessions remembered for stickiness; past this the memory starts over.
 const MAX_SESSIONS: usize = 4096;
 
+/// Open-web hosts whose routing state is kept; past this, hosts idle for
+/// [`WEB_IDLE`] are forgotten (a rested breaker, nothing in flight).
+const MAX_WEB_HOSTS: usize = 512;
+const WEB_IDLE: Duration = Duration::from_secs(600);
+
 impl Router {
     /// A lease of (slot, strategy) ends: one fewer in flight, and its
     /// half-open trial handed back when it never finished.
@@ -67,6 +72,9 @@ impl Router {
 
     pub(super) fn site(&mut self, slot: usize, strategy: &str, cfg: BreakerConfig) -> &mut Site {
         if !self.sites.contains_key(strategy) {
+            if super::is_web_key(strategy) {
+                self.forget_idle_web_hosts(Instant::now());
+            }
             self.sites.insert(strategy.to_string(), HashMap::new());
         }
         self.sites
@@ -76,6 +84,36 @@ impl Router {
                     .or_insert_with(|| Site::new(Breaker::new(cfg)))
             })
             .unwrap_or_else(|| unreachable!("inserted above"))
+    }
+}
+
+impl Router {
+    /// Past [`MAX_WEB_HOSTS`] open-web hosts, drop those no one used for
+    /// [`WEB_IDLE`] whose breakers are closed and hold nothing in flight.
+    fn forget_idle_web_hosts(&mut self, now: Instant) {
+        let web = self.sites.keys().filter(|k| super::is_web_key(k)).count();
+        if web < MAX_WEB_HOSTS {
+            return;
+        }
+        let idle = |sites: &mut HashMap<usize, Site>| {
+            sites.values_mut().all(|s| {
+                s.in_flight == 0
+                    && s.breaker.state(now) == BreakerState::Closed
+                    && s.retry_after_until.is_none_or(|t| t <= now)
+                    && s.last_start
+                        .is_none_or(|t| now.duration_since(t) >= WEB_IDLE)
+            })
+        };
+        let gone: Vec<String> = (self.sites.iter_mut())
+            .filter_map(|(k, v)| (super::is_web_key(k) && idle(v)).then_some(k))
+            .cloned()
+            .collect();
+        for k in gone {
+            self.sites.remove(&k);
+            self.cursor.remove(&k);
+            self.budgets.remove(&k);
+            self.in_flight.remove(&k);
+        }
     }
 }
 
@@ -190,14 +228,18 @@ pub struct BreakerReport {
     pub cause: Option<Cause>,
 }
 
-/// The politeness of a strategy, or of hosts no strategy covers.
-pub(super) fn politeness_of(rules: Option<&dyn crate::strategy::Strategy>) -> Politeness {
+/// The politeness of a strategy, or (`None`) of a host no strategy covers,
+/// from `[web]`: per host, since each such host is its own routing key.
+pub(super) fn politeness_of(
+    rules: Option<&dyn crate::strategy::Strategy>,
+    web: &crate::config::WebConfig,
+) -> Politeness {
     match rules {
         Some(s) => s.politeness().clone(),
         None => Politeness {
-            min_interval_ms: 0,
-            max_in_flight: 4,
-            global_max_in_flight: 16,
+            min_interval_ms: web.min_interval_ms,
+            max_in_flight: web.max_in_flight,
+            global_max_in_flight: web.global_max_in_flight,
             ..Politeness::default()
         },
     }
@@ -205,7 +247,10 @@ pub(super) fn politeness_of(rules: Option<&dyn crate::strategy::Strategy>) -> Po
 
 impl Pool {
     fn politeness(&self, strategy: &str) -> Politeness {
-        politeness_of(self.inner.registry.read().get(strategy).map(|s| s.as_ref()))
+        politeness_of(
+            self.inner.registry.read().get(strategy).map(|s| s.as_ref()),
+            &self.inner.web,
+        )
     }
 
     /// The request budget of `strategy` across all slots, as operators see it.

@@ -3,6 +3,7 @@
 //! empty page apart. Operations (the named extractions) arrive in a later issue; the
 //! file format already reserves the `[operations.*]` tables for them.
 
+mod ad_hoc;
 mod api;
 pub mod body;
 pub mod derive;
@@ -16,6 +17,7 @@ pub mod template;
 
 pub use api::Strategy;
 pub use body::{Body, BodyKind};
+pub use extract::Extractor;
 pub use login::{LoginRules, LoginState};
 pub use markers::{MarkerSet, Markers, RATE_LIMIT_STATUS};
 pub use outcome::{Outcome, classify};

@@ -1,7 +1,6 @@
 //! The testbed's HTTP routes: the shop, its gatekeeping (JA4 gate, JS challenge,
 //! rate limit, faults), and the control endpoint.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,9 +18,7 @@ use serde_json::{Value, json};
 use super::accounts;
 use super::data;
 use super::html;
-use super::state::{
-    CHALLENGE_ROUNDS, CONTEXT_HEADERS, FaultKind, LogEntry, Modes, Presented, Shared,
-};
+use super::state::{CHALLENGE_ROUNDS, CONTEXT_HEADERS, FaultKind, LogEntry, Presented, Shared};
 use crate::fingerprint::tls::ClientHello;
 
 /// What the connection told us, attached to every request.
@@ -80,20 +77,11 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .layer(middleware::from_fn_with_state(shared.clone(), gatekeeper));
     Router::new()
         .merge(shop)
+        .merge(super::site::routes().layer(middleware::from_fn_with_state(shared.clone(), logged)))
         .route("/whoami", get(whoami))
         .route("/reach-out", get(reach_out))
         .route("/storage", get(|| async { Html(html::storage()) }))
-        .route("/__control/state", get(control_state))
-        .route("/__control/mode", post(control_mode))
-        .route("/__control/stats", get(control_stats))
-        .route("/__control/log", get(control_log))
-        .route("/__control/reset", post(control_reset))
-        .route(
-            "/__control/expire-sessions",
-            post(|State(s): State<Arc<Shared>>| async move {
-                Json(json!({"expired": s.accounts.expire_all()}))
-            }),
-        )
+        .merge(super::control::routes())
         .with_state(shared)
 }
 
@@ -130,6 +118,19 @@ async fn gatekeeper(State(shared): State<Arc<Shared>>, req: Request, next: Next)
     let conn = req.extensions().get::<Conn>().cloned().unwrap_or_default();
     let mut entry = log_entry(&conn, &req, at_ms);
     let resp = gate(&shared, &conn, &entry, req, next).await;
+    entry.status = resp.status().as_u16();
+    entry.done_ms = shared.now_ms();
+    shared.push_log(entry);
+    resp
+}
+
+/// The open-web site's requests: logged and counted, never gated.
+async fn logged(State(shared): State<Arc<Shared>>, mut req: Request, next: Next) -> Response {
+    let conn = req.extensions().get::<Conn>().cloned().unwrap_or_default();
+    let mut entry = log_entry(&conn, &req, shared.now_ms());
+    shared.record(conn.ja4(), conn.family(), req.uri().path(), false);
+    req.extensions_mut().insert(super::site::Tls(conn.tls));
+    let resp = next.run(req).await;
     entry.status = resp.status().as_u16();
     entry.done_ms = shared.now_ms();
     shared.push_log(entry);
@@ -532,56 +533,4 @@ async fn whoami(State(shared): State<Arc<Shared>>, req: Request) -> Json<Value> 
         // As sent: order, HTTP/2 pseudo-headers, the connection's fingerprint.
         "wire": conn.view(&req),
     }))
-}
-
-async fn control_state(State(shared): State<Arc<Shared>>) -> Json<Modes> {
-    Json(shared.modes.lock().clone())
-}
-
-/// `POST /__control/mode` with any of `gate`, `challenge`, `consistency`,
-/// `rate_limit`, `site_limit`, `fault` (`null` switches the last three off).
-/// Answers with the new modes.
-async fn control_mode(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    let patch: Value = match serde_json::from_slice(&body) {
-        Ok(Value::Object(m)) => Value::Object(m),
-        Ok(_) => return (StatusCode::BAD_REQUEST, "expected a JSON object").into_response(),
-        Err(e) => return (StatusCode::BAD_REQUEST, format!("invalid JSON: {e}")).into_response(),
-    };
-    let mut modes = shared.modes.lock().clone();
-    let mut current = match serde_json::to_value(&modes) {
-        Ok(Value::Object(m)) => m,
-        _ => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-    };
-    if let Value::Object(p) = patch {
-        for (k, v) in p {
-            if !current.contains_key(&k) {
-                return (
-                    StatusCode::BAD_REQUEST,
-                    format!("unknown mode `{k}` (expected gate, challenge, consistency, rate_limit, site_limit, fault)"),
-                )
-                    .into_response();
-            }
-            current.insert(k, v);
-        }
-    }
-    match serde_json::from_value::<Modes>(Value::Object(current)) {
-        Ok(m) => modes = m,
-        Err(e) => return (StatusCode::BAD_REQUEST, format!("invalid mode: {e}")).into_response(),
-    }
-    *shared.modes.lock() = modes.clone();
-    Json(modes).into_response()
-}
-
-async fn control_stats(State(shared): State<Arc<Shared>>) -> Json<Value> {
-    Json(serde_json::to_value(&*shared.stats.lock()).unwrap_or(Value::Null))
-}
-
-/// The per-request log, oldest first (the last 5000 shop requests).
-async fn control_log(State(shared): State<Arc<Shared>>) -> Json<Value> {
-    Json(serde_json::to_value(&*shared.log.lock()).unwrap_or(Value::Null))
-}
-
-async fn control_reset(State(shared): State<Arc<Shared>>) -> Result<Json<Value>, Infallible> {
-    shared.reset();
-    Ok(Json(json!({"ok": true})))
 }

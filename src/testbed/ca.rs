@@ -24,7 +24,8 @@ fn err(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(e.to_string())
 }
 
-/// Make a CA and a certificate for `localhost`, `127.0.0.1`, `::1` and `*.shop.test`;
+/// Make a CA and a certificate for `localhost`, `127.0.0.1`, `::1`, `*.shop.test`
+/// and `*.web.test`;
 /// write the CA to `<dir>/ca.pem`.
 pub fn generate(dir: &Path) -> std::io::Result<Tls> {
     let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
@@ -47,6 +48,9 @@ pub fn generate(dir: &Path) -> std::io::Result<Tls> {
         "::1".into(),
         "shop.test".into(),
         "*.shop.test".into(),
+        // The open web's stand-ins (resolved by `security.resolve` in tests).
+        "web.test".into(),
+        "*.web.test".into(),
     ];
     let mut leaf = CertificateParams::new(names).map_err(err)?;
     leaf.distinguished_name

@@ -9,16 +9,20 @@
 //! - Deterministic review data: `/product/{id}`, `/product-reviews/{id}?page=N`,
 //!   `POST /ajax/reviews`, `/js-reviews/{id}`; `EMPTY*` items have no reviews,
 //!   `LOGIN*` items sit behind a login wall.
+//! - An open-web site (`site.rs`): a noisy article, a blog, robots.txt, a
+//!   sitemap index (one sitemap gzipped), a search form, a "load more" button.
 //! - Faults on demand (slow, 5xx, reset, truncated body, huge page, redirect loop)
 //!   and a control endpoint under `/__control/`.
 
 pub mod accounts;
 mod app;
 mod ca;
+mod control;
 pub mod data;
 pub mod html;
 mod server;
 mod signin;
+pub mod site;
 mod state;
 
 pub use app::router;

@@ -65,7 +65,7 @@ pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
     };
     if let Some(s) = &a.strategy
         && pool.registry().get(s).is_none()
-        && s != crate::pool::DIRECT
+        && !crate::pool::is_web_key(s)
     {
         return Err(bad(format!("unknown strategy `{s}`")));
     }

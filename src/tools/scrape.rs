@@ -1,26 +1,39 @@
-//! `scrape`: any allowed URL through the pool, as markdown, HTML, text or links,
+//! `scrape`: any allowed URL through the pool, as markdown (main content),
+//! cleaned or raw HTML, text, links, a screenshot or a PDF, several at once;
+//! ad-hoc fields by CSS selector; actions on the page first (browser); text
 //! read in pieces with `max_chars` / `start_index`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::spec::{Description, result_schema, Annotations, Role, Spec, input_schema, invalid, parse};
+use super::spec::{
+    Annotations, Description, Role, Spec, input_schema, invalid, parse, result_schema,
+};
+use crate::browser::actions::Action;
+use crate::browser::{Capture, Captured};
 use crate::error::{Error, ErrorKind, Result};
 use crate::http::FetchRequest;
-use crate::pool::{Fetched, Pool, Via};
-use crate::strategy::{Body, Outcome};
+use crate::pool::{BrowseOptions, Fetched, Pool, Via};
+use crate::strategy::{Body, Extractor, Outcome};
 use crate::tiers::RunOptions;
+use crate::web::Page;
 
 pub const SPEC: Spec = Spec {
     name: "scrape",
     role: Role::Operator,
     title: "Scrape a page",
     description: Description::Fixed(
-        "Fetch any allowed URL through the identity pool (HTTP with a real browser's TLS \
+        "Fetch any public URL through the identity pool (HTTP with a real browser's TLS \
          fingerprint, escalating to the slot's real Chromium on a challenge, never on a block) and \
-         return it as markdown, HTML, text or a list of links. Long pages come in pieces: \
-         pass `start_index` = the previous `next_start_index`.",
+         return it as markdown of its main content (or the whole page), cleaned or raw HTML, \
+         text, links, a PNG screenshot or a PDF (several formats at once); `selectors` pull \
+         fields without a strategy; `actions` click, type, press, scroll and wait in the \
+         browser first. Long pages come in pieces: pass `start_index` = the previous \
+         `next_start_index`.",
     ),
     input: input_schema::<Args>,
     strategy_enum: false,
@@ -28,7 +41,11 @@ pub const SPEC: Spec = Spec {
         result_schema(
             json!({
                 "url": {"type": "string"}, "status": {"type": "integer"},
+                "title": {"type": ["string", "null"]},
                 "format": {"type": "string"}, "content": {"type": "string"},
+                "formats": {"type": "object", "description": "Each text format asked for: content, start_index, total_chars, next_start_index."},
+                "data": {"description": "The `selectors` fields: an object, or with `items` a list."},
+                "screenshot": {"type": "object"}, "pdf": {"type": "object"},
                 "start_index": {"type": "integer"}, "total_chars": {"type": "integer"},
                 "next_start_index": {"type": ["integer", "null"]},
                 "slot": {"type": "integer"}, "tier": {"type": "integer", "description": "2: HTTP, 3: browser"},
@@ -51,8 +68,9 @@ fn default_max_chars() -> usize {
     DEFAULT_MAX_CHARS
 }
 
-/// `auto`: HTTP first; the browser on a challenge (never a block), or when
-/// `wait_for` is not in the static HTML.
+/// `auto`: HTTP first; the browser on a challenge (never a block), when
+/// `wait_for` is not in the static HTML, or at once for actions,
+/// screenshots and PDFs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
@@ -62,29 +80,116 @@ pub enum Mode {
     Browser,
 }
 
-/// `markdown`: readable, links kept; `links`: one `- [text](url)` line per
-/// link, absolute URLs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
+/// What to return: text formats come in `content` (the first) and
+/// `formats` (each), paged; `screenshot` (PNG) and `pdf` as MCP image and
+/// embedded-resource content.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum Format {
+    /// The main content (or the whole page) as markdown, URLs absolute.
     #[default]
     Markdown,
+    /// Cleaned HTML: no scripts, styles or comments; URLs absolute.
     Html,
+    /// The HTML exactly as received (or as the browser left it).
+    RawHtml,
+    /// The text, one line per text node.
     Text,
+    /// Every link of the page, `- [text](url)`, absolute, each once.
     Links,
+    /// A PNG of the viewport (`full_page`: of the whole page). Browser.
+    Screenshot,
+    /// The page printed as PDF. Browser.
+    Pdf,
+}
+
+impl Format {
+    fn name(self) -> &'static str {
+        match self {
+            Format::Markdown => "markdown",
+            Format::Html => "html",
+            Format::RawHtml => "raw_html",
+            Format::Text => "text",
+            Format::Links => "links",
+            Format::Screenshot => "screenshot",
+            Format::Pdf => "pdf",
+        }
+    }
+    fn needs_browser(self) -> bool {
+        matches!(self, Format::Screenshot | Format::Pdf)
+    }
+}
+
+/// One format or several.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+enum Formats {
+    One(Format),
+    Many(Vec<Format>),
+}
+
+impl Default for Formats {
+    fn default() -> Self {
+        Formats::One(Format::Markdown)
+    }
+}
+
+impl Formats {
+    fn list(&self) -> Vec<Format> {
+        let mut out: Vec<Format> = Vec::new();
+        let all = match self {
+            Formats::One(f) => std::slice::from_ref(f),
+            Formats::Many(v) => v.as_slice(),
+        };
+        for f in all {
+            if !out.contains(f) {
+                out.push(*f);
+            }
+        }
+        out
+    }
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
-    /// http(s) URL on a host a strategy or security.allowed_hosts covers.
+    /// Any public http(s) URL (or, with security.public_web off, one a
+    /// strategy or security.allowed_hosts covers).
     url: String,
     /// How to fetch: `auto` (HTTP, then the browser when needed), `http` or `browser`.
     #[serde(default)]
     mode: Mode,
-    /// What to return.
+    /// A format or a list of them: markdown, html, raw_html, text, links, screenshot, pdf.
     #[serde(default)]
-    format: Format,
+    format: Formats,
+    /// markdown, html and text: the page's main content only (no navigation,
+    /// header, footer, ads, cookie banners); `false` for the whole page.
+    #[serde(default = "yes")]
+    only_main_content: bool,
+    /// screenshot: the whole page rather than the viewport.
+    #[serde(default)]
+    full_page: bool,
+    /// Fields to extract without a strategy: `{"title": "h1"}` or
+    /// `{"rating": {"css": ".stars", "attr": "data-rating", "number": true}}`
+    /// (also `regex`, `exists`). One object, or with `items` a list.
+    selectors: Option<serde_json::Map<String, Value>>,
+    /// With `selectors`: the CSS selector of each item; the fields are read inside it.
+    items: Option<String>,
+    /// Steps on the page before it is captured (browser): click, type,
+    /// press, scroll, wait.
+    #[serde(default)]
+    #[schemars(length(max = crate::browser::actions::MAX_ACTIONS))]
+    actions: Vec<Action>,
+    /// Extra request headers (HTTP tier; the browser sends its own).
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    /// Give up after this many seconds (the whole call).
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_SECS))]
+    timeout: Option<u64>,
     /// CSS selector that must appear (the browser tier waits for it).
     wait_for: Option<String>,
     /// At most this many characters of content per call.
@@ -98,18 +203,123 @@ struct Args {
     slot: Option<usize>,
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
-    let a: Args = parse("scrape", args)?;
-    let max_chars = a.max_chars;
-    if max_chars == 0 || max_chars > MAX_MAX_CHARS {
+/// Longest `timeout`.
+pub const MAX_TIMEOUT_SECS: u64 = 600;
+
+/// Headers a caller may not set: the connection's own, and cookies (the
+/// slot's jar sends those; import a session to change them).
+const FORBIDDEN_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "connection",
+    "transfer-encoding",
+    "upgrade",
+    "te",
+    "trailer",
+    "keep-alive",
+    "proxy-authorization",
+    "proxy-connection",
+    "cookie",
+];
+
+/// The checked call: what to fetch and how.
+struct Plan {
+    url: url::Url,
+    formats: Vec<Format>,
+    extractor: Option<Extractor>,
+    browse: BrowseOptions,
+    headers: Vec<(String, String)>,
+}
+
+fn plan(a: &Args) -> Result<Plan> {
+    if a.max_chars == 0 || a.max_chars > MAX_MAX_CHARS {
         return Err(invalid(format!(
             "`max_chars` must be between 1 and {MAX_MAX_CHARS}"
         )));
     }
+    if a.timeout.is_some_and(|t| t == 0 || t > MAX_TIMEOUT_SECS) {
+        return Err(invalid(format!(
+            "`timeout` must be between 1 and {MAX_TIMEOUT_SECS} seconds"
+        )));
+    }
     let url = url::Url::parse(&a.url)
         .map_err(|e| invalid(format!("`{}` is not a valid URL ({e})", a.url)))?;
-    pool.guard().check_static(&url)?;
-    let fetched = fetch(pool, url, &a, opts).await?;
+    let formats = a.format.list();
+    if formats.is_empty() {
+        return Err(invalid("`format` lists no format"));
+    }
+    if a.actions.len() > crate::browser::actions::MAX_ACTIONS {
+        return Err(invalid(format!(
+            "at most {} actions",
+            crate::browser::actions::MAX_ACTIONS
+        )));
+    }
+    for (i, act) in a.actions.iter().enumerate() {
+        if let Some(p) = act.problem() {
+            return Err(invalid(format!("actions[{i}]: {p}")));
+        }
+    }
+    let browser_only = !a.actions.is_empty() || formats.iter().any(|f| f.needs_browser());
+    if browser_only && a.mode == Mode::Http {
+        return Err(invalid(
+            "screenshot, pdf and actions need the browser: use mode `browser` or `auto`",
+        ));
+    }
+    let mut headers = Vec::new();
+    for (name, value) in &a.headers {
+        let lower = name.to_ascii_lowercase();
+        if FORBIDDEN_HEADERS.contains(&lower.as_str()) {
+            return Err(invalid(format!("header `{name}` cannot be set")));
+        }
+        if http::HeaderName::from_bytes(name.as_bytes()).is_err()
+            || http::HeaderValue::from_str(value).is_err()
+        {
+            return Err(invalid(format!("header `{name}` is not a valid header")));
+        }
+        headers.push((lower, value.clone()));
+    }
+    let extractor = match &a.selectors {
+        Some(fields) => Some(
+            Extractor::ad_hoc(a.items.as_deref(), fields)
+                .map_err(|e| invalid(format!("`selectors`: {e}")))?,
+        ),
+        None if a.items.is_some() => return Err(invalid("`items` needs `selectors`")),
+        None => None,
+    };
+    let browse = BrowseOptions {
+        wait_for: a.wait_for.clone(),
+        actions: a.actions.clone(),
+        capture: Capture {
+            screenshot: formats
+                .contains(&Format::Screenshot)
+                .then_some(a.full_page),
+            pdf: formats.contains(&Format::Pdf),
+        },
+    };
+    Ok(Plan {
+        url,
+        formats,
+        extractor,
+        browse,
+        headers,
+    })
+}
+
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+    let a: Args = parse("scrape", args)?;
+    let plan = plan(&a)?;
+    pool.guard().check_static(&plan.url)?;
+    let fetched = match a.timeout {
+        Some(t) => tokio::time::timeout(Duration::from_secs(t), fetch(pool, &plan, &a, opts))
+            .await
+            .map_err(|_| {
+                Error::new(
+                    ErrorKind::Timeout,
+                    format!("scraping {} took longer than `timeout` ({t} s)", plan.url),
+                )
+            })??,
+        None => fetch(pool, &plan, &a, opts).await?,
+    };
     let r = &fetched.response;
     if fetched.outcome.is_failure() {
         return Err(Error::new(
@@ -125,23 +335,12 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
         )
         .retryable(false));
     }
-    let html = r.text();
-    let content = convert(&html, a.format, &r.final_url)?;
-    let total = content.chars().count();
-    let piece: String = content
-        .chars()
-        .skip(a.start_index)
-        .take(max_chars)
-        .collect();
-    let end = (a.start_index + max_chars).min(total);
-    Ok(json!({
+    let raw = r.text();
+    let page = Page::parse(&raw, &r.final_url);
+    let mut out = json!({
         "url": r.final_url.as_str(),
         "status": r.status,
-        "format": format!("{:?}", a.format).to_lowercase(),
-        "content": piece,
-        "start_index": a.start_index,
-        "total_chars": total,
-        "next_start_index": if end < total { Some(end) } else { None },
+        "title": page.title(),
         "slot": fetched.slot,
         // A whole page: tier 2 over HTTP, tier 3 in the browser.
         "tier": match fetched.via { Via::Http => 2, Via::Browser => 3 },
@@ -150,10 +349,90 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
         "outcome": fetched.outcome.as_str(),
         // Requests of the page the browser's egress refused.
         "refused": fetched.refused,
-    }))
+    });
+    let mut pieces = serde_json::Map::new();
+    for f in plan.formats.iter().filter(|f| !f.needs_browser()) {
+        let text = convert(&page, &raw, *f, a.only_main_content)?;
+        pieces.insert(f.name().into(), piece(&text, a.start_index, a.max_chars));
+    }
+    let first = plan.formats.iter().find(|f| !f.needs_browser());
+    let head = first
+        .and_then(|f| pieces.get(f.name()).cloned())
+        .unwrap_or_else(|| piece("", 0, a.max_chars));
+    out["format"] = json!(plan.formats.first().map(|f| f.name()));
+    for k in ["content", "start_index", "total_chars", "next_start_index"] {
+        out[k] = head[k].clone();
+    }
+    out["formats"] = Value::Object(pieces);
+    if let Some(x) = &plan.extractor {
+        out["data"] = extract(x, &raw, &r.final_url, a.items.is_some())?;
+    }
+    media(&mut out, &fetched.captured, &r.final_url)?;
+    Ok(out)
 }
 
-async fn fetch(pool: &Pool, url: url::Url, a: &Args, opts: &RunOptions) -> Result<Fetched> {
+/// `text` from `start` (in characters), at most `max` of them.
+fn piece(text: &str, start: usize, max: usize) -> Value {
+    let total = text.chars().count();
+    let content: String = text.chars().skip(start).take(max).collect();
+    let end = (start + max).min(total);
+    json!({
+        "content": content,
+        "start_index": start,
+        "total_chars": total,
+        "next_start_index": if end < total { Some(end) } else { None },
+    })
+}
+
+/// The `selectors` fields: one object, or with `items` a list.
+fn extract(x: &Extractor, raw: &str, url: &url::Url, list: bool) -> Result<Value> {
+    let got = x
+        .extract(raw, None, url)
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("`selectors`: {e}")))?;
+    let mut items = got.items.into_iter().map(Value::Object);
+    Ok(if list {
+        Value::Array(items.collect())
+    } else {
+        items.next().unwrap_or_else(|| json!({}))
+    })
+}
+
+/// The screenshot and PDF: described in the result, their bytes in
+/// `media` (the MCP server turns it into image and resource content).
+fn media(out: &mut Value, captured: &Captured, url: &url::Url) -> Result<()> {
+    use base64::Engine as _;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::STANDARD.encode(b);
+    let mut media = Vec::new();
+    if let Some(png) = &captured.png {
+        let (width, height) = png_size(png).ok_or_else(|| {
+            Error::new(ErrorKind::Internal, "the browser's screenshot is not a PNG")
+        })?;
+        let viewport = captured.viewport.map(|(w, h)| json!({"width": w, "height": h}));
+        out["screenshot"] = json!({"mime_type": "image/png", "bytes": png.len(),
+            "width": width, "height": height, "viewport": viewport});
+        media.push(json!({"type": "image", "mime_type": "image/png", "data": b64(png)}));
+    }
+    if let Some(pdf) = &captured.pdf {
+        out["pdf"] = json!({"mime_type": "application/pdf", "bytes": pdf.len()});
+        media.push(json!({"type": "resource", "mime_type": "application/pdf",
+            "uri": format!("{url}#pdf"), "data": b64(pdf)}));
+    }
+    if !media.is_empty() {
+        out["media"] = Value::Array(media);
+    }
+    Ok(())
+}
+
+/// Width and height from a PNG's IHDR.
+pub fn png_size(png: &[u8]) -> Option<(u32, u32)> {
+    if png.get(..8)? != b"\x89PNG\r\n\x1a\n" || png.get(12..16)? != b"IHDR" {
+        return None;
+    }
+    let be = |r: std::ops::Range<usize>| Some(u32::from_be_bytes(png.get(r)?.try_into().ok()?));
+    Some((be(16..20)?, be(20..24)?))
+}
+
+async fn fetch(pool: &Pool, plan: &Plan, a: &Args, opts: &RunOptions) -> Result<Fetched> {
     let slot = a.slot.or(opts.slot);
     let report = |f: &Fetched| {
         opts.report(|| {
@@ -166,17 +445,18 @@ async fn fetch(pool: &Pool, url: url::Url, a: &Args, opts: &RunOptions) -> Resul
             )
         })
     };
+    let url = plan.url.clone();
+    let mut req = FetchRequest::get(url.clone());
+    req.headers = plan.headers.clone();
     let wait_for = a.wait_for.as_deref();
+    let browser_only = !plan.browse.actions.is_empty() || plan.browse.capture != Capture::default();
     let lease = pool.lease_for(&url, slot).await?;
     let fetched = match a.mode {
-        Mode::Browser => lease
-            .browse(url, wait_for, |_, _| ())
-            .await
-            .map(|(f, ())| f),
-        Mode::Http => lease
-            .http(FetchRequest::get(url), |_, _| ())
-            .await
-            .map(|(f, ())| f),
+        Mode::Browser => lease.browse_with(url, &plan.browse, |_, _| ()).await.map(|(f, ())| f),
+        Mode::Auto if browser_only => {
+            lease.browse_with(url, &plan.browse, |_, _| ()).await.map(|(f, ())| f)
+        }
+        Mode::Http => lease.http(req, |_, _| ()).await.map(|(f, ())| f),
         Mode::Auto => {
             // Whether the page needs the browser, judged from the body's one
             // parse: a challenge, or content without what the caller waits
@@ -193,10 +473,7 @@ async fn fetch(pool: &Pool, url: url::Url, a: &Args, opts: &RunOptions) -> Resul
                         _ => false,
                     }
             };
-            let (http, browser) = match lease
-                .http(FetchRequest::get(url.clone()), needs_browser)
-                .await
-            {
+            let (http, browser) = match lease.http(req, needs_browser).await {
                 Ok(answer) => answer,
                 Err(e) => return lease.close(Err(e)),
             };
@@ -204,7 +481,7 @@ async fn fetch(pool: &Pool, url: url::Url, a: &Args, opts: &RunOptions) -> Resul
             if browser {
                 // Same identity: a challenge passed there also serves its HTTP tier.
                 lease
-                    .browse(url, wait_for, |_, _| ())
+                    .browse_with(url, &plan.browse, |_, _| ())
                     .await
                     .map(|(f, ())| f)
             } else {
@@ -231,56 +508,19 @@ fn via(v: Via) -> &'static str {
     }
 }
 
-/// Turn a page into the requested format.
-pub fn convert(html: &str, format: Format, base: &url::Url) -> Result<String> {
-    match format {
-        Format::Html => Ok(html.to_string()),
-        Format::Markdown => {
-            let converter = htmd::HtmlToMarkdown::builder()
-                .skip_tags(vec!["script", "style", "noscript", "svg", "head", "iframe"])
-                .build();
-            converter.convert(html).map_err(|e| {
-                Error::new(ErrorKind::Internal, "cannot convert the page to markdown")
-                    .with_source(e)
-            })
-        }
-        Format::Text => {
-            let doc = scraper::Html::parse_document(html);
-            let skip = scraper::Selector::parse("script, style, noscript, head")
-                .map_err(|_| Error::new(ErrorKind::Internal, "selector"))?;
-            let hidden: std::collections::HashSet<_> = doc
-                .select(&skip)
-                .flat_map(|e| e.descendants().map(|d| d.id()))
-                .collect();
-            let text: Vec<&str> = doc
-                .root_element()
-                .descendants()
-                .filter(|n| !hidden.contains(&n.id()))
-                .filter_map(|n| n.value().as_text().map(|t| t.trim()))
-                .filter(|t| !t.is_empty())
-                .collect();
-            Ok(text.join("\n"))
-        }
+/// A page in one text format.
+fn convert(page: &Page, raw: &str, format: Format, only_main: bool) -> Result<String> {
+    Ok(match format {
+        Format::Markdown => page.markdown(only_main)?,
+        Format::Html => page.cleaned_html(only_main),
+        Format::RawHtml => raw.to_string(),
+        Format::Text => page.text(only_main),
         Format::Links => {
-            let doc = scraper::Html::parse_document(html);
-            let a = scraper::Selector::parse("a[href]")
-                .map_err(|_| Error::new(ErrorKind::Internal, "selector"))?;
-            let lines: Vec<String> = doc
-                .select(&a)
-                .filter_map(|e| {
-                    let href = base.join(e.value().attr("href")?).ok()?;
-                    let text = e
-                        .text()
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                        .split_whitespace()
-                        .collect::<Vec<_>>()
-                        .join(" ");
-                    Some(format!("- [{text}]({href})"))
-                })
+            let lines: Vec<String> = (page.links().into_iter())
+                .map(|(url, text)| format!("- [{text}]({url})"))
                 .collect();
-            Ok(lines.join("\n"))
+            lines.join("\n")
         }
-    }
+        Format::Screenshot | Format::Pdf => String::new(),
+    })
 }
-

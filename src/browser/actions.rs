@@ -1,0 +1,275 @@
+//! What a caller does on a loaded page before it is captured (Firecrawl's
+//! `actions`): click, type, press a key, scroll, wait. Clicks and keys are
+//! real input events (CDP `Input.*`), not `element.click()` in script. And
+//! the captures after them: a PNG screenshot (the viewport or the full
+//! page) and a PDF.
+
+use std::time::Duration;
+
+use chromiumoxide::Page;
+use chromiumoxide::cdp::browser_protocol::page::{CaptureScreenshotFormat, PrintToPdfParams};
+use chromiumoxide::page::ScreenshotParams;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use std::time::Instant;
+
+use super::page::cdp;
+use super::{Capture, Captured};
+use crate::error::{Error, ErrorKind, Result};
+
+/// One step on the page, in order.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+pub enum Action {
+    /// Click the first element matching `selector` (scrolled into view).
+    Click { selector: String },
+    /// Click the element matching `selector` and type `text` into it.
+    Type { selector: String, text: String },
+    /// Press a key on the focused element: `Enter`, `Tab`, `Escape`,
+    /// `ArrowDown`, a letter...
+    Press { key: String },
+    /// Scroll one screen `down` (the default) or `up`, or the element
+    /// matching `selector` into view.
+    Scroll {
+        #[serde(default)]
+        direction: Direction,
+        selector: Option<String>,
+    },
+    /// Wait `milliseconds` (at most 30000), or until `selector` appears.
+    Wait {
+        milliseconds: Option<u64>,
+        selector: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    #[default]
+    Down,
+    Up,
+}
+
+/// Longest single `wait`.
+pub const MAX_WAIT_MS: u64 = 30_000;
+/// Most actions in one call.
+pub const MAX_ACTIONS: usize = 50;
+
+impl Action {
+    /// What is wrong with this step, before a browser is touched.
+    pub fn problem(&self) -> Option<String> {
+        match self {
+            Action::Wait {
+                milliseconds: None,
+                selector: None,
+            } => Some("a `wait` needs `milliseconds` or `selector`".into()),
+            Action::Wait {
+                milliseconds: Some(_),
+                selector: Some(_),
+            } => Some("a `wait` takes `milliseconds` or `selector`, not both".into()),
+            Action::Wait {
+                milliseconds: Some(ms),
+                ..
+            } if *ms > MAX_WAIT_MS => Some(format!("a `wait` is at most {MAX_WAIT_MS} ms")),
+            Action::Click { selector }
+            | Action::Type { selector, .. }
+            | Action::Scroll {
+                selector: Some(selector),
+                ..
+            }
+            | Action::Wait {
+                selector: Some(selector),
+                ..
+            } => scraper::Selector::parse(selector)
+                .err()
+                .map(|e| format!("`{selector}` is not a valid CSS selector ({e})")),
+            Action::Press { key } if key.is_empty() => Some("a `press` needs a `key`".into()),
+            _ => None,
+        }
+    }
+}
+
+/// Run `actions` in order on `page`, each bounded by `deadline`.
+pub async fn run(page: &Page, actions: &[Action], deadline: Instant) -> Result<()> {
+    for (i, a) in actions.iter().enumerate() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        tokio::time::timeout(left, step(page, a, deadline))
+            .await
+            .map_err(|_| {
+                Error::new(
+                    ErrorKind::Timeout,
+                    format!("actions[{i}] ({}) did not finish in time", a.name()),
+                )
+            })?
+            .map_err(|e| {
+                Error::new(
+                    e.kind(),
+                    format!("actions[{i}] ({}): {}", a.name(), e.message()),
+                )
+            })?;
+    }
+    Ok(())
+}
+
+impl Action {
+    fn name(&self) -> &'static str {
+        match self {
+            Action::Click { .. } => "click",
+            Action::Type { .. } => "type",
+            Action::Press { .. } => "press",
+            Action::Scroll { .. } => "scroll",
+            Action::Wait { .. } => "wait",
+        }
+    }
+}
+
+async fn find(page: &Page, selector: &str) -> Result<chromiumoxide::Element> {
+    page.find_element(selector).await.map_err(|_| {
+        Error::new(
+            ErrorKind::NotFound,
+            format!("no element matches `{selector}`"),
+        )
+    })
+}
+
+async fn step(page: &Page, action: &Action, deadline: Instant) -> Result<()> {
+    match action {
+        Action::Click { selector } => {
+            find(page, selector)
+                .await?
+                .click()
+                .await
+                .map_err(cdp("click"))?;
+        }
+        Action::Type { selector, text } => {
+            let e = find(page, selector).await?;
+            e.click().await.map_err(cdp("focus the field"))?;
+            e.type_str(text).await.map_err(cdp("type"))?;
+        }
+        Action::Press { key } => {
+            // The focused element, or the body.
+            let e = match page.find_element(":focus").await {
+                Ok(e) => e,
+                Err(_) => find(page, "body").await?,
+            };
+            e.press_key(key).await.map_err(|_| {
+                Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "cannot press key `{key}` (a CDP key name such as Enter, Tab, ArrowDown)"
+                    ),
+                )
+            })?;
+        }
+        Action::Scroll {
+            selector: Some(selector),
+            ..
+        } => {
+            find(page, selector)
+                .await?
+                .scroll_into_view()
+                .await
+                .map_err(cdp("scroll"))?;
+        }
+        Action::Scroll {
+            direction,
+            selector: None,
+        } => {
+            let sign = if *direction == Direction::Up { "-" } else { "" };
+            page.evaluate(format!("window.scrollBy(0, {sign}window.innerHeight)"))
+                .await
+                .map_err(cdp("scroll"))?;
+        }
+        Action::Wait {
+            milliseconds: Some(ms),
+            ..
+        } => tokio::time::sleep(Duration::from_millis(*ms)).await,
+        Action::Wait {
+            selector: Some(selector),
+            ..
+        } => wait_for(page, selector, deadline).await?,
+        Action::Wait { .. } => {}
+    }
+    // Let the page react (a click's handler, a submitted form's navigation).
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    Ok(())
+}
+
+async fn wait_for(page: &Page, selector: &str, deadline: Instant) -> Result<()> {
+    let js = format!(
+        "document.querySelector({}) !== null",
+        serde_json::to_string(selector).unwrap_or_else(|_| "\"\"".into())
+    );
+    loop {
+        let found = page
+            .evaluate(js.as_str())
+            .await
+            .ok()
+            .and_then(|r| r.into_value::<bool>().ok())
+            .unwrap_or(false);
+        if found {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::new(
+                ErrorKind::Timeout,
+                format!("`{selector}` did not appear"),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// After the page settled: `req`'s actions, then the page read again
+/// (the actions changed it), then its captures.
+pub async fn after(
+    page: &Page,
+    req: &super::BrowserRequest,
+    result: &mut super::PageResult,
+    deadline: Instant,
+) -> Result<()> {
+    if !req.actions.is_empty() {
+        run(page, &req.actions, deadline).await?;
+        result.html = page.content().await.map_err(cdp("read the page"))?;
+        if let Ok(Some(url)) = page.url().await {
+            result.final_url = url;
+        }
+    }
+    if req.capture != Capture::default() {
+        result.captured = capture(page, req.capture).await?;
+    }
+    Ok(())
+}
+
+/// Take the captures `want` asks for.
+pub async fn capture(page: &Page, want: Capture) -> Result<Captured> {
+    let mut out = Captured::default();
+    if let Some(full_page) = want.screenshot {
+        let params = ScreenshotParams::builder()
+            .format(CaptureScreenshotFormat::Png)
+            .full_page(full_page)
+            .build();
+        out.viewport = page
+            .evaluate("[window.innerWidth, window.innerHeight]")
+            .await
+            .ok()
+            .and_then(|r| r.into_value::<(u32, u32)>().ok());
+        out.png = Some(
+            page.screenshot(params)
+                .await
+                .map_err(cdp("take a screenshot"))?,
+        );
+    }
+    if want.pdf {
+        let params = PrintToPdfParams {
+            print_background: Some(true),
+            ..Default::default()
+        };
+        out.pdf = Some(
+            page.pdf(params)
+                .await
+                .map_err(cdp("print the page as PDF"))?,
+        );
+    }
+    Ok(out)
+}

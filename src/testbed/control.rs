@@ -1,0 +1,82 @@
+//! The testbed's control endpoint (`/__control/`): modes, stats, the
+//! request log, reset, expiring the accounts' sessions.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Json, Response};
+use axum::routing::{get, post};
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::state::{Modes, Shared};
+
+pub fn routes() -> Router<Arc<Shared>> {
+    Router::new()
+        .route("/__control/state", get(control_state))
+        .route("/__control/mode", post(control_mode))
+        .route("/__control/stats", get(control_stats))
+        .route("/__control/log", get(control_log))
+        .route("/__control/reset", post(control_reset))
+        .route(
+            "/__control/expire-sessions",
+            post(|State(s): State<Arc<Shared>>| async move {
+                Json(json!({"expired": s.accounts.expire_all()}))
+            }),
+        )
+}
+
+async fn control_state(State(shared): State<Arc<Shared>>) -> Json<Modes> {
+    Json(shared.modes.lock().clone())
+}
+
+/// `POST /__control/mode` with any of `gate`, `challenge`, `consistency`,
+/// `rate_limit`, `site_limit`, `fault` (`null` switches the last three off).
+/// Answers with the new modes.
+async fn control_mode(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let patch: Value = match serde_json::from_slice(&body) {
+        Ok(Value::Object(m)) => Value::Object(m),
+        Ok(_) => return (StatusCode::BAD_REQUEST, "expected a JSON object").into_response(),
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("invalid JSON: {e}")).into_response(),
+    };
+    let mut modes = shared.modes.lock().clone();
+    let mut current = match serde_json::to_value(&modes) {
+        Ok(Value::Object(m)) => m,
+        _ => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    };
+    if let Value::Object(p) = patch {
+        for (k, v) in p {
+            if !current.contains_key(&k) {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    format!("unknown mode `{k}` (expected gate, challenge, consistency, rate_limit, site_limit, fault)"),
+                )
+                    .into_response();
+            }
+            current.insert(k, v);
+        }
+    }
+    match serde_json::from_value::<Modes>(Value::Object(current)) {
+        Ok(m) => modes = m,
+        Err(e) => return (StatusCode::BAD_REQUEST, format!("invalid mode: {e}")).into_response(),
+    }
+    *shared.modes.lock() = modes.clone();
+    Json(modes).into_response()
+}
+
+async fn control_stats(State(shared): State<Arc<Shared>>) -> Json<Value> {
+    Json(serde_json::to_value(&*shared.stats.lock()).unwrap_or(Value::Null))
+}
+
+/// The per-request log, oldest first (the last 5000 shop requests).
+async fn control_log(State(shared): State<Arc<Shared>>) -> Json<Value> {
+    Json(serde_json::to_value(&*shared.log.lock()).unwrap_or(Value::Null))
+}
+
+async fn control_reset(State(shared): State<Arc<Shared>>) -> Result<Json<Value>, Infallible> {
+    shared.reset();
+    Ok(Json(json!({"ok": true})))
+}

@@ -1,0 +1,446 @@
+//! The open web with the default config: any public host through the generic
+//! strategy, private addresses refused by both tiers, `robots.txt` obeyed
+//! and its refusals naming the rule, politeness per host. "Public" hosts are
+//! `*.web.test` names the test resolves itself (`security.resolve`) to the
+//! testbed on 127.0.0.1; 127.0.0.2 stands in for a private address.
+
+mod common;
+
+use common::{Env, free_base_port, shutdown_and_check};
+use idpool::testbed::site;
+use idpool::tools;
+use serde_json::{Value, json};
+
+/// The default `[security]` and `[web]`, except that the test names where
+/// its hosts live and that only the testbed's own address is allowed.
+fn open_web(env: &Env, extra: &str) {
+    env.write_config_private(
+        1,
+        true,
+        free_base_port(1),
+        "[\"127.0.0.1\"]",
+        &format!(
+            "[security.resolve]\n\"news.web.test\" = \"127.0.0.1\"\n\"intranet.web.test\" = \"127.0.0.2\"\n\n{extra}"
+        ),
+    );
+}
+
+fn web_url(env: &Env, host: &str, path: &str) -> String {
+    format!("https://{host}:{}{path}", env.testbed.https_addr.port())
+}
+
+async fn scrape(pool: &idpool::pool::Pool, args: Value) -> idpool::error::Result<Value> {
+    tools::scrape::run(pool, args, &Default::default()).await
+}
+
+#[tokio::test]
+async fn a_public_host_works_by_default_private_addresses_and_robots_rules_are_refused() {
+    let env = Env::new(1).await;
+    open_web(&env, "[web]\nmin_interval_ms = 0\n");
+    let pool = env.pool();
+    let article = web_url(&env, "news.web.test", "/site/article");
+    for mode in ["http", "browser"] {
+        let r = scrape(&pool, json!({"url": article, "mode": mode}))
+            .await
+            .unwrap_or_else(|e| panic!("{mode}: {e}"));
+        assert_eq!(
+            (r["outcome"].as_str(), r["via"].as_str()),
+            (Some("ok"), Some(mode))
+        );
+        assert!(
+            r["content"]
+                .as_str()
+                .unwrap_or("")
+                .contains(site::ARTICLE_P1),
+            "{mode}: {r}"
+        );
+    }
+    // Each open-web host is routed on its own (its breakers, its politeness).
+    assert!(
+        pool.strategy_names()
+            .contains(&"web:news.web.test".to_string()),
+        "{:?}",
+        pool.strategy_names()
+    );
+
+    // A name resolving to a private address: refused by the HTTP tier's
+    // guard and by the browser's egress, before any connection.
+    for mode in ["http", "browser"] {
+        let e = scrape(
+            &pool,
+            json!({"url": web_url(&env, "intranet.web.test", "/site/"), "mode": mode}),
+        )
+        .await
+        .expect_err("private");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("127.0.0.2") && msg.contains("private"),
+            "{mode}: {msg}"
+        );
+    }
+
+    // robots.txt: the disallowed path is refused with its rule, in both
+    // modes; the longer Allow beside it wins.
+    for mode in ["http", "browser"] {
+        let e = scrape(
+            &pool,
+            json!({"url": web_url(&env, "news.web.test", "/site/private/secret"), "mode": mode}),
+        )
+        .await
+        .expect_err("disallowed");
+        assert!(
+            e.to_string().contains(
+                "robots.txt disallows /site/private/secret: `Disallow: /site/private/` (line 3, User-agent: *)"
+            ),
+            "{mode}: {e}"
+        );
+    }
+    let log = env.testbed.log();
+    assert!(
+        !log.iter()
+            .any(|l| l.path.starts_with("/site/private/secret")),
+        "a disallowed page was requested"
+    );
+    scrape(
+        &pool,
+        json!({"url": web_url(&env, "news.web.test", "/site/private/open"), "mode": "http"}),
+    )
+    .await
+    .expect("Allow: /site/private/open");
+    // robots.txt is read once per origin and kept.
+    let robots = env
+        .testbed
+        .log()
+        .iter()
+        .filter(|l| l.path == "/robots.txt")
+        .count();
+    assert_eq!(robots, 1, "robots.txt fetched {robots} times");
+    shutdown_and_check(&pool).await;
+
+    // A closed list: with public_web off, the host is not fetched at all.
+    open_web(&env, "[web]\nmin_interval_ms = 0\n");
+    let cfg = std::fs::read_to_string(env.path("idpool.toml"))
+        .expect("cfg")
+        .replace("[security]\n", "[security]\npublic_web = false\n");
+    env.write("idpool.toml", &cfg);
+    let pool = env.pool();
+    let e = scrape(&pool, json!({"url": article}))
+        .await
+        .expect_err("closed");
+    assert!(e.to_string().contains("security.public_web is off"), "{e}");
+    shutdown_and_check(&pool).await;
+
+    // respect_robots = false: the operator's call.
+    open_web(&env, "[web]\nmin_interval_ms = 0\nrespect_robots = false\n");
+    let pool = env.pool();
+    scrape(
+        &pool,
+        json!({"url": web_url(&env, "news.web.test", "/site/private/secret"), "mode": "http"}),
+    )
+    .await
+    .expect("robots not consulted");
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn an_open_web_host_is_paced_politely_by_default() {
+    let env = Env::new(1).await;
+    open_web(&env, "");
+    let pool = env.pool();
+    for path in ["/site/", "/site/about"] {
+        scrape(
+            &pool,
+            json!({"url": web_url(&env, "news.web.test", path), "mode": "http"}),
+        )
+        .await
+        .expect("page");
+    }
+    // The default `[web] min_interval_ms = 1000` on one slot: the second
+    // call starts at least a second after the first (whose first request
+    // is robots.txt).
+    let starts: Vec<(String, u64)> = (env.testbed.log().iter())
+        .map(|l| (l.path.clone(), l.at_ms))
+        .collect();
+    let paths: Vec<&str> = starts.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(paths, ["/robots.txt", "/site/", "/site/about"]);
+    assert!(starts[2].1 - starts[0].1 >= 1000, "{starts:?}");
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn scrape_formats_selectors_actions_headers_and_captures() {
+    let env = Env::new(1).await;
+    open_web(&env, "[web]\nmin_interval_ms = 0\n");
+    let pool = env.pool();
+    let host = |path: &str| web_url(&env, "news.web.test", path);
+    let origin = web_url(&env, "news.web.test", "");
+
+    // Markdown of the main content: the article, absolute links and
+    // images, none of the furniture around it.
+    let r = scrape(&pool, json!({"url": host("/site/article")}))
+        .await
+        .expect("article");
+    let md = r["content"].as_str().expect("content");
+    assert_eq!(r["title"], "Kettles compared");
+    for kept in [
+        site::ARTICLE_P1.to_string(),
+        site::ARTICLE_P2.to_string(),
+        "# Kettles compared".to_string(),
+        format!("[who we are]({origin}/site/about)"),
+        format!("[the first post]({origin}/site/blog/post-1)"),
+        format!("![Boiling times chart]({origin}/site/img/chart.png)"),
+    ] {
+        assert!(md.contains(&kept), "{kept} not in {md}");
+    }
+    for noise in [
+        "ADVERTISEMENT",
+        "Footer",
+        "We use cookies",
+        "Share this",
+        "Legal notice",
+        "Home",
+    ] {
+        assert!(!md.contains(noise), "{noise} in {md}");
+    }
+    let whole = scrape(
+        &pool,
+        json!({"url": host("/site/article"), "only_main_content": false}),
+    )
+    .await
+    .expect("whole page");
+    let whole = whole["content"].as_str().expect("content");
+    for kept in [
+        "ADVERTISEMENT",
+        "Footer",
+        "We use cookies",
+        "Share this",
+        site::ARTICLE_P1,
+    ] {
+        assert!(whole.contains(kept), "{kept} not in {whole}");
+    }
+    assert!(
+        whole.contains(&format!("[Home]({origin}/site/)")),
+        "{whole}"
+    );
+
+    // Several formats in one call, each paged on its own.
+    let r = scrape(
+        &pool,
+        json!({"url": host("/site/article"), "format": ["links", "raw_html", "html", "text"], "max_chars": 5000}),
+    )
+    .await
+    .expect("formats");
+    assert_eq!(r["format"], "links");
+    let f = &r["formats"];
+    let links = f["links"]["content"].as_str().expect("links");
+    assert_eq!(r["content"].as_str(), Some(links));
+    // Each URL once (fragments dropped), the first link's text.
+    assert_eq!(links.matches("/site/about)").count(), 1, "{links}");
+    assert!(
+        links.contains(&format!("- [About us]({origin}/site/about)")),
+        "{links}"
+    );
+    assert!(links.contains("(https://elsewhere.test/share)"), "{links}");
+    assert!(
+        f["raw_html"]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("class=\"cookie-banner\"")
+    );
+    let html = f["html"]["content"].as_str().expect("html");
+    assert!(
+        html.starts_with("<article>") && !html.contains("cookie"),
+        "{html}"
+    );
+    assert!(
+        html.contains(&format!("src=\"{origin}/site/img/chart.png\"")),
+        "{html}"
+    );
+    assert!(
+        f["text"]["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains(site::ARTICLE_P2)
+    );
+
+    // Ad-hoc selectors on the review page: the strategy's fields, from its
+    // own CSS, equal to the ground truth the strategy extraction returns.
+    let reviews = env.url("/product-reviews/B0SELECT?page=1");
+    let r = scrape(
+        &pool,
+        json!({"url": reviews.as_str(), "mode": "http", "items": "div.review", "selectors": {
+            "id": {"attr": "data-review-id"}, "author": ".review-author",
+            "rating": {"css": ".review-rating", "number": true}, "title": ".review-title",
+            "body": ".review-body", "date": {"css": ".review-date", "regex": "Reviewed on (\\S+)"},
+            "verified": {"css": ".review-verified", "exists": true},
+            "helpful": {"css": ".review-helpful", "number": true}}}),
+    )
+    .await
+    .expect("selectors");
+    let truth: Vec<Value> = (idpool::testbed::data::page("B0SELECT", 1).0.into_iter())
+        .map(|r| {
+            json!({"id": r.id, "author": r.author, "rating": r.rating, "title": r.title,
+            "body": r.body, "date": r.date, "verified": r.verified, "helpful": r.helpful})
+        })
+        .collect();
+    assert!(!truth.is_empty());
+    assert_eq!(r["data"], Value::Array(truth));
+    let one = scrape(
+        &pool,
+        json!({"url": host("/site/article"), "selectors": {"h": "h1"}}),
+    )
+    .await
+    .expect("one object");
+    assert_eq!(one["data"], json!({"h": "Kettles compared"}));
+    let e = scrape(
+        &pool,
+        json!({"url": host("/site/article"), "selectors": {"h": "h1[["}}),
+    )
+    .await
+    .expect_err("bad css");
+    assert!(
+        e.to_string().contains("`selectors`") && e.to_string().contains("h1[["),
+        "{e}"
+    );
+
+    // Headers go out with the HTTP tier; the connection's own are refused.
+    scrape(
+        &pool,
+        json!({"url": host("/site/about"), "mode": "http", "headers": {"X-Idpool-Test": "yes"}}),
+    )
+    .await
+    .expect("headers");
+    let sent = env
+        .testbed
+        .log()
+        .into_iter()
+        .rev()
+        .find(|l| l.path == "/site/about")
+        .expect("logged");
+    assert!(
+        sent.header_order
+            .iter()
+            .any(|(k, v)| k == "x-idpool-test" && v == "yes"),
+        "{:?}",
+        sent.header_order
+    );
+    let e = scrape(
+        &pool,
+        json!({"url": host("/site/about"), "headers": {"Host": "x"}}),
+    )
+    .await
+    .expect_err("host header");
+    assert!(e.to_string().contains("header `Host` cannot be set"), "{e}");
+
+    // A "load more" only a click reveals: without the click three items,
+    // after it six.
+    let before = scrape(
+        &pool,
+        json!({"url": host("/site/more"), "format": "text", "mode": "browser"}),
+    )
+    .await
+    .expect("more");
+    let before = before["content"].as_str().expect("text");
+    assert!(
+        before.contains("Item 3") && !before.contains("Item 4"),
+        "{before}"
+    );
+    let after = scrape(
+        &pool,
+        json!({"url": host("/site/more"), "format": "text", "actions": [
+            {"type": "click", "selector": "#load-more"},
+            {"type": "wait", "selector": "#items li:nth-child(6)"}]}),
+    )
+    .await
+    .expect("clicked");
+    assert_eq!(after["via"], "browser", "actions need the browser");
+    let text = after["content"].as_str().expect("text");
+    for item in site::MORE_FIRST.iter().chain(site::MORE_LATER) {
+        assert!(text.contains(item), "{item} not in {text}");
+    }
+    let e = scrape(
+        &pool,
+        json!({"url": host("/site/more"), "mode": "http", "actions": [{"type": "click", "selector": "#x"}]}),
+    )
+    .await
+    .expect_err("actions over HTTP");
+    assert!(e.to_string().contains("need the browser"), "{e}");
+    let e = scrape(
+        &pool,
+        json!({"url": host("/site/more"), "actions": [{"type": "click", "selector": "#nothing"}]}),
+    )
+    .await
+    .expect_err("no such element");
+    assert!(
+        e.to_string()
+            .contains("actions[0] (click): no element matches `#nothing`"),
+        "{e}"
+    );
+
+    // A screenshot of the viewport, then of the whole page, and a PDF.
+    let shot = scrape(
+        &pool,
+        json!({"url": host("/site/long"), "format": "screenshot"}),
+    )
+    .await
+    .expect("screenshot");
+    let (w, h) = png_of(&shot);
+    let vp = &shot["screenshot"]["viewport"];
+    assert_eq!(
+        (vp["width"].as_u64(), vp["height"].as_u64()),
+        (Some(u64::from(w)), Some(u64::from(h))),
+        "the PNG is the viewport"
+    );
+    assert_eq!(w, 1366, "the profile's default width");
+    assert!(h < site::LONG_HEIGHT, "only the viewport: {h}");
+    assert_eq!(
+        (
+            shot["screenshot"]["width"].as_u64(),
+            shot["screenshot"]["height"].as_u64()
+        ),
+        (Some(u64::from(w)), Some(u64::from(h)))
+    );
+    let full = scrape(
+        &pool,
+        json!({"url": host("/site/long"), "format": ["screenshot", "markdown"], "full_page": true}),
+    )
+    .await
+    .expect("full page");
+    let (fw, fh) = png_of(&full);
+    assert_eq!(fw, 1366);
+    assert!(fh > site::LONG_HEIGHT, "full page {fh} px high");
+    assert!(full["content"].as_str().unwrap_or("").contains("The end."));
+    let pdf = scrape(
+        &pool,
+        json!({"url": host("/site/article"), "format": "pdf"}),
+    )
+    .await
+    .expect("pdf");
+    let media = pdf["media"].as_array().expect("media");
+    assert_eq!(media[0]["type"], "resource");
+    assert_eq!(media[0]["mime_type"], "application/pdf");
+    let bytes = b64(media[0]["data"].as_str().expect("data"));
+    assert!(bytes.starts_with(b"%PDF-"), "not a PDF");
+    // Page objects: `/Type /Page`, not `/Type /Pages` (the page tree).
+    let pages = (bytes.windows(12))
+        .filter(|w| w.starts_with(b"/Type /Page") && w[11] != b's')
+        .count();
+    assert!(pages > 0, "no page in the PDF");
+    shutdown_and_check(&pool).await;
+}
+
+fn b64(s: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(s)
+        .expect("base64")
+}
+
+/// The PNG in a result's `media`: its width and height, from its IHDR.
+fn png_of(r: &Value) -> (u32, u32) {
+    let m = &r["media"][0];
+    assert_eq!(m["type"], "image");
+    assert_eq!(m["mime_type"], "image/png");
+    let png = b64(m["data"].as_str().expect("data"));
+    idpool::tools::scrape::png_size(&png).expect("a PNG")
+}

@@ -444,3 +444,84 @@ fn png_of(r: &Value) -> (u32, u32) {
     let png = b64(m["data"].as_str().expect("data"));
     idpool::tools::scrape::png_size(&png).expect("a PNG")
 }
+
+#[tokio::test]
+async fn map_lists_the_sitemaps_urls_and_the_start_pages_links_within_the_host() {
+    let env = Env::new(1).await;
+    open_web(&env, "[web]\nmin_interval_ms = 0\n");
+    let pool = env.pool();
+    let origin = web_url(&env, "news.web.test", "");
+    let map = |args: Value| {
+        let pool = pool.clone();
+        async move { tools::map::run(&pool, args, &Default::default()).await }
+    };
+    let r = map(json!({"url": format!("{origin}/site/")}))
+        .await
+        .expect("map");
+    let mut expected: Vec<String> = (site::SITEMAP_PAGES.iter().chain(site::SITEMAP_BLOG))
+        .map(|p| format!("{origin}{p}"))
+        .collect();
+    assert_eq!(r["from_sitemaps"], expected.len());
+    // Linked from the start page and in no sitemap; the other site, the
+    // subdomain and mailto: are left out, fragments dropped.
+    for p in [
+        "/site/private/secret",
+        "/site/private/open",
+        "/site/about?ref=home",
+    ] {
+        expected.push(format!("{origin}{p}"));
+    }
+    let links: Vec<String> = serde_json::from_value(r["links"].clone()).expect("links");
+    assert_eq!(links, expected);
+    assert_eq!(
+        r["sitemaps"],
+        json!([
+            format!("{origin}/sitemap.xml"),
+            format!("{origin}/sitemaps/pages.xml.gz"),
+            format!("{origin}/sitemaps/blog.xml")
+        ]),
+        "robots.txt names the index, which names a gzipped and a plain sitemap"
+    );
+    assert_eq!(r["truncated"], false);
+
+    let r = map(json!({"url": format!("{origin}/site/"), "limit": 4}))
+        .await
+        .expect("limit");
+    assert_eq!(r["links"], json!(expected[..4]));
+    assert_eq!(
+        (r["count"].as_u64(), r["truncated"].as_bool()),
+        (Some(4), Some(true))
+    );
+    let r = map(json!({"url": format!("{origin}/site/"), "search": "BLOG/"}))
+        .await
+        .expect("search");
+    assert_eq!(
+        r["links"],
+        json!(
+            expected
+                .iter()
+                .filter(|u| u.contains("blog/"))
+                .collect::<Vec<_>>()
+        )
+    );
+    let r = map(
+        json!({"url": format!("{origin}/site/"), "include_subdomains": true, "sitemap": "skip"}),
+    )
+    .await
+    .expect("subdomains");
+    let links: Vec<String> = serde_json::from_value(r["links"].clone()).expect("links");
+    assert!(
+        links.contains(&"https://blog.news.web.test/hello".to_string()),
+        "{links:?}"
+    );
+    assert!(
+        !links.iter().any(|l| l.contains("elsewhere.test")),
+        "{links:?}"
+    );
+    assert_eq!(r["from_sitemaps"], 0);
+    let e = map(json!({"url": format!("{origin}/site/"), "limit": 0}))
+        .await
+        .expect_err("limit 0");
+    assert!(e.to_string().contains("`limit`"), "{e}");
+    shutdown_and_check(&pool).await;
+}

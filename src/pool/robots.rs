@@ -88,3 +88,16 @@ async fn fetch(slot: &Slot, origin: &str, agent: &str) -> Result<Robots> {
     let r = slot.fetch(FetchRequest::get(url)).await?;
     Ok(Robots::from_answer(r.status, &r.body, agent))
 }
+
+impl super::Pool {
+    /// The `robots.txt` of `url`'s origin (kept, or read now through
+    /// `slot`), whether or not `web.respect_robots` is on: `map` reads its
+    /// `Sitemap:` lines.
+    pub async fn robots_txt(&self, slot: usize, url: &url::Url) -> Result<Arc<Robots>> {
+        let s = self
+            .slot(slot)
+            .ok_or_else(|| Error::not_found(format!("slot {slot} does not exist")))?;
+        self.inner.guard.check(url).await?;
+        self.inner.robots.robots(s, &self.inner.web, url).await
+    }
+}

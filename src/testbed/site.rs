@@ -138,7 +138,7 @@ fn page(title: &str, main: &str) -> String {
 fn home() -> String {
     page(
         "Web test home",
-        "<main><h1>Web test</h1><ul>\n<li><a href=\"/site/about\">About</a></li>\n<li><a href=\"blog/\">Blog</a></li>\n<li><a href=\"article\">An article</a></li>\n<li><a href=\"/site/search\">Search</a></li>\n<li><a href=\"/site/more\">More items</a></li>\n<li><a href=\"/site/private/secret\">Private</a></li>\n<li><a href=\"/site/private/open\">Open, though under private</a></li>\n<li><a href=\"https://elsewhere.test/away\">Another site</a></li>\n<li><a href=\"mailto:team@web.test\">Mail us</a></li>\n<li><a href=\"/site/about?ref=home#team\">The team</a></li>\n</ul></main>",
+        "<main><h1>Web test</h1><ul>\n<li><a href=\"/site/about\">About</a></li>\n<li><a href=\"blog/\">Blog</a></li>\n<li><a href=\"article\">An article</a></li>\n<li><a href=\"/site/search\">Search</a></li>\n<li><a href=\"/site/more\">More items</a></li>\n<li><a href=\"/site/private/secret\">Private</a></li>\n<li><a href=\"/site/private/open\">Open, though under private</a></li>\n<li><a href=\"https://elsewhere.test/away\">Another site</a></li>\n<li><a href=\"//blog.news.web.test/hello\">Our other blog</a></li>\n<li><a href=\"mailto:team@web.test\">Mail us</a></li>\n<li><a href=\"/site/about?ref=home#team\">The team</a></li>\n</ul></main>",
     )
 }
 

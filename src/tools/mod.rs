@@ -24,6 +24,7 @@ macro_rules! tools {
 
 tools!(
     scrape,
+    map,
     get_reviews,
     extract,
     list_strategies,

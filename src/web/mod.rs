@@ -5,6 +5,7 @@
 
 pub mod content;
 pub mod robots;
+pub mod sitemap;
 
 pub use content::Page;
 pub use robots::Robots;

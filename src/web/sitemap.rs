@@ -60,17 +60,21 @@ pub fn parse(body: &[u8]) -> Result<Sitemap, String> {
                 }
             }
             Event::Text(t) if in_loc => {
-                let t = t
-                    .decode()
-                    .map_err(|e| format!("bad text in <loc> ({e})"))?;
-                text.push_str(&quick_xml::escape::unescape(&t).map_err(|e| format!("bad entity in <loc> ({e})"))?);
+                let t = t.decode().map_err(|e| format!("bad text in <loc> ({e})"))?;
+                text.push_str(
+                    &quick_xml::escape::unescape(&t)
+                        .map_err(|e| format!("bad entity in <loc> ({e})"))?,
+                );
             }
             Event::CData(t) if in_loc => text.push_str(&String::from_utf8_lossy(&t)),
             Event::GeneralRef(r) if in_loc => {
                 // `&amp;` and the like arrive on their own in quick-xml 0.38.
                 let name = String::from_utf8_lossy(&r).into_owned();
                 let entity = format!("&{name};");
-                text.push_str(&quick_xml::escape::unescape(&entity).map_err(|e| format!("bad entity in <loc> ({e})"))?);
+                text.push_str(
+                    &quick_xml::escape::unescape(&entity)
+                        .map_err(|e| format!("bad entity in <loc> ({e})"))?,
+                );
             }
             Event::End(e) => {
                 let name = e.local_name().as_ref().to_ascii_lowercase();
@@ -110,14 +114,21 @@ mod tests {
             <url><loc> https://127.0.0.1/a?x=1&amp;y=2 </loc><lastmod>2026-01-01</lastmod></url>\
             <url><loc><![CDATA[https://127.0.0.1/b]]></loc></url></urlset>";
         let s = parse(set.as_bytes()).unwrap();
-        assert_eq!(s.pages, ["https://127.0.0.1/a?x=1&y=2", "https://127.0.0.1/b"]);
+        assert_eq!(
+            s.pages,
+            ["https://127.0.0.1/a?x=1&y=2", "https://127.0.0.1/b"]
+        );
         assert!(s.sitemaps.is_empty());
         let index = "<sitemapindex><sitemap><loc>https://127.0.0.1/s1.xml.gz</loc></sitemap></sitemapindex>";
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
         gz.write_all(index.as_bytes()).unwrap();
         let s = parse(&gz.finish().unwrap()).unwrap();
         assert_eq!(s.sitemaps, ["https://127.0.0.1/s1.xml.gz"]);
-        assert!(parse(b"<html><body>not found</body></html>").unwrap_err().contains("urlset"));
+        assert!(
+            parse(b"<html><body>not found</body></html>")
+                .unwrap_err()
+                .contains("urlset")
+        );
         assert!(parse(&[0x1f, 0x8b, 1, 2, 3]).unwrap_err().contains("gzip"));
     }
 }

@@ -525,3 +525,214 @@ async fn map_lists_the_sitemaps_urls_and_the_start_pages_links_within_the_host()
     assert!(e.to_string().contains("`limit`"), "{e}");
     shutdown_and_check(&pool).await;
 }
+
+/// The paths of a crawl's pages, in order.
+fn paths(r: &Value) -> Vec<String> {
+    (r["pages"].as_array().expect("pages").iter())
+        .map(|p| {
+            let u = url::Url::parse(p["url"].as_str().expect("url")).expect("a URL");
+            match u.query() {
+                Some(q) => format!("{}?{q}", u.path()),
+                None => u.path().to_string(),
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn crawl_is_bounded_breadth_first_obeys_robots_and_runs_as_a_job() {
+    let env = Env::new(1).await;
+    open_web(&env, "[web]\nmin_interval_ms = 0\n");
+    let pool = env.pool();
+    let start = web_url(&env, "news.web.test", "/site/");
+    let crawl = |args: Value| {
+        let pool = pool.clone();
+        async move { tools::crawl::run(&pool, args, &Default::default()).await }
+    };
+    let r = crawl(json!({"url": start, "max_depth": 1, "max_pages": 50, "format": "text"}))
+        .await
+        .expect("crawl");
+    assert_eq!(r["status"], "completed");
+    assert_eq!(
+        paths(&r),
+        [
+            "/site/",
+            "/site/blog/",
+            "/site/about",
+            "/site/article",
+            "/site/search",
+            "/site/more",
+            "/site/private/open",
+            "/site/about?ref=home"
+        ],
+        "breadth-first, each URL once, one host, depth 1"
+    );
+    let article = &r["pages"][3];
+    assert_eq!(
+        (article["status"].as_u64(), article["title"].as_str()),
+        (Some(200), Some("Kettles compared"))
+    );
+    assert!(
+        article["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains(site::ARTICLE_P1)
+    );
+    assert_eq!(article["depth"], 1);
+    let skipped = r["skipped"].as_array().expect("skipped");
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(
+        skipped[0]["url"]
+            .as_str()
+            .unwrap_or("")
+            .ends_with("/site/private/secret")
+    );
+    assert!(
+        skipped[0]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("`Disallow: /site/private/`")
+    );
+    assert!(
+        !env.testbed
+            .log()
+            .iter()
+            .any(|l| l.path.starts_with("/site/private/secret")),
+        "robots.txt honoured"
+    );
+
+    // exclude, max_pages, max_depth.
+    let r = crawl(json!({"url": start, "max_depth": 2, "max_pages": 3, "exclude": ["/site/blog/**", "/site/about"]}))
+        .await
+        .expect("bounded");
+    assert_eq!(paths(&r), ["/site/", "/site/article", "/site/search"]);
+    let r = crawl(json!({"url": start, "max_depth": 0}))
+        .await
+        .expect("depth 0");
+    assert_eq!(paths(&r), ["/site/"]);
+    let r =
+        crawl(json!({"url": start, "max_depth": 3, "max_pages": 20, "include": ["/site/blog/**"]}))
+            .await
+            .expect("include");
+    assert_eq!(
+        paths(&r),
+        [
+            "/site/",
+            "/site/blog/",
+            "/site/blog/post-1",
+            "/site/blog/post-2",
+            "/site/blog/post-3",
+            "/site/blog/archive"
+        ]
+    );
+    let e = crawl(json!({"url": start, "max_pages": 100_000}))
+        .await
+        .expect_err("cap");
+    assert!(e.to_string().contains("web.max_crawl_pages"), "{e}");
+    let e = crawl(json!({"url": start, "include": ["/a/[b"]}))
+        .await
+        .expect_err("glob");
+    assert!(
+        e.to_string().contains("`include`: `/a/[b` is not a glob"),
+        "{e}"
+    );
+
+    // As a job: the id at once, the pages through crawl_status, paged.
+    let job = crawl(
+        json!({"url": start, "max_depth": 1, "max_pages": 50, "async": true, "format": "links"}),
+    )
+    .await
+    .expect("async");
+    let id = job["id"].as_str().expect("id").to_string();
+    let status = |args: Value| {
+        let pool = pool.clone();
+        async move { tools::crawl_status::run(&pool, args).await }
+    };
+    let mut done = Value::Null;
+    for _ in 0..100 {
+        done = status(json!({"id": id})).await.expect("status");
+        if done["status"] != "running" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(done["status"], "completed");
+    assert_eq!(paths(&done).len(), 8);
+    assert_eq!(done["next_start_index"], Value::Null);
+    let rest = status(json!({"id": id, "start_index": 6}))
+        .await
+        .expect("paged");
+    assert_eq!(paths(&rest), ["/site/private/open", "/site/about?ref=home"]);
+    let e = status(json!({"id": "nope"})).await.expect_err("unknown id");
+    assert!(e.to_string().contains("no crawl `nope`"), "{e}");
+    // Finished jobs are kept in the data dir: a new pool reads them back.
+    shutdown_and_check(&pool).await;
+    drop(pool);
+    let pool = env.pool();
+    let again = tools::crawl_status::run(&pool, json!({"id": id}))
+        .await
+        .expect("kept");
+    assert_eq!(paths(&again), paths(&done));
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn a_crawl_stops_within_a_second_of_being_cancelled() {
+    let env = Env::new(1).await;
+    // Slow on purpose: a page every 700 ms.
+    open_web(&env, "[web]\nmin_interval_ms = 700\n");
+    let pool = env.pool();
+    let start = web_url(&env, "news.web.test", "/site/");
+    let site_requests = || {
+        env.testbed
+            .log()
+            .iter()
+            .filter(|l| l.path.starts_with("/site/"))
+            .count()
+    };
+    let args = json!({"url": start, "max_depth": 2, "max_pages": 20, "async": true});
+    let job = tools::crawl::run(&pool, args, &Default::default())
+        .await
+        .expect("async");
+    let id = job["id"].as_str().expect("id").to_string();
+    while site_requests() < 2 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let asked = std::time::Instant::now();
+    let r = tools::crawl_status::run(&pool, json!({"id": id, "cancel": true}))
+        .await
+        .expect("cancel");
+    assert_eq!(r["status"], "cancelled");
+    assert!(
+        asked.elapsed() < std::time::Duration::from_secs(1),
+        "{:?}",
+        asked.elapsed()
+    );
+    let at_cancel = site_requests();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert_eq!(site_requests(), at_cancel, "requests after the cancel");
+    assert!(r["pages_done"].as_u64().unwrap_or(0) >= 1);
+
+    // A call that waits is cancelled by dropping it (what an MCP cancel does).
+    let before = site_requests();
+    let opts = idpool::tiers::RunOptions::default();
+    let sync = tools::crawl::run(
+        &pool,
+        json!({"url": start, "max_depth": 2, "max_pages": 20}),
+        &opts,
+    );
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(1600), sync)
+            .await
+            .is_err()
+    );
+    let at_drop = site_requests();
+    assert!(at_drop > before, "it ran");
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert_eq!(
+        site_requests(),
+        at_drop,
+        "requests after the call was dropped"
+    );
+    shutdown_and_check(&pool).await;
+}

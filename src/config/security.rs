@@ -57,6 +57,8 @@ pub struct WebConfig {
     pub max_in_flight: usize,
     /// Requests in flight at once to one host over the whole pool.
     pub global_max_in_flight: usize,
+    /// Largest `max_pages` a crawl may ask for.
+    pub max_crawl_pages: usize,
 }
 
 impl Default for WebConfig {
@@ -68,6 +70,7 @@ impl Default for WebConfig {
             min_interval_ms: 1000,
             max_in_flight: 1,
             global_max_in_flight: 2,
+            max_crawl_pages: 200,
         }
     }
 }

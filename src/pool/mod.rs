@@ -13,6 +13,7 @@ mod circuit;
 pub mod events;
 mod identity;
 mod isolation;
+pub mod jobs;
 mod lease;
 mod live;
 mod lock;
@@ -94,6 +95,8 @@ struct Inner {
     /// `[web]`: politeness and robots for hosts no strategy covers.
     web: crate::config::WebConfig,
     robots: robots::Cache,
+    /// Crawls running past their call, and those kept after.
+    jobs: jobs::Jobs,
     guard: Arc<Guard>,
     events: Arc<Events>,
     calibrator: Option<Arc<crate::calibrate::Calibrator>>,
@@ -187,6 +190,7 @@ impl Pool {
                 allowed_hosts: cfg.security.allowed_hosts.clone(),
                 web: cfg.web.clone(),
                 robots: robots::Cache::default(),
+                jobs: jobs::Jobs::open(&cfg.pool.data_dir, stop.child_token()),
                 guard,
                 events,
                 calibrator,
@@ -493,6 +497,16 @@ impl Pool {
     /// The SSRF guard every fetch goes through.
     pub fn guard(&self) -> &Arc<Guard> {
         &self.inner.guard
+    }
+
+    /// The `[web]` settings (hosts no strategy covers, crawls).
+    pub fn web_config(&self) -> &crate::config::WebConfig {
+        &self.inner.web
+    }
+
+    /// Background jobs (crawls).
+    pub fn jobs(&self) -> &jobs::Jobs {
+        &self.inner.jobs
     }
 
     /// The `[cascade]` settings.

@@ -25,6 +25,8 @@ macro_rules! tools {
 tools!(
     scrape,
     map,
+    crawl,
+    crawl_status,
     get_reviews,
     extract,
     list_strategies,

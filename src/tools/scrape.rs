@@ -229,6 +229,8 @@ struct Plan {
     extractor: Option<Extractor>,
     browse: BrowseOptions,
     headers: Vec<(String, String)>,
+    mode: Mode,
+    slot: Option<usize>,
 }
 
 fn plan(a: &Args) -> Result<Plan> {
@@ -302,6 +304,8 @@ fn plan(a: &Args) -> Result<Plan> {
         extractor,
         browse,
         headers,
+        mode: a.mode,
+        slot: a.slot,
     })
 }
 
@@ -310,7 +314,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
     let plan = plan(&a)?;
     pool.guard().check_static(&plan.url)?;
     let fetched = match a.timeout {
-        Some(t) => tokio::time::timeout(Duration::from_secs(t), fetch(pool, &plan, &a, opts))
+        Some(t) => tokio::time::timeout(Duration::from_secs(t), fetch(pool, &plan, opts))
             .await
             .map_err(|_| {
                 Error::new(
@@ -318,7 +322,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
                     format!("scraping {} took longer than `timeout` ({t} s)", plan.url),
                 )
             })??,
-        None => fetch(pool, &plan, &a, opts).await?,
+        None => fetch(pool, &plan, opts).await?,
     };
     let r = &fetched.response;
     if fetched.outcome.is_failure() {
@@ -432,8 +436,23 @@ pub fn png_size(png: &[u8]) -> Option<(u32, u32)> {
     Some((be(16..20)?, be(20..24)?))
 }
 
-async fn fetch(pool: &Pool, plan: &Plan, a: &Args, opts: &RunOptions) -> Result<Fetched> {
-    let slot = a.slot.or(opts.slot);
+/// One page as `scrape` fetches it in `auto` mode, with nothing else asked
+/// (a crawl's pages).
+pub async fn fetch_page(pool: &Pool, url: url::Url, opts: &RunOptions) -> Result<Fetched> {
+    let plan = Plan {
+        url,
+        formats: vec![Format::Markdown],
+        extractor: None,
+        browse: BrowseOptions::default(),
+        headers: Vec::new(),
+        mode: Mode::Auto,
+        slot: None,
+    };
+    fetch(pool, &plan, opts).await
+}
+
+async fn fetch(pool: &Pool, plan: &Plan, opts: &RunOptions) -> Result<Fetched> {
+    let slot = plan.slot.or(opts.slot);
     let report = |f: &Fetched| {
         opts.report(|| {
             format!(
@@ -448,10 +467,10 @@ async fn fetch(pool: &Pool, plan: &Plan, a: &Args, opts: &RunOptions) -> Result<
     let url = plan.url.clone();
     let mut req = FetchRequest::get(url.clone());
     req.headers = plan.headers.clone();
-    let wait_for = a.wait_for.as_deref();
+    let wait_for = plan.browse.wait_for.as_deref();
     let browser_only = !plan.browse.actions.is_empty() || plan.browse.capture != Capture::default();
     let lease = pool.lease_for(&url, slot).await?;
-    let fetched = match a.mode {
+    let fetched = match plan.mode {
         Mode::Browser => lease.browse_with(url, &plan.browse, |_, _| ()).await.map(|(f, ())| f),
         Mode::Auto if browser_only => {
             lease.browse_with(url, &plan.browse, |_, _| ()).await.map(|(f, ())| f)
@@ -509,7 +528,7 @@ fn via(v: Via) -> &'static str {
 }
 
 /// A page in one text format.
-fn convert(page: &Page, raw: &str, format: Format, only_main: bool) -> Result<String> {
+pub fn convert(page: &Page, raw: &str, format: Format, only_main: bool) -> Result<String> {
     Ok(match format {
         Format::Markdown => page.markdown(only_main)?,
         Format::Html => page.cleaned_html(only_main),

@@ -1,0 +1,353 @@
+//! `crawl`: a bounded breadth-first crawl of one host from a URL, each page
+//! fetched as `scrape` fetches it (through the pool, politely, obeying
+//! robots.txt), returned with its status, title and one text format. Every
+//! crawl is a job (`pool::jobs`): `async: true` returns its id at once,
+//! otherwise the call waits for it; `crawl_status` pages through the
+//! results and cancels.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+
+use globset::{GlobSet, GlobSetBuilder};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::scrape::{self, Format};
+use super::spec::{Annotations, Description, Role, Spec, input_schema, invalid, parse, result_schema};
+use crate::error::{ErrorKind, Result};
+use crate::pool::jobs::{Job, Status};
+use crate::pool::Pool;
+use crate::tiers::RunOptions;
+use crate::web::Page;
+
+pub const SPEC: Spec = Spec {
+    name: "crawl",
+    role: Role::Operator,
+    title: "Crawl a site",
+    description: Description::Fixed(
+        "Crawl one host breadth-first from a URL: up to `max_pages` pages, `max_depth` links \
+         deep, `include`/`exclude` path globs, each URL once, politely and obeying robots.txt. \
+         Returns each page's URL, status, title and content in `format`. `async: true` returns \
+         a job id at once; `crawl_status` pages through the results (`start_index`) and cancels.",
+    ),
+    input: input_schema::<Args>,
+    strategy_enum: false,
+    output: || result_schema(result_properties(), &["id", "status", "pages"]),
+    annotations: Annotations::READS_SITES,
+    progress: true,
+    run: |pool, args, opts| Box::pin(run(pool, args, opts)),
+};
+
+/// The result of `crawl` and `crawl_status`.
+pub fn result_properties() -> Value {
+    json!({
+        "id": {"type": "string", "description": "The crawl's job id (for crawl_status)."},
+        "status": {"type": "string", "enum": ["running", "completed", "cancelled", "failed"]},
+        "url": {"type": "string"},
+        "pages_done": {"type": "integer"},
+        "pages": {"type": "array", "items": {"type": "object", "properties": {
+            "url": {"type": "string"}, "status": {"type": ["integer", "null"]},
+            "title": {"type": ["string", "null"]}, "depth": {"type": "integer"},
+            "content": {"type": "string"}, "truncated": {"type": "boolean"},
+            "error": {"type": "string"}
+        }}},
+        "skipped": {"type": "array", "description": "URLs not fetched and why (robots.txt)."},
+        "start_index": {"type": "integer"},
+        "next_start_index": {"type": ["integer", "null"]},
+        "error": {"type": ["string", "null"]},
+    })
+}
+
+/// Defaults and bounds.
+pub const DEFAULT_PAGES: usize = 10;
+pub const DEFAULT_DEPTH: usize = 2;
+pub const MAX_DEPTH: usize = 10;
+pub const DEFAULT_PAGE_CHARS: usize = 10_000;
+/// Content characters in one answer (pages past them come with the next `start_index`).
+pub const ANSWER_CHARS: usize = 200_000;
+
+fn default_pages() -> usize {
+    DEFAULT_PAGES
+}
+fn default_depth() -> usize {
+    DEFAULT_DEPTH
+}
+fn default_page_chars() -> usize {
+    DEFAULT_PAGE_CHARS
+}
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// Where to start (any public http(s) URL); only its host is crawled.
+    url: String,
+    /// At most this many pages (capped by web.max_crawl_pages).
+    #[serde(default = "default_pages")]
+    #[schemars(range(min = 1))]
+    max_pages: usize,
+    /// How many links away from the start page (0: the start page only).
+    #[serde(default = "default_depth")]
+    #[schemars(range(max = MAX_DEPTH))]
+    max_depth: usize,
+    /// Path globs a page must match (`/blog/*`, `/docs/**`); none: every path.
+    #[serde(default)]
+    include: Vec<String>,
+    /// Path globs no page may match.
+    #[serde(default)]
+    exclude: Vec<String>,
+    /// Each page as `markdown` (default), `html`, `raw_html`, `text` or `links`.
+    #[serde(default)]
+    format: Format,
+    /// markdown, html and text: the main content only (default true).
+    #[serde(default = "yes")]
+    only_main_content: bool,
+    /// At most this many characters of each page's content.
+    #[serde(default = "default_page_chars")]
+    #[schemars(range(min = 1, max = 1_000_000))]
+    max_chars: usize,
+    /// Return a job id at once; read the pages with crawl_status.
+    #[serde(default, rename = "async")]
+    background: bool,
+}
+
+/// The checked crawl.
+struct Plan {
+    start: url::Url,
+    host: String,
+    max_pages: usize,
+    max_depth: usize,
+    include: Option<GlobSet>,
+    exclude: Option<GlobSet>,
+    format: Format,
+    only_main: bool,
+    max_chars: usize,
+}
+
+fn globs(field: &str, patterns: &[String]) -> Result<Option<GlobSet>> {
+    if patterns.is_empty() {
+        return Ok(None);
+    }
+    let mut b = GlobSetBuilder::new();
+    for p in patterns {
+        let glob = globset::GlobBuilder::new(p)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| invalid(format!("`{field}`: `{p}` is not a glob ({e})")))?;
+        b.add(glob);
+    }
+    b.build()
+        .map(Some)
+        .map_err(|e| invalid(format!("`{field}`: {e}")))
+}
+
+fn plan(pool: &Pool, a: &Args) -> Result<Plan> {
+    let cap = pool.web_config().max_crawl_pages;
+    if a.max_pages == 0 || a.max_pages > cap {
+        return Err(invalid(format!(
+            "`max_pages` must be between 1 and {cap} (web.max_crawl_pages)"
+        )));
+    }
+    if a.max_depth > MAX_DEPTH {
+        return Err(invalid(format!("`max_depth` is at most {MAX_DEPTH}")));
+    }
+    if matches!(a.format, Format::Screenshot | Format::Pdf) {
+        return Err(invalid("a crawl's `format` is a text format (markdown, html, raw_html, text, links)"));
+    }
+    if a.max_chars == 0 {
+        return Err(invalid("`max_chars` must be at least 1"));
+    }
+    let start = url::Url::parse(&a.url)
+        .map_err(|e| invalid(format!("`{}` is not a valid URL ({e})", a.url)))?;
+    pool.guard().check_static(&start)?;
+    Ok(Plan {
+        host: start.host_str().unwrap_or_default().to_ascii_lowercase(),
+        start,
+        max_pages: a.max_pages,
+        max_depth: a.max_depth,
+        include: globs("include", &a.include)?,
+        exclude: globs("exclude", &a.exclude)?,
+        format: a.format,
+        only_main: a.only_main_content,
+        max_chars: a.max_chars,
+    })
+}
+
+impl Plan {
+    /// Whether a link found on a page is crawled: same host, http(s), and
+    /// its path passes `include` and `exclude`.
+    fn follows(&self, url: &url::Url) -> bool {
+        let path = url.path();
+        url.host_str().is_some_and(|h| h.eq_ignore_ascii_case(&self.host))
+            && matches!(url.scheme(), "http" | "https")
+            && self.include.as_ref().is_none_or(|g| g.is_match(path))
+            && self.exclude.as_ref().is_none_or(|g| !g.is_match(path))
+    }
+}
+
+/// The normalised form a crawl dedups by: no fragment, no empty query.
+fn normal(url: &url::Url) -> url::Url {
+    let mut u = url.clone();
+    u.set_fragment(None);
+    if u.query() == Some("") {
+        u.set_query(None);
+    }
+    u
+}
+
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+    let a: Args = parse("crawl", args.clone())?;
+    let plan = plan(pool, &a)?;
+    let job = pool.jobs().start("crawl", args)?;
+    let task = {
+        let (pool, job) = (pool.clone(), job.clone());
+        // A background crawl outlives its call: no progress to it.
+        let opts = RunOptions {
+            progress: if a.background { None } else { opts.progress.clone() },
+            slot: opts.slot,
+            ..RunOptions::default()
+        };
+        tokio::spawn(async move { crawl(&pool, &plan, &job, &opts).await })
+    };
+    if a.background {
+        drop(task);
+        return Ok(answer(&job.record(), 0));
+    }
+    // The call waits; cancelling the call (dropping this future) cancels the job.
+    let guard = job.cancel_token().clone().drop_guard();
+    job.finished().await;
+    let _ = task.await;
+    guard.disarm();
+    Ok(answer(&job.record(), 0))
+}
+
+/// The crawl itself, recording into `job` until done, cancelled or failed.
+async fn crawl(pool: &Pool, plan: &Plan, job: &Arc<Job>, opts: &RunOptions) {
+    let cancel = job.cancel_token().clone();
+    let mut queue: VecDeque<(url::Url, usize)> = VecDeque::from([(normal(&plan.start), 0)]);
+    let mut seen: HashSet<url::Url> = HashSet::from([normal(&plan.start)]);
+    let mut done = 0;
+    while let Some((url, depth)) = queue.pop_front() {
+        if done >= plan.max_pages {
+            break;
+        }
+        if cancel.is_cancelled() {
+            pool.jobs().finish(job, Status::Cancelled, None);
+            return;
+        }
+        if let Some(why) = robots_refusal(pool, &url).await {
+            job.skip(json!({"url": url.as_str(), "reason": why}));
+            continue;
+        }
+        let fetched = tokio::select! {
+            f = scrape::fetch_page(pool, url.clone(), opts) => f,
+            () = cancel.cancelled() => {
+                pool.jobs().finish(job, Status::Cancelled, None);
+                return;
+            }
+        };
+        done += 1;
+        let record = match fetched {
+            Ok(f) => {
+                let raw = f.response.text();
+                let page = Page::parse(&raw, &f.response.final_url);
+                if depth < plan.max_depth {
+                    for (link, _) in page.links() {
+                        let link = normal(&link);
+                        if plan.follows(&link) && seen.insert(link.clone()) {
+                            queue.push_back((link, depth + 1));
+                        }
+                    }
+                }
+                page_record(plan, &f, &page, &raw, depth)
+            }
+            Err(e) => json!({"url": url.as_str(), "status": null, "title": null, "depth": depth,
+                "content": "", "error": e.message()}),
+        };
+        opts.report(|| {
+            format!(
+                "page {done}/{}: {} ({})",
+                plan.max_pages,
+                record["url"].as_str().unwrap_or(""),
+                record["status"]
+            )
+        });
+        job.push(record);
+    }
+    pool.jobs().finish(job, Status::Completed, None);
+}
+
+/// Why robots.txt keeps `url` out, for a host no strategy covers.
+async fn robots_refusal(pool: &Pool, url: &url::Url) -> Option<String> {
+    if !pool.web_config().respect_robots || pool.strategy_for(url).is_some() {
+        return None;
+    }
+    // An unreadable robots.txt is the page fetch's to report.
+    let robots = pool.robots_txt(0, url).await.ok()?;
+    robots.check(url).err()
+}
+
+fn page_record(
+    plan: &Plan,
+    f: &crate::pool::Fetched,
+    page: &Page,
+    raw: &str,
+    depth: usize,
+) -> Value {
+    let r = &f.response;
+    let (content, error) = if f.outcome.is_failure() {
+        (String::new(), Some(format!("{} (HTTP {})", f.outcome.as_str(), r.status)))
+    } else {
+        match scrape::convert(page, raw, plan.format, plan.only_main) {
+            Ok(c) => (c, None),
+            Err(e) => (String::new(), Some(e.message().to_string())),
+        }
+    };
+    let total = content.chars().count();
+    let content: String = content.chars().take(plan.max_chars).collect();
+    let mut v = json!({
+        "url": r.final_url.as_str(), "status": r.status, "title": page.title(), "depth": depth,
+        "outcome": f.outcome.as_str(), "via": match f.via { crate::pool::Via::Http => "http", crate::pool::Via::Browser => "browser" },
+        "content": content, "truncated": total > plan.max_chars,
+    });
+    if let Some(e) = error {
+        v["error"] = json!(e);
+    }
+    v
+}
+
+/// A job's record as `crawl` and `crawl_status` answer: its pages from
+/// `start`, as many as fit in [`ANSWER_CHARS`] of content (at least one).
+pub fn answer(r: &crate::pool::jobs::Record, start: usize) -> Value {
+    let mut pages = Vec::new();
+    let mut chars = 0;
+    for p in r.items.iter().skip(start) {
+        let n = p["content"].as_str().map_or(0, |c| c.chars().count());
+        if !pages.is_empty() && chars + n > ANSWER_CHARS {
+            break;
+        }
+        chars += n;
+        pages.push(p.clone());
+    }
+    let end = start + pages.len();
+    json!({
+        "id": r.id,
+        "status": r.status,
+        "url": r.request["url"],
+        "pages_done": r.items.len(),
+        "pages": pages,
+        "skipped": r.skipped,
+        "start_index": start,
+        // While it runs, more pages may come after the last one returned.
+        "next_start_index": (end < r.items.len() || r.status == Status::Running).then_some(end),
+        "error": r.error,
+    })
+}
+
+/// A job that is not a crawl, or none.
+pub fn not_found(id: &str) -> crate::error::Error {
+    crate::error::Error::new(ErrorKind::NotFound, format!("no crawl `{id}` (finished crawls are kept a day)"))
+}

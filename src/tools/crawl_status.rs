@@ -1,0 +1,51 @@
+//! `crawl_status`: a crawl's pages so far (paged with `start_index`), its
+//! status, and a way to cancel it.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::crawl::{answer, not_found, result_properties};
+use super::spec::{Annotations, Description, Role, Spec, input_schema, parse, result_schema};
+use crate::error::Result;
+use crate::pool::Pool;
+
+pub const SPEC: Spec = Spec {
+    name: "crawl_status",
+    role: Role::Operator,
+    title: "A crawl's status and pages",
+    description: Description::Fixed(
+        "The status of a crawl started by `crawl` (running, completed, cancelled, failed) and its \
+         pages from `start_index` (pass the previous `next_start_index`); `cancel: true` stops it.",
+    ),
+    input: input_schema::<Args>,
+    strategy_enum: false,
+    output: || result_schema(result_properties(), &["id", "status", "pages"]),
+    annotations: Annotations::READS_POOL,
+    progress: false,
+    run: |pool, args, _| Box::pin(run(pool, args)),
+};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// The id `crawl` returned.
+    id: String,
+    /// The first page to return (the previous `next_start_index`).
+    #[serde(default)]
+    start_index: usize,
+    /// Stop the crawl (the pages so far are kept).
+    #[serde(default)]
+    cancel: bool,
+}
+
+pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
+    let a: Args = parse("crawl_status", args)?;
+    let job = pool.jobs().get(&a.id).ok_or_else(|| not_found(&a.id))?;
+    if a.cancel && job.is_running() {
+        job.cancel_token().cancel();
+        // It stops between two requests, or in the middle of one.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), job.finished()).await;
+    }
+    Ok(answer(&job.record(), a.start_index))
+}

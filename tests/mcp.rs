@@ -12,13 +12,9 @@ use common::{chromium_browsers_under, shop, truth};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-const OPERATOR_TOOLS: [&str; 5] = [
-    "scrape",
-    "get_reviews",
-    "extract",
-    "list_strategies",
-    "pool_status",
-];
+fn operator_tools() -> Vec<&'static str> {
+    common::tools_for(idpool::config::Role::Operator)
+}
 
 fn names(v: &Value) -> Vec<String> {
     v.as_array()
@@ -65,7 +61,7 @@ fn check_reviews(out: &Value, item: &str, transport: &str) {
         "{transport}: {progress:?}"
     );
     let tools = names(&out["tools"]);
-    assert_eq!(tools, OPERATOR_TOOLS, "{transport}: an operator's tools");
+    assert_eq!(tools, operator_tools(), "{transport}: an operator's tools");
     for t in out["toolsMeta"].as_array().expect("meta") {
         assert_eq!(t["hasOutputSchema"], true, "{t}");
         assert!(t["annotations"]["readOnlyHint"].is_boolean(), "{t}");
@@ -368,7 +364,10 @@ async fn keys_roles_sessions_and_the_audit_log() {
     assert_eq!(a.status, StatusCode::FORBIDDEN);
     // ... while its owner goes on using it.
     let r = o.call(10, "tools/list", json!({})).await;
-    assert_eq!(r["result"]["tools"].as_array().map(Vec::len), Some(5));
+    assert_eq!(
+        r["result"]["tools"].as_array().map(Vec::len),
+        Some(operator_tools().len())
+    );
 
     // Legacy SSE: the key may come as ?key= on the GET; the session is bound to it.
     let http = reqwest::Client::new();
@@ -579,7 +578,10 @@ async fn bad_requests_get_the_right_errors_and_the_server_keeps_serving() {
 
     // Still serving, same session.
     let r = c.call(11, "tools/list", json!({})).await;
-    assert_eq!(r["result"]["tools"].as_array().map(Vec::len), Some(5));
+    assert_eq!(
+        r["result"]["tools"].as_array().map(Vec::len),
+        Some(operator_tools().len())
+    );
     let r = c
         .tool(
             12,
@@ -774,7 +776,7 @@ async fn legacy_sse_endpoint_messages_pings_and_idle_drop() {
         messages_of("text/event-stream", &ev)[0]["result"]["tools"]
             .as_array()
             .map(Vec::len),
-        Some(5)
+        Some(operator_tools().len())
     );
     // Malformed JSON: 400 with a parse error; the session lives on.
     let r = http
@@ -1008,7 +1010,7 @@ async fn the_stdio_bridge_resumes_when_the_daemon_forgot_its_session() {
         read(&mut out, 2).await["result"]["tools"]
             .as_array()
             .map(Vec::len),
-        Some(5)
+        Some(operator_tools().len())
     );
     // A restarted daemon knows no sessions: the bridge opens a new one itself.
     d.stop().await;

@@ -146,21 +146,7 @@ async fn step(page: &Page, action: &Action, deadline: Instant) -> Result<()> {
             e.click().await.map_err(cdp("focus the field"))?;
             e.type_str(text).await.map_err(cdp("type"))?;
         }
-        Action::Press { key } => {
-            // The focused element, or the body.
-            let e = match page.find_element(":focus").await {
-                Ok(e) => e,
-                Err(_) => find(page, "body").await?,
-            };
-            e.press_key(key).await.map_err(|_| {
-                Error::new(
-                    ErrorKind::InvalidArgument,
-                    format!(
-                        "cannot press key `{key}` (a CDP key name such as Enter, Tab, ArrowDown)"
-                    ),
-                )
-            })?;
-        }
+        Action::Press { key } => super::tab::press(page, key).await?,
         Action::Scroll {
             selector: Some(selector),
             ..
@@ -187,37 +173,19 @@ async fn step(page: &Page, action: &Action, deadline: Instant) -> Result<()> {
         Action::Wait {
             selector: Some(selector),
             ..
-        } => wait_for(page, selector, deadline).await?,
+        } => {
+            super::tab::wait_for(
+                page,
+                &super::tab::Until::Selector(selector.clone()),
+                deadline,
+            )
+            .await?
+        }
         Action::Wait { .. } => {}
     }
     // Let the page react (a click's handler, a submitted form's navigation).
     tokio::time::sleep(Duration::from_millis(50)).await;
     Ok(())
-}
-
-async fn wait_for(page: &Page, selector: &str, deadline: Instant) -> Result<()> {
-    let js = format!(
-        "document.querySelector({}) !== null",
-        serde_json::to_string(selector).unwrap_or_else(|_| "\"\"".into())
-    );
-    loop {
-        let found = page
-            .evaluate(js.as_str())
-            .await
-            .ok()
-            .and_then(|r| r.into_value::<bool>().ok())
-            .unwrap_or(false);
-        if found {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            return Err(Error::new(
-                ErrorKind::Timeout,
-                format!("`{selector}` did not appear"),
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 /// After the page settled: `req`'s actions, then the page read again

@@ -19,6 +19,7 @@ pub mod page;
 pub mod process;
 mod storage;
 mod supervisor;
+pub mod tab;
 mod trust;
 
 pub use launcher::LaunchSpec;
@@ -114,6 +115,10 @@ pub struct SlotBrowser {
     facts: Arc<Mutex<BrowserFacts>>,
     /// The last RSS sample: when, of which pid, MB.
     rss_cache: Mutex<Option<(Instant, u32, u64)>>,
+    /// Interactive sessions' tabs (`tab.rs`): recycling leaves them open,
+    /// and the browser is not closed for idleness while there are any.
+    kept_tabs:
+        Mutex<std::collections::HashSet<chromiumoxide::cdp::browser_protocol::target::TargetId>>,
 }
 
 /// An RSS sample younger than this is reused.
@@ -143,6 +148,7 @@ impl SlotBrowser {
             state: tokio::sync::Mutex::new(None),
             facts: Arc::new(Mutex::new(facts)),
             rss_cache: Mutex::new(None),
+            kept_tabs: Mutex::default(),
         }
     }
 
@@ -165,6 +171,11 @@ impl SlotBrowser {
                 mb
             }
         }
+    }
+
+    /// `browser.op_timeout_secs`: one browser operation's bound.
+    pub fn op_timeout_secs(&self) -> u64 {
+        self.cfg.op_timeout_secs
     }
 
     pub fn spec(&self) -> &LaunchSpec {
@@ -224,7 +235,7 @@ impl SlotBrowser {
         }
         if let Ok(pages) = running.browser.pages().await {
             for p in pages {
-                if *p.target_id() != keep {
+                if *p.target_id() != keep && !self.kept_tabs.lock().contains(p.target_id()) {
                     let _ = p.close().await;
                 }
             }
@@ -431,9 +442,10 @@ impl SlotBrowser {
         let Ok(mut guard) = self.state.try_lock() else {
             return false;
         };
-        let idle_now = guard
-            .as_ref()
-            .is_some_and(|r| r.last_used.elapsed() >= idle);
+        let idle_now = self.kept_tabs.lock().is_empty()
+            && guard
+                .as_ref()
+                .is_some_and(|r| r.last_used.elapsed() >= idle);
         if idle_now {
             tracing::info!(slot = self.spec.slot, "closing idle browser");
             self.close_running(&mut guard).await;
@@ -442,6 +454,8 @@ impl SlotBrowser {
     }
 
     async fn close_running(&self, slot: &mut Option<Running>) {
+        // The sessions' tabs go with the browser.
+        self.kept_tabs.lock().clear();
         if let Some(r) = slot.take() {
             self.stop_running(r).await;
         }

@@ -284,6 +284,7 @@ impl Core {
                     let opts = RunOptions {
                         progress,
                         session: ctx.session.clone(),
+                        caller: Some(ctx.principal.name.clone()),
                         ..RunOptions::default()
                     };
                     tokio::select! {

@@ -7,6 +7,7 @@
 //! memory and its outcome ([`Lease::finish`]) all go through the lease.
 
 mod browse;
+pub mod browsing;
 mod budget;
 mod calibration;
 mod circuit;
@@ -42,6 +43,7 @@ pub use politeness::Site;
 pub use retire::Retirement;
 pub use router::BreakerReport;
 use router::Router;
+pub use router::{WEB, is_web_key, web_key};
 pub use session::Imported;
 pub use slot::{Slot, SlotHealth};
 pub use slot_env::SlotEnv;
@@ -58,23 +60,6 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::http::{FetchRequest, Guard, RootStore};
 use crate::profile;
 use crate::strategy::{Outcome, Registry, Strategy};
-
-/// Hosts no strategy covers (the open web, `security.allowed_hosts`) are
-/// routed each under its own key, `web:<host>`: its own breakers,
-/// politeness (`[web]`) and budget. Metrics label them all `web`.
-pub const WEB: &str = "web";
-
-/// The routing key of a host no strategy covers.
-pub fn web_key(host: &str) -> String {
-    format!("{WEB}:{}", host.trim_end_matches('.').to_ascii_lowercase())
-}
-
-/// Whether `strategy` is an open-web host's key ([`web_key`]).
-pub fn is_web_key(strategy: &str) -> bool {
-    strategy
-        .strip_prefix(WEB)
-        .is_some_and(|r| r.starts_with(':'))
-}
 
 /// The identity pool. Cheap to clone.
 #[derive(Clone)]
@@ -97,6 +82,8 @@ struct Inner {
     robots: robots::Cache,
     /// Crawls running past their call, and those kept after.
     jobs: jobs::Jobs,
+    /// Interactive browser sessions (`browser_*` tools).
+    browsing: browsing::Sessions,
     guard: Arc<Guard>,
     events: Arc<Events>,
     calibrator: Option<Arc<crate::calibrate::Calibrator>>,
@@ -191,6 +178,7 @@ impl Pool {
                 web: cfg.web.clone(),
                 robots: robots::Cache::default(),
                 jobs: jobs::Jobs::open(&cfg.pool.data_dir, stop.child_token()),
+                browsing: browsing::Sessions::default(),
                 guard,
                 events,
                 calibrator,
@@ -212,6 +200,7 @@ impl Pool {
         }
         pool.spawn_browser_watcher();
         pool.spawn_maintenance();
+        pool.spawn_session_reaper();
         let declared: Vec<(usize, std::path::PathBuf)> = (cfg.pool.slot.iter())
             .filter_map(|d| Some((*d.id.get_ref(), d.session.clone()?)))
             .collect();
@@ -420,6 +409,7 @@ impl Pool {
     /// Close every browser (reaping each Chromium) and save every jar.
     pub async fn shutdown(&self) {
         self.inner.stop.cancel();
+        self.reap_browser_sessions(true).await;
         if let Some(c) = &self.inner.calibrator {
             c.shutdown().await;
         }

@@ -20,6 +20,23 @@ use crate::config::{BreakerConfig, WhenAllOpen};
 use crate::error::{Error, ErrorKind, Result};
 use crate::strategy::Politeness;
 
+/// Hosts no strategy covers (the open web, `security.allowed_hosts`) are
+/// routed each under its own key, `web:<host>`: its own breakers,
+/// politeness (`[web]`) and budget. Metrics label them all `web`.
+pub const WEB: &str = "web";
+
+/// The routing key of a host no strategy covers.
+pub fn web_key(host: &str) -> String {
+    format!("{WEB}:{}", host.trim_end_matches('.').to_ascii_lowercase())
+}
+
+/// Whether `strategy` is an open-web host's key ([`web_key`]).
+pub fn is_web_key(strategy: &str) -> bool {
+    strategy
+        .strip_prefix(WEB)
+        .is_some_and(|r| r.starts_with(':'))
+}
+
 #[derive(Default)]
 pub(super) struct Router {
     cursor: HashMap<String, usize>,
@@ -72,7 +89,7 @@ impl Router {
 
     pub(super) fn site(&mut self, slot: usize, strategy: &str, cfg: BreakerConfig) -> &mut Site {
         if !self.sites.contains_key(strategy) {
-            if super::is_web_key(strategy) {
+            if is_web_key(strategy) {
                 self.forget_idle_web_hosts(Instant::now());
             }
             self.sites.insert(strategy.to_string(), HashMap::new());
@@ -91,7 +108,7 @@ impl Router {
     /// Past [`MAX_WEB_HOSTS`] open-web hosts, drop those no one used for
     /// [`WEB_IDLE`] whose breakers are closed and hold nothing in flight.
     fn forget_idle_web_hosts(&mut self, now: Instant) {
-        let web = self.sites.keys().filter(|k| super::is_web_key(k)).count();
+        let web = self.sites.keys().filter(|k| is_web_key(k)).count();
         if web < MAX_WEB_HOSTS {
             return;
         }
@@ -105,7 +122,7 @@ impl Router {
             })
         };
         let gone: Vec<String> = (self.sites.iter_mut())
-            .filter_map(|(k, v)| (super::is_web_key(k) && idle(v)).then_some(k))
+            .filter_map(|(k, v)| (is_web_key(k) && idle(v)).then_some(k))
             .cloned()
             .collect();
         for k in gone {

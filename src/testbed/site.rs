@@ -181,29 +181,44 @@ struct SearchQuery {
     q: Option<String>,
 }
 
-async fn search(Query(q): Query<SearchQuery>) -> Html<String> {
-    let form = "<form id=\"search\" action=\"/site/search\" method=\"get\" role=\"search\"><label for=\"q\">Search the catalog</label> <input id=\"q\" name=\"q\" type=\"search\" placeholder=\"Search\"> <button type=\"submit\">Search</button></form>";
-    let results = match q.q.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+async fn search(Query(q): Query<SearchQuery>) -> Response {
+    let form = "<form id=\"search\" action=\"/site/search\" method=\"get\" role=\"search\">\
+        <label for=\"q\">Search the catalog</label> <input id=\"q\" name=\"q\" type=\"search\" placeholder=\"Search\"> \
+        <label for=\"sort\">Sort by</label> <select id=\"sort\" name=\"sort\"><option value=\"name\">Name</option>\
+        <option value=\"price\">Price</option></select> <button type=\"submit\">Search</button></form>";
+    let term = q.q.as_deref().map(str::trim).filter(|s| !s.is_empty());
+    let results = match term {
         None => String::new(),
         Some(term) => {
             let hits: Vec<&&str> = (CATALOG.iter())
                 .filter(|t| t.to_lowercase().contains(&term.to_lowercase()))
                 .collect();
-            let items: String = hits
-                .iter()
+            let items: String = (hits.iter())
                 .map(|t| format!("<li class=\"result\">{t}</li>"))
                 .collect();
+            let shown = term.replace('&', "&amp;").replace('<', "&lt;");
             format!(
-                "<h2>{} results for “{}”</h2><ul id=\"results\">{items}</ul>",
-                hits.len(),
-                term.replace('<', "&lt;").replace('&', "&amp;")
+                "<h2>{} results for “{shown}”</h2><ul id=\"results\">{items}</ul>",
+                hits.len()
             )
         }
     };
-    Html(page(
+    let html = Html(page(
         "Search",
         &format!("<main><h1>Search</h1>{form}{results}</main>"),
-    ))
+    ));
+    // Like a real site, it remembers the last search in a cookie.
+    match term.filter(|t| t.chars().all(|c| c.is_ascii_alphanumeric())) {
+        Some(t) => (
+            [(
+                header::SET_COOKIE,
+                format!("last_search={t}; Path=/; Max-Age=3600"),
+            )],
+            html,
+        )
+            .into_response(),
+        None => html.into_response(),
+    }
 }
 
 fn more() -> String {

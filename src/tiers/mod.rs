@@ -98,6 +98,8 @@ pub struct RunOptions {
     pub rotate: bool,
     /// Told about every tier attempt and every page (MCP progress notifications).
     pub progress: Option<Progress>,
+    /// The caller's key (its name), for what is bound to it (browser sessions).
+    pub caller: Option<String>,
 }
 
 impl RunOptions {

@@ -6,6 +6,7 @@
 //! Adding a tool: write `tools/<name>.rs` with `pub const SPEC: Spec` (see
 //! `reset_slot.rs` for a small one) and add `<name>` to the `tools!` list below.
 
+mod browsing;
 mod spec;
 
 pub use spec::{Annotations, Description, NoArgs, Role, Run, Spec, input_schema, invalid, parse};
@@ -27,6 +28,16 @@ tools!(
     map,
     crawl,
     crawl_status,
+    browser_open,
+    browser_navigate,
+    browser_snapshot,
+    browser_click,
+    browser_type,
+    browser_press,
+    browser_select,
+    browser_wait_for,
+    browser_screenshot,
+    browser_close,
     get_reviews,
     extract,
     list_strategies,

@@ -32,6 +32,14 @@ impl Annotations {
         idempotent: true,
         open_world: true,
     };
+    /// Acts on a site as a person in a browser would (clicks, typing, a
+    /// form submitted): not read-only, not destructive of ours.
+    pub const ACTS_ON_SITES: Annotations = Annotations {
+        read_only: false,
+        destructive: false,
+        idempotent: false,
+        open_world: true,
+    };
     /// Reads the pool's own state.
     pub const READS_POOL: Annotations = Annotations {
         read_only: true,

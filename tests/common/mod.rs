@@ -227,3 +227,12 @@ pub fn truth(item: &str) -> Vec<serde_json::Value> {
         })
         .collect()
 }
+
+/// The tools a role sees, in `tools/list` order (from the specs, so a new
+/// tool does not break the tests that count them).
+pub fn tools_for(role: idpool::config::Role) -> Vec<&'static str> {
+    (idpool::tools::ALL.iter())
+        .filter(|t| t.role <= role)
+        .map(|t| t.name)
+        .collect()
+}

@@ -1,0 +1,360 @@
+//! Tabs of their own in a slot's Chromium, for interactive sessions
+//! (`browser_*` tools): opened and closed in a turn, kept through tab
+//! recycling, read as an accessibility snapshot whose elements carry refs
+//! (`e12`, as playwright-mcp writes them) that clicks, typing and selects
+//! aim at. Clicks and keys are real input events.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use chromiumoxide::Page;
+use chromiumoxide::cdp::browser_protocol::accessibility::{AxNode, GetFullAxTreeParams};
+use chromiumoxide::cdp::browser_protocol::dom::{
+    BackendNodeId, FocusParams, GetContentQuadsParams, ResolveNodeParams,
+    ScrollIntoViewIfNeededParams,
+};
+use chromiumoxide::cdp::js_protocol::runtime::{CallArgument, CallFunctionOnParams};
+use chromiumoxide::layout::Point;
+
+use super::Turn;
+use super::page::{self, cdp};
+use crate::error::{Error, ErrorKind, Result};
+use crate::jar::PortableCookie;
+
+/// Lines a snapshot holds at most.
+pub const MAX_LINES: usize = 3000;
+
+impl Turn<'_> {
+    /// A new tab with the slot's identity (user agent, language, timezone),
+    /// kept when the working tab is recycled, until [`Turn::close_tab`].
+    pub(crate) async fn open_tab(&mut self) -> Result<Page> {
+        let identity = self.browser.identity.clone();
+        let (browser, _) = self.running().await?;
+        let tab = browser
+            .new_page("about:blank")
+            .await
+            .map_err(cdp("open a tab"))?;
+        page::prepare(&tab, &identity).await?;
+        self.browser
+            .kept_tabs
+            .lock()
+            .insert(tab.target_id().clone());
+        Ok(tab)
+    }
+
+    /// Close a tab [`Turn::open_tab`] opened.
+    pub(crate) async fn close_tab(&mut self, tab: Page) {
+        self.browser.kept_tabs.lock().remove(tab.target_id());
+        let _ = tab.close().await;
+    }
+
+    /// The browser's cookies related to `domain`.
+    pub(crate) async fn cookies(&mut self, domain: &str) -> Result<Vec<PortableCookie>> {
+        let (browser, _) = self.running().await?;
+        page::pull_cookies(browser, domain).await
+    }
+
+    /// Put `cookies` into the browser.
+    pub(crate) async fn push_cookies(
+        &mut self,
+        tab: &Page,
+        cookies: &[PortableCookie],
+    ) -> Result<()> {
+        page::push_cookies(tab, cookies).await
+    }
+}
+
+/// What a snapshot shows, and where its refs point.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub url: String,
+    pub title: String,
+    /// The tree, one `- role "name" [ref=eN]` line per element.
+    pub text: String,
+    pub refs: HashMap<String, BackendNodeId>,
+}
+
+/// Roles that only group: their children are shown in their place.
+const GROUPING: &[&str] = &[
+    "generic",
+    "none",
+    "GenericContainer",
+    "InlineTextBox",
+    "RootWebArea",
+    "LineBreak",
+];
+
+fn value_str(v: Option<&chromiumoxide::cdp::browser_protocol::accessibility::AxValue>) -> String {
+    v.and_then(|v| v.value.as_ref())
+        .map(|v| match v {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+        .unwrap_or_default()
+}
+
+/// The tab's accessibility tree as text, with a ref for every element.
+pub async fn snapshot(tab: &Page) -> Result<Snapshot> {
+    let tree = tab
+        .execute(GetFullAxTreeParams::default())
+        .await
+        .map_err(cdp("read the accessibility tree"))?;
+    let nodes: HashMap<&str, &AxNode> = (tree.result.nodes.iter())
+        .map(|n| (n.node_id.inner().as_str(), n))
+        .collect();
+    let mut out = Snapshot {
+        url: tab.url().await.ok().flatten().unwrap_or_default(),
+        title: tab.get_title().await.ok().flatten().unwrap_or_default(),
+        ..Snapshot::default()
+    };
+    let mut lines = Vec::new();
+    if let Some(root) = tree.result.nodes.first() {
+        render(root, &nodes, 0, &mut lines, &mut out.refs);
+    }
+    if lines.len() > MAX_LINES {
+        lines.truncate(MAX_LINES);
+        lines.push(format!("- … (cut at {MAX_LINES} lines)"));
+    }
+    out.text = lines.join("\n");
+    Ok(out)
+}
+
+fn render(
+    node: &AxNode,
+    nodes: &HashMap<&str, &AxNode>,
+    depth: usize,
+    lines: &mut Vec<String>,
+    refs: &mut HashMap<String, BackendNodeId>,
+) {
+    let children: Vec<&AxNode> = (node.child_ids.iter().flatten())
+        .filter_map(|id| nodes.get(id.inner().as_str()).copied())
+        .collect();
+    let role = value_str(node.role.as_ref());
+    let name = value_str(node.name.as_ref())
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    if node.ignored
+        || (GROUPING.contains(&role.as_str()) && (name.is_empty() || role == "RootWebArea"))
+    {
+        for c in children {
+            render(c, nodes, depth, lines, refs);
+        }
+        return;
+    }
+    let indent = "  ".repeat(depth);
+    if role == "StaticText" {
+        if !name.is_empty() {
+            lines.push(format!("{indent}- text: {name}"));
+        }
+        return;
+    }
+    let mut line = format!("{indent}- {role}");
+    if !name.is_empty() {
+        line.push_str(&format!(" {}", serde_json::Value::String(name.clone())));
+    }
+    for p in node.properties.iter().flatten() {
+        let key = format!("{:?}", p.name).to_lowercase();
+        let v = value_str(Some(&p.value));
+        match key.as_str() {
+            "level" => line.push_str(&format!(" [level={v}]")),
+            "checked" | "pressed" | "expanded" | "selected" if v == "true" => {
+                line.push_str(&format!(" [{key}]"));
+            }
+            "disabled" if v == "true" => line.push_str(" [disabled]"),
+            _ => {}
+        }
+    }
+    let value = value_str(node.value.as_ref());
+    if !value.is_empty() {
+        line.push_str(&format!(": {}", serde_json::Value::String(value)));
+    }
+    if let Some(id) = node.backend_dom_node_id {
+        let r = format!("e{}", refs.len() + 1);
+        line.push_str(&format!(" [ref={r}]"));
+        refs.insert(r, id);
+    }
+    // Children that only repeat the name (a link's or button's text) are not shown.
+    let text: String = (children.iter())
+        .filter(|c| value_str(c.role.as_ref()) == "StaticText")
+        .map(|c| value_str(c.name.as_ref()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let only_text = children
+        .iter()
+        .all(|c| value_str(c.role.as_ref()) == "StaticText");
+    if children.is_empty()
+        || (only_text && text.split_whitespace().collect::<Vec<_>>().join(" ") == name)
+    {
+        lines.push(line);
+        return;
+    }
+    line.push(':');
+    lines.push(line);
+    for c in children {
+        render(c, nodes, depth + 1, lines, refs);
+    }
+}
+
+/// Click the element at its centre, scrolled into view first.
+pub async fn click(tab: &Page, node: BackendNodeId) -> Result<()> {
+    let _ = tab
+        .execute(
+            ScrollIntoViewIfNeededParams::builder()
+                .backend_node_id(node)
+                .build(),
+        )
+        .await;
+    let quads = tab
+        .execute(
+            GetContentQuadsParams::builder()
+                .backend_node_id(node)
+                .build(),
+        )
+        .await
+        .map_err(|_| gone("is not on the page any more"))?;
+    let q = (quads.result.quads.first())
+        .map(|q| q.inner().clone())
+        .filter(|q| q.len() == 8)
+        .ok_or_else(|| gone("has no box to click (hidden?)"))?;
+    let x = (q[0] + q[2] + q[4] + q[6]) / 4.0;
+    let y = (q[1] + q[3] + q[5] + q[7]) / 4.0;
+    tab.click(Point { x, y }).await.map_err(cdp("click"))?;
+    Ok(())
+}
+
+fn gone(what: &str) -> Error {
+    Error::new(
+        ErrorKind::NotFound,
+        format!("the element {what}; take a new snapshot"),
+    )
+}
+
+/// Focus the element, type `text`, and press Enter when `submit`.
+pub async fn type_into(tab: &Page, node: BackendNodeId, text: &str, submit: bool) -> Result<()> {
+    tab.execute(FocusParams::builder().backend_node_id(node).build())
+        .await
+        .map_err(|_| gone("cannot take the focus"))?;
+    let focused = tab
+        .find_element(":focus")
+        .await
+        .map_err(|_| gone("lost the focus"))?;
+    focused.type_str(text).await.map_err(cdp("type"))?;
+    if submit {
+        focused
+            .press_key("Enter")
+            .await
+            .map_err(cdp("press Enter"))?;
+    }
+    Ok(())
+}
+
+/// Press `key` on the focused element (or the body).
+pub async fn press(tab: &Page, key: &str) -> Result<()> {
+    let e = match tab.find_element(":focus").await {
+        Ok(e) => e,
+        Err(_) => tab
+            .find_element("body")
+            .await
+            .map_err(cdp("find the page's body"))?,
+    };
+    e.press_key(key).await.map_err(|_| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("cannot press key `{key}` (a key name such as Enter, Tab, ArrowDown, a)"),
+        )
+    })?;
+    Ok(())
+}
+
+/// Select `values` (by value or label) in a `<select>`; the page gets its
+/// `input` and `change` events.
+pub async fn select(tab: &Page, node: BackendNodeId, values: &[String]) -> Result<Vec<String>> {
+    let object = tab
+        .execute(ResolveNodeParams::builder().backend_node_id(node).build())
+        .await
+        .map_err(|_| gone("is not on the page any more"))?
+        .result
+        .object
+        .object_id
+        .ok_or_else(|| gone("cannot be reached"))?;
+    let js = "function(values) { if (this.tagName !== 'SELECT') throw new Error('not a <select>'); \
+              const wanted = o => values.includes(o.value) || values.includes(o.label); \
+              if (this.multiple) { for (const o of this.options) o.selected = wanted(o); } \
+              else { const i = Array.from(this.options).findIndex(wanted); if (i < 0) throw new Error('no option ' + JSON.stringify(values)); this.selectedIndex = i; } \
+              this.dispatchEvent(new Event('input', {bubbles: true})); this.dispatchEvent(new Event('change', {bubbles: true})); \
+              return Array.from(this.selectedOptions).map(o => o.value); }";
+    let call = CallFunctionOnParams::builder()
+        .function_declaration(js)
+        .object_id(object)
+        .argument(
+            CallArgument::builder()
+                .value(serde_json::json!(values))
+                .build(),
+        )
+        .return_by_value(true)
+        .build()
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("select: {e}")))?;
+    let r = tab.execute(call).await.map_err(cdp("select"))?;
+    if let Some(ex) = &r.result.exception_details {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "cannot select: {}",
+                ex.exception
+                    .as_ref()
+                    .and_then(|e| e.description.clone())
+                    .unwrap_or_else(|| ex.text.clone())
+            ),
+        ));
+    }
+    Ok((r.result.result.value.as_ref())
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default())
+}
+
+/// What `wait_for` waits for.
+#[derive(Debug, Clone)]
+pub enum Until {
+    Text(String),
+    Selector(String),
+    Time(Duration),
+}
+
+/// Wait until the page shows `until`, or fail at `deadline`.
+pub async fn wait_for(tab: &Page, until: &Until, deadline: Instant) -> Result<()> {
+    let js = match until {
+        Until::Time(d) => {
+            tokio::time::sleep(*d).await;
+            return Ok(());
+        }
+        Until::Text(t) => format!(
+            "(document.body && document.body.innerText.includes({}))",
+            serde_json::Value::String(t.clone())
+        ),
+        Until::Selector(s) => format!(
+            "document.querySelector({}) !== null",
+            serde_json::Value::String(s.clone())
+        ),
+    };
+    loop {
+        let found = (tab.evaluate(js.as_str()).await.ok())
+            .and_then(|r| r.into_value::<bool>().ok())
+            .unwrap_or(false);
+        if found {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            let what = match until {
+                Until::Text(t) => format!("the text `{t}`"),
+                Until::Selector(s) => format!("`{s}`"),
+                Until::Time(_) => "the time".into(),
+            };
+            return Err(Error::new(
+                ErrorKind::Timeout,
+                format!("{what} did not appear in time"),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,331 @@
+//! Interactive browser sessions on an identity (the `browser_*` tools): a
+//! tab of its own in a slot's Chromium, with the slot's cookies, bound to
+//! the caller (API key and MCP session) that opened it. Every operation
+//! takes the slot's browser turn (one operation at a time, with the slot's
+//! other browser work), every navigation goes through the guard (and
+//! robots.txt for hosts no strategy covers) and the slot's egress; the
+//! cookies of every site visited go back into the jar when the session
+//! closes or idles out.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::Pool;
+use crate::browser::tab::{self, Snapshot, Until};
+use crate::error::{Error, ErrorKind, Result};
+
+/// Sessions per slot, and in all.
+pub const MAX_PER_SLOT: usize = 2;
+pub const MAX_SESSIONS: usize = 16;
+/// A session unused this long is closed.
+pub const IDLE: Duration = Duration::from_secs(600);
+
+/// Who may use a session: the key that opened it, over the MCP session it
+/// was opened in (none for REST callers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub key: Option<String>,
+    pub mcp_session: Option<String>,
+}
+
+/// One interactive session.
+pub struct BrowserSession {
+    pub id: String,
+    pub slot: usize,
+    owner: Owner,
+    tab: chromiumoxide::Page,
+    /// The last snapshot's refs.
+    refs: parking_lot::Mutex<
+        HashMap<String, chromiumoxide::cdp::browser_protocol::dom::BackendNodeId>,
+    >,
+    /// Hosts visited (their cookies go back to the jar).
+    hosts: parking_lot::Mutex<BTreeSet<String>>,
+    last_used: parking_lot::Mutex<Instant>,
+}
+
+#[derive(Default)]
+pub(super) struct Sessions {
+    map: parking_lot::Mutex<HashMap<String, Arc<BrowserSession>>>,
+}
+
+/// What one step on a session does.
+pub enum Step<'a> {
+    Navigate(url::Url),
+    Snapshot,
+    Click(&'a str),
+    Type {
+        r#ref: &'a str,
+        text: &'a str,
+        submit: bool,
+    },
+    Press(&'a str),
+    Select {
+        r#ref: &'a str,
+        values: &'a [String],
+    },
+    WaitFor(Until),
+    Screenshot {
+        full_page: bool,
+    },
+}
+
+/// What a step leaves: the page's snapshot after it (a screenshot instead
+/// for `Screenshot`), and what a select chose.
+pub struct Stepped {
+    pub snapshot: Option<Snapshot>,
+    pub png: Option<Vec<u8>>,
+    pub selected: Vec<String>,
+}
+
+impl Pool {
+    /// Open a session on `slot` (or a slot the router admits for `url`'s
+    /// strategy), at `url` if given.
+    pub async fn open_browser_session(
+        &self,
+        url: Option<url::Url>,
+        strategy: Option<&str>,
+        slot: Option<usize>,
+        owner: Owner,
+    ) -> Result<(Arc<BrowserSession>, Option<Snapshot>)> {
+        let key = match (&url, strategy) {
+            (_, Some(s)) => {
+                self.registry()
+                    .get(s)
+                    .ok_or_else(|| Error::not_found(format!("unknown strategy `{s}`")))?;
+                s.to_string()
+            }
+            (Some(u), None) => match self.strategy_for(u) {
+                Some(s) => s.name().to_string(),
+                None => super::web_key(u.host_str().unwrap_or_default()),
+            },
+            (None, None) => {
+                return Err(Error::new(
+                    ErrorKind::InvalidArgument,
+                    "give `url` or `strategy`",
+                ));
+            }
+        };
+        // The router picks an admitted identity (breakers, proxies); the
+        // lease itself is handed back at once.
+        let slot = self.next_slot(&key, slot).await?.slot();
+        {
+            let map = self.inner.browsing.map.lock();
+            if map.len() >= MAX_SESSIONS
+                || map.values().filter(|s| s.slot == slot).count() >= MAX_PER_SLOT
+            {
+                return Err(Error::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "slot {slot} has {MAX_PER_SLOT} browser sessions open (or the pool {MAX_SESSIONS}): close one first"
+                    ),
+                ));
+            }
+        }
+        let s = &self.inner.slots[slot];
+        let tab = s.browser().turn().await?.open_tab().await?;
+        let session = Arc::new(BrowserSession {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            slot,
+            owner,
+            tab,
+            refs: Default::default(),
+            hosts: Default::default(),
+            last_used: parking_lot::Mutex::new(Instant::now()),
+        });
+        self.inner
+            .browsing
+            .map
+            .lock()
+            .insert(session.id.clone(), session.clone());
+        let first = match url {
+            Some(u) => match self
+                .browser_step(&session.id, &session.owner, Step::Navigate(u))
+                .await
+            {
+                Ok(s) => s.snapshot,
+                Err(e) => {
+                    let _ = self
+                        .close_browser_session(&session.id, &session.owner)
+                        .await;
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
+        Ok((session, first))
+    }
+
+    /// The session `id` if `owner` may use it (to anyone else it does not exist).
+    fn browser_session(&self, id: &str, owner: &Owner) -> Result<Arc<BrowserSession>> {
+        let map = self.inner.browsing.map.lock();
+        match map.get(id) {
+            Some(s) if s.owner == *owner => Ok(s.clone()),
+            _ => Err(Error::not_found(format!(
+                "no browser session `{id}` for this caller (it closed, idled out after {} s, or belongs to another key or MCP session)",
+                IDLE.as_secs()
+            ))),
+        }
+    }
+
+    /// One step on a session, in the slot's browser turn.
+    pub async fn browser_step(&self, id: &str, owner: &Owner, step: Step<'_>) -> Result<Stepped> {
+        let session = self.browser_session(id, owner)?;
+        *session.last_used.lock() = Instant::now();
+        let slot = &self.inner.slots[session.slot];
+        let deadline = Instant::now() + Duration::from_secs(slot.browser().op_timeout_secs());
+        let mut turn = slot.browser().turn().await?;
+        let t = &session.tab;
+        // Focus, keys and rendering follow the tab in front (the working
+        // tab may have been recycled in front of it meanwhile).
+        t.bring_to_front().await.map_err(|_| {
+            Error::new(
+                ErrorKind::NotFound,
+                format!("the tab of browser session `{id}` is gone (its browser restarted); open a new session"),
+            )
+        })?;
+        let node = |r: &str| {
+            session.refs.lock().get(r).copied().ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidArgument,
+                    format!(
+                        "no element `{r}` in the last snapshot; take a snapshot and use its refs"
+                    ),
+                )
+            })
+        };
+        let mut out = Stepped {
+            snapshot: None,
+            png: None,
+            selected: Vec::new(),
+        };
+        match step {
+            Step::Navigate(url) => {
+                self.inner.guard.check(&url).await?;
+                if self.strategy_for(&url).is_none() {
+                    self.inner.robots.check(slot, &self.inner.web, &url).await?;
+                }
+                let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
+                let cookies = slot.jar().export_for_domain(&host);
+                turn.push_cookies(t, &cookies).await?;
+                session.hosts.lock().insert(host);
+                let normal = |_: &str, _: &str, _: u16| crate::browser::PageState::Normal;
+                crate::browser::page::navigate(t, url.as_str(), None, &normal, deadline).await?;
+                let here = t
+                    .url()
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|u| url::Url::parse(&u).ok());
+                if let Some(here) = here.filter(|u| u.scheme() != "about") {
+                    self.inner.guard.check(&here).await.map_err(|e| {
+                        Error::refused(format!(
+                            "the browser was redirected to {here}: {}",
+                            e.message()
+                        ))
+                    })?;
+                    session
+                        .hosts
+                        .lock()
+                        .insert(here.host_str().unwrap_or_default().to_ascii_lowercase());
+                }
+            }
+            Step::Snapshot => {}
+            Step::Click(r) => tab::click(t, node(r)?).await?,
+            Step::Type {
+                r#ref,
+                text,
+                submit,
+            } => tab::type_into(t, node(r#ref)?, text, submit).await?,
+            Step::Press(key) => tab::press(t, key).await?,
+            Step::Select { r#ref, values } => {
+                out.selected = tab::select(t, node(r#ref)?, values).await?
+            }
+            Step::WaitFor(until) => tab::wait_for(t, &until, deadline).await?,
+            Step::Screenshot { full_page } => {
+                let shot = crate::browser::actions::capture(
+                    t,
+                    crate::browser::Capture {
+                        screenshot: Some(full_page),
+                        pdf: false,
+                    },
+                )
+                .await?;
+                out.png = shot.png;
+                return Ok(out);
+            }
+        }
+        // What the step led to: a form submitted, a page loaded.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let _ = tab::wait_for(t, &Until::Selector("body".into()), deadline).await;
+        let snap = tab::snapshot(t).await?;
+        *session.refs.lock() = snap.refs.clone();
+        out.snapshot = Some(snap);
+        Ok(out)
+    }
+
+    /// Close a session: its sites' cookies go back into the jar (saved),
+    /// its tab is closed. Returns how many cookies came back.
+    pub async fn close_browser_session(&self, id: &str, owner: &Owner) -> Result<usize> {
+        let session = self.browser_session(id, owner)?;
+        self.inner.browsing.map.lock().remove(id);
+        self.end_session(&session).await
+    }
+
+    async fn end_session(&self, session: &BrowserSession) -> Result<usize> {
+        let slot = &self.inner.slots[session.slot];
+        let mut turn = slot.browser().turn().await?;
+        let mut n = 0;
+        let hosts: Vec<String> = session.hosts.lock().iter().cloned().collect();
+        for h in hosts {
+            let cookies = turn.cookies(&h).await?;
+            n += cookies.len();
+            slot.jar().import(&cookies);
+        }
+        turn.close_tab(session.tab.clone()).await;
+        drop(turn);
+        slot.save_jar().await;
+        Ok(n)
+    }
+
+    /// Close the sessions nobody used for [`IDLE`] (and, at shutdown, all).
+    pub(super) async fn reap_browser_sessions(&self, all: bool) {
+        let idle: Vec<Arc<BrowserSession>> = {
+            let mut map = self.inner.browsing.map.lock();
+            let ids: Vec<String> = (map.iter())
+                .filter(|(_, s)| all || s.last_used.lock().elapsed() >= IDLE)
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.iter().filter_map(|id| map.remove(id)).collect()
+        };
+        for s in idle {
+            if let Err(e) = self.end_session(&s).await {
+                tracing::warn!(session = %s.id, error = %e, "closing an idle browser session");
+            }
+        }
+    }
+
+    /// Sessions open now, per slot.
+    pub fn browser_sessions(&self) -> Vec<(String, usize)> {
+        (self.inner.browsing.map.lock().values())
+            .map(|s| (s.id.clone(), s.slot))
+            .collect()
+    }
+}
+
+impl Pool {
+    /// Every 10 s, close the sessions idle for [`IDLE`].
+    pub(super) fn spawn_session_reaper(&self) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let weak = Arc::downgrade(&self.inner);
+        let stop = self.inner.stop.clone();
+        rt.spawn(async move {
+            let mut clock = super::interval(Duration::from_secs(10));
+            while let Some(inner) = super::tick(&mut clock, &stop, &weak).await {
+                Pool { inner }.reap_browser_sessions(false).await;
+            }
+        });
+    }
+}

@@ -1,0 +1,36 @@
+//! `browser_click`: click an element of the last snapshot.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::browsing::run_step;
+use super::spec::parse;
+use crate::error::Result;
+use crate::pool::Pool;
+use crate::pool::browsing::Step;
+use crate::tiers::RunOptions;
+
+super::browsing::step_spec!(
+    "browser_click",
+    "Click in a browser session",
+    "Click the element `ref` (from the last snapshot) with a real mouse click, then return the page's snapshot.",
+    ACTS_ON_SITES
+);
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// The id `browser_open` returned.
+    session: String,
+    /// The element's ref from the last snapshot (`e12`).
+    r#ref: String,
+    /// What the element is, in words (for the audit log; not used to find it).
+    element: Option<String>,
+}
+
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+    let a: Args = parse("browser_click", args)?;
+    let _ = &a.element;
+    run_step(pool, &a.session, opts, Step::Click(&a.r#ref)).await
+}

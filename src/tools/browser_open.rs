@@ -1,0 +1,65 @@
+//! `browser_open`: an interactive session on an identity: a tab of its own
+//! in a slot's Chromium, with the slot's cookies, bound to the caller.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::browsing::{owner, step_schema};
+use super::spec::{Annotations, Description, Role, Spec, input_schema, invalid, parse};
+use crate::error::Result;
+use crate::pool::Pool;
+use crate::tiers::RunOptions;
+
+pub const SPEC: Spec = Spec {
+    name: "browser_open",
+    role: Role::Operator,
+    title: "Open a browser session",
+    description: Description::Fixed(
+        "Open a tab in a slot's real Chromium (its identity: cookies, fingerprint, IP) for \
+         `url` or a `strategy`'s site, and return a `session` id and, with `url`, the page's \
+         snapshot. Then browser_navigate, browser_snapshot, browser_click, browser_type, \
+         browser_press, browser_select, browser_wait_for, browser_screenshot; browser_close \
+         when done (cookies go back to the slot). Only the caller that opened it can use it; it \
+         closes after 10 minutes unused.",
+    ),
+    input: input_schema::<Args>,
+    strategy_enum: true,
+    output: step_schema,
+    annotations: Annotations::READS_SITES,
+    progress: false,
+    run: |pool, args, opts| Box::pin(run(pool, args, opts)),
+};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// The page to open (any public http(s) URL).
+    url: Option<String>,
+    /// A strategy whose site the session is for (its slots, breakers and cookies).
+    strategy: Option<String>,
+    /// This slot (identity).
+    slot: Option<usize>,
+}
+
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+    let a: Args = parse("browser_open", args)?;
+    let url = a
+        .url
+        .as_deref()
+        .map(|u| url::Url::parse(u).map_err(|e| invalid(format!("`{u}` is not a valid URL ({e})"))))
+        .transpose()?;
+    if let Some(u) = &url {
+        pool.guard().check_static(u)?;
+    }
+    let (session, first) = pool
+        .open_browser_session(url, a.strategy.as_deref(), a.slot.or(opts.slot), owner(opts))
+        .await?;
+    let mut v = json!({"session": session.id, "slot": session.slot});
+    if let Some(s) = first {
+        v["url"] = json!(s.url);
+        v["title"] = json!(s.title);
+        v["snapshot"] = json!(s.text);
+    }
+    Ok(v)
+}

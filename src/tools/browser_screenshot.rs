@@ -1,0 +1,61 @@
+//! `browser_screenshot`: a PNG of a browser session's page.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::browsing::owner;
+use super::spec::{Annotations, Description, Role, Spec, input_schema, parse, result_schema};
+use crate::error::{Error, ErrorKind, Result};
+use crate::pool::Pool;
+use crate::pool::browsing::Step;
+use crate::tiers::RunOptions;
+
+pub const SPEC: Spec = Spec {
+    name: "browser_screenshot",
+    role: Role::Operator,
+    title: "Screenshot of a browser session",
+    description: Description::Fixed(
+        "A PNG of the session's page (the viewport, or `full_page`), as MCP image content.",
+    ),
+    input: input_schema::<Args>,
+    strategy_enum: false,
+    output: || {
+        result_schema(
+            json!({"session": {"type": "string"}, "screenshot": {"type": "object"}}),
+            &["session", "screenshot"],
+        )
+    },
+    annotations: Annotations::READS_SITES,
+    progress: false,
+    run: |pool, args, opts| Box::pin(run(pool, args, opts)),
+};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// The id `browser_open` returned.
+    session: String,
+    /// The whole page rather than the viewport.
+    #[serde(default)]
+    full_page: bool,
+}
+
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+    use base64::Engine as _;
+    let a: Args = parse("browser_screenshot", args)?;
+    let done = pool
+        .browser_step(&a.session, &owner(opts), Step::Screenshot { full_page: a.full_page })
+        .await?;
+    let png = done
+        .png
+        .ok_or_else(|| Error::new(ErrorKind::Internal, "the browser took no screenshot"))?;
+    let (width, height) = super::scrape::png_size(&png)
+        .ok_or_else(|| Error::new(ErrorKind::Internal, "the browser's screenshot is not a PNG"))?;
+    Ok(json!({
+        "session": a.session,
+        "screenshot": {"mime_type": "image/png", "bytes": png.len(), "width": width, "height": height},
+        "media": [{"type": "image", "mime_type": "image/png",
+                   "data": base64::engine::general_purpose::STANDARD.encode(&png)}],
+    }))
+}

@@ -1,0 +1,36 @@
+//! `browser_select`: choose options of a <select>.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::browsing::run_step;
+use super::spec::parse;
+use crate::error::Result;
+use crate::pool::Pool;
+use crate::pool::browsing::Step;
+use crate::tiers::RunOptions;
+
+super::browsing::step_spec!(
+    "browser_select",
+    "Choose options in a browser session",
+    "Select `values` (option values or labels) in the <select> `ref`, then return the page's snapshot.",
+    ACTS_ON_SITES
+);
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// The id `browser_open` returned.
+    session: String,
+    /// The <select>'s ref from the last snapshot.
+    r#ref: String,
+    /// Option values or labels to select.
+    values: Vec<String>,
+}
+
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+    let a: Args = parse("browser_select", args)?;
+    let step = Step::Select { r#ref: &a.r#ref, values: &a.values };
+    run_step(pool, &a.session, opts, step).await
+}

@@ -1,0 +1,42 @@
+//! `browser_type`: type into an element of the last snapshot.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::browsing::run_step;
+use super::spec::parse;
+use crate::error::Result;
+use crate::pool::Pool;
+use crate::pool::browsing::Step;
+use crate::tiers::RunOptions;
+
+super::browsing::step_spec!(
+    "browser_type",
+    "Type in a browser session",
+    "Type `text` into the element `ref` (focused first, real key events); `submit: true` presses Enter after. Returns the page's snapshot.",
+    ACTS_ON_SITES
+);
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// The id `browser_open` returned.
+    session: String,
+    /// The element's ref from the last snapshot.
+    r#ref: String,
+    /// What to type.
+    text: String,
+    /// Press Enter afterwards.
+    #[serde(default)]
+    submit: bool,
+    /// What the element is, in words (not used to find it).
+    element: Option<String>,
+}
+
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+    let a: Args = parse("browser_type", args)?;
+    let _ = &a.element;
+    let step = Step::Type { r#ref: &a.r#ref, text: &a.text, submit: a.submit };
+    run_step(pool, &a.session, opts, step).await
+}

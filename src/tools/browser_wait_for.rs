@@ -1,0 +1,51 @@
+//! `browser_wait_for`: wait for text, an element or a time.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::browsing::run_step;
+use super::spec::{invalid, parse};
+use crate::error::Result;
+use crate::pool::Pool;
+use crate::browser::tab::Until;
+use crate::pool::browsing::Step;
+use crate::tiers::RunOptions;
+
+super::browsing::step_spec!(
+    "browser_wait_for",
+    "Wait in a browser session",
+    "Wait until `text` appears on the page, an element matches `selector`, or `time` seconds pass (one of them; at most the browser's operation timeout), then return the page's snapshot.",
+    READS_SITES
+);
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// The id `browser_open` returned.
+    session: String,
+    /// Text to wait for.
+    text: Option<String>,
+    /// CSS selector to wait for.
+    selector: Option<String>,
+    /// Seconds to wait (at most 30).
+    time: Option<f64>,
+}
+
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+    let a: Args = parse("browser_wait_for", args)?;
+    let until = match (a.text, a.selector, a.time) {
+        (Some(t), None, None) => Until::Text(t),
+        (None, Some(s), None) => {
+            scraper::Selector::parse(&s)
+                .map_err(|e| invalid(format!("`{s}` is not a valid CSS selector ({e})")))?;
+            Until::Selector(s)
+        }
+        (None, None, Some(t)) if t.is_finite() && (0.0..=30.0).contains(&t) => {
+            Until::Time(std::time::Duration::from_secs_f64(t))
+        }
+        (None, None, Some(_)) => return Err(invalid("`time` is 0 to 30 seconds")),
+        _ => return Err(invalid("give one of `text`, `selector` or `time`")),
+    };
+    run_step(pool, &a.session, opts, Step::WaitFor(until)).await
+}

@@ -52,6 +52,8 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
         .expect("open");
     let id = session_of(&open);
     assert_eq!(open["slot"], 0);
+    let status = tools::pool_status::run(&pool);
+    assert_eq!(status["slots"][0]["browser_sessions"], 1);
     assert_eq!(open["title"], "Search");
     // The slot's other browser work goes on beside the session (its tab
     // survives the working tab's recycling).

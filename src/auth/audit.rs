@@ -133,6 +133,8 @@ fn is_secret(name: &str) -> bool {
     ]
     .iter()
     .any(|s| n.contains(s))
+        // What is typed into a page (`browser_type`) may be a password.
+        || n == "text"
 }
 
 /// Arguments as they may be written down: secrets replaced, long strings cut,
@@ -231,7 +233,7 @@ mod tests {
             "url": "http://user:pw@127.0.0.1:8080/x",
             "api_key": "idp_secret",
             "params": {"Cookie": "a=b", "item": "B1"},
-            "text": "x".repeat(1000),
+            "body": "x".repeat(1000),
         }));
         let s = v.to_string();
         assert!(
@@ -250,6 +252,11 @@ mod tests {
             "`http://[redacted]@h.test/x?api_key=[redacted]` is not valid"
         );
         assert!(s.contains("[1000 chars]"), "{s}");
+        let typed = redact(&json!({"session": "abc", "ref": "e3", "text": "hunter2"}));
+        assert_eq!(
+            typed,
+            json!({"session": "[redacted]", "ref": "e3", "text": "[redacted]"})
+        );
         assert_eq!(v["params"]["item"], "B1");
         let big = redact(&json!({"list": vec!["y".repeat(200); 30]}));
         assert!(big.as_str().unwrap().contains("[truncated"), "{big}");

@@ -54,6 +54,7 @@ pub fn run(pool: &Pool) -> Value {
         .filter(|s| s.login().is_some())
         .map(|s| s.name().to_string())
         .collect();
+    let sessions = pool.browser_sessions();
     let slots: Vec<Value> = pool
         .slots()
         .iter()
@@ -94,6 +95,7 @@ pub fn run(pool: &Pool) -> Value {
                 "breakers": breakers,
                 "login": login,
                 "browser": facts,
+                "browser_sessions": sessions.iter().filter(|(_, s)| *s == slot.id).count(),
                 "egress": slot.egress_facts(),
                 "versions": versions(pool, slot, &facts),
                 "calibration": slot.calibration_status(),

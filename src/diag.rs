@@ -91,11 +91,38 @@ pub fn parse_toml<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T, Dia
     })
 }
 
+/// Libraries that log what must not reach a log at debug level (rmcp: raw
+/// tool arguments; chromiumoxide: CDP frames with cookie values; the HTTP
+/// stacks: headers), held at these levels whatever `RUST_LOG` says.
+const PINNED: &[&str] = &[
+    "rmcp=info",
+    "chromiumoxide=error",
+    "tungstenite=info",
+    "tokio_tungstenite=info",
+    "wreq=info",
+    "hyper=info",
+    "hyper_util=info",
+    "h2=info",
+    "reqwest=info",
+];
+
+/// `RUST_LOG` (or `info`), with [`PINNED`] on top.
+pub fn log_filter(spec: Option<&str>) -> tracing_subscriber::EnvFilter {
+    use tracing_subscriber::EnvFilter;
+    let mut filter = spec
+        .and_then(|s| EnvFilter::try_new(s).ok())
+        .unwrap_or_else(|| EnvFilter::new("info"));
+    for pin in PINNED {
+        if let Ok(d) = pin.parse() {
+            filter = filter.add_directive(d);
+        }
+    }
+    filter
+}
+
 /// Logs go to stderr (stdout is reserved for MCP in stdio mode); `RUST_LOG` filters.
 pub fn init_tracing(json: bool) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,chromiumoxide=error"));
+    let filter = log_filter(std::env::var("RUST_LOG").ok().as_deref());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -109,6 +136,38 @@ pub fn init_tracing(json: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rust_log_cannot_open_the_chatty_libraries() {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let writer = buf.clone();
+        let sub = tracing_subscriber::fmt()
+            .with_env_filter(log_filter(Some("trace,rmcp=trace,chromiumoxide=trace")))
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(sub, || {
+            tracing::debug!(target: "rmcp::service", "args token=SECRET1");
+            tracing::trace!(target: "chromiumoxide::conn", "cookie SECRET2");
+            tracing::debug!(target: "wreq::connect", "cookie SECRET3");
+            tracing::info!(target: "rmcp::service", "kept");
+            tracing::debug!(target: "idpool::pool", "ours");
+        });
+        let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert!(!out.contains("SECRET"), "{out}");
+        assert!(out.contains("kept") && out.contains("ours"), "{out}");
+    }
 
     #[test]
     fn lines_are_one_based() {

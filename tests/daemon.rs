@@ -133,7 +133,11 @@ async fn systemd_ready_watchdog_and_stopping() {
     .await
     .expect("join");
     let (sock, first) = sock;
-    assert_eq!(first.as_deref(), Some("READY=1"));
+    let first = first.unwrap_or_default();
+    assert!(
+        first.starts_with("READY=1\nSTATUS=serving 1 slots on 127.0.0.1:"),
+        "{first:?}"
+    );
     // READY came after the port accepts connections (Daemon::start saw /healthz
     // answer, and the port is bound before READY is sent).
     assert!(std::net::TcpStream::connect(("127.0.0.1", d.port)).is_ok());
@@ -150,13 +154,60 @@ async fn systemd_ready_watchdog_and_stopping() {
     .await
     .expect("join");
     assert!(pings >= 3, "WATCHDOG=1 every 200 ms, got {pings} in 3 s");
-    d.signal(libc::SIGTERM);
-    let stopping = tokio::task::spawn_blocking(move || {
-        (0..50).find_map(|_| recv(&sock, Duration::from_millis(200)).filter(|m| m == "STOPPING=1"))
+    // A reload: RELOADING=1 and MONOTONIC_USEC in one datagram (sd_notify(3)),
+    // then READY=1 again.
+    d.signal(libc::SIGHUP);
+    let (sock, reloading, ready) = tokio::task::spawn_blocking(move || {
+        let reloading = (0..50).find_map(|_| {
+            recv(&sock, Duration::from_millis(200)).filter(|m| m.starts_with("RELOADING=1"))
+        });
+        let ready = (0..50).find_map(|_| {
+            recv(&sock, Duration::from_millis(200)).filter(|m| m.starts_with("READY=1"))
+        });
+        (sock, reloading, ready)
     })
     .await
     .expect("join");
-    assert_eq!(stopping.as_deref(), Some("STOPPING=1"));
+    let reloading = reloading.expect("RELOADING=1 sent");
+    let usec = (reloading.lines())
+        .find_map(|l| l.strip_prefix("MONOTONIC_USEC="))
+        .and_then(|u| u.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no MONOTONIC_USEC with RELOADING=1: {reloading:?}"));
+    assert!(usec > 0);
+    assert!(ready.is_some(), "READY=1 after the reload");
+    // Chromium does not inherit the daemon's notify socket or watchdog.
+    let mut c = Mcp::new(&d, None);
+    c.initialize().await;
+    let r = c
+        .tool(
+            2,
+            "scrape",
+            json!({"url": env.url("/product/B0ENV").as_str(), "mode": "browser"}),
+        )
+        .await;
+    assert_eq!(r["result"]["structuredContent"]["via"], "browser", "{r}");
+    let status = c.tool(3, "pool_status", json!({})).await;
+    let pid = status["result"]["structuredContent"]["slots"][0]["browser"]["pid"]
+        .as_u64()
+        .expect("a running browser");
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("environ");
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(environ.contains("HOME="), "read the environment");
+    for var in ["NOTIFY_SOCKET=", "WATCHDOG_USEC="] {
+        assert!(
+            !environ.split('\0').any(|e| e.starts_with(var)),
+            "Chromium has {var}"
+        );
+    }
+    d.signal(libc::SIGTERM);
+    let stopping = tokio::task::spawn_blocking(move || {
+        (0..50).find_map(|_| {
+            recv(&sock, Duration::from_millis(200)).filter(|m| m.starts_with("STOPPING=1"))
+        })
+    })
+    .await
+    .expect("join");
+    assert!(stopping.is_some_and(|m| m.starts_with("STOPPING=1\nSTATUS=")));
     d.wait_exit().await;
 }
 

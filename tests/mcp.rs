@@ -504,16 +504,24 @@ async fn bad_requests_get_the_right_errors_and_the_server_keeps_serving() {
             json!({"item": "B0X", "strategy": "testshop", "page": "two"}),
         )
         .await;
-    assert_eq!(r["error"]["code"], -32602, "{r}");
+    // A bad argument is a tool error the model can read and correct
+    // (MCP 2025-11-25), naming the argument; an unknown tool stays -32602.
+    assert_eq!(r["result"]["isError"], true, "{r}");
     assert!(
-        r["error"]["message"]
+        r["result"]["content"][0]["text"]
             .as_str()
             .unwrap_or("")
             .contains("page"),
         "{r}"
     );
-    let r = c.tool(5, "scrape", json!({"url": 7})).await;
-    assert_eq!(r["error"]["code"], -32602, "{r}");
+    assert_eq!(
+        r["result"]["_meta"]["idpool/error"]["kind"], "invalid_argument",
+        "{r}"
+    );
+    let r = c.tool(5, "scrape", json!({"url": 12345})).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let text = r["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(text.contains("url"), "{r}");
 
     // scrape reports its fetches as progress.
     let a = c
@@ -643,6 +651,14 @@ async fn bad_requests_get_the_right_errors_and_the_server_keeps_serving() {
         text.contains("get_reviews") && text.contains("B0P"),
         "{text}"
     );
+
+    // Ending the session: 200 (the SDKs expect 200 or 204), then it is gone.
+    let a = c.send(c.request(reqwest::Method::DELETE)).await;
+    assert_eq!(a.status, StatusCode::OK);
+    let a = c
+        .post(json!({"jsonrpc": "2.0", "id": 20, "method": "tools/list"}))
+        .await;
+    assert_eq!(a.status, StatusCode::NOT_FOUND);
     d.stop().await;
 }
 

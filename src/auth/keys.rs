@@ -45,6 +45,7 @@ impl Keys {
                 entries: Vec::new(),
             });
         }
+        trusted_file(path)?;
         let (mut doc, text): (KeysDoc, String) = diag::read_toml(path)?;
         for k in &mut doc.key {
             k.sha256 = k.sha256.to_ascii_lowercase();
@@ -165,6 +166,34 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// A keys file anyone but its owner could write would let them add an
+/// admin key: refused when group or others may write it, or when it
+/// belongs to a user other than this process's (or root).
+fn trusted_file(path: &Path) -> Result<(), Diagnostic> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path)
+        .map_err(|e| Diagnostic::file(path, format!("cannot read the keys file: {e}")))?;
+    let mode = meta.mode() & 0o777;
+    if mode & 0o022 != 0 {
+        return Err(Diagnostic::file(
+            path,
+            format!("the keys file is writable by group or others (mode {mode:o}): `chmod 600` it"),
+        ));
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me && meta.uid() != 0 {
+        return Err(Diagnostic::file(
+            path,
+            format!(
+                "the keys file belongs to uid {}, not to this user ({me}) or root: `chown` it",
+                meta.uid()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +219,10 @@ mod tests {
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600
         );
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o664)).unwrap();
+        let e = Keys::load(&path).unwrap_err().to_string();
+        assert!(e.contains("writable by group or others (mode 664)"), "{e}");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         let mut again = Keys::load(&path).unwrap();
         assert_eq!(again.verify(&k).map(|e| e.role), Some(Role::Operator));
         assert!(again.verify("idp_wrong").is_none());

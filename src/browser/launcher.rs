@@ -278,6 +278,16 @@ pub async fn start(spec: &LaunchSpec) -> Result<Started> {
     let home = xdg_dir(spec).join("home");
     super::trust::prepare(spec.slot, &home, &spec.trust_roots).await;
     cmd.env("HOME", &home);
+    // systemd's notify socket and watchdog are the daemon's, not Chromium's.
+    for var in [
+        "NOTIFY_SOCKET",
+        "WATCHDOG_USEC",
+        "WATCHDOG_PID",
+        "LISTEN_FDS",
+        "LISTEN_PID",
+    ] {
+        cmd.env_remove(var);
+    }
     let mut child = cmd.spawn().map_err(|e| {
         Error::new(
             ErrorKind::Io,

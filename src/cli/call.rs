@@ -113,7 +113,7 @@ async fn in_process(cfg: &Config, tool: &str, args: Value) -> anyhow::Result<Exi
             println!("{}", serde_json::to_string_pretty(&v)?);
             Ok(ExitCode::SUCCESS)
         }
-        CallEnd::Failed(f) => {
+        CallEnd::Failed(f) | CallEnd::Invalid(f) => {
             eprintln!("idpool: {tool} failed: {f}");
             Ok(ExitCode::from(2))
         }

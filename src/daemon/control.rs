@@ -207,6 +207,7 @@ pub(super) async fn act(
     {
         CallEnd::Ok(v) => axum::Json(v).into_response(),
         CallEnd::InvalidParams(m) => error(StatusCode::BAD_REQUEST, m),
+        CallEnd::Invalid(f) => error(StatusCode::BAD_REQUEST, f.message),
         CallEnd::Denied(d) => error(StatusCode::FORBIDDEN, d.to_string()),
         CallEnd::Failed(f) => failed(&f),
         CallEnd::Cancelled => error(StatusCode::SERVICE_UNAVAILABLE, "cancelled"),

@@ -127,12 +127,16 @@ impl Daemon {
             .with_graceful_shutdown(async move { stop.cancelled().await })
             .into_future();
         let server = tokio::spawn(server);
-        notifier.notify("READY=1");
+        notifier.notify(&format!(
+            "READY=1\nSTATUS=serving {} slots on {}",
+            self.core.pool().slots().len(),
+            self.addr
+        ));
         let watchdog = spawn_watchdog(notifier.clone(), self.shutdown.clone());
         let policy = tokio::spawn(audit_policy(self.core.clone(), self.shutdown.clone()));
         self.shutdown.cancelled().await;
 
-        notifier.notify("STOPPING=1");
+        notifier.notify("STOPPING=1\nSTATUS=stopping: draining calls");
         self.core.begin_drain();
         drain(&self.core).await;
         streams.cancel();
@@ -308,9 +312,9 @@ async fn watch_signals(
             _ = term.recv() => break,
             _ = int.recv() => break,
             _ = hup.recv() => {
-                notifier.notify("RELOADING=1");
+                notifier.notify(&super::systemd::reloading("reloading keys, strategies and the audit log"));
                 reload(&core, reload_cfg.as_deref()).await;
-                notifier.notify("READY=1");
+                notifier.notify("READY=1\nSTATUS=serving (reloaded)");
             }
             () = shutdown.cancelled() => return,
         }

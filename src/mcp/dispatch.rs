@@ -24,8 +24,11 @@ pub enum CallEnd {
     Ok(Value),
     /// An execution failure: a result with `isError: true`.
     Failed(Failure),
-    /// Bad arguments or unknown tool: JSON-RPC -32602.
+    /// An unknown tool: JSON-RPC -32602.
     InvalidParams(String),
+    /// A bad argument: a tool error (`isError: true`) naming it, as MCP
+    /// 2025-11-25 asks, so the model can correct its call.
+    Invalid(Failure),
     /// The gate refused: JSON-RPC -32001.
     Denied(Denied),
     /// The client cancelled; nobody waits for an answer.
@@ -291,7 +294,7 @@ impl Core {
                         r = (spec.run)(&self.pool, args, &opts) => match r {
                             Ok(v) => CallEnd::Ok(v),
                             Err(e) if e.kind() == ErrorKind::InvalidArgument => {
-                                CallEnd::InvalidParams(e.to_string())
+                                CallEnd::Invalid(Failure::of(&e))
                             }
                             Err(e) => CallEnd::Failed(Failure::of(&e)),
                         },
@@ -308,7 +311,7 @@ impl Core {
         let result = match &end {
             CallEnd::Ok(_) => "ok",
             CallEnd::Failed(_) => "error",
-            CallEnd::InvalidParams(_) => "invalid",
+            CallEnd::InvalidParams(_) | CallEnd::Invalid(_) => "invalid",
             CallEnd::Denied(_) => "denied",
             CallEnd::Cancelled => "cancelled",
         };
@@ -320,7 +323,9 @@ impl Core {
         if let Some(audit) = &self.audit {
             let (ok, error) = match &end {
                 CallEnd::Ok(_) => (true, None),
-                CallEnd::Failed(f) => (false, Some(crate::auth::audit::redact_text(&f.message))),
+                CallEnd::Failed(f) | CallEnd::Invalid(f) => {
+                    (false, Some(crate::auth::audit::redact_text(&f.message)))
+                }
                 CallEnd::InvalidParams(m) => (false, Some(crate::auth::audit::redact_text(m))),
                 CallEnd::Denied(d) => (false, Some(d.to_string())),
                 CallEnd::Cancelled => (false, Some("cancelled by the client".into())),

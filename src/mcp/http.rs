@@ -264,6 +264,11 @@ async fn serve(state: &McpHttp, req: Request, a: Admitted, next: Next) -> Respon
             }
             (Some(id), _) if is_delete && response.status().is_success() => {
                 state.bindings.lock().remove(id);
+                // rmcp answers 202; clients (the Python SDK) expect 200 or
+                // 204 for a terminated session and log anything else.
+                if response.status() == StatusCode::ACCEPTED {
+                    *response.status_mut() = StatusCode::OK;
+                }
             }
             _ => {}
         }

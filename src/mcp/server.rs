@@ -141,7 +141,7 @@ impl ServerHandler for McpServer {
         }
         match end {
             CallEnd::Ok(v) => Ok(with_media(v).into()),
-            CallEnd::Failed(f) => {
+            CallEnd::Failed(f) | CallEnd::Invalid(f) => {
                 // The text for people and models; kind and retry_after for
                 // programs in `_meta` (structured content would be checked
                 // against the tool's output schema by some SDKs).

@@ -77,6 +77,42 @@ async fn tools_over_plain_http_match_mcp_and_keep_the_roles() {
         .expect("post");
     assert_eq!(invalid.status(), StatusCode::BAD_REQUEST);
 
+    // Refusals are audited; the role gate comes before the body is read.
+    let reset = |key: Option<&str>, body: &'static str| {
+        let mut b = http.post(d.url("/api/v1/slots/0/reset")).body(body);
+        if let Some(k) = key {
+            b = b.bearer_auth(k);
+        }
+        b.send()
+    };
+    assert_eq!(
+        reset(Some(&viewer), "{}").await.expect("post").status(),
+        StatusCode::FORBIDDEN
+    );
+    let r = reset(None, "{broken").await.expect("post");
+    assert_eq!(
+        r.status(),
+        StatusCode::UNAUTHORIZED,
+        "the gate before the parse"
+    );
+    let guessed = "idp_not_a_real_key_0123456789";
+    let r = http
+        .post(d.url("/mcp"))
+        .bearer_auth(guessed)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    let slots = http
+        .get(d.url("/api/v1/slots"))
+        .bearer_auth(&viewer)
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(slots.status(), StatusCode::OK);
+
     let listed = |key: &str| {
         let (http, url, key) = (http.clone(), d.url("/api/v1/tools"), key.to_string());
         async move {
@@ -128,6 +164,40 @@ async fn tools_over_plain_http_match_mcp_and_keep_the_roles() {
         lines
             .iter()
             .any(|l| l["principal"] == "dashboard" && l["ok"] == false),
+        "{audit}"
+    );
+    let all: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("every audit line is JSON"))
+        .collect();
+    let has = |f: &dyn Fn(&Value) -> bool| all.iter().any(f);
+    assert!(
+        has(&|l| l["principal"] == "dashboard"
+            && l["method"] == "reset_slot"
+            && l["ok"] == false
+            && l["error"].as_str().unwrap_or("").starts_with("403")),
+        "a viewer's refused reset: {audit}"
+    );
+    assert!(
+        has(&|l| l["principal"] == "unknown"
+            && l["method"] == "reset_slot"
+            && l["error"].as_str().unwrap_or("").starts_with("401")),
+        "{audit}"
+    );
+    assert!(
+        has(&|l| l["principal"] == "unknown"
+            && l["transport"] == "http"
+            && l["method"] == "POST /mcp"),
+        "a guessed key: {audit}"
+    );
+    assert!(
+        !audit.contains("idp_not_a_real_key"),
+        "the key itself is never written"
+    );
+    assert!(
+        has(&|l| l["principal"] == "dashboard"
+            && l["method"] == "GET /api/v1/slots"
+            && l["ok"] == true),
         "{audit}"
     );
 }

@@ -39,7 +39,12 @@ pub struct AuditRecord {
 pub struct AuditLog {
     path: PathBuf,
     file: Mutex<Option<File>>,
+    /// Lines written since the last `fdatasync`.
+    dirty: std::sync::atomic::AtomicBool,
 }
+
+/// How often written lines reach the disk ([`AuditLog::sync`], by the daemon).
+pub const SYNC_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl AuditLog {
     /// Open (create, 0600) `path` for append.
@@ -48,6 +53,7 @@ impl AuditLog {
         Ok(AuditLog {
             path: path.to_path_buf(),
             file: Mutex::new(Some(file)),
+            dirty: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -72,9 +78,11 @@ impl AuditLog {
         }
         match guard.as_mut() {
             Some(f) => {
+                // One write per line: a crash leaves whole lines or none.
                 if let Err(e) = f.write_all(line.as_bytes()) {
                     tracing::error!("audit: cannot write {}: {e}", self.path.display());
                 }
+                self.dirty.store(true, std::sync::atomic::Ordering::Release);
             }
             None => tracing::error!(
                 "audit: {} is not open; record lost: {line}",
@@ -92,6 +100,19 @@ impl AuditLog {
         }
         *guard = Some(new);
         Ok(())
+    }
+
+    /// `fdatasync` the lines written since the last one (the daemon calls it
+    /// every [`SYNC_EVERY`]: a power cut loses at most that much).
+    pub fn sync(&self) {
+        if !self.dirty.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            return;
+        }
+        if let Some(f) = self.file.lock().as_mut()
+            && let Err(e) = f.sync_data()
+        {
+            tracing::error!("audit: cannot sync {}: {e}", self.path.display());
+        }
     }
 
     /// Flush to disk (shutdown).
@@ -283,6 +304,10 @@ mod tests {
             tier: None,
         };
         log.record(&rec);
+        // Written lines wait for the next sync (the daemon's, every 100 ms).
+        assert!(log.dirty.load(std::sync::atomic::Ordering::Acquire));
+        log.sync();
+        assert!(!log.dirty.load(std::sync::atomic::Ordering::Acquire));
         std::fs::rename(&path, dir.path().join("audit.log.1")).unwrap();
         log.record(&rec); // still goes to the moved file
         log.reopen().unwrap();

@@ -90,15 +90,32 @@ pub(super) fn gate(
     needed: Role,
 ) -> Result<Principal, Refusal> {
     let s = c.core.settings();
-    check_host(headers, &s.allowed_hosts, s.listen).map_err(|m| (StatusCode::FORBIDDEN, m))?;
+    // Every refusal is written down (key guessing and role probing show).
+    let refused = |who: Option<&Principal>, r: Refusal| {
+        c.core.audit_request(
+            who,
+            "api",
+            action,
+            Some(&format!("{}: {}", r.0.as_u16(), r.1)),
+        );
+        r
+    };
+    check_host(headers, &s.allowed_hosts, s.listen)
+        .map_err(|m| refused(None, (StatusCode::FORBIDDEN, m)))?;
     check_origin(headers, &s.allowed_origins, &s.allowed_hosts)
-        .map_err(|m| (StatusCode::FORBIDDEN, m))?;
+        .map_err(|m| refused(None, (StatusCode::FORBIDDEN, m)))?;
     let key = key_from(headers, uri, query_key);
     let who = c
         .core
         .authenticate(key.as_deref(), "api")
-        .map_err(|m| (StatusCode::UNAUTHORIZED, m))?;
-    authorize(&who, action, needed).map_err(|d| (StatusCode::FORBIDDEN, d.to_string()))?;
+        .map_err(|m| refused(None, (StatusCode::UNAUTHORIZED, m)))?;
+    authorize(&who, action, needed)
+        .map_err(|d| refused(Some(&who), (StatusCode::FORBIDDEN, d.to_string())))?;
+    // Reads of the API are written down too (tool calls are, by the
+    // dispatcher); Prometheus's scrapes of /metrics are not.
+    if action.starts_with("GET ") && action != "GET /metrics" {
+        c.core.audit_request(Some(&who), "api", action, None);
+    }
     Ok(who)
 }
 
@@ -256,6 +273,10 @@ async fn slot_action(
         "session-export" => "export_session",
         other => return error(StatusCode::NOT_FOUND, format!("no action `{other}`")),
     };
+    // The role gate first: a refused caller learns nothing of the body's parse.
+    if let Err(r) = gate(&c, &headers, &uri, false, tool, Role::Admin) {
+        return refuse(r);
+    }
     match slot_args(&n, &body) {
         Ok(args) => act(&c, &headers, &uri, tool, args, Role::Admin).await,
         Err(r) => refuse(r),

@@ -134,6 +134,7 @@ impl Daemon {
         ));
         let watchdog = spawn_watchdog(notifier.clone(), self.shutdown.clone());
         let policy = tokio::spawn(audit_policy(self.core.clone(), self.shutdown.clone()));
+        let syncer = tokio::spawn(audit_syncer(self.core.clone(), self.shutdown.clone()));
         self.shutdown.cancelled().await;
 
         notifier.notify("STOPPING=1\nSTATUS=stopping: draining calls");
@@ -149,6 +150,7 @@ impl Daemon {
         }
         signals.abort();
         policy.abort();
+        let _ = syncer.await;
         if let Some(w) = watchdog {
             w.abort();
         }
@@ -164,6 +166,28 @@ impl Daemon {
 /// The pool acting on its own policy leaves an audit line too: an automatic
 /// retirement is recorded as the daemon's own `retire_slot` (a manual one
 /// is the caller's tool call, already audited). Ends at `stop`.
+/// The audit log reaches the disk within [`crate::auth::audit::SYNC_EVERY`].
+async fn audit_syncer(core: Arc<Core>, stop: CancellationToken) {
+    let mut every = tokio::time::interval(crate::auth::audit::SYNC_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = every.tick() => {}
+            () = stop.cancelled() => return,
+        }
+        if core.audit().is_some() {
+            // fdatasync blocks: off the async threads.
+            let core = core.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                if let Some(a) = core.audit() {
+                    a.sync();
+                }
+            })
+            .await;
+        }
+    }
+}
+
 async fn audit_policy(core: Arc<Core>, stop: CancellationToken) {
     let mut events = core.pool().events().subscribe();
     loop {

@@ -256,6 +256,36 @@ impl Core {
         }
     }
 
+    /// Write down a request that is not a tool call: a refusal (401, 403:
+    /// `who` is `None` when no key was valid; the key itself is never
+    /// written), a `resources/read` or `prompts/get`, a GET of the API.
+    pub fn audit_request(
+        &self,
+        who: Option<&Principal>,
+        transport: &str,
+        method: &str,
+        error: Option<&str>,
+    ) {
+        let Some(audit) = &self.audit else {
+            return;
+        };
+        audit.record(&AuditRecord {
+            ts: crate::pool::events::now_rfc3339(),
+            principal: who.map_or_else(|| "unknown".to_string(), |p| p.name.clone()),
+            role: who.map_or_else(|| "none".to_string(), |p| p.role.to_string()),
+            transport: who.map_or(transport, |p| p.transport).to_string(),
+            session: None,
+            method: crate::auth::audit::redact_text(method),
+            tool: None,
+            args: Value::Null,
+            ok: error.is_none(),
+            error: error.map(crate::auth::audit::redact_text),
+            duration_ms: 0,
+            slot: None,
+            tier: None,
+        });
+    }
+
     /// The tools `role` may call.
     pub fn tools_for(&self, role: Role) -> Vec<Value> {
         catalog::tools_for(&self.pool, role)

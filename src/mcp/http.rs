@@ -161,6 +161,18 @@ struct Admitted {
 /// body that parses: the request with its principal, or the refusal.
 async fn admit(state: &McpHttp, mut req: Request) -> Result<(Request, Admitted), Response> {
     let settings = state.core.settings();
+    let path = req.uri().path().to_string();
+    let transport = if path == "/mcp" { "http" } else { "sse" };
+    let method = format!("{} {path}", req.method());
+    // Refusals are written down (the key never is).
+    let refused = |status: StatusCode, m: &str| {
+        state.core.audit_request(
+            None,
+            transport,
+            &method,
+            Some(&format!("{}: {m}", status.as_u16())),
+        );
+    };
     check_host(req.headers(), &settings.allowed_hosts, settings.listen)
         .and_then(|()| {
             check_origin(
@@ -169,14 +181,18 @@ async fn admit(state: &McpHttp, mut req: Request) -> Result<(Request, Admitted),
                 &settings.allowed_hosts,
             )
         })
-        .map_err(|m| reject(StatusCode::FORBIDDEN, -32600, m))?;
-    let path = req.uri().path().to_string();
-    let transport = if path == "/mcp" { "http" } else { "sse" };
+        .map_err(|m| {
+            refused(StatusCode::FORBIDDEN, &m);
+            reject(StatusCode::FORBIDDEN, -32600, m)
+        })?;
     let key = presented_key(&req, req.method() == Method::GET && path == "/sse");
     let mut principal = state
         .core
         .authenticate(key.as_deref(), transport)
-        .map_err(|m| reject(StatusCode::UNAUTHORIZED, -32001, m))?;
+        .map_err(|m| {
+            refused(StatusCode::UNAUTHORIZED, &m);
+            reject(StatusCode::UNAUTHORIZED, -32001, m)
+        })?;
     // Sessions belong to the key (its name and role), whatever cap a request sets.
     let owner = format!("{}/{}", principal.name, principal.role);
     if let Some(cap) = req.headers().get(ROLE_CAP_HEADER) {

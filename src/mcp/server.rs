@@ -202,10 +202,18 @@ impl ServerHandler for McpServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let pool = self.core.pool();
         let uri = request.uri.as_str();
+        let call = self.context(&ctx);
+        let transport = call.principal.transport;
+        self.core.audit_request(
+            Some(&call.principal),
+            transport,
+            &format!("resources/read {uri}"),
+            None,
+        );
         let body = match uri {
             "idpool://slots" => crate::tools::pool_status::run(pool),
             "idpool://strategies" => crate::tools::list_strategies::run(pool),
@@ -265,6 +273,14 @@ impl ServerHandler for McpServer {
         request: GetPromptRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
+        let call = self.context(&ctx);
+        let transport = call.principal.transport;
+        self.core.audit_request(
+            Some(&call.principal),
+            transport,
+            &format!("prompts/get {}", request.name),
+            None,
+        );
         if request.name != "review_digest" {
             return Err(McpError::invalid_params(
                 format!("unknown prompt `{}`", request.name),

@@ -91,6 +91,29 @@ pub fn parse_toml<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T, Dia
     })
 }
 
+/// Why a CSS selector does not parse, in one short line (scraper's own text
+/// for some errors is a multi-line `Debug` dump "to report to the developer").
+pub fn css_error(e: &scraper::error::SelectorErrorKind<'_>) -> String {
+    let text = e.to_string();
+    let text = text
+        .strip_prefix("Unexpected error occurred. Please report this to the developer")
+        .unwrap_or(&text);
+    let one: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    one.replace("( ", "(")
+        .replace(", )", ")")
+        .replace(" )", ")")
+}
+
+/// `selector` as a problem, when it does not parse as CSS.
+pub fn css_problem(selector: &str) -> Option<String> {
+    scraper::Selector::parse(selector).err().map(|e| {
+        format!(
+            "`{selector}` is not a valid CSS selector ({})",
+            css_error(&e)
+        )
+    })
+}
+
 /// Libraries that log what must not reach a log at debug level (rmcp: raw
 /// tool arguments; chromiumoxide: CDP frames with cookie values; the HTTP
 /// stacks: headers), held at these levels whatever `RUST_LOG` says.
@@ -167,6 +190,17 @@ mod tests {
         let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
         assert!(!out.contains("SECRET"), "{out}");
         assert!(out.contains("kept") && out.contains("ours"), "{out}");
+    }
+
+    #[test]
+    fn css_errors_are_one_short_line() {
+        let p = css_problem("p[[").unwrap();
+        assert!(!p.contains('\n') && !p.contains("report this"), "{p}");
+        assert!(
+            p.starts_with("`p[[` is not a valid CSS selector (") && p.len() < 120,
+            "{p}"
+        );
+        assert!(css_problem("div.a > p").is_none());
     }
 
     #[test]

@@ -302,6 +302,18 @@ async fn scrape_formats_selectors_actions_headers_and_captures() {
         e.to_string().contains("`selectors`") && e.to_string().contains("h1[["),
         "{e}"
     );
+    assert!(!e.to_string().contains('\n'), "one line: {e}");
+    let e = scrape(
+        &pool,
+        json!({"url": host("/site/article"), "mode": "browser", "wait_for": "p[["}),
+    )
+    .await
+    .expect_err("bad wait_for");
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("`wait_for`: `p[[` is not a valid CSS selector (") && !msg.contains('\n'),
+        "{msg}"
+    );
 
     // Headers go out with the HTTP tier; the connection's own are refused.
     scrape(

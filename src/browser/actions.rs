@@ -80,9 +80,7 @@ impl Action {
             | Action::Wait {
                 selector: Some(selector),
                 ..
-            } => scraper::Selector::parse(selector)
-                .err()
-                .map(|e| format!("`{selector}` is not a valid CSS selector ({e})")),
+            } => crate::diag::css_problem(selector),
             Action::Press { key } if key.is_empty() => Some("a `press` needs a `key`".into()),
             _ => None,
         }

@@ -215,9 +215,10 @@ impl Locate<'_> {
             self.at(
                 s.span(),
                 format!(
-                    "{}.{what} `{}` is not a valid CSS selector ({e})",
+                    "{}.{what} `{}` is not a valid CSS selector ({})",
                     self.label,
-                    s.get_ref()
+                    s.get_ref(),
+                    crate::diag::css_error(&e)
                 ),
             )
         })

@@ -58,8 +58,9 @@ impl MarkerFile {
                     text,
                     Some(s.span()),
                     format!(
-                        "{table}.selector `{}` is not a valid CSS selector ({e})",
-                        s.get_ref()
+                        "{table}.selector `{}` is not a valid CSS selector ({})",
+                        s.get_ref(),
+                        crate::diag::css_error(&e)
                     ),
                 )
             })?),

@@ -322,8 +322,9 @@ impl TierFile {
                 src.at(
                     w.span(),
                     format!(
-                        "{label}.wait_for `{}` is not a valid CSS selector ({e})",
-                        w.get_ref()
+                        "{label}.wait_for `{}` is not a valid CSS selector ({})",
+                        w.get_ref(),
+                        crate::diag::css_error(&e)
                     ),
                 )
             })?;

@@ -37,8 +37,9 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
     let until = match (a.text, a.selector, a.time) {
         (Some(t), None, None) => Until::Text(t),
         (None, Some(s), None) => {
-            scraper::Selector::parse(&s)
-                .map_err(|e| invalid(format!("`{s}` is not a valid CSS selector ({e})")))?;
+            if let Some(p) = crate::diag::css_problem(&s) {
+                return Err(invalid(p));
+            }
             Until::Selector(s)
         }
         (None, None, Some(t)) if t.is_finite() && (0.0..=30.0).contains(&t) => {

@@ -246,6 +246,9 @@ fn plan(a: &Args) -> Result<Plan> {
     }
     let url = url::Url::parse(&a.url)
         .map_err(|e| invalid(format!("`{}` is not a valid URL ({e})", a.url)))?;
+    if let Some(p) = a.wait_for.as_deref().and_then(crate::diag::css_problem) {
+        return Err(invalid(format!("`wait_for`: {p}")));
+    }
     let formats = a.format.list();
     if formats.is_empty() {
         return Err(invalid("`format` lists no format"));

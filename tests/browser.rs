@@ -47,6 +47,15 @@ async fn lazy_launch_one_chromium_on_its_slot_port_and_dir() {
         (true, Some(*pid), 19301, 1)
     );
     assert!(facts.rss_mb.is_some_and(|m| m > 0));
+    // PSS counts the pages Chromium's processes share once: below the RSS sum.
+    assert!(
+        facts
+            .pss_mb
+            .is_some_and(|p| p > 0 && Some(p) < facts.rss_mb),
+        "pss {:?} rss {:?}",
+        facts.pss_mb,
+        facts.rss_mb
+    );
     assert!(!pool.slots()[0].browser_facts().running && !pool.slots()[2].browser_facts().running);
     assert_eq!(
         std::fs::read_to_string(data.join("slots/1/chromium.pid"))

@@ -3,7 +3,7 @@
 //! - `launcher`: argument list, port check, spawn (killed and reaped if a
 //!   later launch step fails), stale processes of earlier runs.
 //! - `process`: `/proc` reading, process groups, kill-and-reap, liveness,
-//!   process-tree RSS.
+//!   process-tree memory (PSS).
 //! - `supervisor`: the task that polls the CDP handler and reaps Chromium.
 //! - `page`: one operation on a tab: identity overrides, cookie sync, navigation
 //!   with the main document's real status, waiting for selectors and challenges.
@@ -54,7 +54,10 @@ pub struct BrowserFacts {
     pub crashes: u64,
     /// Restarts because the process tree passed `max_rss_mb`.
     pub rss_restarts: u64,
+    /// The tree's summed RSS (counts shared pages once per process).
     pub rss_mb: Option<u64>,
+    /// The tree's PSS: its real footprint, what `max_rss_mb` is held to.
+    pub pss_mb: Option<u64>,
     pub last_error: Option<String>,
     /// The running (or last) Chromium's version: what its executable's
     /// `--version` prints, else what DevTools reports.
@@ -113,13 +116,16 @@ pub struct SlotBrowser {
     configured_exe: Option<std::path::PathBuf>,
     state: tokio::sync::Mutex<Option<Running>>,
     facts: Arc<Mutex<BrowserFacts>>,
-    /// The last RSS sample: when, of which pid, MB.
-    rss_cache: Mutex<Option<(Instant, u32, u64)>>,
+    /// The last memory sample.
+    rss_cache: Mutex<Option<MemorySample>>,
     /// Interactive sessions' tabs (`tab.rs`): recycling leaves them open,
     /// and the browser is not closed for idleness while there are any.
     kept_tabs:
         Mutex<std::collections::HashSet<chromiumoxide::cdp::browser_protocol::target::TargetId>>,
 }
+
+/// When, of which pid, (RSS, PSS) in MiB.
+type MemorySample = (Instant, u32, (u64, u64));
 
 /// An RSS sample younger than this is reused.
 const RSS_FRESH: Duration = Duration::from_secs(1);
@@ -156,17 +162,19 @@ impl SlotBrowser {
     /// every process in /proc: milliseconds, too much for each status read).
     pub fn facts(&self) -> BrowserFacts {
         let mut f = self.facts.lock().clone();
-        f.rss_mb = f.pid.map(|pid| self.rss_mb(pid));
+        let mem = f.pid.map(|pid| self.memory_mb(pid));
+        f.rss_mb = mem.map(|m| m.0);
+        f.pss_mb = mem.map(|m| m.1);
         f
     }
 
-    /// The process tree's RSS, sampled at most once per [`RSS_FRESH`].
-    fn rss_mb(&self, pid: u32) -> u64 {
+    /// The process tree's (RSS, PSS), sampled at most once per [`RSS_FRESH`].
+    fn memory_mb(&self, pid: u32) -> (u64, u64) {
         let mut cache = self.rss_cache.lock();
         match *cache {
             Some((at, p, mb)) if p == pid && at.elapsed() < RSS_FRESH => mb,
             _ => {
-                let mb = process::tree_rss_mb(pid);
+                let mb = process::tree_memory_mb(pid);
                 *cache = Some((Instant::now(), pid, mb));
                 mb
             }
@@ -569,12 +577,12 @@ impl Turn<'_> {
                 }
             } else if self.browser.cfg.max_rss_mb > 0
                 && let Some(pid) = pid
-                && self.browser.rss_mb(pid) > self.browser.cfg.max_rss_mb
+                && self.browser.memory_mb(pid).1 > self.browser.cfg.max_rss_mb
             {
                 tracing::info!(
                     slot = self.browser.spec.slot,
                     max_rss_mb = self.browser.cfg.max_rss_mb,
-                    "browser passed max_rss_mb; restarting it"
+                    "browser passed max_rss_mb (its PSS); restarting it"
                 );
                 self.browser.facts.lock().rss_restarts += 1;
                 self.browser.close_running(&mut self.guard).await;

@@ -136,8 +136,11 @@ pub fn pid_alive(pid: u32) -> bool {
     }
 }
 
-/// Resident memory of `pid` and all its descendants, in MiB.
-pub fn tree_rss_mb(pid: u32) -> u64 {
+/// Memory of `pid` and all its descendants, in MiB: (RSS, PSS). RSS sums
+/// count the pages Chromium's processes share once per process (about 2–3×
+/// the real footprint); PSS (`smaps_rollup`) splits shared pages between
+/// their sharers and adds up to what the tree really holds.
+pub fn tree_memory_mb(pid: u32) -> (u64, u64) {
     let parents: Vec<(u32, u32)> = all_pids()
         .into_iter()
         .filter_map(|p| Some((p, stat_field(p, 1)?)))
@@ -149,15 +152,29 @@ pub fn tree_rss_mb(pid: u32) -> u64 {
         tree.extend(parents.iter().filter(|(_, pp)| *pp == cur).map(|(p, _)| *p));
         i += 1;
     }
-    let kb: u64 = tree
-        .iter()
-        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
-        .filter_map(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .sum();
-    kb / 1024
+    let kb = |file: &str, field: &str| -> u64 {
+        (tree.iter())
+            .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/{file}")).ok())
+            .filter_map(|s| {
+                s.lines()
+                    .find(|l| l.starts_with(field))
+                    .and_then(|l| l.split_whitespace().nth(1))
+                    .and_then(|v| v.parse::<u64>().ok())
+            })
+            .sum()
+    };
+    (
+        kb("status", "VmRSS:") / 1024,
+        kb("smaps_rollup", "Pss:") / 1024,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn pss_of_a_process_is_at_most_its_rss() {
+        let (rss, pss) = super::tree_memory_mb(std::process::id());
+        assert!(rss > 0, "rss {rss}");
+        assert!(pss > 0 && pss <= rss, "pss {pss}, rss {rss}");
+    }
 }

@@ -171,10 +171,10 @@ pub fn table(status: &Value) -> String {
                 b["port"],
                 b["total_ops"],
                 b["ops_since_recycle"],
-                b["rss_mb"]
+                b["pss_mb"]
                     .as_u64()
                     .map(|m| format!("{m} MB"))
-                    .unwrap_or_else(|| "RSS ?".into())
+                    .unwrap_or_else(|| "memory ?".into())
             )
         } else {
             format!("not running (port {})", b["port"])

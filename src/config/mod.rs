@@ -198,7 +198,7 @@ pub struct BrowserConfig {
     pub recycle_after: u32,
     /// Close a browser nobody used for this long (0: never).
     pub idle_close_secs: u64,
-    /// Restart a browser whose process tree uses more memory than this (0: never).
+    /// Restart a browser whose process tree's PSS passes this many MiB (0: never).
     pub max_rss_mb: u64,
     /// How long Chromium may take to start and print its DevTools address.
     pub launch_timeout_secs: u64,
@@ -224,7 +224,7 @@ impl Default for BrowserConfig {
             headless: true,
             recycle_after: 200,
             idle_close_secs: 600,
-            max_rss_mb: 1536,
+            max_rss_mb: 1024,
             launch_timeout_secs: 20,
             op_timeout_secs: 45,
             lock_wait_secs: 60,

@@ -91,6 +91,8 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
         metrics::gauge!("idpool_browser_running", &l).set(if f.running { 1.0 } else { 0.0 });
         metrics::gauge!("idpool_browser_rss_bytes", &l)
             .set(f.rss_mb.map(|mb| (mb * 1024 * 1024) as f64).unwrap_or(0.0));
+        metrics::gauge!("idpool_browser_pss_bytes", &l)
+            .set(f.pss_mb.map(|mb| (mb * 1024 * 1024) as f64).unwrap_or(0.0));
         metrics::gauge!("idpool_slot_cookies", &l).set(slot.jar().count() as f64);
         let e = slot.egress_facts();
         metrics::counter!("idpool_egress_requests_total", &l).absolute(e.requests);

@@ -666,6 +666,25 @@ fn the_systemd_unit_verifies_or_has_the_required_keys() {
     let rw = value("ReadWritePaths").expect("ReadWritePaths");
     assert!(rw.contains("/var/lib/idpool"), "{rw}");
     assert!(value("ExecStart").is_some_and(|s| s.ends_with("serve")));
+    // The hardening a pool of browsers can have (see the unit's comments for
+    // what Chromium rules out).
+    for (key, want) in [
+        ("ProtectKernelLogs", "yes"),
+        ("ProtectClock", "yes"),
+        ("ProtectHostname", "yes"),
+        ("ProtectProc", "invisible"),
+        ("PrivateDevices", "yes"),
+        ("CapabilityBoundingSet", ""),
+        ("SystemCallArchitectures", "native"),
+        ("UMask", "0077"),
+    ] {
+        assert_eq!(value(key).as_deref(), Some(want), "{key}");
+    }
+    assert!(value("RestrictAddressFamilies").is_some_and(|v| v.contains("AF_INET6")));
+    assert!(value("MemoryHigh").is_some() && value("MemoryMax").is_some());
+    for absent in ["MemoryDenyWriteExecute", "RestrictNamespaces"] {
+        assert!(value(absent).is_none(), "{absent} breaks Chromium");
+    }
     // Where systemd-analyze exists, the unit must verify (with the binary we built).
     if let Ok(out) = std::process::Command::new("systemd-analyze")
         .arg("--version")
@@ -689,6 +708,19 @@ fn the_systemd_unit_verifies_or_has_the_required_keys() {
             "systemd-analyze verify: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        // Its exposure score, as the README quotes it (lower is better).
+        let out = std::process::Command::new("systemd-analyze")
+            .args(["security", "--offline=yes"])
+            .arg(&path)
+            .output()
+            .expect("systemd-analyze security runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let score: f64 = (text.lines())
+            .find_map(|l| l.split("Overall exposure level for idpool.service: ").nth(1))
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no exposure score in {text}"));
+        assert!(score <= 4.0, "exposure {score}");
     }
 }
 

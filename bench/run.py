@@ -176,6 +176,7 @@ DAEMON = """# Written by bench/run.py.
 [server]
 listen = "127.0.0.1:{port}"
 keys_file = "{work}/keys-none.toml"
+anonymous_role = "operator"
 
 [pool]
 size = {slots}

@@ -716,7 +716,10 @@ fn the_systemd_unit_verifies_or_has_the_required_keys() {
             .expect("systemd-analyze security runs");
         let text = String::from_utf8_lossy(&out.stdout);
         let score: f64 = (text.lines())
-            .find_map(|l| l.split("Overall exposure level for idpool.service: ").nth(1))
+            .find_map(|l| {
+                l.split("Overall exposure level for idpool.service: ")
+                    .nth(1)
+            })
             .and_then(|r| r.split_whitespace().next())
             .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("no exposure score in {text}"));

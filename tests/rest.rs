@@ -201,3 +201,31 @@ async fn tools_over_plain_http_match_mcp_and_keep_the_roles() {
         "{audit}"
     );
 }
+
+#[tokio::test]
+async fn without_a_keys_file_callers_are_viewers_by_default() {
+    let env = shop(1).await;
+    // Naming anonymous_role in a comment keeps the test helper from setting it.
+    let d = Daemon::start(&env, 1, "# anonymous_role: left at its default").await;
+    let http = reqwest::Client::new();
+    let listed: Value = http
+        .get(d.url("/api/v1/tools"))
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    let names: Vec<&str> = (listed["tools"].as_array().expect("tools").iter())
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, common::tools_for(idpool::config::Role::Viewer));
+    let r = http
+        .post(d.url("/api/v1/tools/scrape"))
+        .json(&json!({"url": env.url("/").as_str()}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    d.stop().await;
+}

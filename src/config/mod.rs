@@ -71,7 +71,7 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8790)),
             keys_file: PathBuf::from("./keys.toml"),
-            anonymous_role: Role::Operator,
+            anonymous_role: Role::Viewer,
             audit_log: None,
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),

@@ -92,11 +92,20 @@ impl Daemon {
         vars: &[(&str, String)],
         uid: Option<u32>,
     ) -> Daemon {
+        // Without a keys file callers get anonymous_role (viewer by default);
+        // the tests call as operators unless they say otherwise.
+        let anonymous = if server_extra.contains("anonymous_role") {
+            ""
+        } else {
+            "anonymous_role = \"operator\"\n"
+        };
         env.write_config_with(
             slots,
             true,
             super::free_base_port(slots),
-            &format!("[server]\nlisten = \"127.0.0.1:{port}\"\n{server_extra}\n\n{toml_extra}\n"),
+            &format!(
+                "[server]\nlisten = \"127.0.0.1:{port}\"\n{anonymous}{server_extra}\n\n{toml_extra}\n"
+            ),
         );
         let log = env.path("daemon.log");
         let err = std::fs::File::create(&log).expect("log file");

@@ -572,3 +572,29 @@ async fn a_call_sends_no_more_requests_than_its_budget() {
     );
     shutdown_and_check(&pool).await;
 }
+
+/// `{base_url}` is the strategy's: no operation may take it as a parameter
+/// (a caller's argument would fill the template, unencoded), and a caller's
+/// `base_url` argument is refused as an unknown parameter.
+#[tokio::test]
+async fn a_callers_base_url_never_fills_the_template() {
+    let env = shop(1).await;
+    let pool = env.pool();
+    let elsewhere = env.url("/").as_str().replace("127.0.0.1", "localhost");
+    let args = json!({"item": "B0BASE1", "strategy": "testshop", "base_url": elsewhere});
+    let e = tools::get_reviews::run(&pool, args, RunOptions::default())
+        .await
+        .expect_err("not a parameter");
+    assert!(e.to_string().contains("no parameter `base_url`"), "{e}");
+    shutdown_and_check(&pool).await;
+    let bundled = std::fs::read_to_string(env.path("strategies/testshop.toml")).expect("strategy");
+    let with_param = bundled.replace(
+        "[operations.reviews.params.page]",
+        "[operations.reviews.params.base_url]\ntype = \"string\"\n\n[operations.reviews.params.page]",
+    );
+    assert_ne!(with_param, bundled);
+    let path = env.path("strategies/testshop.toml");
+    env.write("strategies/testshop.toml", &with_param);
+    let e = idpool::strategy::TomlStrategy::load(&path).expect_err("reserved");
+    assert!(e.to_string().contains("`base_url` is reserved"), "{e}");
+}

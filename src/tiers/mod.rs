@@ -218,6 +218,9 @@ async fn run_op(
 ) -> Result<CascadeResult> {
     let cfg = pool.cascade_config();
     let mut vars = args.clone();
+    // `{base_url}` is the strategy's alone: a caller cannot point its
+    // templates elsewhere (it is not URL-encoded like the parameters).
+    vars.remove("base_url");
     if let Some(b) = &strategy.base_url() {
         vars.insert("base_url".into(), Value::String(b.to_string()));
     }

@@ -163,7 +163,10 @@ async fn an_open_web_host_is_paced_politely_by_default() {
         .collect();
     let paths: Vec<&str> = starts.iter().map(|(p, _)| p.as_str()).collect();
     assert_eq!(paths, ["/robots.txt", "/site/", "/site/about"]);
-    assert!(starts[2].1 - starts[0].1 >= 1000, "{starts:?}");
+    // The pool spaces its starts a second apart; the testbed sees them
+    // arrive with a few ms of scheduling jitter either way (without the
+    // interval the gap is a few ms).
+    assert!(starts[2].1 - starts[0].1 >= 900, "{starts:?}");
     shutdown_and_check(&pool).await;
 }
 

@@ -30,6 +30,22 @@ ensure_cargo() {
 
 # Node.js + the official MCP TypeScript SDK and conformance suite (tests/mcp-js),
 # pinned by its package-lock.json. Node 20.18+ is needed (undici 7).
+# The official MCP Python SDK for the suite's round trips (tests/mcp-py),
+# in a venv of its own, pinned.
+MCP_PY_VERSION=2.3.0
+ensure_py_mcp() {
+  local venv=.idpool/mcp-py-venv stamp=.idpool/mcp-py-venv/.idpool-mcp
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$MCP_PY_VERSION" ]; then
+    command -v python3 >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null \
+      || ensure_debs python3-venv
+    log "python venv: mcp==$MCP_PY_VERSION (tests/mcp-py)"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet "mcp==$MCP_PY_VERSION"
+    echo "$MCP_PY_VERSION" >"$stamp"
+  fi
+}
+
 ensure_node_deps() {
   local sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"

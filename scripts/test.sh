@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 ensure_packages
 ensure_cargo
 ensure_node_deps
+ensure_py_mcp
 # What the bench's smoke run needs (nginx, wrk, h2load, a venv with curl_cffi
 # and lxml), installed here: the tests run without a network.
 ./scripts/bench.sh --setup-only

@@ -1043,3 +1043,64 @@ async fn the_stdio_bridge_resumes_when_the_daemon_forgot_its_session() {
     let _ = tokio::time::timeout(Duration::from_secs(10), bridge.wait()).await;
     d.stop().await;
 }
+
+/// The official Python SDK (`mcp` on PyPI, in the venv `scripts/test.sh`
+/// makes): the round trip on Streamable HTTP and legacy SSE, a bad argument
+/// as a tool error naming it, and the session ended without complaint.
+#[tokio::test]
+async fn the_python_sdk_round_trips_on_streamable_http_and_legacy_sse() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = root.join(".idpool/mcp-py-venv/bin/python");
+    assert!(
+        python.is_file(),
+        "the Python SDK is not installed: run scripts/test.sh (it makes .idpool/mcp-py-venv)"
+    );
+    let env = shop(1).await;
+    let key = add_key(&env, "py", "operator").await;
+    let d = Daemon::start(&env, 1, "keys_file = \"keys.toml\"").await;
+    for (transport, path, item) in [("http", "/mcp", "B0PYH1"), ("sse", "/sse", "B0PYS1")] {
+        let args = json!({"item": item, "strategy": "testshop", "pages": 1}).to_string();
+        let out = tokio::time::timeout(
+            Duration::from_secs(120),
+            tokio::process::Command::new(&python)
+                .arg(root.join("tests/mcp-py/client.py"))
+                .args([
+                    "--transport",
+                    transport,
+                    "--url",
+                    &d.url(path),
+                    "--key",
+                    &key,
+                ])
+                .args(["--tool", "get_reviews", "--args", &args])
+                .output(),
+        )
+        .await
+        .expect("client.py finishes")
+        .expect("python runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let r: Value = serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("{transport}: {e}: {stdout}\n{stderr}"));
+        assert!(r.get("error").is_none(), "{transport}: {r}\n{stderr}");
+        assert_eq!(r["serverName"], "idpool", "{transport}");
+        assert_eq!(names(&r["tools"]), operator_tools(), "{transport}");
+        let sc = &r["result"]["structuredContent"];
+        assert_eq!(r["result"]["isError"], false, "{transport}: {r}");
+        assert_eq!(
+            sc["reviews"],
+            json!(truth(item).into_iter().take(10).collect::<Vec<_>>()),
+            "{transport}: ground truth"
+        );
+        assert_eq!(r["bad"]["isError"], true, "{transport}: {r}");
+        assert!(
+            r["bad"]["text"].as_str().unwrap_or("").contains("url"),
+            "{transport}: {r}"
+        );
+        assert!(
+            !stderr.contains("Session termination failed"),
+            "{transport}: {stderr}"
+        );
+    }
+    d.stop().await;
+}

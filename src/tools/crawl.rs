@@ -224,8 +224,28 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
     Ok(answer(&job.record(), 0))
 }
 
+/// Ends a job that its task left running (a panic): as failed, so it does
+/// not hold one of the running places for ever.
+struct Unfinished<'a>(&'a Pool, &'a Job);
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if !self.1.is_running() {
+            return;
+        }
+        if self.1.cancel_token().is_cancelled() {
+            // Dropped mid-page by a cancel or the daemon's shutdown.
+            self.0.jobs().finish(self.1, Status::Cancelled, None);
+        } else {
+            let why = "the crawl stopped unexpectedly (see the daemon's log)".to_string();
+            self.0.jobs().finish(self.1, Status::Failed, Some(why));
+        }
+    }
+}
+
 /// The crawl itself, recording into `job` until done, cancelled or failed.
 async fn crawl(pool: &Pool, plan: &Plan, job: &Arc<Job>, opts: &RunOptions) {
+    let _unfinished = Unfinished(pool, job);
     let cancel = job.cancel_token().clone();
     let mut queue: VecDeque<(url::Url, usize)> = VecDeque::from([(normal(&plan.start), 0)]);
     let mut seen: HashSet<url::Url> = HashSet::from([normal(&plan.start)]);

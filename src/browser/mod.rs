@@ -13,6 +13,7 @@
 //! restart on memory growth.
 
 pub mod actions;
+mod capture;
 pub mod launcher;
 pub mod live;
 pub mod page;
@@ -22,6 +23,7 @@ mod supervisor;
 pub mod tab;
 mod trust;
 
+pub use capture::{Capture, Captured};
 pub use launcher::LaunchSpec;
 pub use page::{ClientHints, Identity, PageResult, PageState, Probe};
 
@@ -78,23 +80,6 @@ pub struct BrowserRequest {
     pub actions: Vec<actions::Action>,
     /// Screenshot or PDF of the page as the actions left it.
     pub capture: Capture,
-}
-
-/// What to capture once the actions are done.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Capture {
-    /// A PNG: `Some(true)` of the full page, `Some(false)` of the viewport.
-    pub screenshot: Option<bool>,
-    pub pdf: bool,
-}
-
-/// What the captures gave.
-#[derive(Debug, Clone, Default)]
-pub struct Captured {
-    pub png: Option<Vec<u8>>,
-    /// The viewport (`innerWidth`, `innerHeight`) when the PNG was taken.
-    pub viewport: Option<(u32, u32)>,
-    pub pdf: Option<Vec<u8>>,
 }
 
 struct Running {

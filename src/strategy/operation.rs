@@ -238,11 +238,8 @@ fn compile_params(
         let span = p.span();
         let p = p.get_ref();
         if BUILTIN_VARS.contains(&pname.as_str()) {
-            // `{base_url}` is the strategy's own, never a caller's argument.
-            return Err(src.at(
-                span,
-                format!("operations.{name}.params.{pname}: `{pname}` is reserved (the strategy's own base_url)"),
-            ));
+            let why = format!("operations.{name}.params.{pname}: `{pname}` is reserved");
+            return Err(src.at(span, format!("{why} (the strategy's own base_url)")));
         }
         if p.kind == ParamKind::Enum && p.values.is_empty() {
             return Err(src.at(

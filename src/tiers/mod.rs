@@ -218,9 +218,7 @@ async fn run_op(
 ) -> Result<CascadeResult> {
     let cfg = pool.cascade_config();
     let mut vars = args.clone();
-    // `{base_url}` is the strategy's alone: a caller cannot point its
-    // templates elsewhere (it is not URL-encoded like the parameters).
-    vars.remove("base_url");
+    vars.remove("base_url"); // the strategy's alone, never a caller's
     if let Some(b) = &strategy.base_url() {
         vars.insert("base_url".into(), Value::String(b.to_string()));
     }

@@ -108,7 +108,10 @@ impl AuditLog {
         if !self.dirty.swap(false, std::sync::atomic::Ordering::AcqRel) {
             return;
         }
-        if let Some(f) = self.file.lock().as_mut()
+        // A second handle on the same file: writers are not held up while
+        // the disk syncs.
+        let handle = self.file.lock().as_ref().and_then(|f| f.try_clone().ok());
+        if let Some(f) = handle
             && let Err(e) = f.sync_data()
         {
             tracing::error!("audit: cannot sync {}: {e}", self.path.display());

@@ -475,15 +475,7 @@ async fn a_blocked_slot_shows_in_slots_metrics_and_the_event_stream() {
         StatusCode::UNAUTHORIZED,
         "metrics need a key when keys are on"
     );
-    let text = http
-        .get(d.url("/metrics"))
-        .bearer_auth(&viewer)
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let text = d.get_text("/metrics", Some(&viewer)).await;
     for needle in [
         "idpool_breaker_open{slot=\"0\",strategy=\"testshop\"} 1",
         "idpool_breaker_open{slot=\"1\",strategy=\"testshop\"} 0",

@@ -2,7 +2,6 @@
 //! the checks `idpool check-config` runs over it and over the profiles and
 //! strategies it points at. Every field has a default (`serde(default)`).
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use std::fmt;
@@ -14,8 +13,10 @@ use crate::diag::{self, Diagnostic};
 
 mod pool;
 mod security;
+mod server;
 pub use pool::{PoolConfig, RetireConfig, SlotDecl};
 pub use security::{PrivateNetworks, SecurityConfig, WebConfig};
+pub use server::ServerConfig;
 
 /// The whole config file.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -32,64 +33,6 @@ pub struct Config {
     /// The file this came from; `None` for the embedded defaults.
     #[serde(skip)]
     pub source: Option<PathBuf>,
-}
-
-/// `[server]`: where the daemon listens and who may call it.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ServerConfig {
-    /// Address of the MCP / control HTTP listener; loopback by default. A
-    /// non-loopback address needs a keys file.
-    pub listen: SocketAddr,
-    /// The API keys file (`idpool keys add|list|revoke`). When it exists, every
-    /// HTTP request needs a key; when it does not, only loopback is served and
-    /// callers get `anonymous_role`.
-    pub keys_file: PathBuf,
-    /// Role of unauthenticated loopback callers when there is no keys file.
-    pub anonymous_role: Role,
-    /// The audit log (one JSON line per call); default `<data_dir>/audit.log`.
-    pub audit_log: Option<PathBuf>,
-    /// Browser origins allowed to call `/mcp` and `/sse` besides loopback ones
-    /// (`http://localhost:*`, `http://127.0.0.1:*`, `http://[::1]:*`), e.g.
-    /// `"https://app.example.com:443"`. Other origins get 403.
-    pub allowed_origins: Vec<String>,
-    /// Host names (with or without port) accepted in the `Host` header besides
-    /// loopback ones (DNS-rebinding protection).
-    pub allowed_hosts: Vec<String>,
-    /// Largest request body accepted (413 beyond).
-    pub max_body_bytes: usize,
-    /// Legacy SSE: a `:` comment ping this often.
-    pub sse_ping_secs: u64,
-    /// Legacy SSE: a session with no open stream and no traffic this long is dropped.
-    pub sse_idle_secs: u64,
-    /// On SIGTERM, in-flight calls get this long to finish.
-    pub shutdown_grace_secs: u64,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        ServerConfig {
-            listen: SocketAddr::from(([127, 0, 0, 1], 8790)),
-            keys_file: PathBuf::from("./keys.toml"),
-            anonymous_role: Role::Viewer,
-            audit_log: None,
-            allowed_origins: Vec::new(),
-            allowed_hosts: Vec::new(),
-            max_body_bytes: 1 << 20,
-            sse_ping_secs: 15,
-            sse_idle_secs: 90,
-            shutdown_grace_secs: 30,
-        }
-    }
-}
-
-impl ServerConfig {
-    /// The audit log path, defaulting into `data_dir`.
-    pub fn audit_path(&self, data_dir: &Path) -> PathBuf {
-        self.audit_log
-            .clone()
-            .unwrap_or_else(|| data_dir.join("audit.log"))
-    }
 }
 
 /// `[breaker]`: the per-(slot, strategy) circuit breaker.
@@ -273,6 +216,7 @@ impl Config {
         let (mut cfg, text): (Config, String) = diag::read_toml(path)?;
         cfg.check_slots(path, &text)?;
         cfg.check_web(path, &text)?;
+        cfg.check_server(path, &text)?;
         let base = path.parent().unwrap_or(Path::new("."));
         let base = if base.as_os_str().is_empty() {
             Path::new(".")
@@ -303,6 +247,25 @@ impl Config {
         }
         cfg.source = Some(path.to_path_buf());
         Ok(cfg)
+    }
+
+    fn check_server(&self, path: &Path, text: &str) -> Result<(), Diagnostic> {
+        let s = &self.server;
+        let at = text.find("[server]").map(|p| p..p);
+        let zero = [
+            ("header_timeout_secs", s.header_timeout_secs == 0),
+            ("max_sessions", s.max_sessions == 0),
+            ("max_sessions_per_key", s.max_sessions_per_key == 0),
+        ];
+        match zero.iter().find(|(_, z)| *z) {
+            Some((name, _)) => Err(Diagnostic::at(
+                path,
+                text,
+                at,
+                format!("server.{name} must be at least 1"),
+            )),
+            None => Ok(()),
+        }
     }
 
     fn check_web(&self, path: &Path, text: &str) -> Result<(), Diagnostic> {

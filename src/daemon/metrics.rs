@@ -135,6 +135,12 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
     metrics::gauge!("idpool_mcp_sessions", "transport" => "http").set(http_sessions as f64);
     metrics::gauge!("idpool_mcp_sessions", "transport" => "sse").set(sse_sessions as f64);
     metrics::gauge!("idpool_mcp_calls_in_flight").set(core.in_flight() as f64);
+    let serving = core.pool().serving();
+    let (open, cap) = serving.connections();
+    metrics::gauge!("idpool_http_connections").set(open as f64);
+    metrics::gauge!("idpool_http_connections_max").set(cap as f64);
+    metrics::gauge!("idpool_mcp_sessions_max").set(core.settings().max_sessions as f64);
+    metrics::counter!("idpool_mcp_sessions_evicted_total").absolute(serving.evicted());
     handle.run_upkeep();
     handle.render()
 }

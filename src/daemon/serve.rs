@@ -50,6 +50,8 @@ pub struct Daemon {
     listener: Option<TcpListener>,
     /// The config file SIGHUP re-reads profiles from.
     reload: Option<std::path::PathBuf>,
+    /// The file limit in force (raised to the hard limit at bind).
+    file_limit: u64,
 }
 
 impl Daemon {
@@ -63,9 +65,9 @@ impl Daemon {
                 cfg.server.keys_file.display()
             )));
         }
+        let file_limit = super::listener::raise_file_limit();
         let core = build_core(cfg).await?;
-        let listener = TcpListener::bind(listen)
-            .await
+        let listener = super::listener::bind(listen)
             .map_err(|e| Error::io(format!("cannot listen on {listen}"), e))?;
         let addr = listener
             .local_addr()
@@ -76,6 +78,7 @@ impl Daemon {
             shutdown: CancellationToken::new(),
             listener: Some(listener),
             reload: cfg.source.clone(),
+            file_limit,
         })
     }
 
@@ -117,16 +120,19 @@ impl Daemon {
         // SIGTERM closes the listening socket at once (new connections are
         // refused); open connections are closed only after the drain.
         let closing = CancellationToken::new();
-        let listener = Closable {
-            inner: Some(listener),
-            addr: self.addr,
-            stop: self.shutdown.clone(),
+        let settings = self.core.settings();
+        let limits = super::listener::Limits {
+            header_timeout: Duration::from_secs(settings.header_timeout_secs.max(1)),
+            max_connections: settings.connection_cap(self.file_limit),
         };
-        let stop = closing.clone();
-        let server = axum::serve(listener, router)
-            .with_graceful_shutdown(async move { stop.cancelled().await })
-            .into_future();
-        let server = tokio::spawn(server);
+        let server = tokio::spawn(super::listener::serve(
+            listener,
+            router,
+            limits,
+            self.core.clone(),
+            self.shutdown.clone(),
+            closing.clone(),
+        ));
         notifier.notify(&format!(
             "READY=1\nSTATUS=serving {} slots on {}",
             self.core.pool().slots().len(),
@@ -143,8 +149,7 @@ impl Daemon {
         streams.cancel();
         closing.cancel();
         match tokio::time::timeout(Duration::from_secs(10), server).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(e))) => tracing::error!("the listener failed: {e}"),
+            Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::error!("the listener task failed: {e}"),
             Err(_) => tracing::warn!("connections still open after 10s: closed"),
         }
@@ -266,53 +271,6 @@ async fn drain(core: &Core) {
         // The last answers are still on their way through the sessions'
         // streams; give them a moment before the streams end.
         tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
-
-/// A listener whose socket is closed when `stop` fires; after that it accepts
-/// nothing (and never returns).
-struct Closable {
-    inner: Option<TcpListener>,
-    addr: SocketAddr,
-    stop: CancellationToken,
-}
-
-impl axum::serve::Listener for Closable {
-    type Io = tokio::net::TcpStream;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let Some(l) = self.inner.as_ref() else {
-                std::future::pending::<()>().await;
-                continue;
-            };
-            tokio::select! {
-                r = l.accept() => match r {
-                    Ok(conn) => {
-                        // Without TCP_NODELAY a response written in two parts
-                        // (rmcp's SSE head, then the result) waits for the
-                        // client's delayed ACK: 40 ms on every call.
-                        if let Err(e) = conn.0.set_nodelay(true) {
-                            tracing::debug!("TCP_NODELAY not set on a connection: {e}");
-                        }
-                        return conn;
-                    }
-                    Err(e) => {
-                        tracing::warn!("accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                },
-                () = self.stop.cancelled() => {
-                    self.inner = None;
-                    tracing::info!("stopped accepting connections");
-                }
-            }
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.addr)
     }
 }
 

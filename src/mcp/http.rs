@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
@@ -15,21 +15,29 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
 use parking_lot::Mutex;
+use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
+use super::bounds::{Held, Transport, to_evict};
 use super::dispatch::Core;
 use super::gate::{Owner, ROLE_CAP_HEADER, check_host, check_origin, presented_key, reject};
 use super::server::McpServer;
 use super::sse::SseSessions;
 use crate::auth::{Principal, Role};
 
+struct Binding {
+    owner: String,
+    last_used: Instant,
+}
+
 /// State behind the MCP routes.
 pub struct McpHttp {
     pub core: Arc<Core>,
-    /// Streamable HTTP session id → the key (name and role) that opened it.
-    bindings: Mutex<HashMap<String, String>>,
+    /// Streamable HTTP session id → the key (name and role) that opened it,
+    /// and when it was last used.
+    bindings: Mutex<HashMap<String, Binding>>,
     /// rmcp's sessions (they expire after 5 idle minutes): bindings of
     /// sessions it no longer knows are pruned.
     sessions: Arc<LocalSessionManager>,
@@ -96,47 +104,100 @@ pub fn routes(core: Arc<Core>, shutdown: CancellationToken) -> (Router, Arc<McpH
 /// A Streamable HTTP session with no traffic this long is ended.
 pub const SESSION_IDLE: Duration = Duration::from_secs(3600);
 
-/// Above this many bindings, those of expired sessions are pruned.
-const PRUNE_ABOVE: usize = 256;
-
 impl McpHttp {
     /// Open Streamable HTTP and legacy SSE sessions.
     pub async fn session_counts(&self) -> (usize, usize) {
-        (self.sessions.sessions.read().await.len(), self.sse.len())
+        (self.count_sessions().await, self.sse.len())
     }
 
     /// A Streamable HTTP session is used only with the key that opened it.
     #[allow(clippy::result_large_err)] // the refusal is the response sent, once
     fn check_owner(&self, id: &str, owner: &str) -> Result<(), Response> {
-        match self.bindings.lock().get(id) {
+        match self.bindings.lock().get_mut(id) {
             None => Err(reject(
                 StatusCode::NOT_FOUND,
                 -32600,
                 format!("unknown session `{id}`: initialize a new one"),
             )),
-            Some(o) if o != owner => Err(reject(
+            Some(b) if b.owner != owner => Err(reject(
                 StatusCode::FORBIDDEN,
                 -32001,
                 "this session was opened with another API key",
             )),
-            Some(_) => Ok(()),
+            Some(b) => {
+                b.last_used = Instant::now();
+                Ok(())
+            }
         }
     }
 
-    async fn bind(&self, id: &str, name: String) {
-        let full = self.bindings.lock().len() >= PRUNE_ABOVE;
-        if full {
-            let live: std::collections::HashSet<String> = self
-                .sessions
-                .sessions
-                .read()
-                .await
-                .keys()
-                .map(|k| k.to_string())
-                .collect();
-            self.bindings.lock().retain(|k, _| live.contains(k));
+    async fn bind(&self, id: &str, owner: String) {
+        let binding = Binding {
+            owner,
+            last_used: Instant::now(),
+        };
+        self.bindings.lock().insert(id.to_string(), binding);
+        self.count_sessions().await;
+    }
+
+    /// Forget bindings of sessions rmcp has ended (idle, closed), and tell
+    /// `pool_status` how many are open.
+    async fn count_sessions(&self) -> usize {
+        let live: std::collections::HashSet<String> = self
+            .sessions
+            .sessions
+            .read()
+            .await
+            .keys()
+            .map(|k| k.to_string())
+            .collect();
+        let mut bindings = self.bindings.lock();
+        bindings.retain(|k, _| live.contains(k));
+        let s = self.core.settings();
+        let http = bindings.len();
+        self.core
+            .pool()
+            .serving()
+            .set_sessions(http, self.sse.len(), s.max_sessions);
+        http
+    }
+
+    /// End sessions so `owner` can open one more within the session bounds.
+    async fn make_room(&self, owner: &str) {
+        self.count_sessions().await;
+        let mut held: Vec<Held> = self
+            .bindings
+            .lock()
+            .iter()
+            .map(|(id, b)| Held {
+                id: id.clone(),
+                transport: Transport::Http,
+                owner: b.owner.clone(),
+                last_used: b.last_used,
+                streaming: false,
+            })
+            .collect();
+        held.extend(self.sse.held());
+        let s = self.core.settings();
+        for victim in to_evict(&held, owner, s.max_sessions_per_key, s.max_sessions) {
+            tracing::info!(
+                session = %victim.id,
+                owner = %victim.owner,
+                "session ended to make room (server.max_sessions_per_key / max_sessions)"
+            );
+            match victim.transport {
+                Transport::Sse => self.sse.end(&victim.id),
+                Transport::Http => {
+                    self.bindings.lock().remove(&victim.id);
+                    let id: rmcp::transport::common::server_side_http::SessionId =
+                        victim.id.as_str().into();
+                    if let Err(e) = self.sessions.close_session(&id).await {
+                        tracing::debug!("closing session {}: {e}", victim.id);
+                    }
+                }
+            }
+            self.core.pool().serving().session_evicted();
         }
-        self.bindings.lock().insert(id.to_string(), name);
     }
 }
 
@@ -155,6 +216,9 @@ struct Admitted {
     owner: String,
     /// Answer with one JSON body instead of a stream.
     json_reply: bool,
+    /// The request opens a session (an `initialize` without a session id, or
+    /// a legacy `GET /sse`).
+    opens_session: bool,
 }
 
 /// Host, Origin, key, role cap, session owner and (for a POST to `/mcp`) a
@@ -216,9 +280,11 @@ async fn admit(state: &McpHttp, mut req: Request) -> Result<(Request, Admitted),
         state.check_owner(id, &owner)?;
     }
     let mut json_reply = false;
+    let mut opens_session = path == "/sse" && req.method() == Method::GET;
     if path == "/mcp" && req.method() == Method::POST {
-        let (r, json) = read_body(req, settings.max_body_bytes).await?;
+        let (r, json, init) = read_body(req, settings.max_body_bytes).await?;
         (req, json_reply) = (r, json);
+        opens_session = init && session.is_none();
     }
     req.extensions_mut().insert(principal);
     req.extensions_mut().insert(Owner(owner.clone()));
@@ -229,6 +295,7 @@ async fn admit(state: &McpHttp, mut req: Request) -> Result<(Request, Admitted),
             session,
             owner,
             json_reply,
+            opens_session,
         },
     ))
 }
@@ -236,7 +303,7 @@ async fn admit(state: &McpHttp, mut req: Request) -> Result<(Request, Admitted),
 /// Read a POST's body here so malformed JSON gets a JSON-RPC parse error
 /// (rmcp would answer 415 in plain text) and oversize bodies a 413; whether
 /// it wants one JSON reply (a single message without a progress token).
-async fn read_body(req: Request, limit: usize) -> Result<(Request, bool), Response> {
+async fn read_body(req: Request, limit: usize) -> Result<(Request, bool, bool), Response> {
     let (parts, body) = req.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
         return Err(reject(
@@ -247,8 +314,8 @@ async fn read_body(req: Request, limit: usize) -> Result<(Request, bool), Respon
     };
     // One pass for a single message; a batch (or anything unusual) is
     // only checked for JSON, and keeps rmcp's stream.
-    let json_reply = match serde_json::from_slice::<super::reply::Peek>(&bytes) {
-        Ok(p) => p.wants_json(),
+    let (json_reply, init) = match serde_json::from_slice::<super::reply::Peek>(&bytes) {
+        Ok(p) => (p.wants_json(), p.is_initialize()),
         Err(_) => {
             if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
                 return Err(reject(
@@ -257,16 +324,23 @@ async fn read_body(req: Request, limit: usize) -> Result<(Request, bool), Respon
                     format!("parse error: {e}"),
                 ));
             }
-            false
+            (false, false)
         }
     };
-    Ok((Request::from_parts(parts, Body::from(bytes)), json_reply))
+    Ok((
+        Request::from_parts(parts, Body::from(bytes)),
+        json_reply,
+        init,
+    ))
 }
 
 /// Run an admitted request; bind a new Streamable HTTP session to its key,
 /// forget one that was deleted.
 async fn serve(state: &McpHttp, req: Request, a: Admitted, next: Next) -> Response {
     let is_delete = req.method() == Method::DELETE;
+    if a.opens_session {
+        state.make_room(&a.owner).await;
+    }
     let mut response = next.run(req).await;
     if a.json_reply {
         response = super::reply::to_json(response).await;
@@ -280,6 +354,7 @@ async fn serve(state: &McpHttp, req: Request, a: Admitted, next: Next) -> Respon
             }
             (Some(id), _) if is_delete && response.status().is_success() => {
                 state.bindings.lock().remove(id);
+                state.count_sessions().await;
                 // rmcp answers 202; clients (the Python SDK) expect 200 or
                 // 204 for a terminated session and log anything else.
                 if response.status() == StatusCode::ACCEPTED {

@@ -1,8 +1,10 @@
 //! The MCP server: one dispatcher (`dispatch.rs`: auth gate, audit, tool runs)
 //! behind the rmcp handler (`server.rs`), served on stdio (`stdio.rs`),
 //! Streamable HTTP and legacy SSE (`http.rs`, `sse.rs`) behind one gate
-//! (`gate.rs`: Host, Origin, API key). `catalog.rs` describes the tools.
+//! (`gate.rs`: Host, Origin, API key; `bounds.rs`: how many sessions).
+//! `catalog.rs` describes the tools.
 
+mod bounds;
 pub mod catalog;
 pub mod client;
 pub mod dispatch;

@@ -17,7 +17,7 @@ use serde::de::IgnoredAny;
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct Peek {
     id: Option<IgnoredAny>,
-    method: Option<IgnoredAny>,
+    method: Option<String>,
     params: Option<PeekParams>,
 }
 
@@ -34,6 +34,11 @@ struct PeekMeta {
 }
 
 impl Peek {
+    /// An `initialize` request: a new session, when it has no session id.
+    pub(crate) fn is_initialize(&self) -> bool {
+        self.id.is_some() && self.method.as_deref() == Some("initialize")
+    }
+
     /// A single request whose caller asked for no progress: one answer, no stream.
     pub(crate) fn wants_json(&self) -> bool {
         self.id.is_some()

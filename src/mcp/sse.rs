@@ -26,6 +26,7 @@ use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
+use super::bounds::{Held, Transport};
 use super::gate::{Owner, reject};
 use super::server::McpServer;
 use crate::auth::Principal;
@@ -110,6 +111,28 @@ impl SseSessions {
         });
     }
 
+    /// Every session, for the session bounds.
+    pub fn held(&self) -> Vec<Held> {
+        self.map
+            .lock()
+            .iter()
+            .map(|(id, s)| Held {
+                id: id.clone(),
+                transport: Transport::Sse,
+                owner: s.owner.0.clone(),
+                last_used: *s.last_activity.lock(),
+                streaming: s.stream_open.load(Ordering::SeqCst),
+            })
+            .collect()
+    }
+
+    /// End a session (its stream closes; its messages get 404).
+    pub fn end(&self, id: &str) {
+        if let Some(s) = self.map.lock().remove(id) {
+            s.cancel.cancel();
+        }
+    }
+
     /// Number of live sessions.
     pub fn len(&self) -> usize {
         self.map.lock().len()
@@ -132,8 +155,6 @@ impl Drop for StreamGuard {
 
 /// Messages buffered for one client's stream.
 const CLIENT_BUFFER: usize = 256;
-/// Open legacy sessions one key may hold.
-const SESSIONS_PER_KEY: usize = 64;
 
 /// `GET /sse`.
 pub async fn open(
@@ -141,22 +162,6 @@ pub async fn open(
     Extension(principal): Extension<Principal>,
     Extension(owner): Extension<Owner>,
 ) -> Response {
-    let held = sessions
-        .map
-        .lock()
-        .values()
-        .filter(|s| s.principal.name == principal.name)
-        .count();
-    if held >= SESSIONS_PER_KEY {
-        return reject(
-            StatusCode::TOO_MANY_REQUESTS,
-            -32600,
-            format!(
-                "`{}` already holds {held} legacy SSE sessions",
-                principal.name
-            ),
-        );
-    }
     let id = uuid::Uuid::new_v4().to_string();
     let (to_server, from_client) = mpsc::unbounded::<ClientJsonRpcMessage>();
     // Bounded: a client that stops reading slows its own session down instead

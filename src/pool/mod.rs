@@ -23,6 +23,7 @@ mod politeness;
 mod retire;
 mod robots;
 mod router;
+mod serving;
 mod session;
 mod slot;
 mod slot_env;
@@ -44,6 +45,7 @@ pub use retire::Retirement;
 pub use router::BreakerReport;
 use router::Router;
 pub use router::{WEB, is_web_key, web_key};
+pub use serving::Serving;
 pub use session::Imported;
 pub use slot::{Slot, SlotHealth};
 pub use slot_env::SlotEnv;
@@ -102,6 +104,8 @@ struct Inner {
     released: Notify,
     /// Login sessions with their live views.
     live: live::Sessions,
+    /// Connections and MCP sessions the daemon holds open.
+    serving: serving::Serving,
     /// Cancelled by [`Pool::shutdown`]: the pool's background tasks end.
     stop: CancellationToken,
 }
@@ -191,6 +195,7 @@ impl Pool {
                 _netns: netns,
                 retire: cfg.pool.retire,
                 released: Notify::new(),
+                serving: serving::Serving::default(),
                 live: live::Sessions::default(),
                 stop,
             }),
@@ -255,6 +260,11 @@ impl Pool {
         web.sort();
         names.extend(web);
         names
+    }
+
+    /// Connections and MCP sessions the daemon holds open.
+    pub fn serving(&self) -> &serving::Serving {
+        &self.inner.serving
     }
 
     /// The pool's event hub.

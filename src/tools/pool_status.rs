@@ -21,7 +21,8 @@ pub const SPEC: Spec = Spec {
          logged_out, unknown, since when and why), browser (running, pid, port, operations, \
          RSS), cookies (count, last saved), last success and error, and calibration: how \
          closely the HTTP tier matches the slot's browser (browser and HTTP JA4, HTTP/2 and \
-         headers equal, the residual differences by name).",
+         headers equal, the residual differences by name). Server: open connections and MCP \
+         sessions per transport against their bounds.",
     ),
     input: input_schema::<NoArgs>,
     strategy_enum: false,
@@ -36,7 +37,7 @@ pub const SPEC: Spec = Spec {
                 "requests_per_minute": {"type": ["number", "null"]},
                 "max_requests_per_minute": {"type": ["number", "null"]},
                 "adaptive": {"type": "boolean"}, "cuts": {"type": "integer"},
-            }}}}),
+            }}}, "server": {"type": "object", "description": "What the daemon holds open: connections {open, max} and MCP sessions {http, sse, max, evicted}."}}),
             &["slots", "strategies"],
         )
     },
@@ -113,7 +114,12 @@ pub fn run(pool: &Pool) -> Value {
         .iter()
         .map(|name| (name.clone(), json!(pool.budget(name))))
         .collect();
-    json!({ "slots": slots, "strategies": budgets, "browsers": pool.isolation() })
+    json!({
+        "slots": slots,
+        "strategies": budgets,
+        "browsers": pool.isolation(),
+        "server": pool.serving().to_json(),
+    })
 }
 
 /// The Chromium the slot runs (or would launch), the version its user

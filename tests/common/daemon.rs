@@ -142,6 +142,16 @@ impl Daemon {
         panic!("the daemon did not come up:\n{}", d.log_text());
     }
 
+    /// GET `path` with `key`; the body as text.
+    pub async fn get_text(&self, path: &str, key: Option<&str>) -> String {
+        let mut b = reqwest::Client::new().get(self.url(path));
+        if let Some(k) = key {
+            b = b.bearer_auth(k);
+        }
+        let r = b.send().await.expect("GET");
+        r.text().await.expect("text")
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }

@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::daemon::{Daemon, Mcp, add_key, idpool, messages_of, node_client};
-use common::{chromium_browsers_under, shop, truth};
+use common::{chromium_browsers_under, masked_truth, shop, truth};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -43,7 +43,7 @@ fn check_reviews(out: &Value, item: &str, transport: &str) {
     );
     assert_eq!(
         sc["reviews"].as_array().expect("reviews"),
-        &truth(item)[..count],
+        &masked_truth(item)[..count],
         "{transport}: ground truth"
     );
     // The same JSON as text for older clients.
@@ -709,7 +709,7 @@ async fn stateless_2026_07_28_discover_and_call() {
     assert_eq!(a.status, StatusCode::OK);
     assert_eq!(
         a.response(2)["result"]["structuredContent"]["reviews"],
-        json!(truth("B0STATELESS")[..10])
+        json!(masked_truth("B0STATELESS")[..10])
     );
     d.stop().await;
 }
@@ -879,7 +879,7 @@ async fn cancellation_stops_the_call_and_frees_the_slot() {
     .expect("the slot was freed by the cancellation");
     assert_eq!(
         r["result"]["structuredContent"]["reviews"],
-        json!(truth("B0NEXT")[..10]),
+        json!(masked_truth("B0NEXT")[..10]),
         "{r}"
     );
     slow.abort();
@@ -925,7 +925,7 @@ async fn a_daemon_refuses_a_public_address_without_keys_and_call_reaches_it() {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_slice(&out.stdout).expect("json");
-    assert_eq!(v["reviews"], json!(truth("B0CALL")[..10]));
+    assert_eq!(v["reviews"], json!(masked_truth("B0CALL")[..10]));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("page 1: 10 reviews"),
         "progress on stderr"
@@ -1089,7 +1089,7 @@ async fn the_python_sdk_round_trips_on_streamable_http_and_legacy_sse() {
         assert_eq!(r["result"]["isError"], false, "{transport}: {r}");
         assert_eq!(
             sc["reviews"],
-            json!(truth(item).into_iter().take(10).collect::<Vec<_>>()),
+            json!(masked_truth(item).into_iter().take(10).collect::<Vec<_>>()),
             "{transport}: ground truth"
         );
         assert_eq!(r["bad"]["isError"], true, "{transport}: {r}");

@@ -35,7 +35,7 @@ async fn tools_over_plain_http_match_mcp_and_keep_the_roles() {
     }
     assert_eq!(
         rest["reviews"],
-        json!(common::truth("B0REST1")[..20].to_vec())
+        json!(common::masked_truth("B0REST1")[..20].to_vec())
     );
 
     let denied = http

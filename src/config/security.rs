@@ -26,6 +26,9 @@ pub struct SecurityConfig {
     /// both tiers (like curl's `--resolve`): `{ "staging.shop.test" =
     /// "127.0.0.1" }`. The address still goes through the guard.
     pub resolve: BTreeMap<String, std::net::IpAddr>,
+    /// Callers below this role get strategy fields marked `pii = true`
+    /// masked (reviewer names, profile links, emails).
+    pub pii_role: super::Role,
 }
 
 impl Default for SecurityConfig {
@@ -36,6 +39,7 @@ impl Default for SecurityConfig {
             allow_private_networks: PrivateNetworks::default(),
             extra_root_certs: Vec::new(),
             resolve: BTreeMap::new(),
+            pii_role: super::Role::Admin,
         }
     }
 }

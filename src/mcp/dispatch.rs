@@ -318,6 +318,7 @@ impl Core {
                         progress,
                         session: ctx.session.clone(),
                         caller: Some(ctx.principal.name.clone()),
+                        mask_pii: self.pool.pii().mask_for(ctx.principal.role).cloned(),
                         ..RunOptions::default()
                     };
                     tokio::select! {

@@ -6,6 +6,8 @@
 //! leak. A call's requests ([`Lease::http`], [`Lease::browse`]), its tier
 //! memory and its outcome ([`Lease::finish`]) all go through the lease.
 
+mod background;
+use background::{interval, tick};
 mod browse;
 pub mod browsing;
 mod budget;
@@ -19,6 +21,7 @@ mod lease;
 mod live;
 mod lock;
 mod login;
+mod pii;
 mod politeness;
 mod retire;
 mod robots;
@@ -40,6 +43,7 @@ use isolation::isolate;
 pub use lease::{Fetched, Lease, Via};
 pub use live::{Frame, LiveSession, LiveStatus, LoginLimits};
 pub use login::LoginRecord;
+pub use pii::Pii;
 pub use politeness::Site;
 pub use retire::Retirement;
 pub use router::BreakerReport;
@@ -106,6 +110,7 @@ struct Inner {
     live: live::Sessions,
     /// Connections and MCP sessions the daemon holds open.
     serving: serving::Serving,
+    pii: pii::Pii,
     /// Cancelled by [`Pool::shutdown`]: the pool's background tasks end.
     stop: CancellationToken,
 }
@@ -196,6 +201,7 @@ impl Pool {
                 retire: cfg.pool.retire,
                 released: Notify::new(),
                 serving: serving::Serving::default(),
+                pii: pii::Pii::open(&cfg.pool.data_dir, cfg.security.pii_role)?,
                 live: live::Sessions::default(),
                 stop,
             }),
@@ -267,105 +273,14 @@ impl Pool {
         &self.inner.serving
     }
 
+    /// Who sees personal data in clear, and the mask for the others.
+    pub fn pii(&self) -> &pii::Pii {
+        &self.inner.pii
+    }
+
     /// The pool's event hub.
     pub fn events(&self) -> &Events {
         &self.inner.events
-    }
-
-    /// Turn changes in the browsers' facts (launches, recycles, crashes, RSS
-    /// restarts, closes) into events. Ends at shutdown, or once the pool is gone.
-    fn spawn_browser_watcher(&self) {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let weak = Arc::downgrade(&self.inner);
-        let stop = self.inner.stop.clone();
-        rt.spawn(async move {
-            let mut last: Vec<crate::browser::BrowserFacts> = Vec::new();
-            let mut interval = interval(Duration::from_millis(500));
-            while let Some(inner) = tick(&mut interval, &stop, &weak).await {
-                let now: Vec<_> = inner.slots.iter().map(|s| s.browser_facts()).collect();
-                for (i, (old, new)) in last.iter().zip(&now).enumerate() {
-                    let detail = serde_json::json!({"pid": new.pid, "port": new.port});
-                    let emit = |kind: &str, changed: bool| {
-                        if changed {
-                            inner.events.emit(kind, Some(i), None, detail.clone());
-                        }
-                    };
-                    emit("browser_crash", new.crashes > old.crashes);
-                    emit("browser_restart_rss", new.rss_restarts > old.rss_restarts);
-                    emit("browser_launch", new.launches > old.launches);
-                    emit("browser_recycle", new.recycles > old.recycles);
-                    emit(
-                        "browser_closed",
-                        old.running && !new.running && new.crashes == old.crashes,
-                    );
-                }
-                last = now;
-            }
-        });
-    }
-
-    /// Probe the proxies of `proxy_down` slots when due, turn changes of
-    /// proxy health into events and the `idpool_slot_proxy_down` gauge, and
-    /// retire identities past `pool.retire.max_age_secs`.
-    fn spawn_maintenance(&self) {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let proxied = self.inner.slots.iter().any(|s| s.egress().has_upstream());
-        if !proxied && self.inner.retire.max_age_secs == 0 {
-            return;
-        }
-        let weak = Arc::downgrade(&self.inner);
-        let stop = self.inner.stop.clone();
-        rt.spawn(async move {
-            let mut down: Vec<bool> = Vec::new();
-            let mut interval = interval(Duration::from_millis(500));
-            while let Some(inner) = tick(&mut interval, &stop, &weak).await {
-                for slot in &inner.slots {
-                    if slot.egress().health().probe_due() {
-                        slot.egress().probe_upstream().await;
-                    }
-                }
-                let now: Vec<bool> = inner.slots.iter().map(|s| s.proxy_down()).collect();
-                for (i, is_down) in now.iter().enumerate() {
-                    let was = down.get(i).copied().unwrap_or(false);
-                    if *is_down != was {
-                        let report = inner.slots[i].egress().health().report();
-                        let kind = if *is_down { "proxy_down" } else { "proxy_up" };
-                        tracing::warn!(slot = i, error = ?report.last_error, "{kind}");
-                        inner.events.emit(
-                            kind,
-                            Some(i),
-                            None,
-                            serde_json::json!({"error": report.last_error, "failures": report.failures}),
-                        );
-                    }
-                }
-                down = now;
-                Pool { inner }.retire_aged();
-            }
-        });
-    }
-
-    /// Close browsers nobody used for `idle`. Ends at shutdown, or once the
-    /// pool is gone (the task holds only a weak reference).
-    fn spawn_idle_closer(&self, idle: Duration) {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let weak = Arc::downgrade(&self.inner);
-        let every = (idle / 4).clamp(Duration::from_millis(250), Duration::from_secs(30));
-        let stop = self.inner.stop.clone();
-        rt.spawn(async move {
-            let mut interval = interval(every);
-            while let Some(inner) = tick(&mut interval, &stop, &weak).await {
-                for slot in &inner.slots {
-                    slot.browser().close_if_idle(idle).await;
-                }
-            }
-        });
     }
 
     /// End Chromium left behind by an earlier run of any slot (call at start-up).
@@ -558,26 +473,6 @@ fn open_slots(
         )?));
     }
     Ok(slots)
-}
-
-/// A pool task's clock: a late tick is delayed, not bunched.
-fn interval(period: Duration) -> tokio::time::Interval {
-    let mut i = tokio::time::interval(period);
-    i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    i
-}
-
-/// A pool task's next tick: the pool, or `None` once it shuts down or is
-/// gone (the task holds only a weak reference).
-async fn tick(
-    interval: &mut tokio::time::Interval,
-    stop: &CancellationToken,
-    pool: &std::sync::Weak<Inner>,
-) -> Option<Arc<Inner>> {
-    tokio::select! {
-        _ = interval.tick() => pool.upgrade(),
-        () = stop.cancelled() => None,
-    }
 }
 
 /// Host patterns the SSRF guard admits: every strategy's plus `allowed_hosts`.

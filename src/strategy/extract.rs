@@ -43,6 +43,10 @@ struct FieldFile {
     number: bool,
     #[serde(default)]
     exists: bool,
+    /// Personal data (a reviewer's name, a profile link): masked for callers
+    /// below `security.pii_role`.
+    #[serde(default)]
+    pii: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -123,6 +127,7 @@ struct Field {
     regex: Option<regex::Regex>,
     number: bool,
     exists: bool,
+    pii: bool,
     /// JSON tiers: no other field reads this value, so it can be moved out
     /// of the parsed response instead of copied.
     sole_reader: bool,
@@ -283,6 +288,7 @@ impl FieldFile {
             regex,
             number: self.number,
             exists: self.exists,
+            pii: self.pii,
             sole_reader: false,
         })
     }
@@ -387,6 +393,14 @@ impl Extractor {
     /// The names of the fields each item gets.
     pub fn field_names(&self) -> Vec<&str> {
         self.fields.iter().map(|f| f.name.as_str()).collect()
+    }
+
+    /// The fields marked `pii = true`.
+    pub fn pii_fields(&self) -> impl Iterator<Item = &str> {
+        self.fields
+            .iter()
+            .filter(|f| f.pii)
+            .map(|f| f.name.as_str())
     }
 
     pub fn extract_body(

@@ -12,6 +12,7 @@ mod login;
 mod markers;
 pub mod operation;
 pub mod outcome;
+pub mod pii;
 mod registry;
 pub mod template;
 

@@ -25,7 +25,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -35,91 +34,12 @@ use crate::strategy::operation::{Operation, Tier};
 use crate::strategy::{Outcome, Strategy};
 
 mod login;
+mod mask;
 mod tier;
+mod types;
 pub use login::Fallback;
 use tier::run_tier;
-
-/// One tier tried on one slot.
-#[derive(Debug, Clone, Serialize)]
-pub struct Attempt {
-    pub slot: usize,
-    pub tier: u8,
-    /// `ok`, `empty`, `hard_block`, `tier_block`, `rate_limited`,
-    /// `challenge`, `failed`, or `skipped`.
-    pub outcome: Outcome,
-    pub status: Option<u16>,
-    pub ms: u64,
-    /// What went wrong: the network error, the timeout, the extraction's complaint.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// Why the site's answer was judged so: the marker that matched
-    /// (`[block] body has "validateCaptcha"`), or the status of a failed answer.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-    /// What the page asked for and the browser's egress refused
-    /// (`host:port: reason`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub refused: Vec<String>,
-}
-
-/// A successful run.
-#[derive(Debug, Clone, Serialize)]
-pub struct CascadeResult {
-    pub slot: usize,
-    pub tier: u8,
-    /// This call was its slot's half-open trial (one request).
-    pub trial: bool,
-    pub attempts: Vec<Attempt>,
-    /// Requests this call sent to the site (`cascade.max_requests_per_call`).
-    pub requests: usize,
-    #[serde(skip)]
-    pub extracted: Extracted,
-    pub status: u16,
-    pub final_url: String,
-    /// The operation's `fallback_operation` ran instead (no signed-in slot).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fallback: Option<Fallback>,
-}
-
-/// Limits a caller may put on one run, and where progress goes.
-#[derive(Debug, Clone, Default)]
-pub struct RunOptions {
-    /// Only these tiers (testing and debugging); `None`: all.
-    pub only_tiers: Option<Vec<u8>>,
-    /// Use this slot only.
-    pub slot: Option<usize>,
-    /// Stay on this slot while it is admitted (a multi-page call's slot so
-    /// far); it is waited for when busy. Moves on only when it is not.
-    pub prefer: Option<usize>,
-    /// The MCP session: its consecutive calls for one strategy stay on the
-    /// slot that served the last one, like `prefer`.
-    pub session: Option<String>,
-    /// Round-robin, no stickiness (the tools' `sticky: false`).
-    pub rotate: bool,
-    /// Told about every tier attempt and every page (MCP progress notifications).
-    pub progress: Option<Progress>,
-    /// The caller's key (its name), for what is bound to it (browser sessions).
-    pub caller: Option<String>,
-}
-
-impl RunOptions {
-    /// Tell the progress listener, if any (the message is only made for one).
-    pub fn report(&self, message: impl FnOnce() -> String) {
-        if let Some(p) = &self.progress {
-            (p.0)(message());
-        }
-    }
-}
-
-/// A progress listener: called with one human-readable line per step.
-#[derive(Clone)]
-pub struct Progress(pub Arc<dyn Fn(String) + Send + Sync>);
-
-impl std::fmt::Debug for Progress {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Progress")
-    }
-}
+pub use types::{Attempt, CascadeResult, Progress, RunOptions};
 
 /// How one tier ended on one slot.
 struct TierRun {
@@ -186,6 +106,18 @@ enum TierEnd {
 /// `requires_login` with no slot signed in fails at once, or runs its
 /// `fallback_operation` (the result says so).
 pub async fn run(
+    pool: &Pool,
+    strategy: &Arc<dyn Strategy>,
+    op: &Operation,
+    args: &Map<String, Value>,
+    opts: &RunOptions,
+) -> Result<CascadeResult> {
+    let r = run_unmasked(pool, strategy, op, args, opts).await?;
+    Ok(mask::apply(strategy.as_ref(), op, r, opts))
+}
+
+/// [`run`] before personal data is masked.
+async fn run_unmasked(
     pool: &Pool,
     strategy: &Arc<dyn Strategy>,
     op: &Operation,
@@ -377,21 +309,27 @@ impl Call<'_> {
 
     /// Try the tiers on the lease's slot; the result, or what the slot came
     /// to (the lease finished with it) to move on to another slot.
+    /// Probe the slot's login state when the operation needs it; whether
+    /// the slot turned out signed out (the probe is a request of this call).
+    async fn probe_login(&self, lease: &Lease, attempts: &mut Vec<Attempt>) -> bool {
+        let Some(a) = login::probe(lease, self.op).await else {
+            return false;
+        };
+        self.spent.fetch_add(1, Ordering::Relaxed);
+        self.report(&a);
+        let walled = a.outcome == Outcome::LoginRequired;
+        attempts.push(a);
+        walled
+    }
+
     async fn on_slot(
         &self,
         lease: Lease,
         attempts: &mut Vec<Attempt>,
     ) -> Result<Result<CascadeResult, Outcome>> {
-        if let Some(a) = login::probe(&lease, self.op).await {
-            // The probe is a request of this call too.
-            self.spent.fetch_add(1, Ordering::Relaxed);
-            self.report(&a);
-            let walled = a.outcome == Outcome::LoginRequired;
-            attempts.push(a);
-            if walled {
-                lease.finish(Outcome::LoginRequired);
-                return Ok(Err(Outcome::LoginRequired));
-            }
+        if self.probe_login(&lease, attempts).await {
+            lease.finish(Outcome::LoginRequired);
+            return Ok(Err(Outcome::LoginRequired));
         }
         let plan = self.plan(&lease, attempts);
         let (mut tried_tiers, mut blocks) = (0usize, 0usize);
@@ -440,6 +378,7 @@ impl Call<'_> {
                         status,
                         final_url,
                         fallback: None,
+                        masked: Vec::new(),
                     }));
                 }
                 TierEnd::HardBlock | TierEnd::RateLimited | TierEnd::LoginRequired => {

@@ -27,6 +27,7 @@ pub const SPEC: Spec = Spec {
                 "slot": {"type": "integer"}, "tier": {"type": "integer"},
                 "attempts": super::attempts_schema(),
                 "requests": {"type": "integer", "description": "Requests sent to the site."},
+                "masked": {"type": "array", "items": {"type": "string"}, "description": "Fields masked as personal data (pii = true) for a caller below security.pii_role."},
                 "fallback": {"type": "object", "description": "Present when the operation needs a signed-in identity, none was, and its fallback_operation ran instead.", "properties": {
                     "operation": {"type": "string"}, "instead_of": {"type": "string"}, "reason": {"type": "string"}}},
             }),
@@ -100,6 +101,9 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     });
     if let Some(f) = &r.fallback {
         out["fallback"] = json!(f);
+    }
+    if !r.masked.is_empty() {
+        out["masked"] = json!(r.masked);
     }
     // Moved into place: `json!` would copy every item through serde.
     out["items"] = Value::Array(r.extracted.items.into_iter().map(Value::Object).collect());

@@ -46,6 +46,7 @@ pub const SPEC: Spec = Spec {
                 "count": {"type": "integer"},
                 "reviews": {"type": "array", "items": {"type": "object"}},
                 "has_more": {"type": "boolean"},
+                "masked": {"type": "array", "items": {"type": "string"}, "description": "Fields masked as personal data (pii = true) for a caller below security.pii_role."},
                 "fallback": {"type": "object", "description": "Present when the operation needs a signed-in identity, none was, and its fallback_operation ran instead.", "properties": {
                     "operation": {"type": "string"}, "instead_of": {"type": "string"}, "reason": {"type": "string"}}},
                 "slot": {"type": "integer", "description": "The one slot that served every page (absent when the call moved)."},
@@ -97,21 +98,26 @@ struct Args {
     sticky: bool,
 }
 
-/// Arguments: `item` (id or URL), `strategy` (optional with a URL), `page`
-/// (default 1), `pages` (default 1), `slot`, `sticky`, plus the operation's
-/// own filters.
-pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
+/// The tool's own arguments, checked, and the operation's filters (no serde
+/// `flatten`: it buffers every argument once more).
+fn split_args(args: Value) -> Result<(Args, Map<String, Value>)> {
     let Value::Object(mut filters) = args else {
         return Err(invalid(format!(
             "arguments must be a JSON object, got {args}"
         )));
     };
-    // Split off the operation's filters (no serde `flatten`: it buffers
-    // every argument once more).
     let own: Map<String, Value> = OWN_ARGS
         .iter()
         .filter_map(|k| filters.remove_entry(*k))
         .collect();
+    Ok((parse("get_reviews", Value::Object(own))?, filters))
+}
+
+/// Arguments: `item` (id or URL), `strategy` (optional with a URL), `page`
+/// (default 1), `pages` (default 1), `slot`, `sticky`, plus the operation's
+/// own filters.
+pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
+    let (own, filters) = split_args(args)?;
     let Args {
         item,
         strategy: strategy_name,
@@ -119,7 +125,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         pages,
         slot,
         sticky,
-    } = parse("get_reviews", Value::Object(own))?;
+    } = own;
     let args = filters;
     let first = page.max(1);
     if pages == 0 || pages > MAX_PAGES {
@@ -145,6 +151,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     let mut provenance = Vec::new();
     let mut has_more = false;
     let mut fallback = None;
+    let mut masked: Vec<String> = Vec::new();
     for page in first..first + pages {
         let mut params = args.clone();
         params.insert("item".into(), json!(item_id));
@@ -171,6 +178,11 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
                 r.tier
             )
         });
+        for m in r.masked {
+            if !masked.contains(&m) {
+                masked.push(m);
+            }
+        }
         reviews.extend(r.extracted.items.into_iter().map(Value::Object));
         // The fallback (say, a product page's top reviews) has no pages.
         if let Some(f) = r.fallback {
@@ -188,6 +200,10 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     out.insert("count".into(), json!(reviews.len()));
     out.insert("reviews".into(), Value::Array(reviews));
     out.insert("has_more".into(), Value::Bool(has_more));
+    if !masked.is_empty() {
+        masked.sort();
+        out.insert("masked".into(), json!(masked));
+    }
     if let Some(f) = fallback {
         out.insert("fallback".into(), json!(f));
     }

@@ -228,6 +228,23 @@ pub fn truth(item: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// [`truth`] as a caller below `security.pii_role` (an operator, by
+/// default) gets it: the reviewer's name (`pii = true`) masked to initials.
+pub fn masked_truth(item: &str) -> Vec<serde_json::Value> {
+    truth(item)
+        .into_iter()
+        .map(|mut r| {
+            let name = r["author"].as_str().unwrap_or_default().to_string();
+            let masked: Vec<String> = name
+                .split_whitespace()
+                .map(|w| format!("{}***", w.chars().next().unwrap_or('?')))
+                .collect();
+            r["author"] = serde_json::Value::String(masked.join(" "));
+            r
+        })
+        .collect()
+}
+
 /// The tools a role sees, in `tools/list` order (from the specs, so a new
 /// tool does not break the tests that count them).
 pub fn tools_for(role: idpool::config::Role) -> Vec<&'static str> {

@@ -1,0 +1,98 @@
+//! What a cascade run takes (its options, where progress goes) and gives back
+//! (the result and every attempt).
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::login::Fallback;
+use crate::strategy::Outcome;
+use crate::strategy::extract::Extracted;
+
+/// One tier tried on one slot.
+#[derive(Debug, Clone, Serialize)]
+pub struct Attempt {
+    pub slot: usize,
+    pub tier: u8,
+    /// `ok`, `empty`, `hard_block`, `tier_block`, `rate_limited`,
+    /// `challenge`, `failed`, or `skipped`.
+    pub outcome: Outcome,
+    pub status: Option<u16>,
+    pub ms: u64,
+    /// What went wrong: the network error, the timeout, the extraction's complaint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Why the site's answer was judged so: the marker that matched
+    /// (`[block] body has "validateCaptcha"`), or the status of a failed answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// What the page asked for and the browser's egress refused
+    /// (`host:port: reason`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
+}
+
+/// A successful run.
+#[derive(Debug, Clone, Serialize)]
+pub struct CascadeResult {
+    pub slot: usize,
+    pub tier: u8,
+    /// This call was its slot's half-open trial (one request).
+    pub trial: bool,
+    pub attempts: Vec<Attempt>,
+    /// Requests this call sent to the site (`cascade.max_requests_per_call`).
+    pub requests: usize,
+    #[serde(skip)]
+    pub extracted: Extracted,
+    pub status: u16,
+    pub final_url: String,
+    /// The operation's `fallback_operation` ran instead (no signed-in slot).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Fallback>,
+    /// Fields masked as personal data for this caller (`pii = true`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub masked: Vec<String>,
+}
+
+/// Limits a caller may put on one run, and where progress goes.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Only these tiers (testing and debugging); `None`: all.
+    pub only_tiers: Option<Vec<u8>>,
+    /// Use this slot only.
+    pub slot: Option<usize>,
+    /// Stay on this slot while it is admitted (a multi-page call's slot so
+    /// far); it is waited for when busy. Moves on only when it is not.
+    pub prefer: Option<usize>,
+    /// The MCP session: its consecutive calls for one strategy stay on the
+    /// slot that served the last one, like `prefer`.
+    pub session: Option<String>,
+    /// Round-robin, no stickiness (the tools' `sticky: false`).
+    pub rotate: bool,
+    /// Told about every tier attempt and every page (MCP progress notifications).
+    pub progress: Option<Progress>,
+    /// The caller's key (its name), for what is bound to it (browser sessions).
+    pub caller: Option<String>,
+    /// The caller is below `security.pii_role`: `pii = true` fields are
+    /// masked with this.
+    pub mask_pii: Option<crate::strategy::pii::PiiMask>,
+}
+
+impl RunOptions {
+    /// Tell the progress listener, if any (the message is only made for one).
+    pub fn report(&self, message: impl FnOnce() -> String) {
+        if let Some(p) = &self.progress {
+            (p.0)(message());
+        }
+    }
+}
+
+/// A progress listener: called with one human-readable line per step.
+#[derive(Clone)]
+pub struct Progress(pub Arc<dyn Fn(String) + Send + Sync>);
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress")
+    }
+}

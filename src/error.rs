@@ -108,6 +108,15 @@ impl Error {
         Self::new(ErrorKind::Io, message).with_source(source)
     }
 
+    /// The message and its cause, for operators (logs, `pool_status`):
+    /// "cannot write …: No space left on device (os error 28)".
+    pub fn with_cause(&self) -> String {
+        match &self.source {
+            Some(s) => format!("{}: {s}", self.message),
+            None => self.message.clone(),
+        }
+    }
+
     pub fn kind(&self) -> ErrorKind {
         self.kind
     }

@@ -28,11 +28,20 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
         .mode(0o600)
         .open(&tmp)
         .map_err(io("cannot create"))?;
-    f.write_all(bytes).map_err(io("cannot write"))?;
-    f.sync_all().map_err(io("cannot fsync"))?;
+    let written = f
+        .write_all(bytes)
+        .map_err(io("cannot write"))
+        .and_then(|()| f.sync_all().map_err(io("cannot fsync")));
     drop(f);
-    fs::rename(&tmp, path)
-        .map_err(|e| Error::io(format!("cannot rename over {}", path.display()), e))?;
+    let renamed = written.and_then(|()| {
+        fs::rename(&tmp, path)
+            .map_err(|e| Error::io(format!("cannot rename over {}", path.display()), e))
+    });
+    if let Err(e) = renamed {
+        // A full disk must not keep the half-written copy: the old file stays.
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
     // The rename is durable only once the folder entry is.
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all();

@@ -28,6 +28,8 @@ pub struct Jar {
     save_lock: Mutex<()>,
     /// Unix seconds of the last successful save (0: never).
     last_saved: AtomicU64,
+    /// Why the last save failed, until one succeeds (a full disk, say).
+    save_error: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Jar {
@@ -87,6 +89,7 @@ impl Jar {
             dirty: AtomicBool::new(false),
             save_lock: Mutex::new(()),
             last_saved: AtomicU64::new(0),
+            save_error: Mutex::new(None),
         }
     }
 
@@ -131,6 +134,7 @@ impl Jar {
             dirty: AtomicBool::new(false),
             save_lock: Mutex::new(()),
             last_saved: AtomicU64::new(0),
+            save_error: Mutex::new(None),
         };
         Ok((jar, note))
     }
@@ -151,6 +155,11 @@ impl Jar {
     }
 
     /// Unix time of the last save this process made, if any.
+    /// Why the last save failed; `None` once one succeeds.
+    pub fn save_error(&self) -> Option<String> {
+        self.save_error.lock().clone()
+    }
+
     pub fn last_saved(&self) -> Option<u64> {
         match self.last_saved.load(Ordering::Acquire) {
             0 => None,
@@ -291,8 +300,16 @@ impl Jar {
         })?;
         let result = crate::fsutil::write_atomically(&self.path, &json);
         match &result {
-            Ok(()) => self.last_saved.store(unix_now(), Ordering::Release),
-            Err(_) => self.dirty.store(true, Ordering::Release),
+            Ok(()) => {
+                self.last_saved.store(unix_now(), Ordering::Release);
+                *self.save_error.lock() = None;
+            }
+            Err(e) => {
+                // Kept dirty: the next save tries again; the file on disk is
+                // the previous jar, whole.
+                self.dirty.store(true, Ordering::Release);
+                *self.save_error.lock() = Some(e.with_cause());
+            }
         }
         result
     }

@@ -301,11 +301,13 @@ pub async fn start(spec: &LaunchSpec) -> Result<Started> {
         .retryable(false)
     })?;
     let pid = child.id().unwrap_or(0);
+    // Written at once: a daemon killed while Chromium starts leaves a pid
+    // file the next start ends it by.
+    if let Err(e) = std::fs::write(&spec.pid_file, format!("{pid}\n")) {
+        tracing::warn!(slot = spec.slot, error = %e, "cannot write chromium.pid");
+    }
     match started(spec, &mut child).await {
         Ok(ws_url) => {
-            if let Err(e) = std::fs::write(&spec.pid_file, format!("{pid}\n")) {
-                tracing::warn!(slot = spec.slot, error = %e, "cannot write chromium.pid");
-            }
             let outside_group = crashpad_of(spec);
             Ok(Started {
                 child,
@@ -318,6 +320,7 @@ pub async fn start(spec: &LaunchSpec) -> Result<Started> {
             let outside = crashpad_of(spec);
             kill_and_reap(&mut child).await;
             end_outside(&outside).await;
+            let _ = std::fs::remove_file(&spec.pid_file);
             Err(e)
         }
     }
@@ -371,40 +374,54 @@ async fn started(spec: &LaunchSpec, child: &mut Child) -> Result<String> {
     }
 }
 
-/// End Chromium left running by an earlier run of this slot: only when the pid
-/// file's process is a Chromium with this slot's port and user-data-dir.
-/// Returns the pid that was ended.
+/// End Chromium left running by an earlier run of this slot: main processes
+/// on this slot's user-data-dir (the pid file's, and any other, so
+/// a run killed before it wrote the file leaves nothing either). Returns the
+/// first pid that was ended.
 pub async fn end_stale(spec: &LaunchSpec) -> Option<u32> {
-    let pid: u32 = std::fs::read_to_string(&spec.pid_file)
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
-    let _ = std::fs::remove_file(&spec.pid_file);
-    let args = cmdline(pid)?;
-    let port_arg = format!("--remote-debugging-port={}", spec.port);
+    // The profile folder is the slot's alone (the port may have changed in
+    // the config since).
     let dir_arg = format!("--user-data-dir={}", spec.user_data_dir.display());
-    if !(args.contains(&port_arg) && args.contains(&dir_arg)) {
-        return None; // the pid was reused by something else: not ours to end
-    }
-    tracing::warn!(
-        slot = spec.slot,
-        pid,
-        "ending Chromium left by an earlier run"
-    );
-    let mut group = group_members(pid);
-    group.push(pid);
-    signal_group(pid, libc::SIGKILL);
-    for _ in 0..100 {
-        if !pid_alive(pid) {
-            break;
+    let ours = |pid: u32| {
+        cmdline(pid)
+            .is_some_and(|a| a.contains(&dir_arg) && !a.iter().any(|x| x.starts_with("--type=")))
+    };
+    let from_file: Option<u32> = std::fs::read_to_string(&spec.pid_file)
+        .ok()
+        .and_then(|p| p.trim().parse().ok());
+    let _ = std::fs::remove_file(&spec.pid_file);
+    // The pid file's, if it is still ours (the pid may be reused), and any
+    // other main process on this slot's profile (a run killed
+    // before it wrote the file).
+    let mut stale: Vec<u32> = from_file.filter(|p| ours(*p)).into_iter().collect();
+    let others: Vec<u32> = all_pids()
+        .into_iter()
+        .filter(|p| !stale.contains(p) && ours(*p))
+        .collect();
+    stale.extend(others);
+    for &pid in &stale {
+        tracing::warn!(
+            slot = spec.slot,
+            pid,
+            "ending Chromium left by an earlier run"
+        );
+        let mut group = group_members(pid);
+        group.push(pid);
+        signal_group(pid, libc::SIGKILL);
+        for _ in 0..100 {
+            if !pid_alive(pid) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Its parent died with the earlier run; as subreaper we may have inherited it.
+        reap(&group).await;
     }
-    // Its parent died with the earlier run; as subreaper we may have inherited it.
-    reap(&group).await;
+    if stale.is_empty() {
+        return None;
+    }
     remove_singleton_locks(&spec.user_data_dir);
-    Some(pid)
+    stale.first().copied()
 }
 
 /// Chromium refuses a profile whose `Singleton*` links point at a dead process.

@@ -14,6 +14,7 @@
 
 pub mod actions;
 mod capture;
+mod hang;
 pub mod launcher;
 pub mod live;
 pub mod page;
@@ -240,14 +241,7 @@ impl SlotBrowser {
     }
 
     async fn ensure_running(&self, slot: &mut Option<Running>) -> Result<()> {
-        if let Some(r) = slot.as_ref()
-            && r.flags.dead.load(Ordering::Acquire)
-        {
-            // Crashed since the last use: the supervisor has reaped it already.
-            if let Some(r) = slot.take() {
-                let _ = r.supervisor.await;
-            }
-        }
+        hang::forget_dead(slot).await;
         if slot.is_some() {
             return Ok(());
         }
@@ -544,6 +538,14 @@ impl Turn<'_> {
                 ),
             ))
         });
+        if result
+            .as_ref()
+            .is_err_and(|e| e.kind() == ErrorKind::Timeout)
+            && !hang::answers(running).await
+        {
+            self.browser.end_hung(&mut self.guard).await;
+            return result.map_err(|e| e.context("the browser was hung and has been killed"));
+        }
         running.last_used = Instant::now();
         let (ops, pid) = {
             let mut f = self.browser.facts.lock();

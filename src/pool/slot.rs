@@ -543,7 +543,9 @@ impl Slot {
         let saved = tokio::task::spawn_blocking(move || jar.save_if_dirty()).await;
         match saved {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!(slot = self.id, error = %e, "cookie jar not saved"),
+            Ok(Err(e)) => {
+                tracing::warn!(slot = self.id, error = %e.with_cause(), "cookie jar not saved (the previous one is kept)");
+            }
             Err(e) => tracing::warn!(slot = self.id, error = %e, "cookie jar save task failed"),
         }
     }

@@ -21,6 +21,7 @@ pub fn routes() -> Router<Arc<Shared>> {
         .route("/__control/stats", get(control_stats))
         .route("/__control/log", get(control_log))
         .route("/__control/reset", post(control_reset))
+        .route("/__control/truth/{item}", get(control_truth))
         .route(
             "/__control/expire-sessions",
             post(|State(s): State<Arc<Shared>>| async move {
@@ -74,6 +75,24 @@ async fn control_stats(State(shared): State<Arc<Shared>>) -> Json<Value> {
 /// The per-request log, oldest first (the last 5000 shop requests).
 async fn control_log(State(shared): State<Arc<Shared>>) -> Json<Value> {
     Json(serde_json::to_value(&*shared.log.lock()).unwrap_or(Value::Null))
+}
+
+/// `GET /__control/truth/{item}`: what the shop holds for an item, as the
+/// testshop strategy extracts it (the load script's ground truth).
+async fn control_truth(axum::extract::Path(item): axum::extract::Path<String>) -> Response {
+    use super::data;
+    if !data::valid_item(&item) {
+        return (StatusCode::BAD_REQUEST, "not an item id").into_response();
+    }
+    let reviews: Vec<Value> = (0..data::review_count(&item))
+        .map(|i| {
+            let r = data::review(&item, i);
+            json!({"id": r.id, "author": r.author, "rating": r.rating, "title": r.title,
+                   "body": r.body, "date": r.date, "verified": r.verified, "helpful": r.helpful})
+        })
+        .collect();
+    Json(json!({"item": item, "title": data::product_name(&item), "reviews": reviews}))
+        .into_response()
 }
 
 async fn control_reset(State(shared): State<Arc<Shared>>) -> Result<Json<Value>, Infallible> {

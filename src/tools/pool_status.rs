@@ -103,6 +103,7 @@ pub fn run(pool: &Pool) -> Value {
                 "cookies": {
                     "count": slot.jar().count(),
                     "last_saved": slot.jar().last_saved(),
+                    "save_error": slot.jar().save_error(),
                 },
                 "requests": health.requests,
                 "last_success": health.last_success.map(unix),

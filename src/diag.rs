@@ -91,6 +91,21 @@ pub fn parse_toml<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T, Dia
     })
 }
 
+/// A library's error as clients, audit lines and `last_error` show it: one
+/// line (newlines and runs of spaces collapsed), at most `max` characters
+/// (a CDP exception's dump can run to kilobytes).
+pub fn one_line(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let cut: String = flat.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
+}
+
+/// How long an error message a client, an audit line or `last_error` gets.
+pub const ERROR_CHARS: usize = 500;
+
 /// Why a CSS selector does not parse, in one short line (scraper's own text
 /// for some errors is a multi-line `Debug` dump "to report to the developer").
 pub fn css_error(e: &scraper::error::SelectorErrorKind<'_>) -> String {
@@ -190,6 +205,19 @@ mod tests {
         let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
         assert!(!out.contains("SECRET"), "{out}");
         assert!(out.contains("kept") && out.contains("ours"), "{out}");
+    }
+
+    #[test]
+    fn library_errors_become_one_capped_line() {
+        let dump = format!(
+            "Error {{\n    exception: Some(\n        {}\n    )\n}}",
+            "x".repeat(3000)
+        );
+        let line = super::one_line(&dump, super::ERROR_CHARS);
+        assert!(!line.contains('\n'));
+        assert_eq!(line.chars().count(), super::ERROR_CHARS);
+        assert!(line.starts_with("Error { exception: Some( xxx") && line.ends_with('…'));
+        assert_eq!(super::one_line("short  and\nsweet", 100), "short and sweet");
     }
 
     #[test]

@@ -181,7 +181,14 @@ async fn ten_thousand_sessions_never_deleted_stay_within_the_bounds() {
             }
         }
     };
-    open(500).await;
+    // What an idle session holds: 190 of them, all kept (under the bound).
+    open(10).await;
+    let before = rss_kib(pid);
+    open(190).await;
+    let per_session = (rss_kib(pid).saturating_sub(before)) * 1024 / 190;
+    eprintln!("an idle Streamable HTTP session holds about {per_session} bytes");
+    assert!(per_session < 128 * 1024, "{per_session} bytes a session");
+    open(300).await;
     let warm = rss_kib(pid);
     let started = Instant::now();
     let workers: Vec<_> = (0..4).map(|_| tokio::spawn(open(2500))).collect();

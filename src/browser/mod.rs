@@ -552,7 +552,10 @@ impl Turn<'_> {
             f.total_ops += 1;
             f.ops_since_recycle += 1;
             if let Err(e) = &result {
-                f.last_error = Some(e.to_string());
+                f.last_error = Some(crate::diag::one_line(
+                    &e.to_string(),
+                    crate::diag::ERROR_CHARS,
+                ));
             }
             (f.ops_since_recycle, f.pid)
         };

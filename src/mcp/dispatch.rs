@@ -48,7 +48,7 @@ pub struct Failure {
 impl Failure {
     fn of(e: &crate::error::Error) -> Self {
         Failure {
-            message: e.to_string(),
+            message: crate::diag::one_line(&e.to_string(), crate::diag::ERROR_CHARS),
             kind: e.kind().as_str(),
             retry_after: e
                 .retry_after()

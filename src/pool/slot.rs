@@ -527,7 +527,12 @@ impl Slot {
             h.requests += 1;
             match &result {
                 Ok(_) => h.last_success = Some(SystemTime::now()),
-                Err(e) => h.last_error = Some(e.to_string()),
+                Err(e) => {
+                    h.last_error = Some(crate::diag::one_line(
+                        &e.to_string(),
+                        crate::diag::ERROR_CHARS,
+                    ));
+                }
             }
         }
         self.save_jar().await;

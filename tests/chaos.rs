@@ -15,22 +15,6 @@ use idpool::strategy::Strategy;
 use idpool::tiers::{self, RunOptions};
 use serde_json::{Map, Value, json};
 
-/// Make the testbed answer paths under `prefix` after `delay_ms`.
-fn slow(env: &common::Env, prefix: &str, delay_ms: u64) {
-    use idpool::testbed::{Fault, FaultKind};
-    let prefix = prefix.to_string();
-    env.testbed.set_modes(|m| {
-        m.fault = Some(Fault {
-            kind: FaultKind::Slow,
-            path_prefix: Some(prefix),
-            remaining: None,
-            delay_ms,
-            status: 200,
-            size_mb: 0,
-        })
-    });
-}
-
 /// Requests the testbed has seen for the JavaScript review pages (tier 3).
 fn js_hits(env: &common::Env) -> u64 {
     env.testbed
@@ -103,7 +87,7 @@ fn running_pids(pool: &Pool) -> Vec<u32> {
 async fn chromium_killed_mid_navigation_twenty_times_calls_still_succeed() {
     let env = shop(2).await;
     let pool = env.pool();
-    slow(&env, "/js-reviews/", 1200);
+    common::slow(&env, "/js-reviews/", 1200);
     let mut killed = Vec::new();
     for i in 0..20 {
         let item = format!("B0KILL{i}");
@@ -154,7 +138,7 @@ async fn a_hung_chromium_is_killed_after_the_operation_timeout_and_reaped() {
         "[browser]\nop_timeout_secs = 4\n",
     );
     let pool = env.pool();
-    slow(&env, "/js-reviews/", 1200);
+    common::slow(&env, "/js-reviews/", 1200);
     let before = js_hits(&env);
     let call = browser_call(&pool, "B0HUNG1");
     navigation_started(&env, before).await;

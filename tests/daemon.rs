@@ -14,22 +14,6 @@ use futures::StreamExt;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-/// Make the testbed answer paths under `prefix` after `delay_ms`.
-fn slow(env: &common::Env, prefix: &str, delay_ms: u64) {
-    use idpool::testbed::{Fault, FaultKind};
-    let prefix = prefix.to_string();
-    env.testbed.set_modes(|m| {
-        m.fault = Some(Fault {
-            kind: FaultKind::Slow,
-            path_prefix: Some(prefix),
-            remaining: None,
-            delay_ms,
-            status: 200,
-            size_mb: 0,
-        })
-    });
-}
-
 /// Start a `scrape` call on its own task; it yields the messages of the answer.
 fn spawn_scrape(c: &Mcp, url: &str, mode: &str) -> tokio::task::JoinHandle<Vec<Value>> {
     let req = c.request(reqwest::Method::POST).body(
@@ -214,7 +198,7 @@ async fn systemd_ready_watchdog_and_stopping() {
 #[tokio::test]
 async fn sigterm_during_a_long_browser_call_cancels_it_at_the_grace_limit() {
     let env = shop(1).await;
-    slow(&env, "/product/B0SLOWB", 120_000);
+    common::slow(&env, "/product/B0SLOWB", 120_000);
     let d = Daemon::start(&env, 1, "shutdown_grace_secs = 2").await;
     let mut c = Mcp::new(&d, None);
     c.initialize().await;
@@ -267,7 +251,7 @@ async fn sigterm_during_a_long_browser_call_cancels_it_at_the_grace_limit() {
 #[tokio::test]
 async fn sigterm_lets_a_running_call_finish_within_the_grace() {
     let env = shop(1).await;
-    slow(&env, "/product/B0LATE", 1500);
+    common::slow(&env, "/product/B0LATE", 1500);
     let d = Daemon::start(&env, 1, "shutdown_grace_secs = 20").await;
     let mut c = Mcp::new(&d, None);
     c.initialize().await;

@@ -29,22 +29,10 @@ fn fds(pid: u32) -> usize {
         .count()
 }
 
-/// Raise this process's file limit so it can hold the connections it opens.
-fn raise_nofile() {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    unsafe {
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
-        lim.rlim_cur = lim.rlim_max;
-        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-    }
-}
-
 #[tokio::test]
 async fn silent_and_half_sent_connections_are_closed_within_the_header_timeout() {
-    raise_nofile();
+    // The same raise the daemon does, for the connections this test opens.
+    idpool::daemon::listener::raise_file_limit();
     let env = common::Env::new(1).await;
     let d = Daemon::start(&env, 1, "header_timeout_secs = 3\n").await;
     let pid = d.child.id().expect("pid");

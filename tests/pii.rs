@@ -45,19 +45,11 @@ async fn a_pii_field_reaches_an_operator_masked_and_an_admin_in_clear() {
         json!(["author"]),
         "the result names the masked fields"
     );
-    for (g, w) in got.iter().zip(want) {
-        let name = w["author"].as_str().expect("author");
-        let masked: Vec<String> = name
-            .split_whitespace()
-            .map(|p| format!("{}***", p.chars().next().unwrap_or('?')))
-            .collect();
-        assert_eq!(g["author"], json!(masked.join(" ")), "{g}");
-        // Everything else is as the shop has it.
-        let (mut g, mut w) = (g.clone(), w.clone());
-        g["author"] = Value::Null;
-        w["author"] = Value::Null;
-        assert_eq!(g, w);
-    }
+    assert_eq!(
+        got.as_slice(),
+        &common::masked_truth("B0PII1")[..20],
+        "names masked to initials, every other field as the shop has it"
+    );
 
     let boss = reviews(&d, &admin, "B0PII1").await;
     assert_eq!(

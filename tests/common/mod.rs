@@ -216,6 +216,22 @@ pub async fn shop(slots: usize) -> Env {
     env
 }
 
+/// Make the testbed answer paths under `prefix` after `delay_ms`.
+pub fn slow(env: &Env, prefix: &str, delay_ms: u64) {
+    use idpool::testbed::{Fault, FaultKind};
+    let prefix = prefix.to_string();
+    env.testbed.set_modes(|m| {
+        m.fault = Some(Fault {
+            kind: FaultKind::Slow,
+            path_prefix: Some(prefix),
+            remaining: None,
+            delay_ms,
+            status: 200,
+            size_mb: 0,
+        })
+    });
+}
+
 /// Every review of `item` as the testbed generates it (the ground truth).
 pub fn truth(item: &str) -> Vec<serde_json::Value> {
     use idpool::testbed::data;

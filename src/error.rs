@@ -28,6 +28,19 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind.
+    pub const ALL: [ErrorKind; 9] = [
+        ErrorKind::Config,
+        ErrorKind::InvalidArgument,
+        ErrorKind::Refused,
+        ErrorKind::Network,
+        ErrorKind::Timeout,
+        ErrorKind::Io,
+        ErrorKind::NotFound,
+        ErrorKind::Unavailable,
+        ErrorKind::Internal,
+    ];
+
     /// Stable lower-case name used in JSON and logs.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -41,8 +41,9 @@ impl std::fmt::Debug for Jar {
     }
 }
 
-/// A cookie in a form both the jar and the browser understand.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A cookie in a form both the jar and the browser understand (and the
+/// fleet stores).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PortableCookie {
     pub name: String,
     pub value: String,

@@ -36,6 +36,8 @@
 //!               page as markdown (main content), HTML, text, links, fields
 //! calibrate/    a slot's HTTP tier calibrated against its own Chromium
 //!               through a loopback listener inside the daemon
+//! cluster/      the fleet's shared store on Redis/Valkey: leases, identity
+//!               records and jars, site states, atomic budgets, events
 //! pool/         slots (identity + jar + client + browser), the router that
 //!               leases them, the per-(slot, strategy) circuit breaker and
 //!               politeness; the lease is the one way to use a slot
@@ -63,6 +65,7 @@
 pub mod auth;
 pub mod browser;
 pub mod calibrate;
+pub mod cluster;
 pub mod config;
 pub mod daemon;
 pub mod diag;

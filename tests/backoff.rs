@@ -14,11 +14,7 @@ use serde_json::{Value, json};
 
 /// The `tb_sid` identity a logged request carried (`None`: it had none yet).
 fn identity(e: &LogEntry) -> Option<String> {
-    e.cookie
-        .as_deref()?
-        .split(';')
-        .find_map(|c| c.trim().strip_prefix("tb_sid="))
-        .map(str::to_string)
+    common::tb_sid(e)
 }
 
 /// Requests the shop received per identity, and how many of them were refused.

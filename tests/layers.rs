@@ -19,6 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["strategy"],
     &["web"],
     &["calibrate"],
+    &["cluster"],
     &["pool"],
     &["tiers"],
     &["tools"],

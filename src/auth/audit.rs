@@ -33,6 +33,10 @@ pub struct AuditRecord {
     pub duration_ms: u64,
     pub slot: Option<u64>,
     pub tier: Option<u64>,
+    /// A call that crossed the fleet: `to <node>` where it was forwarded
+    /// from, `from <node>` where it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hop: Option<String>,
 }
 
 /// The append-only audit file.
@@ -305,6 +309,7 @@ mod tests {
             duration_ms: 0,
             slot: None,
             tier: None,
+            hop: None,
         };
         log.record(&rec);
         // Written lines wait for the next sync (the daemon's, every 100 ms).

@@ -103,6 +103,7 @@ async fn in_process(cfg: &Config, tool: &str, args: Value) -> anyhow::Result<Exi
     let ctx = CallContext {
         principal: idpool::auth::Principal::new("cli", idpool::auth::Role::Admin, "cli"),
         session: None,
+        hop: None,
     };
     let end = core
         .call_tool(&ctx, tool, args, None, Default::default())

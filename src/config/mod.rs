@@ -11,9 +11,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::diag::{self, Diagnostic};
 
+mod cluster;
 mod pool;
 mod security;
 mod server;
+pub use cluster::ClusterConfig;
 pub use pool::{PoolConfig, RetireConfig, SlotDecl};
 pub use security::{PrivateNetworks, SecurityConfig, WebConfig};
 pub use server::ServerConfig;
@@ -30,6 +32,7 @@ pub struct Config {
     pub browser: BrowserConfig,
     pub cascade: CascadeConfig,
     pub web: WebConfig,
+    pub cluster: ClusterConfig,
     /// The file this came from; `None` for the embedded defaults.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -217,6 +220,10 @@ impl Config {
         cfg.check_slots(path, &text)?;
         cfg.check_web(path, &text)?;
         cfg.check_server(path, &text)?;
+        if let Some(problem) = cfg.cluster.problem() {
+            let at = text.find("[cluster]").map(|p| p..p);
+            return Err(Diagnostic::at(path, &text, at, problem));
+        }
         let base = path.parent().unwrap_or(Path::new("."));
         let base = if base.as_os_str().is_empty() {
             Path::new(".")
@@ -233,6 +240,7 @@ impl Config {
         rebase(&mut cfg.pool.strategies_dir);
         rebase(&mut cfg.pool.profiles_dir);
         rebase(&mut cfg.server.keys_file);
+        cfg.cluster.rebase(rebase);
         cfg.pool
             .slot
             .iter_mut()
@@ -404,6 +412,29 @@ impl Config {
                 id,
                 profile: profile.clone(),
                 proxy: listed(id),
+            })
+            .collect()
+    }
+}
+
+impl Config {
+    /// The spare slots a fleet daemon opens for adoption
+    /// (`cluster.spare_slots` with `cluster.adopt`), numbered after the
+    /// configured ones, wearing `cluster.spare_profile`.
+    pub fn spare_plan(&self) -> Vec<SlotPlan> {
+        if self.cluster.url().is_none() {
+            return Vec::new();
+        }
+        let first = self.slot_plan().len();
+        let p = &self.pool;
+        let profile = (self.cluster.spare_profile.clone())
+            .or_else(|| p.profile.clone())
+            .unwrap_or_else(|| "default".into());
+        (first..first + self.cluster.spares())
+            .map(|id| SlotPlan {
+                id,
+                profile: profile.clone(),
+                proxy: (!p.proxies.is_empty()).then(|| p.proxies[id % p.proxies.len()].clone()),
             })
             .collect()
     }

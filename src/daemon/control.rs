@@ -135,12 +135,16 @@ async fn readyz(State(c): State<Arc<Control>>) -> Response {
     let pool = c.core.pool();
     let registry = pool.registry();
     let names: Vec<&str> = registry.iter().map(|s| s.name()).collect();
-    let serving = pool.slots().iter().any(|slot| {
-        names.is_empty()
-            || names
-                .iter()
-                .any(|n| pool.breaker(slot.id, n).state != BreakerState::Open)
-    });
+    let serving = pool
+        .slots()
+        .iter()
+        .filter(|s| pool.in_hand(s.id))
+        .any(|slot| {
+            names.is_empty()
+                || names
+                    .iter()
+                    .any(|n| pool.breaker(slot.id, n).state != BreakerState::Open)
+        });
     if pool.slots().is_empty() || !serving {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -148,7 +152,19 @@ async fn readyz(State(c): State<Arc<Control>>) -> Response {
         )
             .into_response();
     }
-    (StatusCode::OK, "ready\n").into_response()
+    match pool.fleet().map(|f| f.cluster().report()) {
+        Some(r) if r.state != "up" => (
+            StatusCode::OK,
+            format!(
+                "ready (cluster: degraded for {} s: {}; serving this daemon's identities from local state)\n",
+                r.for_secs,
+                r.last_error.unwrap_or_default()
+            ),
+        )
+            .into_response(),
+        Some(r) => (StatusCode::OK, format!("ready (cluster: up, node {})\n", r.node)).into_response(),
+        None => (StatusCode::OK, "ready\n").into_response(),
+    }
 }
 
 async fn metrics(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Response {
@@ -216,6 +232,7 @@ pub(super) async fn act(
     let ctx = CallContext {
         principal: who,
         session: None,
+        hop: None,
     };
     match c
         .core
@@ -310,8 +327,40 @@ async fn events(
         Err(r) => return refuse(r),
     };
     let rx = c.core.pool().events().subscribe();
+    // `?fleet=1`: the other daemons' events too.
+    let fleet = uri
+        .query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "fleet=1" || kv == "fleet=true"));
+    let remote = c
+        .core
+        .pool()
+        .fleet()
+        .filter(|_| fleet)
+        .map(|f| (f.subscribe_remote(), f.cluster().node().to_string()));
     let (stop, core) = (c.stop.clone(), c.core.clone());
-    ws.on_upgrade(move |socket| stream(socket, rx, stop, core, who))
+    ws.on_upgrade(move |socket| stream(socket, rx, remote, stop, core, who))
+}
+
+/// The next event of another daemon (never, without `?fleet=1`).
+async fn next_remote(
+    remote: &mut Option<(tokio::sync::broadcast::Receiver<String>, String)>,
+) -> Option<String> {
+    let Some((rx, me)) = remote else {
+        return std::future::pending().await;
+    };
+    loop {
+        match rx.recv().await {
+            Ok(text) => {
+                let own = serde_json::from_str::<Value>(&text)
+                    .is_ok_and(|v| v["node"].as_str() == Some(me.as_str()));
+                if !own {
+                    return Some(text);
+                }
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            Err(_) => return None,
+        }
+    }
 }
 
 /// How long one event may take to reach a WebSocket client.
@@ -320,6 +369,7 @@ const SEND_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 async fn stream(
     mut socket: WebSocket,
     mut rx: tokio::sync::broadcast::Receiver<crate::pool::SlotEvent>,
+    mut remote: Option<(tokio::sync::broadcast::Receiver<String>, String)>,
     stop: CancellationToken,
     core: Arc<Core>,
     who: Principal,
@@ -340,6 +390,13 @@ async fn stream(
                     Err(RecvError::Closed) => break,
                 };
                 // A client that stops reading is dropped, not waited for.
+                let sent = tokio::time::timeout(SEND_WAIT, socket.send(Message::Text(text.into()))).await;
+                if !matches!(sent, Ok(Ok(()))) {
+                    return;
+                }
+            }
+            text = next_remote(&mut remote) => {
+                let Some(text) = text else { break };
                 let sent = tokio::time::timeout(SEND_WAIT, socket.send(Message::Text(text.into()))).await;
                 if !matches!(sent, Ok(Ok(()))) {
                     return;

@@ -124,6 +124,7 @@ async fn audit_when_done(c: Arc<Control>, s: Arc<LiveSession>, who: Principal) {
             duration_ms: u64::try_from(s.started.elapsed().as_millis()).unwrap_or(u64::MAX),
             slot: Some(s.slot as u64),
             tier: None,
+            hop: None,
         });
     }
 }

@@ -2,6 +2,7 @@
 //! MCP dispatcher, the HTTP listener and the signals together.
 
 pub mod control;
+mod fleet;
 pub mod listener;
 mod live;
 pub mod metrics;

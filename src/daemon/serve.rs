@@ -39,6 +39,8 @@ pub async fn build_core(cfg: &Config) -> Result<Arc<Core>> {
     for (slot, pid) in pool.end_stale_browsers().await {
         tracing::warn!(slot, pid, "ended a Chromium left by an earlier run");
     }
+    // In a fleet: know which identities are still ours before serving.
+    pool.fleet_ready().await;
     Ok(Core::new(pool, cfg.server.clone(), keys, Some(audit)))
 }
 
@@ -102,7 +104,8 @@ impl Daemon {
         let router = Router::new()
             .merge(super::control::routes(control.clone()))
             .merge(super::live::routes(control.clone()))
-            .merge(super::rest::routes(control))
+            .merge(super::rest::routes(control.clone()))
+            .merge(super::fleet::routes(control))
             .merge(mcp_routes);
         let notifier = Arc::new(Notifier::from_env());
         let signals = tokio::spawn(watch_signals(
@@ -223,6 +226,7 @@ async fn audit_policy(core: Arc<Core>, stop: CancellationToken) {
                 duration_ms: 0,
                 slot: ev.slot.map(|s| s as u64),
                 tier: None,
+                hop: None,
             });
         }
     }

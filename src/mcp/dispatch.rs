@@ -85,6 +85,8 @@ impl std::fmt::Display for Failure {
 pub struct CallContext {
     pub principal: Principal,
     pub session: Option<String>,
+    /// The fleet daemon that forwarded this call here (never forwarded again).
+    pub hop: Option<String>,
 }
 
 /// Shared by every transport and session.
@@ -283,6 +285,7 @@ impl Core {
             duration_ms: 0,
             slot: None,
             tier: None,
+            hop: None,
         });
     }
 
@@ -305,6 +308,7 @@ impl Core {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         let _counted = InFlight(self);
         let spec = tools::find(tool);
+        let mut hop = ctx.hop.as_ref().map(|n| format!("from {n}"));
         let end = match spec {
             None => CallEnd::InvalidParams(format!("unknown tool `{tool}`")),
             Some(spec) => match authorize(&ctx.principal, tool, spec.role) {
@@ -313,6 +317,13 @@ impl Core {
                     "the daemon is shutting down and takes no new calls; retry once it is back"
                         .into(),
                 )),
+                Ok(())
+                    if ctx.hop.is_none()
+                        && let Some((node, end)) = self.try_forward(ctx, tool, &args).await =>
+                {
+                    hop = Some(format!("to {node}"));
+                    end
+                }
                 Ok(()) => {
                     let opts = RunOptions {
                         progress,
@@ -379,9 +390,85 @@ impl Core {
                 duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
                 slot,
                 tier,
+                hop,
             });
         }
         end
+    }
+}
+
+impl Core {
+    /// In a fleet: when none of this daemon's identities is admitted for the
+    /// call's strategy, run it on a daemon that has one (once: the other
+    /// side never forwards it again). `None`: run it here.
+    async fn try_forward(
+        &self,
+        ctx: &CallContext,
+        tool: &str,
+        args: &Value,
+    ) -> Option<(String, CallEnd)> {
+        let fleet = self.pool.fleet()?;
+        let strategy = tools::strategy_of(&self.pool, tool, args)?;
+        self.pool.all_resting(&strategy)?;
+        let target = self.pool.forward_target(&strategy).await?;
+        let key = fleet.cluster().key()?;
+        let who = super::forward::OnBehalf {
+            principal: &ctx.principal.name,
+            role: ctx.principal.role.to_string(),
+            session: ctx.session.as_deref(),
+        };
+        let from = fleet.cluster().node();
+        let end = match super::forward::call(&target.advertise, key, from, who, tool, args).await {
+            Ok(v) => CallEnd::from_fleet_json(&v).unwrap_or_else(|| {
+                CallEnd::Failed(Failure::internal(format!(
+                    "forwarding `{tool}` to {}: {}",
+                    target.node,
+                    crate::diag::one_line(&v.to_string(), 300)
+                )))
+            }),
+            Err(m) => CallEnd::Failed(Failure::internal(m)),
+        };
+        Some((target.node, end))
+    }
+}
+
+impl CallEnd {
+    /// How the fleet endpoint answers a forwarded call.
+    pub fn to_fleet_json(&self) -> Value {
+        let failure = |kind: &str, f: &Failure| serde_json::json!({"end": kind, "kind": f.kind, "message": f.message, "retry_after": f.retry_after});
+        match self {
+            CallEnd::Ok(v) => serde_json::json!({"end": "ok", "result": v}),
+            CallEnd::Failed(f) => failure("failed", f),
+            CallEnd::Invalid(f) => failure("invalid", f),
+            CallEnd::InvalidParams(m) => serde_json::json!({"end": "invalid_params", "message": m}),
+            CallEnd::Denied(d) => {
+                serde_json::json!({"end": "failed", "kind": "refused", "message": d.to_string()})
+            }
+            CallEnd::Cancelled => {
+                serde_json::json!({"end": "failed", "kind": "unavailable", "message": "cancelled"})
+            }
+        }
+    }
+
+    /// A forwarded call's end from the other daemon's answer.
+    pub fn from_fleet_json(v: &Value) -> Option<CallEnd> {
+        let kind = v["kind"].as_str().unwrap_or("unavailable");
+        let failure = || Failure {
+            message: v["message"].as_str().unwrap_or("").to_string(),
+            kind: ErrorKind::ALL
+                .into_iter()
+                .map(ErrorKind::as_str)
+                .find(|k| *k == kind)
+                .unwrap_or(ErrorKind::Unavailable.as_str()),
+            retry_after: v["retry_after"].as_f64(),
+        };
+        Some(match v["end"].as_str()? {
+            "ok" => CallEnd::Ok(v["result"].clone()),
+            "failed" => CallEnd::Failed(failure()),
+            "invalid" => CallEnd::Invalid(failure()),
+            "invalid_params" => CallEnd::InvalidParams(v["message"].as_str()?.to_string()),
+            _ => return None,
+        })
     }
 }
 

@@ -8,6 +8,7 @@ mod bounds;
 pub mod catalog;
 pub mod client;
 pub mod dispatch;
+pub mod forward;
 pub mod gate;
 pub mod http;
 mod reply;

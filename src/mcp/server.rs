@@ -56,7 +56,11 @@ impl McpServer {
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
             .or_else(|| self.session.clone());
-        CallContext { principal, session }
+        CallContext {
+            principal,
+            session,
+            hop: None,
+        }
     }
 }
 

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use crate::config::BreakerConfig;
 
 /// Breaker state, named exactly as in metrics, JSON and docs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BreakerState {
     Closed,
@@ -52,7 +52,7 @@ pub enum Verdict {
 }
 
 /// Why a breaker is open.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cause {
     /// Hard blocks (`threshold` in a row, or a failed trial).
@@ -233,6 +233,59 @@ impl Breaker {
         let base = self.cfg.rest_secs.max(1);
         let secs = base.saturating_mul(1u64 << (n.saturating_sub(1)).min(32));
         Duration::from_secs(secs.min(self.cfg.max_cooldown_secs.max(base)))
+    }
+}
+
+/// A breaker as the fleet stores it: its counters, and how long it stays
+/// open from the moment it was written (clocks of other daemons do not
+/// matter, only elapsed time).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct BreakerSnap {
+    pub state: BreakerState,
+    pub failures: u32,
+    pub opens: u32,
+    pub rests: u32,
+    pub cause: Cause,
+    /// Milliseconds an open breaker stays open.
+    pub open_for_ms: Option<u64>,
+}
+
+impl Breaker {
+    /// What the fleet stores of this breaker now.
+    pub fn snapshot(&mut self, now: Instant) -> BreakerSnap {
+        let state = self.state(now);
+        BreakerSnap {
+            state,
+            failures: self.failures,
+            opens: self.opens,
+            rests: self.rests,
+            cause: self.cause,
+            open_for_ms: self
+                .open_until
+                .filter(|_| state == BreakerState::Open)
+                .map(|t| t.saturating_duration_since(now).as_millis() as u64),
+        }
+    }
+
+    /// A breaker taken over from the fleet, `elapsed` after it was stored.
+    pub fn restore(cfg: BreakerConfig, s: &BreakerSnap, elapsed: Duration, now: Instant) -> Self {
+        let mut b = Breaker::new(cfg);
+        b.failures = s.failures;
+        b.opens = s.opens;
+        b.rests = s.rests;
+        b.cause = s.cause;
+        match (s.state, s.open_for_ms) {
+            (BreakerState::Open, Some(ms)) => {
+                b.state = BreakerState::Open;
+                b.open_until = Some(now + Duration::from_millis(ms).saturating_sub(elapsed));
+            }
+            // A trial out elsewhere never comes back here: one is free.
+            (BreakerState::HalfOpen, _) | (BreakerState::Open, None) => {
+                b.state = BreakerState::HalfOpen;
+            }
+            (BreakerState::Closed, _) => {}
+        }
+        b
     }
 }
 

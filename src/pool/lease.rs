@@ -55,16 +55,18 @@ pub struct Fetched {
 
 /// Permission to use one slot for one strategy.
 pub struct Lease {
-    inner: Arc<Inner>,
+    pub(super) inner: Arc<Inner>,
     slot: Arc<Slot>,
-    strategy: String,
+    pub(super) strategy: String,
     /// The strategy as registered when the lease was taken (`None`: direct).
     rules: Option<Arc<dyn Strategy>>,
-    politeness: Politeness,
+    pub(super) politeness: Politeness,
     admission: Admission,
     /// The longest `Retry-After` the site sent under this lease.
     retry_after: Mutex<Option<Duration>>,
     finished: bool,
+    /// Its place in the fleet's in-flight bound, given back on drop.
+    pub(super) fleet_token: Option<String>,
 }
 
 impl std::fmt::Debug for Lease {
@@ -95,6 +97,7 @@ impl Lease {
             admission,
             retry_after: Mutex::new(None),
             finished: false,
+            fleet_token: None,
         }
     }
 
@@ -248,38 +251,6 @@ impl Lease {
             .robots
             .check(&self.slot, &self.inner.web, url)
             .await
-    }
-
-    /// Wait for this request's turn in the strategy's request budget, or
-    /// fail when it does not come within `http.max_queue_wait_secs`.
-    async fn pace(&self) -> Result<()> {
-        let now = Instant::now();
-        let at = {
-            let mut router = self.inner.router.lock();
-            let budget = router.budget(&self.strategy, &self.politeness);
-            // The budget's report only for the refusal's message.
-            budget
-                .reserve(now, self.inner.max_wait)
-                .map_err(|wait| (wait, budget.report(&self.politeness).requests_per_minute))
-        };
-        match at {
-            Ok(at) => {
-                tokio::time::sleep_until(at).await;
-                Ok(())
-            }
-            Err((wait, rate)) => Err(Error::new(
-                ErrorKind::Unavailable,
-                format!(
-                    "`{}` is held to {:.1} requests a minute (the site pushed back) and has no room within {} s; retry after {:.1} s",
-                    self.strategy,
-                    rate.unwrap_or_default(),
-                    self.inner.max_wait.as_secs(),
-                    wait.as_secs_f64()
-                ),
-            )
-            .retryable(false)
-            .with_retry_after(wait)),
-        }
     }
 
     /// The guarded navigation itself: the page and the URL it ended on.
@@ -560,6 +531,16 @@ impl Drop for Lease {
             admission,
         );
         self.inner.released.notify_waiters();
+        if let (Some(token), Some(f), Ok(rt)) = (
+            self.fleet_token.take(),
+            self.inner.fleet.as_ref(),
+            tokio::runtime::Handle::try_current(),
+        ) {
+            let (c, strategy) = (f.cluster().clone(), self.strategy.clone());
+            rt.spawn(async move {
+                let _ = c.leave(&strategy, &token).await;
+            });
+        }
     }
 }
 

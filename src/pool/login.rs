@@ -11,7 +11,7 @@ use super::Pool;
 use crate::strategy::LoginState;
 
 /// One (slot, strategy)'s login state.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct LoginRecord {
     pub state: LoginState,
     /// Unix seconds of the last change (`None`: never seen).

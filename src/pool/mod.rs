@@ -6,6 +6,7 @@
 //! leak. A call's requests ([`Lease::http`], [`Lease::browse`]), its tier
 //! memory and its outcome ([`Lease::finish`]) all go through the lease.
 
+mod adopt;
 mod background;
 use background::{interval, tick};
 mod browse;
@@ -14,6 +15,8 @@ mod budget;
 mod calibration;
 mod circuit;
 pub mod events;
+mod fleet;
+mod fleet_state;
 mod identity;
 mod isolation;
 pub mod jobs;
@@ -21,6 +24,7 @@ mod lease;
 mod live;
 mod lock;
 mod login;
+mod pace;
 mod pii;
 mod politeness;
 mod retire;
@@ -37,6 +41,7 @@ pub use budget::{Budget, BudgetReport, Change};
 pub use calibration::CalibrationStatus;
 pub use circuit::{Admission, Breaker, BreakerState, Cause, Verdict};
 pub use events::{Events, SlotEvent};
+pub use fleet::Fleet;
 pub use identity::SlotIdentity;
 pub use isolation::Isolation;
 use isolation::isolate;
@@ -111,6 +116,8 @@ struct Inner {
     /// Connections and MCP sessions the daemon holds open.
     serving: serving::Serving,
     pii: pii::Pii,
+    /// `[cluster]`: the fleet this pool is part of.
+    fleet: Option<fleet::Fleet>,
     /// Cancelled by [`Pool::shutdown`]: the pool's background tasks end.
     stop: CancellationToken,
 }
@@ -176,6 +183,7 @@ impl Pool {
         // profile pins one), from the first HTTP request on.
         let chromium = crate::browser::launcher::installed_major(cfg.browser.executable.as_deref());
         let slots = open_slots(cfg, &profiles, &env, chromium)?;
+        let fleet = open_fleet(cfg, slots.len())?;
         let pool = Pool {
             inner: Arc::new(Inner {
                 _lock: lock,
@@ -203,9 +211,11 @@ impl Pool {
                 serving: serving::Serving::default(),
                 pii: pii::Pii::open(&cfg.pool.data_dir, cfg.security.pii_role)?,
                 live: live::Sessions::default(),
+                fleet,
                 stop,
             }),
         };
+        pool.spawn_fleet();
         if cfg.browser.idle_close_secs > 0 {
             pool.spawn_idle_closer(Duration::from_secs(cfg.browser.idle_close_secs));
         }
@@ -340,6 +350,15 @@ impl Pool {
         }
         futures_util::future::join_all(self.inner.slots.iter().map(|s| s.browser().close())).await;
         self.save_jars().await;
+        // The fleet gets the last word of every identity held here.
+        if self
+            .inner
+            .fleet
+            .as_ref()
+            .is_some_and(|f| f.cluster().is_up())
+        {
+            let _ = self.write_identities().await;
+        }
     }
 
     /// Lease a slot for whichever strategy covers `url` (its host's
@@ -453,7 +472,7 @@ fn open_slots(
     chromium: Option<u32>,
 ) -> Result<Vec<Arc<Slot>>> {
     let mut slots = Vec::new();
-    for plan in cfg.slot_plan() {
+    for plan in cfg.slot_plan().into_iter().chain(cfg.spare_plan()) {
         let mut profile = profiles.get(&plan.profile).cloned().ok_or_else(|| {
             Error::config(format!(
                 "slot {} uses profile `{}`, which is not in {}",
@@ -473,6 +492,26 @@ fn open_slots(
         )?));
     }
     Ok(slots)
+}
+
+/// The fleet side, when `[cluster]` sets a Redis URL; `slots` configured
+/// ones (the spares come after them).
+fn open_fleet(cfg: &Config, all: usize) -> Result<Option<fleet::Fleet>> {
+    let Some(cluster) = crate::cluster::Cluster::open(&cfg.cluster, cfg.server.listen)? else {
+        return Ok(None);
+    };
+    let spares = cfg.spare_plan();
+    let profile = spares
+        .first()
+        .map_or_else(|| "default".to_string(), |p| p.profile.clone());
+    Ok(Some(fleet::Fleet::new(
+        cluster,
+        all - spares.len(),
+        spares.len(),
+        profile,
+        cfg.cluster.adopt,
+        cfg.cluster.forward,
+    )))
 }
 
 /// Host patterns the SSRF guard admits: every strategy's plus `allowed_hosts`.

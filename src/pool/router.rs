@@ -151,7 +151,13 @@ enum Pick {
     /// No breaker admits: the identities resting, and when the first one
     /// will admit again (or `None`: when its trial comes back).
     Resting(Resting),
+    /// This daemon holds no identity now (a fleet daemon whose identities
+    /// another one holds).
+    NoneHeld,
 }
+
+/// How soon a lease refused by the fleet's in-flight bound asks again.
+const FLEET_RETRY: Duration = Duration::from_millis(50);
 
 /// What a caller is told to wait for a half-open trial that is out.
 const TRIAL_OUT: Duration = Duration::from_secs(1);
@@ -312,8 +318,23 @@ impl Pool {
             let avoid = if all_avoided { &[][..] } else { avoid };
             let now = Instant::now();
             let wait = match self.try_pick(strategy, &pol, pin, avoid, now) {
-                Pick::Lease(lease) => return Ok(lease),
+                Pick::Lease(mut lease) => {
+                    if lease.enter_fleet(&pol).await {
+                        return Ok(lease);
+                    }
+                    // The fleet's in-flight bound is full: ask again soon.
+                    drop(lease);
+                    Some(now + FLEET_RETRY)
+                }
                 Pick::Wait(until) => until,
+                Pick::NoneHeld => {
+                    return Err(Error::new(
+                        ErrorKind::Unavailable,
+                        format!("this daemon holds no identity for `{strategy}` now (the fleet's other daemons hold them); retry after 1.0 s"),
+                    )
+                    .retryable(false)
+                    .with_retry_after(TRIAL_OUT));
+                }
                 Pick::Resting(r) => {
                     let admits = now + r.retry_after(now);
                     if self.inner.breaker.when_all_open == WhenAllOpen::Fail || admits > deadline {
@@ -364,6 +385,9 @@ impl Pool {
         let mut earliest: Option<Instant> = None;
         let mut resting = Resting::new();
         for &id in &order {
+            if !self.in_hand(id) {
+                continue; // a free spare, or held by another daemon
+            }
             if let Some(slot) = self.inner.slots.get(id)
                 && slot.proxy_down()
             {
@@ -401,9 +425,17 @@ impl Pool {
         }
         if any_admitted {
             Pick::Wait(earliest)
+        } else if resting.slots == 0 {
+            Pick::NoneHeld
         } else {
             Pick::Resting(resting)
         }
+    }
+
+    /// Whether this daemon may use slot `id` now: always without a fleet;
+    /// in one, while it holds the slot's identity.
+    pub fn in_hand(&self, id: usize) -> bool {
+        self.inner.fleet.as_ref().is_none_or(|f| f.usable(id))
     }
 
     fn lease(&self, slot: usize, strategy: &str, admission: Admission) -> Lease {
@@ -416,7 +448,7 @@ impl Pool {
         let Some(s) = self.inner.slots.get(slot) else {
             return false;
         };
-        if s.proxy_down() {
+        if s.proxy_down() || !self.in_hand(slot) {
             return false;
         }
         let cfg = self.inner.breaker;
@@ -452,7 +484,7 @@ impl Pool {
         let now = Instant::now();
         let mut router = self.inner.router.lock();
         let mut resting = Resting::new();
-        for id in 0..self.inner.slots.len() {
+        for id in (0..self.inner.slots.len()).filter(|id| self.in_hand(*id)) {
             let site = router.site(id, strategy, self.inner.breaker);
             if site.breaker.admits(now) {
                 return None;

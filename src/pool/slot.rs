@@ -473,6 +473,17 @@ impl Slot {
             }
         }
         let new = SlotIdentity::fresh(old.generation + 1);
+        self.take_identity(&new)?;
+        *self.record.write() = None;
+        *self.cal_failure.lock() = None;
+        self.set_calibration(None)?;
+        self.wear.reset();
+        Ok((new, aside))
+    }
+
+    /// Become `new` (saved): its session renders the slot's proxy for both
+    /// tiers (a retirement's fresh identity, or one adopted from the fleet).
+    pub(super) fn take_identity(&self, new: &SlotIdentity) -> Result<()> {
         new.save(&self.dir)?;
         if let Some(t) = &self.proxy {
             let url = t
@@ -480,13 +491,11 @@ impl Slot {
                 .map_err(|e| Error::config(format!("slot {}: proxy: {e}", self.id)))?;
             *self.upstream.write() = Some(url.clone());
             self.egress.set_upstream(Some(url));
+            // The HTTP tier's client carries the upstream: build it again.
+            self.set_calibration(self.calibration())?;
         }
-        *self.record.write() = None;
-        *self.cal_failure.lock() = None;
-        self.set_calibration(None)?;
         *self.identity.write() = new.clone();
-        self.wear.reset();
-        Ok((new, aside))
+        Ok(())
     }
 
     /// The slot's upstream proxy is down: the router leaves it alone.

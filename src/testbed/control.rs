@@ -22,6 +22,7 @@ pub fn routes() -> Router<Arc<Shared>> {
         .route("/__control/log", get(control_log))
         .route("/__control/reset", post(control_reset))
         .route("/__control/truth/{item}", get(control_truth))
+        .route("/__control/arrivals", get(control_arrivals))
         .route(
             "/__control/expire-sessions",
             post(|State(s): State<Arc<Shared>>| async move {
@@ -93,6 +94,21 @@ async fn control_truth(axum::extract::Path(item): axum::extract::Path<String>) -
         .collect();
     Json(json!({"item": item, "title": data::product_name(&item), "reviews": reviews}))
         .into_response()
+}
+
+/// `GET /__control/arrivals?prefix=/p`: requests per second of the
+/// testbed's life, for paths under `prefix` (default all).
+async fn control_arrivals(
+    State(shared): State<Arc<Shared>>,
+    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> Json<Value> {
+    let prefix = q.get("prefix").map_or("/", String::as_str);
+    let per_sec = super::state::arrivals(&shared.log.lock(), prefix);
+    Json(json!({
+        "prefix": prefix,
+        "max_per_second": per_sec.values().max().copied().unwrap_or(0),
+        "per_second": per_sec.iter().map(|(s, n)| json!([s, n])).collect::<Vec<_>>(),
+    }))
 }
 
 async fn control_reset(State(shared): State<Arc<Shared>>) -> Result<Json<Value>, Infallible> {

@@ -165,6 +165,12 @@ impl Testbed {
         self.shared.log.lock().iter().cloned().collect()
     }
 
+    /// Requests that arrived per second of the testbed's life, for paths
+    /// starting with `prefix` (what a fleet-wide budget is judged by).
+    pub fn arrivals(&self, prefix: &str) -> std::collections::BTreeMap<u64, u32> {
+        state::arrivals(&self.shared.log.lock(), prefix)
+    }
+
     /// Stop accepting and close every connection.
     pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);

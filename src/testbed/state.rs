@@ -249,6 +249,19 @@ pub struct LogEntry {
     pub done_ms: u64,
 }
 
+/// Arrivals per second (of the testbed's life) of logged requests whose
+/// path starts with `prefix`.
+pub fn arrivals(
+    log: &std::collections::VecDeque<LogEntry>,
+    prefix: &str,
+) -> std::collections::BTreeMap<u64, u32> {
+    let mut out = std::collections::BTreeMap::new();
+    for e in log.iter().filter(|e| e.path.starts_with(prefix)) {
+        *out.entry(e.at_ms / 1000).or_insert(0) += 1;
+    }
+    out
+}
+
 /// How many log entries are kept.
 pub const LOG_CAP: usize = 5000;
 

@@ -55,6 +55,25 @@ pub fn find(name: &str) -> Option<&'static Spec> {
     ALL.iter().copied().find(|s| s.name == name)
 }
 
+/// The routing key a call of `tool` with `args` would lease identities
+/// for (its `strategy`, else the strategy or open-web host of its `url`),
+/// for the tools that use one identity for a call and hold nothing after
+/// it (`scrape`, `get_reviews`, `extract`); `None` for the others and for
+/// arguments that name none.
+pub fn strategy_of(pool: &crate::pool::Pool, tool: &str, args: &Value) -> Option<String> {
+    if !matches!(tool, "scrape" | "get_reviews" | "extract") {
+        return None;
+    }
+    if let Some(s) = args["strategy"].as_str() {
+        return pool.registry().get(s).map(|s| s.name().to_string());
+    }
+    let url = url::Url::parse(args["url"].as_str()?).ok()?;
+    match pool.strategy_for(&url) {
+        Some(s) => Some(s.name().to_string()),
+        None => Some(crate::pool::web_key(url.host_str()?)),
+    }
+}
+
 /// Every tier a cascade tried, as results report them.
 fn attempts_schema() -> Value {
     json!({

@@ -6,8 +6,21 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value, json};
 
-use super::spec::{Description, no_args, result_schema, Annotations, NoArgs, Role, Spec, input_schema};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::spec::{Description, result_schema, Annotations, Role, Spec, input_schema, parse};
 use crate::pool::Pool;
+
+/// `pool_status` arguments.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    /// In a fleet (`[cluster]`): also every daemon and every identity of
+    /// the fleet, with its owner and breakers, as Redis has them.
+    #[serde(default)]
+    pub fleet: bool,
+}
 
 pub const SPEC: Spec = Spec {
     name: "pool_status",
@@ -22,9 +35,10 @@ pub const SPEC: Spec = Spec {
          RSS), cookies (count, last saved), last success and error, and calibration: how \
          closely the HTTP tier matches the slot's browser (browser and HTTP JA4, HTTP/2 and \
          headers equal, the residual differences by name). Server: open connections and MCP \
-         sessions per transport against their bounds.",
+         sessions per transport against their bounds. Cluster (in a fleet): this node, up or \
+         degraded, and with fleet = true every daemon and identity of the fleet.",
     ),
-    input: input_schema::<NoArgs>,
+    input: input_schema::<Args>,
     strategy_enum: false,
     output: || {
         result_schema(
@@ -37,13 +51,26 @@ pub const SPEC: Spec = Spec {
                 "requests_per_minute": {"type": ["number", "null"]},
                 "max_requests_per_minute": {"type": ["number", "null"]},
                 "adaptive": {"type": "boolean"}, "cuts": {"type": "integer"},
-            }}}, "server": {"type": "object", "description": "What the daemon holds open: connections {open, max} and MCP sessions {http, sse, max, evicted}."}}),
+            }}}, "cluster": {"type": ["object", "null"], "description": "In a fleet: node, state (up or degraded), redis (no credentials), for_secs, last_error, reconnects, adopted."}, "fleet": {"type": ["object", "null"]}, "server": {"type": "object", "description": "What the daemon holds open: connections {open, max} and MCP sessions {http, sse, max, evicted}."}}),
             &["slots", "strategies"],
         )
     },
     annotations: Annotations::READS_POOL,
     progress: false,
-    run: |pool, args, _| no_args("pool_status", pool, args, run),
+    run: |pool, args, _| {
+        Box::pin(async move {
+            let a: Args = parse("pool_status", args)?;
+            let mut v = run(pool);
+            if a.fleet {
+                v["fleet"] = match pool.fleet_view().await {
+                    Some(Ok(view)) => view,
+                    Some(Err(e)) => json!({"error": e.to_string()}),
+                    None => Value::Null,
+                };
+            }
+            Ok(v)
+        })
+    },
 };
 
 pub fn run(pool: &Pool) -> Value {
@@ -85,8 +112,12 @@ pub fn run(pool: &Pool) -> Value {
                 .collect();
             let health = slot.health();
             let facts = slot.browser_facts();
+            let fleet = pool.fleet();
             json!({
                 "slot": slot.id,
+                "fleet_id": fleet.and_then(|f| f.fleet_id(slot.id)),
+                "held": pool.in_hand(slot.id),
+                "spare": fleet.is_some_and(|f| f.is_spare(slot.id)),
                 "profile": slot.profile.name,
                 "emulation": slot.profile.emulation.name(),
                 "user_agent": slot.profile.user_agent,
@@ -120,6 +151,11 @@ pub fn run(pool: &Pool) -> Value {
         "strategies": budgets,
         "browsers": pool.isolation(),
         "server": pool.serving().to_json(),
+        "cluster": pool.fleet().map(|f| {
+            let mut r = json!(f.cluster().report());
+            r["adopted"] = json!(f.adopted());
+            r
+        }),
     })
 }
 

@@ -129,9 +129,14 @@ impl Daemon {
             .kill_on_drop(true)
             .spawn()
             .expect("idpool serve starts");
+        Daemon::up(child, port, log).await
+    }
+
+    /// A started `idpool serve`, once `/healthz` answers (within 15 s).
+    pub async fn up(child: tokio::process::Child, port: u16, log: PathBuf) -> Daemon {
         let d = Daemon { child, port, log };
         let http = reqwest::Client::new();
-        for _ in 0..200 {
+        for _ in 0..300 {
             if let Ok(r) = http.get(d.url("/healthz")).send().await
                 && r.status().is_success()
             {

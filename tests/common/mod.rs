@@ -5,6 +5,7 @@
 
 pub mod canary;
 pub mod daemon;
+pub mod fleet;
 pub mod proxies;
 
 use std::path::{Path, PathBuf};
@@ -268,4 +269,13 @@ pub fn tools_for(role: idpool::config::Role) -> Vec<&'static str> {
         .filter(|t| t.role <= role)
         .map(|t| t.name)
         .collect()
+}
+
+/// The testbed's `tb_sid` session a logged request carried (`None`: none yet).
+pub fn tb_sid(e: &idpool::testbed::LogEntry) -> Option<String> {
+    e.cookie
+        .as_deref()?
+        .split(';')
+        .find_map(|c| c.trim().strip_prefix("tb_sid="))
+        .map(str::to_string)
 }

@@ -1,0 +1,183 @@
+//! What the fleet keeps about its daemons and identities: node records,
+//! identity records, jars and per-strategy site state.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::Cluster;
+use crate::error::Result;
+
+/// A live daemon, as it registers itself every heartbeat.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub node: String,
+    /// Where its API answers (`http://host:port`).
+    pub advertise: String,
+    /// The fleet ids it owns now.
+    pub identities: Vec<String>,
+    /// Spare slots still free for adoption.
+    pub spare: usize,
+    pub version: String,
+}
+
+impl Cluster {
+    /// Say this daemon is alive (for twice the lease TTL) and what it holds.
+    pub async fn register(&self, info: &NodeInfo) -> Result<()> {
+        let key = self.key_of(&["node", &self.node]);
+        let nodes = self.key_of(&["nodes"]);
+        let json = serde_json::to_string(info).unwrap_or_default();
+        let ttl = (self.lease_ttl.as_millis() as u64) * 2;
+        let node = self.node.clone();
+        self.run("register", async move |c| {
+            redis::pipe()
+                .atomic()
+                .cmd("SET")
+                .arg(&key)
+                .arg(&json)
+                .arg("PX")
+                .arg(ttl)
+                .ignore()
+                .cmd("SADD")
+                .arg(&nodes)
+                .arg(&node)
+                .ignore()
+                .query_async::<()>(c)
+                .await
+        })
+        .await
+    }
+
+    /// Every daemon alive now (its registration has not lapsed).
+    pub async fn nodes(&self) -> Result<Vec<NodeInfo>> {
+        let set = self.key_of(&["nodes"]);
+        let names: Vec<String> = self
+            .run("nodes", async move |c| {
+                redis::cmd("SMEMBERS").arg(&set).query_async(c).await
+            })
+            .await?;
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<String> = names.iter().map(|n| self.key_of(&["node", n])).collect();
+        let found: Vec<Option<String>> = self
+            .run("nodes", async move |c| {
+                redis::cmd("MGET").arg(&keys).query_async(c).await
+            })
+            .await?;
+        let mut out: Vec<NodeInfo> = found
+            .into_iter()
+            .flatten()
+            .filter_map(|j| serde_json::from_str(&j).ok())
+            .collect();
+        out.sort_by(|a, b| a.node.cmp(&b.node));
+        Ok(out)
+    }
+
+    /// Forget this node (a clean shutdown): its registration goes at once.
+    pub async fn unregister(&self) -> Result<()> {
+        let key = self.key_of(&["node", &self.node]);
+        let set = self.key_of(&["nodes"]);
+        let node = self.node.clone();
+        self.run("unregister", async move |c| {
+            redis::pipe()
+                .cmd("DEL")
+                .arg(&key)
+                .ignore()
+                .cmd("SREM")
+                .arg(&set)
+                .arg(&node)
+                .ignore()
+                .query_async::<()>(c)
+                .await
+        })
+        .await
+    }
+
+    /// Write an identity's record (JSON), its jar and its site states in one
+    /// round trip.
+    pub async fn put_identity(
+        &self,
+        fleet_id: &str,
+        record: &str,
+        jar: Option<&str>,
+        sites: &[(String, String)],
+    ) -> Result<()> {
+        let ids = self.key_of(&["identities"]);
+        let jar_key = self.key_of(&["jar", fleet_id]);
+        let sites_key = self.key_of(&["sites", fleet_id]);
+        let fleet_id = fleet_id.to_string();
+        let record = record.to_string();
+        let jar = jar.map(str::to_string);
+        let sites = sites.to_vec();
+        self.run("put identity", async move |c| {
+            let mut p = redis::pipe();
+            p.cmd("HSET").arg(&ids).arg(&fleet_id).arg(&record).ignore();
+            if let Some(j) = &jar {
+                p.cmd("SET").arg(&jar_key).arg(j).ignore();
+            }
+            if !sites.is_empty() {
+                p.cmd("HSET").arg(&sites_key).arg(&sites).ignore();
+            }
+            p.query_async::<()>(c).await
+        })
+        .await
+    }
+
+    /// Every identity record, by fleet id.
+    pub async fn identities(&self) -> Result<HashMap<String, String>> {
+        let ids = self.key_of(&["identities"]);
+        self.run("identities", async move |c| {
+            redis::cmd("HGETALL").arg(&ids).query_async(c).await
+        })
+        .await
+    }
+
+    /// The owners of `fleet_ids` now (`None`: no lease: free to adopt).
+    pub async fn owners(&self, fleet_ids: &[String]) -> Result<Vec<Option<String>>> {
+        if fleet_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<String> = fleet_ids
+            .iter()
+            .map(|f| self.key_of(&["lease", f]))
+            .collect();
+        self.run("owners", async move |c| {
+            redis::cmd("MGET").arg(&keys).query_async(c).await
+        })
+        .await
+    }
+
+    /// An identity's jar as stored (the jar file's JSON).
+    pub async fn jar(&self, fleet_id: &str) -> Result<Option<String>> {
+        let key = self.key_of(&["jar", fleet_id]);
+        self.run("jar", async move |c| {
+            redis::cmd("GET").arg(&key).query_async(c).await
+        })
+        .await
+    }
+
+    /// An identity's site states, by strategy.
+    pub async fn sites(&self, fleet_id: &str) -> Result<HashMap<String, String>> {
+        let key = self.key_of(&["sites", fleet_id]);
+        self.run("sites", async move |c| {
+            redis::cmd("HGETALL").arg(&key).query_async(c).await
+        })
+        .await
+    }
+
+    /// Publish one event to every daemon.
+    pub async fn publish(&self, event: &str) -> Result<()> {
+        let ch = self.key_of(&["events"]);
+        let event = event.to_string();
+        self.run("publish", async move |c| {
+            redis::cmd("PUBLISH")
+                .arg(&ch)
+                .arg(&event)
+                .query_async::<i64>(c)
+                .await
+        })
+        .await
+        .map(drop)
+    }
+}

@@ -1,0 +1,147 @@
+//! `[cluster]`: many daemons, one pool, through Redis or Valkey. Off unless
+//! `redis_url` is set; a single daemon needs none of it.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// `[cluster]`: the fleet this daemon belongs to.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// `redis://[:password@]host:port[/db]` or `rediss://…` (TLS). The
+    /// password may instead come from `IDPOOL_REDIS_URL` (which wins), so it
+    /// stays out of the config file. Unset: no fleet.
+    pub redis_url: Option<String>,
+    /// This daemon's name in the fleet; default the host name. Identities
+    /// it starts with are `<node>/<slot>`.
+    pub node: Option<String>,
+    /// Every key the fleet writes starts with this.
+    pub key_prefix: String,
+    /// Where the other daemons reach this one (`http://host:port`); default
+    /// `http://` + `server.listen`.
+    pub advertise: Option<String>,
+    /// The shared secret daemons present to each other when they forward a
+    /// call (one line, file mode 0600). Without it nothing is forwarded.
+    pub key_file: Option<PathBuf>,
+    /// An identity's lease lasts this long unless renewed (every third of it).
+    pub lease_ttl_secs: u64,
+    /// Every Redis command gives up after this long (then: degraded).
+    pub command_timeout_ms: u64,
+    /// Take over identities whose daemon died (its lease expired).
+    pub adopt: bool,
+    /// How many identities this daemon may adopt: empty slots opened at
+    /// start after the configured ones, with `spare_profile`.
+    pub spare_slots: usize,
+    /// The profile spare slots wear; only identities of this profile are
+    /// adopted (an identity keeps its fingerprint). Default `pool.profile`
+    /// or `default`.
+    pub spare_profile: Option<String>,
+    /// Forward a call to a daemon with an admitted identity when none of
+    /// this daemon's own is.
+    pub forward: bool,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            redis_url: None,
+            node: None,
+            key_prefix: "idpool:".into(),
+            advertise: None,
+            key_file: None,
+            lease_ttl_secs: 15,
+            command_timeout_ms: 1000,
+            adopt: false,
+            spare_slots: 0,
+            spare_profile: None,
+            forward: true,
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// The Redis URL in force (`IDPOOL_REDIS_URL` first), if the fleet is on.
+    pub fn url(&self) -> Option<String> {
+        std::env::var("IDPOOL_REDIS_URL")
+            .ok()
+            .filter(|u| !u.is_empty())
+            .or_else(|| self.redis_url.clone())
+    }
+
+    /// The node name in force: `node`, else the host name.
+    pub fn node_name(&self) -> String {
+        self.node.clone().unwrap_or_else(host_name)
+    }
+
+    /// Spare slots when adopting (none otherwise).
+    pub fn spares(&self) -> usize {
+        if self.adopt { self.spare_slots } else { 0 }
+    }
+
+    /// What is wrong with the section, if anything.
+    pub fn problem(&self) -> Option<String> {
+        let url = self.url()?;
+        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+            return Some("cluster.redis_url must start with redis:// or rediss://".into());
+        }
+        if self.lease_ttl_secs < 3 {
+            return Some("cluster.lease_ttl_secs must be at least 3".into());
+        }
+        if self.command_timeout_ms == 0 {
+            return Some("cluster.command_timeout_ms must be at least 1".into());
+        }
+        let node = self.node_name();
+        if node.is_empty()
+            || !node
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Some(format!(
+                "cluster.node `{node}` must be letters, digits, `-`, `_` and `.`"
+            ));
+        }
+        if self.key_prefix.contains(char::is_whitespace) {
+            return Some("cluster.key_prefix must not contain spaces".into());
+        }
+        None
+    }
+
+    pub(super) fn rebase(&mut self, rebase: impl Fn(&mut PathBuf)) {
+        if let Some(k) = self.key_file.as_mut() {
+            rebase(k);
+        }
+    }
+
+    /// The cluster key, read from `key_file` (trimmed); `Ok(None)` without one.
+    pub fn read_key(&self) -> std::io::Result<Option<String>> {
+        match &self.key_file {
+            None => Ok(None),
+            Some(p) => read_secret(p).map(Some),
+        }
+    }
+}
+
+fn read_secret(p: &Path) -> std::io::Result<String> {
+    let text = std::fs::read_to_string(p)?;
+    let key = text.trim().to_string();
+    if key.len() < 16 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "{}: the cluster key must be at least 16 characters",
+                p.display()
+            ),
+        ));
+    }
+    Ok(key)
+}
+
+/// The machine's host name (`/proc/sys/kernel/hostname`), else `idpool`.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "idpool".into())
+}

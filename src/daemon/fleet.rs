@@ -1,0 +1,91 @@
+//! The fleet's daemon-to-daemon surface: `POST /api/v1/fleet/call/{tool}`
+//! runs a call another daemon forwarded (cluster key required; the
+//! caller's name, role and session come along; never forwarded again).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::control::{Control, error};
+use crate::auth::{Principal, Role};
+use crate::mcp::CallContext;
+use crate::mcp::forward::{HOP_HEADER, KEY_HEADER};
+
+pub fn routes(control: Arc<Control>) -> Router {
+    Router::new()
+        .route("/api/v1/fleet/call/{tool}", post(call))
+        .with_state(control)
+}
+
+/// Equal in constant time (the key is a secret).
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn call(
+    State(c): State<Arc<Control>>,
+    Path(tool): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let Some(key) = c.core.pool().fleet().and_then(|f| f.cluster().key()) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "this daemon takes no forwarded calls (no [cluster] key_file)",
+        );
+    };
+    let presented = headers.get(KEY_HEADER).map(|v| v.as_bytes()).unwrap_or(b"");
+    if !same(presented, key.as_bytes()) {
+        c.core.audit_request(
+            None,
+            "fleet",
+            "POST /api/v1/fleet/call",
+            Some("bad cluster key"),
+        );
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "the cluster key is missing or wrong",
+        );
+    }
+    let from = headers
+        .get(HOP_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("unknown")
+        .to_string();
+    let v: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("the body is not JSON: {e}"),
+            );
+        }
+    };
+    let Some(role) = v["role"].as_str().and_then(|r| r.parse::<Role>().ok()) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "the forwarded call names no valid role",
+        );
+    };
+    let name = v["principal"].as_str().unwrap_or("unknown").to_string();
+    let ctx = CallContext {
+        principal: Principal::new(name, role, "fleet"),
+        session: v["session"].as_str().map(str::to_string),
+        hop: Some(from),
+    };
+    let args = match v.get("args") {
+        Some(a @ Value::Object(_)) => a.clone(),
+        _ => serde_json::json!({}),
+    };
+    let end = c
+        .core
+        .call_tool(&ctx, &tool, args, None, CancellationToken::new())
+        .await;
+    axum::Json(end.to_fleet_json()).into_response()
+}

@@ -1,0 +1,357 @@
+//! The pool in a fleet (`[cluster]`): which slots hold which fleet
+//! identities, and the heartbeat that keeps the fleet's store true.
+//!
+//! Every `lease_ttl / 3` (and at once after a breaker, login or retirement
+//! event) the heartbeat:
+//! 1. renews the lease of every identity it holds; one found held by another
+//!    daemon is dropped here at once (never used by two);
+//! 2. writes each held identity's record, jar (when it changed) and site
+//!    states (breakers, holds, tier memory, login states);
+//! 3. registers the node (address, identities, free spares);
+//! 4. with `adopt = true`, takes over identities whose lease lapsed into
+//!    free spare slots: same cookies, same proxy session, same site state,
+//!    a fresh Chromium profile.
+//!
+//! Redis away: nothing here blocks a call; the slots keep serving with
+//! local state. Redis back: the same beat reconciles (leases re-taken,
+//! everything written again), and adoption waits one lease TTL first so
+//! every owner re-takes its own before anyone adopts.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::{Notify, broadcast};
+use tokio::time::Instant;
+
+use super::Pool;
+use super::fleet_state::{IdentityRecord, SiteSnap};
+use crate::cluster::{Cluster, NodeInfo};
+
+/// The fleet side of a pool.
+pub struct Fleet {
+    pub(super) cluster: Arc<Cluster>,
+    /// Per slot: the fleet identity it holds (`None`: a free spare).
+    members: Mutex<Vec<Member>>,
+    /// Per slot: whether the router may use it (read on every pick).
+    usable: Vec<AtomicBool>,
+    /// Wakes the heartbeat early (a breaker moved).
+    pub(super) push: Arc<Notify>,
+    /// Set once the first beat ran.
+    ready: AtomicBool,
+    ready_notify: Notify,
+    /// The reconnect count the last beat saw.
+    seen_reconnects: AtomicU64,
+    /// No adoption before this (a grace after (re)connecting).
+    adopt_after: Mutex<Instant>,
+    pub(super) spare_profile: String,
+    adopt: bool,
+    pub(super) forward: bool,
+    /// Other daemons' events (JSON), relayed from the channel.
+    pub(super) remote: broadcast::Sender<String>,
+    pub(super) adopted: AtomicU64,
+}
+
+#[derive(Debug, Clone)]
+struct Member {
+    fleet_id: Option<String>,
+    /// This daemon holds the lease (as far as it last heard).
+    owned: bool,
+    spare: bool,
+    /// The jar's `last_saved` when it was last written to the fleet.
+    jar_pushed: Option<Option<u64>>,
+}
+
+impl Fleet {
+    pub(super) fn new(
+        cluster: Cluster,
+        slots: usize,
+        spares: usize,
+        spare_profile: String,
+        adopt: bool,
+        forward: bool,
+    ) -> Fleet {
+        let node = cluster.node().to_string();
+        let members = (0..slots + spares)
+            .map(|i| Member {
+                fleet_id: (i < slots).then(|| format!("{node}/{i}")),
+                owned: i < slots,
+                spare: i >= slots,
+                jar_pushed: None,
+            })
+            .collect();
+        Fleet {
+            cluster: Arc::new(cluster),
+            members: Mutex::new(members),
+            usable: (0..slots + spares)
+                .map(|i| AtomicBool::new(i < slots))
+                .collect(),
+            push: Arc::new(Notify::new()),
+            ready: AtomicBool::new(false),
+            ready_notify: Notify::new(),
+            seen_reconnects: AtomicU64::new(0),
+            adopt_after: Mutex::new(Instant::now()),
+            spare_profile,
+            adopt,
+            forward,
+            remote: broadcast::channel(1024).0,
+            adopted: AtomicU64::new(0),
+        }
+    }
+
+    /// Other daemons' events (JSON, stamped with their node).
+    pub fn subscribe_remote(&self) -> broadcast::Receiver<String> {
+        self.remote.subscribe()
+    }
+
+    /// Whether the router may use `slot` (held here, or the fleet away).
+    pub(super) fn usable(&self, slot: usize) -> bool {
+        self.usable
+            .get(slot)
+            .is_some_and(|u| u.load(Ordering::Acquire))
+    }
+
+    pub fn cluster(&self) -> &Arc<Cluster> {
+        &self.cluster
+    }
+
+    /// The fleet id slot `slot` holds.
+    pub fn fleet_id(&self, slot: usize) -> Option<String> {
+        let m = self.members.lock();
+        m.get(slot)
+            .filter(|m| m.owned)
+            .and_then(|m| m.fleet_id.clone())
+    }
+
+    /// Whether slot `slot` is a spare (opened for adoption).
+    pub fn is_spare(&self, slot: usize) -> bool {
+        self.members.lock().get(slot).is_some_and(|m| m.spare)
+    }
+
+    /// Identities adopted since start.
+    pub fn adopted(&self) -> u64 {
+        self.adopted.load(Ordering::Relaxed)
+    }
+
+    /// Every fleet id held here.
+    pub fn held(&self) -> Vec<String> {
+        let m = self.members.lock();
+        m.iter()
+            .filter(|m| m.owned)
+            .filter_map(|m| m.fleet_id.clone())
+            .collect()
+    }
+
+    pub(super) fn free_spare(&self) -> Option<usize> {
+        let m = self.members.lock();
+        m.iter().position(|m| m.spare && m.fleet_id.is_none())
+    }
+
+    fn spares_free(&self) -> usize {
+        let m = self.members.lock();
+        m.iter().filter(|m| m.spare && m.fleet_id.is_none()).count()
+    }
+
+    pub(super) fn set(&self, slot: usize, fleet_id: Option<String>, owned: bool) {
+        let mut m = self.members.lock();
+        if let Some(x) = m.get_mut(slot) {
+            if x.fleet_id != fleet_id {
+                x.jar_pushed = None;
+            }
+            x.fleet_id = fleet_id;
+            x.owned = owned;
+        }
+        if let Some(u) = self.usable.get(slot) {
+            u.store(owned, Ordering::Release);
+        }
+    }
+}
+
+impl Pool {
+    /// The fleet side, when `[cluster]` is on.
+    pub fn fleet(&self) -> Option<&Fleet> {
+        self.inner.fleet.as_ref()
+    }
+
+    /// Wait (bounded by the commands' timeouts) until the first heartbeat
+    /// ran: before it, this daemon does not know which of its identities
+    /// another one adopted while it was away.
+    pub async fn fleet_ready(&self) {
+        let Some(f) = &self.inner.fleet else {
+            return;
+        };
+        let wait = async {
+            loop {
+                let n = f.ready_notify.notified();
+                if f.ready.load(Ordering::Acquire) {
+                    return;
+                }
+                n.await;
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(10), wait).await;
+    }
+
+    pub(super) fn spawn_fleet(&self) {
+        let (Some(f), Ok(rt)) = (&self.inner.fleet, tokio::runtime::Handle::try_current()) else {
+            return;
+        };
+        let weak = Arc::downgrade(&self.inner);
+        let stop = self.inner.stop.clone();
+        let every = f.cluster.lease_ttl() / 3;
+        rt.spawn(crate::cluster::relay_events(
+            f.cluster.clone(),
+            f.remote.clone(),
+            stop.clone(),
+        ));
+        self.spawn_event_publisher();
+        let wake = f.push.clone();
+        rt.spawn(async move {
+            loop {
+                let push = wake.notified();
+                tokio::pin!(push);
+                push.as_mut().enable();
+                let Some(inner) = weak.upgrade() else { return };
+                Pool { inner }.beat().await;
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(every) => {}
+                    () = push => {}
+                }
+            }
+        });
+    }
+
+    /// One heartbeat (see the module's notes).
+    async fn beat(&self) {
+        let Some(f) = &self.inner.fleet else { return };
+        let c = &f.cluster;
+        let reconnects = c.reconnects();
+        if f.seen_reconnects.swap(reconnects, Ordering::AcqRel) != reconnects {
+            *f.adopt_after.lock() = Instant::now() + c.lease_ttl();
+            f.members
+                .lock()
+                .iter_mut()
+                .for_each(|m| m.jar_pushed = None);
+            self.inner.events.emit(
+                "fleet_reconciled",
+                None,
+                None,
+                serde_json::json!({"node": c.node(), "identities": f.held().len()}),
+            );
+        }
+        if self.renew_leases().await.is_ok() {
+            let _ = self.write_identities().await;
+            let info = NodeInfo {
+                node: c.node().to_string(),
+                advertise: c.advertise().to_string(),
+                identities: f.held(),
+                spare: f.spares_free(),
+                version: env!("CARGO_PKG_VERSION").to_string(),
+            };
+            let _ = c.register(&info).await;
+            if f.adopt && Instant::now() >= *f.adopt_after.lock() && f.free_spare().is_some() {
+                let _ = self.adopt_lapsed().await;
+            }
+        }
+        if !f.ready.swap(true, Ordering::AcqRel) {
+            if !c.is_up() {
+                // Started without the fleet: a grace once it comes.
+                *f.adopt_after.lock() = Instant::now() + c.lease_ttl();
+            }
+            f.ready_notify.notify_waiters();
+        }
+    }
+
+    /// Renew every lease this daemon holds (or believes it should): one held
+    /// by another daemon is dropped here at once.
+    async fn renew_leases(&self) -> crate::error::Result<()> {
+        let Some(f) = &self.inner.fleet else {
+            return Ok(());
+        };
+        let mine: Vec<(usize, String)> = {
+            let m = f.members.lock();
+            m.iter()
+                .enumerate()
+                .filter(|(_, m)| m.owned || !m.spare)
+                .filter_map(|(i, m)| Some((i, m.fleet_id.clone()?)))
+                .collect()
+        };
+        for (slot, fid) in mine {
+            let owner = f.cluster.lease(&fid).await?;
+            let owned = owner == f.cluster.node();
+            let was = f.usable(slot);
+            f.set(slot, Some(fid.clone()), owned);
+            if was && !owned {
+                tracing::warn!(slot, fleet_id = %fid, owner = %owner, "identity held by another daemon: no longer used here");
+                self.inner.events.emit(
+                    "identity_lost",
+                    Some(slot),
+                    None,
+                    serde_json::json!({"fleet_id": fid, "owner": owner}),
+                );
+                if let Some(s) = self.inner.slots.get(slot) {
+                    s.browser().close().await;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Write every held identity's record, jar (when it changed) and site states.
+    pub(super) async fn write_identities(&self) -> crate::error::Result<()> {
+        let Some(f) = &self.inner.fleet else {
+            return Ok(());
+        };
+        let held: Vec<(usize, String, Option<Option<u64>>)> = {
+            let m = f.members.lock();
+            m.iter()
+                .enumerate()
+                .filter(|(_, m)| m.owned)
+                .filter_map(|(i, m)| Some((i, m.fleet_id.clone()?, m.jar_pushed)))
+                .collect()
+        };
+        for (slot, fid, pushed) in held {
+            let Some(s) = self.inner.slots.get(slot) else {
+                continue;
+            };
+            let record = IdentityRecord {
+                fleet_id: fid.clone(),
+                node: f.cluster.node().to_string(),
+                slot,
+                profile: s.profile.name.clone(),
+                identity: s.identity(),
+            };
+            let saved = s.jar().last_saved();
+            let jar = (pushed.is_none() || pushed != Some(saved))
+                .then(|| serde_json::to_string(&s.jar().export_all()).unwrap_or_default());
+            let sites = self.site_snaps(slot);
+            let record = serde_json::to_string(&record).unwrap_or_default();
+            f.cluster
+                .put_identity(&fid, &record, jar.as_deref(), &sites)
+                .await?;
+            if jar.is_some()
+                && let Some(m) = f.members.lock().get_mut(slot)
+            {
+                m.jar_pushed = Some(saved);
+            }
+        }
+        Ok(())
+    }
+
+    /// Slot `slot`'s site state per strategy, as the fleet stores it.
+    fn site_snaps(&self, slot: usize) -> Vec<(String, String)> {
+        let now = Instant::now();
+        let mut router = self.inner.router.lock();
+        router
+            .sites
+            .iter_mut()
+            .filter_map(|(strategy, sites)| {
+                let site = sites.get_mut(&slot)?;
+                let snap = SiteSnap::of(site, now);
+                Some((strategy.clone(), serde_json::to_string(&snap).ok()?))
+            })
+            .collect()
+    }
+}

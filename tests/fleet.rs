@@ -278,6 +278,36 @@ async fn three_daemons_share_one_budget_see_each_others_breakers_and_forward() {
         on_b.iter()
             .all(|l| l["hop"] != json!("to a") && l["hop"] != json!("to c"))
     );
+
+    // The operator's view of the fleet, from any daemon.
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_idpool"))
+        .arg("--config")
+        .arg(env.path("c/idpool.toml"))
+        .args(["slots", "--fleet"])
+        .output()
+        .await
+        .expect("idpool slots --fleet");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "node a",
+        "node b",
+        "node c",
+        "a/0",
+        "held by a",
+        "c/1",
+        "testshop open",
+    ] {
+        assert!(text.contains(want), "`{want}` missing from:\n{text}");
+    }
+    assert!(
+        text.contains("b/0") && text.contains("testshop closed"),
+        "{text}"
+    );
     for d in [a, b, c] {
         d.stop().await;
     }
@@ -488,6 +518,31 @@ async fn a_killed_daemons_identities_are_adopted_and_an_outage_is_survived() {
         );
     }
     assert_eq!(hb.len() + ha.len(), 3, "b: {hb:?}, a: {ha:?}");
+
+    // b goes away for good: a takes its own identities back, as b left them.
+    b.signal(libc::SIGKILL);
+    let regained = within(Duration::from_secs(ttl + 5), || async {
+        let h = held(&a2).await;
+        h.contains(&"a/0".to_string()) && h.contains(&"a/1".to_string())
+    })
+    .await;
+    assert!(
+        regained.is_some(),
+        "a did not take its identities back: {}",
+        status(&a2, false).await
+    );
+    let (code, v) = rest(
+        &a2,
+        "get_reviews",
+        json!({"item": "B0BACK", "strategy": "testshop", "slot": 0}),
+    )
+    .await;
+    assert_eq!(code, 200, "{v}");
+    let last = env.testbed.log().last().cloned().expect("logged");
+    assert_eq!(
+        common::tb_sid(&last).as_deref(),
+        Some(sids[0].as_str()),
+        "a/0 came back with another shop session"
+    );
     a2.stop().await;
-    b.stop().await;
 }

@@ -7,6 +7,7 @@ mod call;
 mod check_config;
 mod daemon;
 mod fetch;
+mod fleet;
 mod keys;
 mod login;
 mod mcp;

@@ -22,6 +22,10 @@ pub struct SlotsArgs {
     /// After the table, print slot events as they happen (Ctrl-C ends).
     #[arg(long)]
     pub watch: bool,
+    /// The whole fleet (`[cluster]`): every daemon and identity, and with
+    /// `--watch` every daemon's events.
+    #[arg(long)]
+    pub fleet: bool,
     /// The daemon (a viewer key is enough).
     #[command(flatten)]
     pub daemon: super::daemon::DaemonArgs,
@@ -122,6 +126,21 @@ pub async fn run(config: Option<&Path>, a: SlotsArgs) -> anyhow::Result<ExitCode
     let cfg = Config::load(config)?;
     let key = a.daemon.key.as_deref();
     let base = a.daemon.reach(&cfg, "`slots`").await?;
+    if a.fleet {
+        let Some(base) = base else {
+            bail!("--fleet asks a running daemon of the fleet; none answers");
+        };
+        let view = get_json(&base, "/api/v1/fleet", key).await?;
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&view)?);
+        } else {
+            print!("{}", super::fleet::table(&view));
+        }
+        if a.watch {
+            watch(&base, key, true).await?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let status = match &base {
         Some(base) => get_json(base, "/api/v1/slots", key).await?,
         None => {
@@ -141,7 +160,7 @@ pub async fn run(config: Option<&Path>, a: SlotsArgs) -> anyhow::Result<ExitCode
         let Some(base) = base else {
             bail!("--watch follows a running daemon's events; none answers");
         };
-        watch(&base, key).await?;
+        watch(&base, key, false).await?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -307,6 +326,15 @@ fn calibration_lines(c: &Value) -> String {
 }
 
 pub fn event_line(ev: &Value) -> String {
+    // Another daemon's event (`--fleet`): its node first.
+    let node = ev["node"]
+        .as_str()
+        .map(|n| format!("[{n}] "))
+        .unwrap_or_default();
+    format!("{node}{}", local_event_line(ev))
+}
+
+fn local_event_line(ev: &Value) -> String {
     let slot = ev["slot"]
         .as_u64()
         .map(|s| format!("slot {s} "))
@@ -359,9 +387,10 @@ pub fn event_line(ev: &Value) -> String {
     )
 }
 
-async fn watch(base: &str, key: Option<&str>) -> anyhow::Result<()> {
+async fn watch(base: &str, key: Option<&str>, fleet: bool) -> anyhow::Result<()> {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let ws_url = format!("{}/api/v1/events", base.replacen("http", "ws", 1));
+    let query = if fleet { "?fleet=1" } else { "" };
+    let ws_url = format!("{}/api/v1/events{query}", base.replacen("http", "ws", 1));
     let mut req = ws_url.as_str().into_client_request()?;
     if let Some(k) = key {
         req.headers_mut()

@@ -6,21 +6,45 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::{Path, State};
+use axum::http::Uri;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::control::{Control, error};
+use super::control::{Control, error, gate, refuse};
 use crate::auth::{Principal, Role};
 use crate::mcp::CallContext;
 use crate::mcp::forward::{HOP_HEADER, KEY_HEADER};
 
 pub fn routes(control: Arc<Control>) -> Router {
     Router::new()
+        .route("/api/v1/fleet", get(view))
         .route("/api/v1/fleet/call/{tool}", post(call))
         .with_state(control)
+}
+
+/// `GET /api/v1/fleet` (viewer): this daemon's link to the fleet and the
+/// fleet as Redis has it (every daemon, every identity with its owner and
+/// breakers).
+async fn view(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Response {
+    if let Err(r) = gate(&c, &headers, &uri, false, "GET /api/v1/fleet", Role::Viewer) {
+        return refuse(r);
+    }
+    let pool = c.core.pool();
+    let Some(f) = pool.fleet() else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "this daemon is not part of a fleet (no [cluster] redis_url)",
+        );
+    };
+    let fleet = match pool.fleet_view().await {
+        Some(Ok(v)) => v,
+        Some(Err(e)) => serde_json::json!({"error": e.to_string()}),
+        None => Value::Null,
+    };
+    axum::Json(serde_json::json!({"cluster": f.cluster().report(), "fleet": fleet})).into_response()
 }
 
 /// Equal in constant time (the key is a secret).

@@ -61,6 +61,8 @@ struct Member {
     spare: bool,
     /// The jar's `last_saved` when it was last written to the fleet.
     jar_pushed: Option<Option<u64>>,
+    /// Another daemon held it: its state there is newer than ours.
+    lost: bool,
 }
 
 impl Fleet {
@@ -79,6 +81,7 @@ impl Fleet {
                 owned: i < slots,
                 spare: i >= slots,
                 jar_pushed: None,
+                lost: false,
             })
             .collect();
         Fleet {
@@ -227,9 +230,13 @@ impl Pool {
     async fn beat(&self) {
         let Some(f) = &self.inner.fleet else { return };
         let c = &f.cluster;
+        if !c.is_up() {
+            // Away (or not connected yet): once back, every owner gets one
+            // lease TTL to take its own again before anyone adopts.
+            *f.adopt_after.lock() = Instant::now() + c.lease_ttl();
+        }
         let reconnects = c.reconnects();
         if f.seen_reconnects.swap(reconnects, Ordering::AcqRel) != reconnects {
-            *f.adopt_after.lock() = Instant::now() + c.lease_ttl();
             f.members
                 .lock()
                 .iter_mut()
@@ -256,10 +263,6 @@ impl Pool {
             }
         }
         if !f.ready.swap(true, Ordering::AcqRel) {
-            if !c.is_up() {
-                // Started without the fleet: a grace once it comes.
-                *f.adopt_after.lock() = Instant::now() + c.lease_ttl();
-            }
             f.ready_notify.notify_waiters();
         }
     }
@@ -278,11 +281,25 @@ impl Pool {
                 .filter_map(|(i, m)| Some((i, m.fleet_id.clone()?)))
                 .collect()
         };
+        let grace = Instant::now() < *f.adopt_after.lock();
         for (slot, fid) in mine {
+            let lost = f.members.lock().get(slot).is_some_and(|m| m.lost);
+            if lost && grace {
+                // Just (re)connected: whoever held it takes it again first.
+                continue;
+            }
             let owner = f.cluster.lease(&fid).await?;
             let owned = owner == f.cluster.node();
             let was = f.usable(slot);
+            if owned && lost {
+                // Back from the daemon that held it: take what it left.
+                self.regain(slot, &fid).await;
+                continue;
+            }
             f.set(slot, Some(fid.clone()), owned);
+            if !owned && let Some(m) = f.members.lock().get_mut(slot) {
+                m.lost = true;
+            }
             if was && !owned {
                 tracing::warn!(slot, fleet_id = %fid, owner = %owner, "identity held by another daemon: no longer used here");
                 self.inner.events.emit(
@@ -297,6 +314,42 @@ impl Pool {
             }
         }
         Ok(())
+    }
+
+    /// A configured identity comes back from the daemon that held it: its
+    /// cookies, session and site states as that daemon left them.
+    async fn regain(&self, slot: usize, fid: &str) {
+        let Some(f) = &self.inner.fleet else { return };
+        let record = match f.cluster.identities().await {
+            Ok(r) => r
+                .get(fid)
+                .and_then(|j| serde_json::from_str::<IdentityRecord>(j).ok()),
+            Err(_) => return,
+        };
+        let result = match record {
+            Some(r) => self.seat(slot, fid, &r).await.map(drop),
+            None => {
+                f.set(slot, Some(fid.to_string()), true);
+                Ok(())
+            }
+        };
+        match result {
+            Ok(()) => {
+                if let Some(m) = f.members.lock().get_mut(slot) {
+                    m.lost = false;
+                }
+                self.inner.events.emit(
+                    "identity_regained",
+                    Some(slot),
+                    None,
+                    serde_json::json!({"fleet_id": fid}),
+                );
+            }
+            Err(e) => {
+                tracing::warn!(slot, fleet_id = %fid, error = %e, "cannot take back an identity; the lease is given back");
+                let _ = f.cluster.release(fid).await;
+            }
+        }
     }
 
     /// Write every held identity's record, jar (when it changed) and site states.

@@ -455,6 +455,7 @@ async fn cdp(a: &Args) -> Result<Value> {
         timezone: None,
         launch_timeout: Duration::from_secs(30),
         netns: None,
+        sandbox: true,
     };
     let mut cmd = tokio::process::Command::new(&exe);
     cmd.args(spec.args())

@@ -8,7 +8,8 @@ log() { printf '\n==> %s\n' "$*" >&2; }
 # loopback-only test namespace; python3 formats the demo's output; libnss3-tools
 # (certutil) writes each slot's browser trust store for security.extra_root_certs.
 ensure_packages() {
-  ensure_debs cmake clang libclang-dev chromium curl iproute2 util-linux ca-certificates python3 libnss3-tools
+  ensure_debs cmake clang libclang-dev chromium curl iproute2 util-linux ca-certificates python3 libnss3-tools \
+    redis-server redis-tools
 }
 
 # Install the Debian packages named when any is missing (apt-get update first).
@@ -43,6 +44,22 @@ ensure_py_mcp() {
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet "mcp==$MCP_PY_VERSION"
     echo "$MCP_PY_VERSION" >"$stamp"
+  fi
+}
+
+# kubernetes-validate (Kubernetes' own schemas, offline) for tests/deploy.rs,
+# in a venv of its own, pinned.
+KUBE_VALIDATE_VERSION=1.37.0
+ensure_py_kube() {
+  local venv=.idpool/kube-venv stamp=.idpool/kube-venv/.idpool-kube
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$KUBE_VALIDATE_VERSION" ]; then
+    command -v python3 >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null \
+      || ensure_debs python3-venv
+    log "python venv: kubernetes-validate==$KUBE_VALIDATE_VERSION (tests/deploy.rs)"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet "kubernetes-validate==$KUBE_VALIDATE_VERSION"
+    echo "$KUBE_VALIDATE_VERSION" >"$stamp"
   fi
 }
 

@@ -12,6 +12,7 @@ ensure_packages
 ensure_cargo
 ensure_node_deps
 ensure_py_mcp
+ensure_py_kube
 # What the bench's smoke run needs (nginx, wrk, h2load, a venv with curl_cffi
 # and lxml), installed here: the tests run without a network.
 ./scripts/bench.sh --setup-only
@@ -37,6 +38,8 @@ if command -v unshare >/dev/null && unshare --net true 2>/dev/null; then
   # The test build made the binaries; a plain `cargo build` would rebuild every
   # dependency with other features.
   IDPOOL_SKIP_BUILD=1 CARGO_NET_OFFLINE=true unshare --net bash -c 'ip link set lo up && ./scripts/demo.sh'
+  log "scripts/fleet-demo.sh (in a loopback-only network namespace)"
+  IDPOOL_SKIP_BUILD=1 CARGO_NET_OFFLINE=true unshare --net bash -c 'ip link set lo up && ./scripts/fleet-demo.sh'
   log "scripts/bench.sh --quick (a smoke run on the test build: the bench works; no timing is judged)"
   IDPOOL_SKIP_BUILD=1 IDPOOL_BENCH_SKIP_SETUP=1 unshare --net bash -c 'ip link set lo up && ./scripts/bench.sh --quick --profile debug'
 else
@@ -44,7 +47,9 @@ else
   run_tests
   log "scripts/demo.sh"
   IDPOOL_SKIP_BUILD=1 ./scripts/demo.sh
+  log "scripts/fleet-demo.sh"
+  IDPOOL_SKIP_BUILD=1 ./scripts/fleet-demo.sh
   log "scripts/bench.sh --quick (a smoke run on the test build: the bench works; no timing is judged)"
   IDPOOL_SKIP_BUILD=1 IDPOOL_BENCH_SKIP_SETUP=1 ./scripts/bench.sh --quick --profile debug
 fi
-log "all tests passed, the demo ran, and the bench's smoke run passed"
+log "all tests passed, the demos ran, and the bench's smoke run passed"

@@ -238,6 +238,7 @@ async fn launch_bare_chromium(env: &Env, pool: &idpool::pool::Pool, via: &str) {
         timezone: None,
         launch_timeout: std::time::Duration::from_secs(30),
         netns: None,
+        sandbox: true,
     };
     let mut args = spec.args();
     assert!(!args.iter().any(|a| a.starts_with("--proxy-server")));

@@ -45,6 +45,8 @@ pub struct LaunchSpec {
     pub launch_timeout: Duration,
     /// The browsers' namespace (`None`: the daemon's own network).
     pub netns: Option<std::sync::Arc<crate::netns::Netns>>,
+    /// Chromium's own sandbox (`browser.sandbox`); never as root.
+    pub sandbox: bool,
 }
 
 impl LaunchSpec {
@@ -97,8 +99,9 @@ impl LaunchSpec {
                 self.spki.join(",")
             ));
         }
-        // Chromium's sandbox cannot start as root; anywhere else it stays on.
-        if unsafe_is_root() {
+        // Chromium's sandbox cannot start as root; anywhere else it stays on
+        // unless `browser.sandbox = false` (a container that is the sandbox).
+        if unsafe_is_root() || !self.sandbox {
             a.push("--no-sandbox".into());
         }
         a.push("about:blank".into());
@@ -466,6 +469,7 @@ mod tests {
             timezone: None,
             launch_timeout: Duration::from_secs(5),
             netns: None,
+            sandbox: true,
         };
         let a = spec.args();
         for want in [

@@ -35,6 +35,43 @@ fn stat_field(pid: u32, n: usize) -> Option<u32> {
     rest.split_whitespace().nth(n)?.parse().ok()
 }
 
+/// Whether `pid` is a zombie whose parent is this process.
+fn our_zombie(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    let mut f = rest.split_whitespace();
+    f.next() == Some("Z")
+        && f.next().and_then(|p| p.parse::<u32>().ok()) == Some(std::process::id())
+}
+
+/// Reap zombies handed to this process (PID 1 in a container, or the
+/// subreaper under systemd) that no one waits for: Chromium's orphaned
+/// helpers, grandchildren of crashed ones. One is reaped once it was a
+/// zombie on two sweeps in a row (a command someone waits for never is for
+/// that long), never one of `keep` (the Chromium main processes, which their
+/// owners reap). `seen` carries the zombies of the last sweep. Answers how
+/// many were reaped.
+pub fn sweep_zombies(seen: &mut std::collections::HashSet<u32>, keep: &[u32]) -> usize {
+    let now: std::collections::HashSet<u32> = all_pids()
+        .into_iter()
+        .filter(|p| !keep.contains(p) && our_zombie(*p))
+        .collect();
+    let mut reaped = 0;
+    for &p in now.intersection(seen) {
+        let mut status = 0;
+        // SAFETY: waitpid on a specific zombie child with WNOHANG never blocks.
+        if unsafe { libc::waitpid(p as i32, &mut status, libc::WNOHANG) } > 0 {
+            reaped += 1;
+        }
+    }
+    *seen = now;
+    reaped
+}
+
 /// SIGKILL Chromium's whole process group, then reap the main process and the
 /// helpers that were re-parented to us.
 pub async fn kill_and_reap(child: &mut Child) {
@@ -171,6 +208,40 @@ pub fn tree_memory_mb(pid: u32) -> (u64, u64) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn orphaned_zombies_are_swept_on_their_second_sighting() {
+        super::become_subreaper();
+        // `sh` leaves a child behind and exits: the child is re-parented to
+        // us (the subreaper), dies, and no one waits for it.
+        let out = std::process::Command::new("sh")
+            .args(["-c", "sleep 0.2 & echo $!"])
+            .output()
+            .expect("sh runs");
+        let orphan: u32 = String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .expect("the orphan's pid");
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        assert!(
+            super::our_zombie(orphan),
+            "the orphan did not become our zombie"
+        );
+        // Other tests' children are left alone.
+        let others: Vec<u32> = super::all_pids()
+            .into_iter()
+            .filter(|p| *p != orphan)
+            .collect();
+        let mut seen = Default::default();
+        assert_eq!(
+            super::sweep_zombies(&mut seen, &others),
+            0,
+            "swept on first sight"
+        );
+        assert_eq!(super::sweep_zombies(&mut seen, &others), 1);
+        assert!(!super::our_zombie(orphan));
+        assert!(!std::path::Path::new(&format!("/proc/{orphan}")).exists());
+    }
+
     #[test]
     fn pss_of_a_process_is_at_most_its_rss() {
         let (rss, pss) = super::tree_memory_mb(std::process::id());

@@ -123,8 +123,7 @@ impl Cluster {
             node: cfg.node_name(),
             prefix: cfg.key_prefix.clone(),
             advertise: cfg
-                .advertise
-                .clone()
+                .advertised()
                 .unwrap_or_else(|| format!("http://{listen}")),
             key,
             shown_url: format!(

@@ -22,12 +22,13 @@ pub struct NodeInfo {
 }
 
 impl Cluster {
-    /// Say this daemon is alive (for twice the lease TTL) and what it holds.
+    /// Say this daemon is alive (for one lease TTL; the heartbeat renews it
+    /// three times as often) and what it holds.
     pub async fn register(&self, info: &NodeInfo) -> Result<()> {
         let key = self.key_of(&["node", &self.node]);
         let nodes = self.key_of(&["nodes"]);
         let json = serde_json::to_string(info).unwrap_or_default();
-        let ttl = (self.lease_ttl.as_millis() as u64) * 2;
+        let ttl = self.lease_ttl.as_millis() as u64;
         let node = self.node.clone();
         self.run("register", async move |c| {
             redis::pipe()

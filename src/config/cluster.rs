@@ -13,13 +13,13 @@ pub struct ClusterConfig {
     /// password may instead come from `IDPOOL_REDIS_URL` (which wins), so it
     /// stays out of the config file. Unset: no fleet.
     pub redis_url: Option<String>,
-    /// This daemon's name in the fleet; default the host name. Identities
-    /// it starts with are `<node>/<slot>`.
+    /// This daemon's name in the fleet; default the host name
+    /// (`IDPOOL_NODE` wins). Identities it starts with are `<node>/<slot>`.
     pub node: Option<String>,
     /// Every key the fleet writes starts with this.
     pub key_prefix: String,
     /// Where the other daemons reach this one (`http://host:port`); default
-    /// `http://` + `server.listen`.
+    /// `http://` + `server.listen`. `IDPOOL_ADVERTISE` wins.
     pub advertise: Option<String>,
     /// The shared secret daemons present to each other when they forward a
     /// call (one line, file mode 0600). Without it nothing is forwarded.
@@ -69,9 +69,22 @@ impl ClusterConfig {
             .or_else(|| self.redis_url.clone())
     }
 
-    /// The node name in force: `node`, else the host name.
+    /// The node name in force: `IDPOOL_NODE` (a StatefulSet's pod name),
+    /// else `node`, else the host name.
     pub fn node_name(&self) -> String {
-        self.node.clone().unwrap_or_else(host_name)
+        std::env::var("IDPOOL_NODE")
+            .ok()
+            .filter(|n| !n.is_empty())
+            .or_else(|| self.node.clone())
+            .unwrap_or_else(host_name)
+    }
+
+    /// The advertised address in force: `IDPOOL_ADVERTISE`, else `advertise`.
+    pub fn advertised(&self) -> Option<String> {
+        std::env::var("IDPOOL_ADVERTISE")
+            .ok()
+            .filter(|a| !a.is_empty())
+            .or_else(|| self.advertise.clone())
     }
 
     /// Spare slots when adopting (none otherwise).

@@ -161,6 +161,10 @@ pub struct BrowserConfig {
     /// egress is their only way out (needs CAP_SYS_ADMIN; without it the
     /// browsers run in the daemon's network, with a warning).
     pub isolate: bool,
+    /// Chromium's own sandbox (it needs user namespaces). `false` only where
+    /// the container itself is the sandbox (non-root, no capabilities,
+    /// read-only root, seccomp), as `deploy/` runs it. Root never has it.
+    pub sandbox: bool,
 }
 
 impl Default for BrowserConfig {
@@ -176,6 +180,7 @@ impl Default for BrowserConfig {
             lock_wait_secs: 60,
             calibrate: true,
             isolate: true,
+            sandbox: true,
         }
     }
 }

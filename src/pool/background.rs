@@ -21,7 +21,18 @@ impl Pool {
         rt.spawn(async move {
             let mut last: Vec<crate::browser::BrowserFacts> = Vec::new();
             let mut interval = interval(Duration::from_millis(500));
+            let (mut zombies, mut ticks) = (std::collections::HashSet::new(), 0u32);
             while let Some(inner) = tick(&mut interval, &stop, &weak).await {
+                ticks = ticks.wrapping_add(1);
+                if ticks % 10 == 0 {
+                    // Every 5 s: orphans handed to us that no one reaps.
+                    let mains: Vec<u32> = inner
+                        .slots
+                        .iter()
+                        .filter_map(|s| s.browser_facts().pid)
+                        .collect();
+                    crate::browser::process::sweep_zombies(&mut zombies, &mains);
+                }
                 let now: Vec<_> = inner.slots.iter().map(|s| s.browser_facts()).collect();
                 for (i, (old, new)) in last.iter().zip(&now).enumerate() {
                     let detail = serde_json::json!({"pid": new.pid, "port": new.port});

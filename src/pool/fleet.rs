@@ -29,6 +29,9 @@ use super::Pool;
 use super::fleet_state::{IdentityRecord, SiteSnap};
 use crate::cluster::{Cluster, NodeInfo};
 
+/// The shortest gap between two heartbeats that calls woke.
+const COALESCE: Duration = Duration::from_millis(200);
+
 /// The fleet side of a pool.
 pub struct Fleet {
     pub(super) cluster: Arc<Cluster>,
@@ -59,8 +62,8 @@ struct Member {
     /// This daemon holds the lease (as far as it last heard).
     owned: bool,
     spare: bool,
-    /// The jar's `last_saved` when it was last written to the fleet.
-    jar_pushed: Option<Option<u64>>,
+    /// A hash of the jar as it was last written to the fleet.
+    jar_pushed: Option<u64>,
     /// Another daemon held it: its state there is newer than ours.
     lost: bool,
 }
@@ -220,7 +223,11 @@ impl Pool {
                 tokio::select! {
                     () = stop.cancelled() => return,
                     () = tokio::time::sleep(every) => {}
-                    () = push => {}
+                    () = push => {
+                        // Coalesce: a busy pool writes a few times a second,
+                        // not once per call.
+                        tokio::time::sleep(COALESCE).await;
+                    }
                 }
             }
         });
@@ -357,7 +364,7 @@ impl Pool {
         let Some(f) = &self.inner.fleet else {
             return Ok(());
         };
-        let held: Vec<(usize, String, Option<Option<u64>>)> = {
+        let held: Vec<(usize, String, Option<u64>)> = {
             let m = f.members.lock();
             m.iter()
                 .enumerate()
@@ -376,9 +383,14 @@ impl Pool {
                 profile: s.profile.name.clone(),
                 identity: s.identity(),
             };
-            let saved = s.jar().last_saved();
-            let jar = (pushed.is_none() || pushed != Some(saved))
-                .then(|| serde_json::to_string(&s.jar().export_all()).unwrap_or_default());
+            let cookies = serde_json::to_string(&s.jar().export_all()).unwrap_or_default();
+            let hash = {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                cookies.hash(&mut h);
+                h.finish()
+            };
+            let jar = (pushed != Some(hash)).then_some(cookies);
             let sites = self.site_snaps(slot);
             let record = serde_json::to_string(&record).unwrap_or_default();
             f.cluster
@@ -387,7 +399,7 @@ impl Pool {
             if jar.is_some()
                 && let Some(m) = f.members.lock().get_mut(slot)
             {
-                m.jar_pushed = Some(saved);
+                m.jar_pushed = Some(hash);
             }
         }
         Ok(())

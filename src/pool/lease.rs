@@ -473,6 +473,10 @@ impl Lease {
             );
         }
         self.finished = true;
+        if let Some(f) = &self.inner.fleet {
+            // The fleet hears of this identity's new state within a moment.
+            f.push.notify_one();
+        }
         let hard_block = matches!(verdict, Verdict::HardBlock) && current;
         super::Pool {
             inner: self.inner.clone(),

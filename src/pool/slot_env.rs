@@ -64,6 +64,7 @@ pub(super) fn launch_spec(
         timezone: profile.timezone.clone(),
         launch_timeout: std::time::Duration::from_secs(env.browser.launch_timeout_secs),
         netns: env.netns.clone(),
+        sandbox: env.browser.sandbox,
     }
 }
 

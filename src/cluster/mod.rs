@@ -353,10 +353,5 @@ impl Cluster {
 /// A Redis error without anything secret (the crate never prints the
 /// password, but a URL may be echoed back in a parse error).
 fn safe(e: &redis::RedisError) -> String {
-    let text = e.to_string();
-    let text = match (text.find("://"), text.rfind('@')) {
-        (Some(a), Some(b)) if b > a => format!("{}://***{}", &text[..a], &text[b..]),
-        _ => text,
-    };
-    crate::diag::one_line(&text, 300)
+    crate::diag::one_line(&crate::config::redact_redis_url(&e.to_string()), 300)
 }

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-/// `[cluster]`: the fleet this daemon belongs to.
-#[derive(Debug, Clone, Deserialize)]
+/// `[cluster]`: the fleet this daemon belongs to (its `Debug` hides the
+/// Redis password).
+#[derive(Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterConfig {
     /// `redis://[:password@]host:port[/db]` or `rediss://…` (TLS). The
@@ -40,6 +41,29 @@ pub struct ClusterConfig {
     /// Forward a call to a daemon with an admitted identity when none of
     /// this daemon's own is.
     pub forward: bool,
+}
+
+impl std::fmt::Debug for ClusterConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterConfig")
+            .field("redis_url", &self.redis_url.as_deref().map(redact))
+            .field("node", &self.node)
+            .field("key_prefix", &self.key_prefix)
+            .field("advertise", &self.advertise)
+            .field("key_file", &self.key_file)
+            .field("lease_ttl_secs", &self.lease_ttl_secs)
+            .field("adopt", &self.adopt)
+            .field("spare_slots", &self.spare_slots)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A Redis URL without its credentials (`redis://***@host:port/db`).
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(a), Some(b)) if b > a => format!("{}://***{}", &url[..a], &url[b..]),
+        _ => url.to_string(),
+    }
 }
 
 impl Default for ClusterConfig {
@@ -157,4 +181,61 @@ fn host_name() -> String {
         .map(|h| h.trim().to_string())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "idpool".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ClusterConfig;
+
+    fn with(url: &str) -> ClusterConfig {
+        ClusterConfig {
+            redis_url: Some(url.into()),
+            node: Some("n1".into()),
+            ..ClusterConfig::default()
+        }
+    }
+
+    #[test]
+    fn bad_sections_are_named() {
+        assert_eq!(ClusterConfig::default().problem(), None, "off is fine");
+        assert_eq!(with("redis://127.0.0.1:6379/").problem(), None);
+        let p = with("http://127.0.0.1:6379/").problem().expect("a problem");
+        assert!(p.contains("cluster.redis_url"), "{p}");
+        let mut c = with("redis://127.0.0.1/");
+        c.lease_ttl_secs = 1;
+        assert!(c.problem().expect("ttl").contains("lease_ttl_secs"));
+        c.lease_ttl_secs = 15;
+        c.node = Some("bad name".into());
+        assert!(
+            c.problem()
+                .expect("node")
+                .contains("cluster.node `bad name`")
+        );
+    }
+
+    #[test]
+    fn the_password_stays_out_of_debug_output() {
+        let c = with("redis://:hunter2secret@127.0.0.1:6379/0");
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("hunter2secret"), "{shown}");
+        assert!(shown.contains("redis://***@127.0.0.1:6379/0"), "{shown}");
+    }
+
+    #[test]
+    fn a_short_cluster_key_is_refused_naming_the_file() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let p = dir.path().join("cluster.key");
+        std::fs::write(&p, "short\n").expect("write");
+        let c = ClusterConfig {
+            key_file: Some(p.clone()),
+            ..ClusterConfig::default()
+        };
+        let e = c.read_key().expect_err("too short");
+        assert!(e.to_string().contains("cluster.key"), "{e}");
+        std::fs::write(&p, "0123456789abcdef0123\n").expect("write");
+        assert_eq!(
+            c.read_key().expect("ok").as_deref(),
+            Some("0123456789abcdef0123")
+        );
+    }
 }

@@ -15,7 +15,7 @@ mod cluster;
 mod pool;
 mod security;
 mod server;
-pub use cluster::ClusterConfig;
+pub use cluster::{ClusterConfig, redact as redact_redis_url};
 pub use pool::{PoolConfig, RetireConfig, SlotDecl};
 pub use security::{PrivateNetworks, SecurityConfig, WebConfig};
 pub use server::ServerConfig;

@@ -22,9 +22,16 @@ pub struct Isolation {
 
 /// The browsers' namespace when `wanted` and the system allows it; a loud
 /// warning when it does not.
-pub(super) fn isolate(wanted: bool) -> (Option<Arc<crate::netns::Netns>>, Isolation) {
-    let sandbox = !crate::browser::launcher::running_as_root();
-    if !sandbox {
+pub(super) fn isolate(
+    wanted: bool,
+    sandbox_wanted: bool,
+) -> (Option<Arc<crate::netns::Netns>>, Isolation) {
+    let sandbox = sandbox_wanted && !crate::browser::launcher::running_as_root();
+    if !sandbox_wanted {
+        tracing::info!(
+            "browser.sandbox = false: the slots' browsers run with --no-sandbox (the container is the sandbox)"
+        );
+    } else if !sandbox {
         tracing::warn!(
             "running as root: Chromium's sandbox cannot start, so the slots' browsers run with --no-sandbox (run idpool as its own user to keep it)"
         );

@@ -159,7 +159,7 @@ impl Pool {
         };
         let events = Arc::new(Events::default());
         let stop = CancellationToken::new();
-        let (netns, isolation) = isolate(cfg.browser.isolate);
+        let (netns, isolation) = isolate(cfg.browser.isolate, cfg.browser.sandbox);
         let env = SlotEnv {
             data_dir: &cfg.pool.data_dir,
             base_port: cfg.pool.base_port,

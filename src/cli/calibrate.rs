@@ -58,7 +58,7 @@ pub async fn run(config: Option<&Path>, a: CalibrateArgs) -> anyhow::Result<Exit
     let results = match through_daemon(&cfg, &a).await? {
         Some(r) => r,
         None => {
-            let pool = Pool::open(&cfg)?;
+            let pool = Pool::open(&cfg.without_fleet())?;
             for (slot, pid) in pool.end_stale_browsers().await {
                 eprintln!("slot {slot}: ended Chromium pid {pid} left by an earlier run");
             }

@@ -99,7 +99,7 @@ async fn in_process(cfg: &Config, tool: &str, args: Value) -> anyhow::Result<Exi
     if idpool::tools::find(tool).is_none() {
         bail!("unknown tool `{tool}` ({})", tool_names().join(", "));
     }
-    let core = idpool::daemon::build_core(cfg).await?;
+    let core = idpool::daemon::build_core(&cfg.without_fleet()).await?;
     let ctx = CallContext {
         principal: idpool::auth::Principal::new("cli", idpool::auth::Role::Admin, "cli"),
         session: None,

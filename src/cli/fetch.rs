@@ -38,7 +38,7 @@ pub async fn run(config: Option<&Path>, args: FetchArgs) -> anyhow::Result<ExitC
     let cfg = Config::load(config)?;
     let url =
         url::Url::parse(&args.url).with_context(|| format!("`{}` is not a valid URL", args.url))?;
-    let pool = Pool::open(&cfg)?;
+    let pool = Pool::open(&cfg.without_fleet())?;
     let fetched = match args.tier {
         Tier::Http => pool.fetch(FetchRequest::get(url), args.slot).await,
         Tier::Browser => {

@@ -48,7 +48,7 @@ pub async fn run(config: Option<&Path>, a: LoginArgs) -> anyhow::Result<ExitCode
                 );
             }
             cfg.browser.headless = false;
-            let pool = Pool::open(&cfg)?;
+            let pool = Pool::open(&cfg.without_fleet())?;
             let limits = LoginLimits {
                 timeout: Duration::from_secs(a.timeout),
                 idle: Duration::from_secs(a.idle),

@@ -30,7 +30,7 @@ pub async fn run(config: Option<&Path>, args: McpArgs) -> anyhow::Result<ExitCod
     };
     let cfg = Config::load(config)?;
     if args.embedded {
-        let core = idpool::daemon::build_core(&cfg).await?;
+        let core = idpool::daemon::build_core(&cfg.without_fleet()).await?;
         let r = idpool::mcp::stdio::serve_embedded(core.clone(), role).await;
         core.pool().shutdown().await;
         if let Some(a) = core.audit() {

@@ -98,7 +98,7 @@ pub async fn run(config: Option<&Path>, args: RefreshArgs) -> anyhow::Result<Exi
     if args.headful {
         cfg.browser.headless = false;
     }
-    let pool = Pool::open(&cfg)?;
+    let pool = Pool::open(&cfg.without_fleet())?;
     let Some(strategy) = pool.registry().get(&args.strategy).cloned() else {
         let registry = pool.registry();
         let known: Vec<&str> = registry.iter().map(|s| s.name()).collect();

@@ -185,7 +185,7 @@ async fn call(
             }
         }
         None => {
-            let pool = Pool::open(cfg)?;
+            let pool = Pool::open(&cfg.without_fleet())?;
             let spec = idpool::tools::find(tool).context("tool")?;
             let r = (spec.run)(&pool, args, &Default::default()).await;
             pool.shutdown().await;

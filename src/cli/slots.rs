@@ -145,7 +145,7 @@ pub async fn run(config: Option<&Path>, a: SlotsArgs) -> anyhow::Result<ExitCode
         Some(base) => get_json(base, "/api/v1/slots", key).await?,
         None => {
             // The slots as saved on disk: jars, calibrations; no browser runs.
-            let pool = Pool::open(&cfg)?;
+            let pool = Pool::open(&cfg.without_fleet())?;
             let status = idpool::tools::pool_status::run(&pool);
             pool.shutdown().await;
             status

@@ -41,6 +41,10 @@ pub struct ClusterConfig {
     /// Forward a call to a daemon with an admitted identity when none of
     /// this daemon's own is.
     pub forward: bool,
+    /// Set by commands that open the pool themselves (`idpool fetch`, …):
+    /// only `idpool serve` joins the fleet.
+    #[serde(skip)]
+    pub local_only: bool,
 }
 
 impl std::fmt::Debug for ClusterConfig {
@@ -80,6 +84,7 @@ impl Default for ClusterConfig {
             spare_slots: 0,
             spare_profile: None,
             forward: true,
+            local_only: false,
         }
     }
 }
@@ -87,6 +92,9 @@ impl Default for ClusterConfig {
 impl ClusterConfig {
     /// The Redis URL in force (`IDPOOL_REDIS_URL` first), if the fleet is on.
     pub fn url(&self) -> Option<String> {
+        if self.local_only {
+            return None;
+        }
         std::env::var("IDPOOL_REDIS_URL")
             .ok()
             .filter(|u| !u.is_empty())

@@ -423,6 +423,14 @@ impl Config {
 }
 
 impl Config {
+    /// This config for a command that opens the pool itself: it never joins
+    /// the fleet (only `idpool serve` does).
+    pub fn without_fleet(&self) -> Config {
+        let mut c = self.clone();
+        c.cluster.local_only = true;
+        c
+    }
+
     /// The spare slots a fleet daemon opens for adoption
     /// (`cluster.spare_slots` with `cluster.adopt`), numbered after the
     /// configured ones, wearing `cluster.spare_profile`.

@@ -351,13 +351,11 @@ impl Pool {
         futures_util::future::join_all(self.inner.slots.iter().map(|s| s.browser().close())).await;
         self.save_jars().await;
         // The fleet gets the last word of every identity held here.
-        if self
-            .inner
-            .fleet
-            .as_ref()
-            .is_some_and(|f| f.cluster().is_up())
-        {
+        if let Some(f) = self.inner.fleet.as_ref().filter(|f| f.cluster().is_up()) {
             let _ = self.write_identities().await;
+            // No more calls forwarded here; the leases lapse on their own
+            // (a restart within the TTL keeps its identities).
+            let _ = f.cluster().unregister().await;
         }
     }
 

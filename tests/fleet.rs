@@ -546,3 +546,108 @@ async fn a_killed_daemons_identities_are_adopted_and_an_outage_is_survived() {
     );
     a2.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn members_calls_go_where_an_identity_is_signed_in_and_busy_ones_where_there_is_room() {
+    let env = shop(1).await;
+    let redis = Redis::start(&env).await;
+    // a waits at most a second for a free slot; b's one identity is signed in.
+    let a = common::fleet::node_with(
+        &env,
+        &redis,
+        "a",
+        &common::fleet::NodeOpts {
+            slots: 1,
+            tail: "[http]\nmax_queue_wait_secs = 1",
+            ..Default::default()
+        },
+    )
+    .await;
+    let b = common::fleet::node_with(
+        &env,
+        &redis,
+        "b",
+        &common::fleet::NodeOpts {
+            slots: 1,
+            role: "admin",
+            ..Default::default()
+        },
+    )
+    .await;
+    let token = common::sign_in(&env).await;
+    let session = json!({"cookies": [{"name": idpool::testbed::accounts::COOKIE, "value": token,
+        "domain": "127.0.0.1", "path": "/", "expires": -1, "httpOnly": true, "secure": false,
+        "sameSite": "Lax"}], "origins": []});
+    let r = reqwest::Client::new()
+        .post(b.url("/api/v1/slots/0/session-import"))
+        .json(&json!({"session": session.to_string()}))
+        .send()
+        .await
+        .expect("import");
+    assert!(
+        r.status().is_success(),
+        "{}",
+        r.text().await.unwrap_or_default()
+    );
+    let members = json!({"strategy": "testshop", "operation": "account_reviews", "params": {"item": "ACCT1"}});
+    // a's identity is not signed in: the first call learns it (and falls
+    // back to top reviews here), the next goes to b's signed-in identity.
+    let (code, first) = rest(&a, "extract", members.clone()).await;
+    assert_eq!(code, 200, "{first}");
+    assert!(first["fallback"].is_object(), "a ran it itself: {first}");
+    let seen = within(Duration::from_secs(3), || async {
+        let v = status(&a, true).await;
+        v["fleet"]["identities"].as_array().is_some_and(|ids| {
+            ids.iter().any(|i| {
+                i["fleet_id"] == json!("b/0")
+                    && i["breakers"]["testshop"]["login"] == json!("logged_in")
+            })
+        })
+    })
+    .await;
+    assert!(seen.is_some(), "the fleet never showed b/0 signed in");
+    let (code, second) = rest(&a, "extract", members).await;
+    assert_eq!(code, 200, "{second}");
+    assert!(
+        second.get("fallback").is_none_or(Value::is_null),
+        "not forwarded: {second}"
+    );
+    let truth: Vec<Value> = common::truth("ACCT1").into_iter().take(10).collect();
+    let items = second["items"].as_array().expect("items");
+    assert_eq!(items.len(), truth.len(), "{second}");
+    let last = audit(&env, "a")
+        .into_iter()
+        .rev()
+        .find(|l| l["tool"] == json!("extract"))
+        .expect("audited");
+    assert_eq!(last["hop"], json!("to b"), "{last}");
+
+    // Busy: a's one identity takes 4 at once; slow answers keep the rest
+    // waiting past a's queue limit, and those are served by b.
+    common::slow(&env, "/ajax", 2500);
+    let calls = (0..6).map(|k| {
+        let a = &a;
+        async move {
+            rest(
+                a,
+                "get_reviews",
+                json!({"item": format!("B0BUSY{k}"), "strategy": "testshop"}),
+            )
+            .await
+        }
+    });
+    let ends = futures_util::future::join_all(calls).await;
+    env.testbed.set_modes(|m| m.fault = None);
+    for (code, v) in &ends {
+        assert_eq!(*code, 200, "{v}");
+    }
+    let hops = audit(&env, "a")
+        .into_iter()
+        .filter(|l| l["tool"] == json!("get_reviews") && l["hop"] == json!("to b"))
+        .count();
+    println!("6 slow calls on a: {hops} waited past its queue limit and were served by b");
+    assert!(hops >= 1, "no busy call went to b");
+    assert!(hops <= 2, "calls went to b that a had room for: {hops}");
+    a.stop().await;
+    b.stop().await;
+}

@@ -15,37 +15,9 @@ use idpool::tiers::RunOptions;
 use idpool::tools;
 use serde_json::{Value, json};
 
-/// Sign in on the testbed as the test account (as a person would, in their
-/// own browser); the session cookie's value.
+/// Sign in on the testbed as the test account; the session cookie's value.
 async fn sign_in(env: &Env) -> String {
-    let ca = reqwest::Certificate::from_pem(env.testbed.ca_pem.as_bytes()).expect("ca");
-    let http = reqwest::Client::builder()
-        .add_root_certificate(ca)
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy()
-        .build()
-        .expect("client");
-    let r = http
-        .post(format!("{}/signin", env.testbed.https_url()))
-        .form(&[
-            ("email", accounts::EMAIL),
-            ("password", accounts::PASSWORD),
-            ("return_to", "/account"),
-        ])
-        .send()
-        .await
-        .expect("sign in");
-    let set = r
-        .headers()
-        .get("set-cookie")
-        .and_then(|v| v.to_str().ok())
-        .expect("a session cookie")
-        .to_string();
-    let token = set
-        .strip_prefix(&format!("{}=", accounts::COOKIE))
-        .and_then(|rest| rest.split(';').next())
-        .expect("tb_account=…");
-    token.to_string()
+    common::sign_in(env).await
 }
 
 /// The session cookie in each format's real shape.

@@ -319,33 +319,29 @@ impl Core {
                 )),
                 Ok(())
                     if ctx.hop.is_none()
-                        && let Some((node, end)) = self.try_forward(ctx, tool, &args).await =>
+                        && let Some((node, end)) =
+                            self.try_forward(ctx, tool, &args, false).await =>
                 {
                     hop = Some(format!("to {node}"));
                     end
                 }
                 Ok(()) => {
-                    let opts = RunOptions {
-                        progress,
-                        session: ctx.session.clone(),
-                        caller: Some(ctx.principal.name.clone()),
-                        mask_pii: self.pool.pii().mask_for(ctx.principal.role).cloned(),
-                        ..RunOptions::default()
-                    };
-                    tokio::select! {
-                        r = (spec.run)(&self.pool, args, &opts) => match r {
-                            Ok(v) => CallEnd::Ok(v),
-                            Err(e) if e.kind() == ErrorKind::InvalidArgument => {
-                                CallEnd::Invalid(Failure::of(&e))
+                    // In a fleet, a call that waited here past the queue
+                    // limit may still be served elsewhere.
+                    let keep =
+                        (self.pool.fleet().is_some() && ctx.hop.is_none()).then(|| args.clone());
+                    let end = self.run_here(ctx, spec, tool, args, progress, cancel).await;
+                    match (&end, keep) {
+                        (CallEnd::Failed(f), Some(args)) if queue_full(f) => {
+                            match self.try_forward(ctx, tool, &args, true).await {
+                                Some((node, forwarded)) => {
+                                    hop = Some(format!("to {node}"));
+                                    forwarded
+                                }
+                                None => end,
                             }
-                            Err(e) => CallEnd::Failed(Failure::of(&e)),
-                        },
-                        () = cancel.cancelled() => CallEnd::Cancelled,
-                        () = self.stop_calls.cancelled() => CallEnd::Failed(Failure::internal(format!(
-                            "cancelled: the daemon shut down before `{tool}` finished \
-                             (server.shutdown_grace_secs = {})",
-                            self.settings.shutdown_grace_secs
-                        ))),
+                        }
+                        _ => end,
                     }
                 }
             },
@@ -399,18 +395,26 @@ impl Core {
 
 impl Core {
     /// In a fleet: when none of this daemon's identities is admitted for the
-    /// call's strategy, run it on a daemon that has one (once: the other
-    /// side never forwards it again). `None`: run it here.
+    /// call's strategy (all resting or held elsewhere; for an operation that
+    /// needs a signed-in identity, none signed in), or the call already
+    /// waited here past the queue limit (`after_local`), run it on a daemon
+    /// that has one (once: the other side never forwards it again). `None`:
+    /// run it (or keep its end) here.
     async fn try_forward(
         &self,
         ctx: &CallContext,
         tool: &str,
         args: &Value,
+        after_local: bool,
     ) -> Option<(String, CallEnd)> {
         let fleet = self.pool.fleet()?;
-        let strategy = tools::strategy_of(&self.pool, tool, args)?;
-        self.pool.all_resting(&strategy)?;
-        let target = self.pool.forward_target(&strategy).await?;
+        let (strategy, login) = tools::route_of(&self.pool, tool, args)?;
+        let resting = self.pool.all_resting(&strategy).is_some();
+        let signed_out = login && self.pool.may_be_signed_in(&strategy).is_empty();
+        if !(resting || signed_out || after_local) {
+            return None;
+        }
+        let target = self.pool.forward_target(&strategy, login).await?;
         let key = fleet.cluster().key()?;
         let who = super::forward::OnBehalf {
             principal: &ctx.principal.name,
@@ -430,6 +434,47 @@ impl Core {
         };
         Some((target.node, end))
     }
+}
+
+impl Core {
+    /// Run an authorized call on this daemon's own pool.
+    async fn run_here(
+        &self,
+        ctx: &CallContext,
+        spec: &tools::Spec,
+        tool: &str,
+        args: Value,
+        progress: Option<Progress>,
+        cancel: CancellationToken,
+    ) -> CallEnd {
+        let opts = RunOptions {
+            progress,
+            session: ctx.session.clone(),
+            caller: Some(ctx.principal.name.clone()),
+            mask_pii: self.pool.pii().mask_for(ctx.principal.role).cloned(),
+            ..RunOptions::default()
+        };
+        tokio::select! {
+            r = (spec.run)(&self.pool, args, &opts) => match r {
+                Ok(v) => CallEnd::Ok(v),
+                Err(e) if e.kind() == ErrorKind::InvalidArgument => {
+                    CallEnd::Invalid(Failure::of(&e))
+                }
+                Err(e) => CallEnd::Failed(Failure::of(&e)),
+            },
+            () = cancel.cancelled() => CallEnd::Cancelled,
+            () = self.stop_calls.cancelled() => CallEnd::Failed(Failure::internal(format!(
+                "cancelled: the daemon shut down before `{tool}` finished \
+                 (server.shutdown_grace_secs = {})",
+                self.settings.shutdown_grace_secs
+            ))),
+        }
+    }
+}
+
+/// A call that waited for a slot here past `http.max_queue_wait_secs`.
+fn queue_full(f: &Failure) -> bool {
+    f.kind == ErrorKind::Timeout.as_str() && f.message.starts_with("no slot became free")
 }
 
 impl CallEnd {

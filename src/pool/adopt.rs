@@ -204,8 +204,12 @@ impl Pool {
     }
 
     /// A live daemon other than this one holding an identity admitted for
-    /// `strategy`, by the fleet's store.
-    pub async fn forward_target(&self, strategy: &str) -> Option<crate::cluster::NodeInfo> {
+    /// `strategy` (and signed in on it, when `login`), by the fleet's store.
+    pub async fn forward_target(
+        &self,
+        strategy: &str,
+        login: bool,
+    ) -> Option<crate::cluster::NodeInfo> {
         let f = self.inner.fleet.as_ref()?;
         let c = &f.cluster;
         if !f.forward || c.key().is_none() || !c.is_up() {
@@ -215,10 +219,18 @@ impl Pool {
         for n in nodes.into_iter().filter(|n| n.node != c.node()) {
             for fid in &n.identities {
                 let snap = c.sites(fid).await.ok()?;
-                let admits = snap
+                let site = snap
                     .get(strategy)
-                    .and_then(|j| serde_json::from_str::<SiteSnap>(j).ok())
-                    .is_none_or(|s| s.admits());
+                    .and_then(|j| serde_json::from_str::<SiteSnap>(j).ok());
+                let signed_in = |s: &SiteSnap| {
+                    s.login
+                        .as_ref()
+                        .is_some_and(|l| l.state == crate::strategy::LoginState::LoggedIn)
+                };
+                let admits = match &site {
+                    Some(s) => s.admits() && (!login || signed_in(s)),
+                    None => !login,
+                };
                 if admits {
                     return Some(n);
                 }

@@ -92,6 +92,7 @@ impl Pool {
     /// for `strategy`: `logged_in` or `unknown` (a `logged_out` one cannot).
     pub fn may_be_signed_in(&self, strategy: &str) -> Vec<usize> {
         (0..self.slots().len())
+            .filter(|s| self.in_hand(*s))
             .filter(|s| self.login(*s, strategy).state != LoginState::LoggedOut)
             .collect()
     }

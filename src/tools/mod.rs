@@ -55,23 +55,34 @@ pub fn find(name: &str) -> Option<&'static Spec> {
     ALL.iter().copied().find(|s| s.name == name)
 }
 
-/// The routing key a call of `tool` with `args` would lease identities
-/// for (its `strategy`, else the strategy or open-web host of its `url`),
-/// for the tools that use one identity for a call and hold nothing after
-/// it (`scrape`, `get_reviews`, `extract`); `None` for the others and for
+/// What a call of `tool` with `args` would lease identities for: the
+/// routing key (its `strategy`, else the strategy or open-web host of its
+/// `url`) and whether its operation needs a signed-in identity. Only for
+/// the tools that use identities for one call and hold nothing after it
+/// (`scrape`, `get_reviews`, `extract`); `None` for the others and for
 /// arguments that name none.
-pub fn strategy_of(pool: &crate::pool::Pool, tool: &str, args: &Value) -> Option<String> {
-    if !matches!(tool, "scrape" | "get_reviews" | "extract") {
-        return None;
-    }
-    if let Some(s) = args["strategy"].as_str() {
-        return pool.registry().get(s).map(|s| s.name().to_string());
-    }
-    let url = url::Url::parse(args["url"].as_str()?).ok()?;
-    match pool.strategy_for(&url) {
-        Some(s) => Some(s.name().to_string()),
-        None => Some(crate::pool::web_key(url.host_str()?)),
-    }
+pub fn route_of(pool: &crate::pool::Pool, tool: &str, args: &Value) -> Option<(String, bool)> {
+    let op = match tool {
+        "get_reviews" => "reviews",
+        "extract" => args["operation"].as_str()?,
+        "scrape" => "",
+        _ => return None,
+    };
+    let strategy = match args["strategy"].as_str() {
+        Some(s) => pool.registry().get(s)?.clone(),
+        None => {
+            let url = url::Url::parse(args["url"].as_str()?).ok()?;
+            match pool.strategy_for(&url) {
+                Some(s) => s,
+                None => return Some((crate::pool::web_key(url.host_str()?), false)),
+            }
+        }
+    };
+    let login = strategy
+        .operations()
+        .get(op)
+        .is_some_and(|o| o.requires_login);
+    Some((strategy.name().to_string(), login))
 }
 
 /// Every tier a cascade tried, as results report them.

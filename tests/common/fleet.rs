@@ -103,6 +103,31 @@ impl Drop for Redis {
 /// The cluster key every test daemon shares.
 pub const CLUSTER_KEY: &str = "fleet-test-key-0123456789abcdef";
 
+/// How a fleet node is configured beyond its name.
+pub struct NodeOpts<'a> {
+    pub slots: usize,
+    /// More keys of `[cluster]`.
+    pub cluster: &'a str,
+    /// More keys of `[pool]`.
+    pub pool: &'a str,
+    /// More sections at the end.
+    pub tail: &'a str,
+    /// The anonymous caller's role.
+    pub role: &'a str,
+}
+
+impl Default for NodeOpts<'_> {
+    fn default() -> Self {
+        NodeOpts {
+            slots: 2,
+            cluster: "",
+            pool: "",
+            tail: "",
+            role: "operator",
+        }
+    }
+}
+
 /// Start daemon `name` of a fleet: `slots` slots (`pool_extra` more keys of
 /// `[pool]`), `[cluster]` on `redis` with `cluster_extra`.
 pub async fn node(
@@ -113,18 +138,34 @@ pub async fn node(
     cluster_extra: &str,
     pool_extra: &str,
 ) -> Daemon {
+    let opts = NodeOpts {
+        slots,
+        cluster: cluster_extra,
+        pool: pool_extra,
+        ..NodeOpts::default()
+    };
+    node_with(env, redis, name, &opts).await
+}
+
+/// [`node`] with every option.
+pub async fn node_with(env: &Env, redis: &Redis, name: &str, o: &NodeOpts<'_>) -> Daemon {
     let port = free_port();
     let dir = env.path(name);
     std::fs::create_dir_all(&dir).expect("node dir");
     std::fs::write(dir.join("cluster.key"), CLUSTER_KEY).expect("key file");
-    let base = super::free_base_port(slots + 2);
+    let base = super::free_base_port(o.slots + 2);
     let config = format!(
-        "[server]\nlisten = \"127.0.0.1:{port}\"\nanonymous_role = \"operator\"\n\n\
-         [pool]\nsize = {slots}\nbase_port = {base}\ndata_dir = \"data\"\n\
-         strategies_dir = \"../strategies\"\nprofiles_dir = \"../profiles\"\n{pool_extra}\n\n\
+        "[server]\nlisten = \"127.0.0.1:{port}\"\nanonymous_role = \"{}\"\n\n\
+         [pool]\nsize = {}\nbase_port = {base}\ndata_dir = \"data\"\n\
+         strategies_dir = \"../strategies\"\nprofiles_dir = \"../profiles\"\n{}\n\n\
          [security]\nallow_private_networks = true\nextra_root_certs = [\"../testbed/ca.pem\"]\n\n\
-         [cluster]\nredis_url = \"{}\"\nnode = \"{name}\"\nkey_file = \"cluster.key\"\n{cluster_extra}\n",
-        redis.url()
+         [cluster]\nredis_url = \"{}\"\nnode = \"{name}\"\nkey_file = \"cluster.key\"\n{}\n\n{}\n",
+        o.role,
+        o.slots,
+        o.pool,
+        redis.url(),
+        o.cluster,
+        o.tail
     );
     std::fs::write(dir.join("idpool.toml"), config).expect("config");
     let log = dir.join("daemon.log");

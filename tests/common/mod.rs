@@ -279,3 +279,36 @@ pub fn tb_sid(e: &idpool::testbed::LogEntry) -> Option<String> {
         .find_map(|c| c.trim().strip_prefix("tb_sid="))
         .map(str::to_string)
 }
+
+/// Sign in on the testbed as the test account (as a person would, in their
+/// own browser); the session cookie's value.
+pub async fn sign_in(env: &Env) -> String {
+    let ca = reqwest::Certificate::from_pem(env.testbed.ca_pem.as_bytes()).expect("ca");
+    let http = reqwest::Client::builder()
+        .add_root_certificate(ca)
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .build()
+        .expect("client");
+    let r = http
+        .post(format!("{}/signin", env.testbed.https_url()))
+        .form(&[
+            ("email", idpool::testbed::accounts::EMAIL),
+            ("password", idpool::testbed::accounts::PASSWORD),
+            ("return_to", "/account"),
+        ])
+        .send()
+        .await
+        .expect("sign in");
+    let set = r
+        .headers()
+        .get("set-cookie")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session cookie")
+        .to_string();
+    let token = set
+        .strip_prefix(&format!("{}=", idpool::testbed::accounts::COOKIE))
+        .and_then(|rest| rest.split(';').next())
+        .expect("tb_account=…");
+    token.to_string()
+}

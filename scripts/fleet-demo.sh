@@ -37,11 +37,20 @@ cleanup() {
 }
 trap cleanup EXIT
 
-log "redis-server on 127.0.0.1:6390 (no persistence: the fleet's state is in memory)"
-redis-server --bind 127.0.0.1 --port 6390 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
+# Redis with a password, handed to the daemons in IDPOOL_REDIS_URL (never in
+# a config file or on a command line); redis-server reads it from its own
+# config file (0600).
+umask 077
+password=$(head -c 18 /dev/urandom | base64 | tr -d '/+=')
+printf 'requirepass %s\n' "$password" >"$work/redis.conf"
+umask 022
+log "redis-server on 127.0.0.1:6390 with a password (no persistence: the fleet's state is in memory)"
+redis-server "$work/redis.conf" --bind 127.0.0.1 --port 6390 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 100); do redis-cli -p 6390 ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done
-redis-cli -p 6390 ping | grep -q PONG || { cat "$work/redis.log" >&2; echo "redis-server did not start (port 6390 busy?)" >&2; exit 1; }
+rping() { REDISCLI_AUTH=$password redis-cli -p 6390 ping 2>/dev/null; }
+for _ in $(seq 100); do rping | grep -q PONG && break; sleep 0.1; done
+rping | grep -q PONG || { cat "$work/redis.log" >&2; echo "redis-server did not start (port 6390 busy?)" >&2; exit 1; }
+export IDPOOL_REDIS_URL="redis://:$password@127.0.0.1:6390/"
 
 log "the testbed shop on 127.0.0.1:8443 / :8080"
 "$bin/idpool-testbed" --https 127.0.0.1:8443 --http 127.0.0.1:8080 --state-dir "$work/testbed" \
@@ -77,7 +86,7 @@ allow_private_networks = true
 extra_root_certs = ["$work/testbed/ca.pem"]
 
 [cluster]
-redis_url = "redis://127.0.0.1:6390/"
+# redis_url comes from IDPOOL_REDIS_URL (it carries the password)
 node = "$name"
 key_file = "$work/cluster.key"
 lease_ttl_secs = $ttl
@@ -177,4 +186,7 @@ for n in b c; do
   wait "${dpid[$n]}" || status=$?
   [ "$status" -eq 0 ] || { tail -20 "$work/$n/daemon.log" >&2; echo "daemon $n exited with $status" >&2; exit 1; }
 done
-log "done; state is in $work"
+if grep -rqF "$password" "$work"/*/daemon.log "$work"/*/idpool.toml; then
+  echo "the Redis password is in a log or config" >&2; exit 1
+fi
+log "done; state is in $work (the Redis password is in no log)"

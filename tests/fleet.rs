@@ -308,8 +308,23 @@ async fn three_daemons_share_one_budget_see_each_others_breakers_and_forward() {
         text.contains("b/0") && text.contains("testshop closed"),
         "{text}"
     );
+    // The Redis password is in each config and nowhere it could leak.
+    let fleet_view = status(&c, true).await.to_string();
+    assert!(
+        !fleet_view.contains(&redis.password),
+        "the password is in pool_status"
+    );
+    assert!(
+        fleet_view.contains(&format!("redis://127.0.0.1:{}", redis.port)),
+        "{fleet_view}"
+    );
     for d in [a, b, c] {
+        let log = d.log_text();
         d.stop().await;
+        assert!(
+            !log.contains(&redis.password),
+            "the password is in a daemon's log"
+        );
     }
 }
 

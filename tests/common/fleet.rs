@@ -10,9 +10,11 @@ use serde_json::{Value, json};
 use super::Env;
 use super::daemon::{Daemon, free_port};
 
-/// A `redis-server` this test started (ended by PID on drop).
+/// A `redis-server` this test started (ended by PID on drop), with a
+/// password (`requirepass`): the daemons reach it the way production does.
 pub struct Redis {
     pub port: u16,
+    pub password: String,
     child: Option<std::process::Child>,
     dir: std::path::PathBuf,
 }
@@ -23,6 +25,7 @@ impl Redis {
     pub async fn start(env: &Env) -> Redis {
         let mut r = Redis {
             port: free_port(),
+            password: format!("pw{:016x}", rand::random::<u64>()),
             child: None,
             dir: env.path("redis"),
         };
@@ -42,6 +45,7 @@ impl Redis {
                 "--protected-mode",
                 "yes",
             ])
+            .args(["--requirepass", &self.password])
             .arg("--dir")
             .arg(&self.dir)
             .stdout(Stdio::null())
@@ -59,13 +63,19 @@ impl Redis {
     }
 
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        format!("redis://:{}@127.0.0.1:{}/", self.password, self.port)
     }
 
     /// `redis-cli -p PORT ARGS…`, its output.
     pub async fn cli(&self, args: &[&str]) -> String {
         let out = tokio::process::Command::new("redis-cli")
-            .args(["-p", &self.port.to_string()])
+            .args([
+                "-p",
+                &self.port.to_string(),
+                "--no-auth-warning",
+                "-a",
+                &self.password,
+            ])
             .args(args)
             .output()
             .await

@@ -13,12 +13,7 @@ ensure_packages
 ensure_cargo
 
 bin=target/debug
-if [ -n "${IDPOOL_SKIP_BUILD:-}" ] && [ -x "$bin/idpool" ] && [ -x "$bin/idpool-testbed" ]; then
-  log "using the binaries already built in $bin"
-else
-  log "building"
-  cargo build --locked --bins --features testbed
-fi
+ensure_demo_bins "$bin"
 work=$PWD/.idpool/fleet-demo
 rm -rf "$work"
 mkdir -p "$work"

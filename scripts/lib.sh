@@ -1,4 +1,4 @@
-# Shared by scripts/test.sh, scripts/demo.sh and scripts/bench.sh. Source it; do not run it.
+# Shared by scripts/test.sh, scripts/demo.sh, scripts/fleet-demo.sh and scripts/bench.sh. Source it; do not run it.
 
 log() { printf '\n==> %s\n' "$*" >&2; }
 
@@ -25,43 +25,45 @@ ensure_debs() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends "${need[@]}"
 }
 
+# The daemon and the testbed in DIR (target/debug), built unless
+# IDPOOL_SKIP_BUILD is set and both are there (the test build made them).
+ensure_demo_bins() {
+  if [ -n "${IDPOOL_SKIP_BUILD:-}" ] && [ -x "$1/idpool" ] && [ -x "$1/idpool-testbed" ]; then
+    log "using the binaries already built in $1"
+  else
+    log "building"
+    cargo build --locked --bins --features testbed
+  fi
+}
+
 ensure_cargo() {
   command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup first" >&2; exit 1; }
 }
 
 # Node.js + the official MCP TypeScript SDK and conformance suite (tests/mcp-js),
 # pinned by its package-lock.json. Node 20.18+ is needed (undici 7).
-# The official MCP Python SDK for the suite's round trips (tests/mcp-py),
-# in a venv of its own, pinned.
-MCP_PY_VERSION=2.3.0
-ensure_py_mcp() {
-  local venv=.idpool/mcp-py-venv stamp=.idpool/mcp-py-venv/.idpool-mcp
-  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$MCP_PY_VERSION" ]; then
+# A venv of its own for one pinned PyPI package: ensure_venv DIR PACKAGE==VERSION WHAT.
+# Made again when the pin changes (the stamp file holds it).
+ensure_venv() {
+  local venv=$1 pin=$2 what=$3 stamp=$1/.idpool-pin
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$pin" ]; then
     command -v python3 >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null \
       || ensure_debs python3-venv
-    log "python venv: mcp==$MCP_PY_VERSION (tests/mcp-py)"
+    log "python venv: $pin ($what)"
     rm -rf "$venv"
     python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet "mcp==$MCP_PY_VERSION"
-    echo "$MCP_PY_VERSION" >"$stamp"
+    "$venv/bin/pip" install --quiet "$pin"
+    echo "$pin" >"$stamp"
   fi
 }
 
-# kubernetes-validate (Kubernetes' own schemas, offline) for tests/deploy.rs,
-# in a venv of its own, pinned.
+# The official MCP Python SDK for the suite's round trips (tests/mcp-py).
+MCP_PY_VERSION=2.3.0
+ensure_py_mcp() { ensure_venv .idpool/mcp-py-venv "mcp==$MCP_PY_VERSION" tests/mcp-py; }
+
+# kubernetes-validate (Kubernetes' own schemas, offline) for tests/deploy.rs.
 KUBE_VALIDATE_VERSION=1.37.0
-ensure_py_kube() {
-  local venv=.idpool/kube-venv stamp=.idpool/kube-venv/.idpool-kube
-  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$KUBE_VALIDATE_VERSION" ]; then
-    command -v python3 >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null \
-      || ensure_debs python3-venv
-    log "python venv: kubernetes-validate==$KUBE_VALIDATE_VERSION (tests/deploy.rs)"
-    rm -rf "$venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet "kubernetes-validate==$KUBE_VALIDATE_VERSION"
-    echo "$KUBE_VALIDATE_VERSION" >"$stamp"
-  fi
-}
+ensure_py_kube() { ensure_venv .idpool/kube-venv "kubernetes-validate==$KUBE_VALIDATE_VERSION" tests/deploy.rs; }
 
 ensure_node_deps() {
   local sudo=""

@@ -1,8 +1,8 @@
 //! The pool in a fleet (`[cluster]`): which slots hold which fleet
 //! identities, and the heartbeat that keeps the fleet's store true.
 //!
-//! Every `lease_ttl / 3` (and at once after a breaker, login or retirement
-//! event) the heartbeat:
+//! Every `lease_ttl / 3` the heartbeat (between beats, finished calls and
+//! breaker, login or retirement events write step 2 alone, coalesced):
 //! 1. renews the lease of every identity it holds; one found held by another
 //!    daemon is dropped here at once (never used by two);
 //! 2. writes each held identity's record, jar (when it changed) and site
@@ -214,15 +214,25 @@ impl Pool {
         self.spawn_event_publisher();
         let wake = f.push.clone();
         rt.spawn(async move {
+            let mut next_full = Instant::now();
             loop {
                 let push = wake.notified();
                 tokio::pin!(push);
                 push.as_mut().enable();
                 let Some(inner) = weak.upgrade() else { return };
-                Pool { inner }.beat().await;
+                let pool = Pool { inner };
+                if Instant::now() >= next_full {
+                    pool.beat().await;
+                    next_full = Instant::now() + every;
+                } else if pool.inner.fleet.as_ref().is_some_and(|f| f.cluster.is_up()) {
+                    // Woken by calls: their identities' new state only;
+                    // leases, registration and adoption keep their pace.
+                    let _ = pool.write_identities().await;
+                }
+                drop(pool);
                 tokio::select! {
                     () = stop.cancelled() => return,
-                    () = tokio::time::sleep(every) => {}
+                    () = tokio::time::sleep_until(next_full) => {}
                     () = push => {
                         // Coalesce: a busy pool writes a few times a second,
                         // not once per call.

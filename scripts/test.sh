@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 ensure_packages
+# Only the tests need these: Prometheus and promtool (tests/operator.rs loads
+# deploy/prometheus/alerts.yml and the Grafana dashboard's queries into it).
+ensure_debs prometheus
 ensure_cargo
 ensure_node_deps
 ensure_py_mcp

@@ -40,6 +40,8 @@ pub fn routes(control: Arc<Control>) -> Router {
         .route("/api/v1/slots/{n}/{action}", post(slot_action))
         .route("/api/v1/events", get(events))
         .route("/api/v1/events/recent", get(recent))
+        .route("/api/v1/rates", get(rates))
+        .route("/api/v1/whoami", get(whoami))
         .with_state(control)
 }
 
@@ -296,6 +298,30 @@ async fn slot_action(
     }
     match slot_args(&n, &body) {
         Ok(args) => act(&c, &headers, &uri, tool, args, Role::Admin).await,
+        Err(r) => refuse(r),
+    }
+}
+
+/// Outcomes per strategy per minute over the last hour (the status page's charts).
+async fn rates(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Response {
+    if let Err(r) = gate(&c, &headers, &uri, false, "GET /api/v1/rates", Role::Viewer) {
+        return refuse(r);
+    }
+    axum::Json(c.core.pool().rates()).into_response()
+}
+
+/// The caller's key name and role (the status page shows actions by it; the
+/// actions themselves are gated again).
+async fn whoami(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Response {
+    match gate(
+        &c,
+        &headers,
+        &uri,
+        false,
+        "GET /api/v1/whoami",
+        Role::Viewer,
+    ) {
+        Ok(who) => axum::Json(json!({"name": who.name, "role": who.role.as_str()})).into_response(),
         Err(r) => refuse(r),
     }
 }

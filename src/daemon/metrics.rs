@@ -31,9 +31,304 @@ pub fn install() -> Option<&'static PrometheusHandle> {
             let recorder = builder.build_recorder();
             let handle = recorder.handle();
             metrics::set_global_recorder(recorder).ok()?;
+            describe();
+            metrics::gauge!("idpool_build_info",
+                "version" => env!("CARGO_PKG_VERSION"), "commit" => env!("IDPOOL_COMMIT"))
+            .set(1.0);
             Some(handle)
         })
         .as_ref()
+}
+
+/// The daemon's own process: CPU seconds, RSS, open fds, threads
+/// (`process_*`, the names every Prometheus client library uses).
+fn process() -> &'static metrics_process::Collector {
+    static COLLECTOR: OnceLock<metrics_process::Collector> = OnceLock::new();
+    COLLECTOR.get_or_init(metrics_process::Collector::default)
+}
+
+/// What kind of series a name is (for its `# TYPE`).
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// Every series the daemon serves: kind, name, unit and `# HELP` text.
+const HELP: &[(Kind, &str, Option<metrics::Unit>, &str)] = {
+    use Kind::{Counter, Gauge, Histogram};
+    use metrics::Unit;
+    &[
+        (
+            Gauge,
+            "idpool_build_info",
+            None,
+            "The running build: 1, labelled with version and commit.",
+        ),
+        (
+            Counter,
+            "idpool_requests_total",
+            None,
+            "Requests to sites, by strategy, tier (1 AJAX, 2 HTML, 3 browser) and outcome (ok, empty, hard_block, tier_block, rate_limited, challenge, login_required, failed).",
+        ),
+        (
+            Histogram,
+            "idpool_request_duration_seconds",
+            Some(Unit::Seconds),
+            "Latency of one request to a site, by strategy and tier.",
+        ),
+        (
+            Counter,
+            "idpool_mcp_calls_total",
+            None,
+            "Tool calls, by tool and result (ok, error, invalid, denied, cancelled).",
+        ),
+        (
+            Histogram,
+            "idpool_mcp_call_duration_seconds",
+            Some(Unit::Seconds),
+            "Latency of one tool call, by tool.",
+        ),
+        (
+            Gauge,
+            "idpool_mcp_calls_in_flight",
+            None,
+            "Tool calls running now.",
+        ),
+        (
+            Gauge,
+            "idpool_mcp_sessions",
+            None,
+            "Open MCP sessions, by transport (http, sse).",
+        ),
+        (
+            Gauge,
+            "idpool_mcp_sessions_max",
+            None,
+            "The bound on open MCP sessions (server.max_sessions).",
+        ),
+        (
+            Counter,
+            "idpool_mcp_sessions_evicted_total",
+            None,
+            "MCP sessions closed to stay under the bound (the idlest first).",
+        ),
+        (
+            Gauge,
+            "idpool_http_connections",
+            None,
+            "Open HTTP connections to the daemon.",
+        ),
+        (
+            Gauge,
+            "idpool_http_connections_max",
+            None,
+            "The bound on open HTTP connections (server.max_connections).",
+        ),
+        (
+            Gauge,
+            "idpool_strategy_budget_rpm",
+            None,
+            "Requests a minute across all slots that a strategy's budget allows now (no series while no budget is in force).",
+        ),
+        (
+            Counter,
+            "idpool_strategy_budget_cuts_total",
+            None,
+            "Times a strategy's adaptive budget was cut after pushback.",
+        ),
+        (
+            Gauge,
+            "idpool_breaker_state",
+            None,
+            "Breaker per slot and strategy: 0 closed, 1 half-open, 2 open.",
+        ),
+        (
+            Gauge,
+            "idpool_breaker_open",
+            None,
+            "1 while the breaker of a slot for a strategy is open.",
+        ),
+        (
+            Gauge,
+            "idpool_breaker_failures",
+            None,
+            "Consecutive failures counted by a slot's breaker for a strategy.",
+        ),
+        (
+            Gauge,
+            "idpool_breaker_resting",
+            None,
+            "1 while a slot rests for a strategy after a rate limit.",
+        ),
+        (
+            Counter,
+            "idpool_browser_launches_total",
+            None,
+            "Chromium launches per slot.",
+        ),
+        (
+            Counter,
+            "idpool_browser_recycles_total",
+            None,
+            "Tabs recycled per slot (browser.recycle_after_ops).",
+        ),
+        (
+            Counter,
+            "idpool_browser_crashes_total",
+            None,
+            "Chromium exits the slot did not ask for.",
+        ),
+        (
+            Counter,
+            "idpool_browser_rss_restarts_total",
+            None,
+            "Chromium restarts because its PSS passed browser.max_rss_mb.",
+        ),
+        (
+            Gauge,
+            "idpool_browser_running",
+            None,
+            "1 while the slot's Chromium runs.",
+        ),
+        (
+            Gauge,
+            "idpool_browser_rss_bytes",
+            Some(Unit::Bytes),
+            "Summed RSS of the slot's Chromium process tree (counts shared pages once per process).",
+        ),
+        (
+            Gauge,
+            "idpool_browser_pss_bytes",
+            Some(Unit::Bytes),
+            "PSS of the slot's Chromium process tree: its real memory footprint.",
+        ),
+        (
+            Gauge,
+            "idpool_slot_cookies",
+            None,
+            "Cookies in the slot's jar.",
+        ),
+        (
+            Gauge,
+            "idpool_slot_last_success_timestamp_seconds",
+            Some(Unit::Seconds),
+            "Unix time of the slot's last request that got an answer (0: none yet).",
+        ),
+        (
+            Counter,
+            "idpool_slot_retirements_total",
+            None,
+            "Identities retired per slot.",
+        ),
+        (
+            Gauge,
+            "idpool_slot_generation",
+            None,
+            "The slot's identity generation (grows on each retirement).",
+        ),
+        (
+            Gauge,
+            "idpool_slot_proxy_down",
+            None,
+            "1 while the slot's upstream proxy does not answer.",
+        ),
+        (
+            Gauge,
+            "idpool_slot_login_state",
+            None,
+            "1 for a slot's current login state on a strategy (state: logged_in, logged_out, unknown).",
+        ),
+        (
+            Counter,
+            "idpool_egress_requests_total",
+            None,
+            "Connections the slot's browser egress let through.",
+        ),
+        (
+            Counter,
+            "idpool_egress_refused_total",
+            None,
+            "Connections the slot's browser egress refused (SSRF guard).",
+        ),
+        (
+            Counter,
+            "idpool_egress_connect_failures_total",
+            None,
+            "Connections of the slot's browser egress that failed upstream.",
+        ),
+        (
+            Counter,
+            "idpool_egress_bytes_total",
+            Some(Unit::Bytes),
+            "Bytes through the slot's browser egress, by direction (up, down).",
+        ),
+        (
+            Gauge,
+            "idpool_calibrated",
+            None,
+            "1 while the slot's HTTP tier is calibrated against its own Chromium.",
+        ),
+        (
+            Gauge,
+            "idpool_calibration_h2_equal",
+            None,
+            "1 when the slot's HTTP/2 fingerprint equals its browser's.",
+        ),
+        (
+            Gauge,
+            "idpool_calibration_headers_equal",
+            None,
+            "1 when the slot's navigation headers equal its browser's.",
+        ),
+        (
+            Gauge,
+            "idpool_calibration_xhr_headers_equal",
+            None,
+            "1 when the slot's XHR headers equal its browser's.",
+        ),
+        (
+            Gauge,
+            "idpool_calibration_residual",
+            None,
+            "Differences left between the slot's HTTP tier and its browser after calibration.",
+        ),
+        (
+            Gauge,
+            "idpool_calibration_info",
+            None,
+            "1, labelled with the slot's browser and HTTP JA4 and its Chromium version.",
+        ),
+        (
+            Gauge,
+            "idpool_cluster_up",
+            None,
+            "1 while the fleet's Redis answers (0: degraded, serving from local state).",
+        ),
+        (
+            Counter,
+            "idpool_fleet_adoptions_total",
+            None,
+            "Identities of dead daemons this daemon adopted.",
+        ),
+    ]
+};
+
+/// `# HELP` for every series (rendered with `# TYPE` once a series has a value).
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    process().describe();
+    for &(kind, name, unit, help) in HELP {
+        match (kind, unit) {
+            (Kind::Counter, Some(u)) => describe_counter!(name, u, help),
+            (Kind::Counter, None) => describe_counter!(name, help),
+            (Kind::Gauge, Some(u)) => describe_gauge!(name, u, help),
+            (Kind::Gauge, None) => describe_gauge!(name, help),
+            (Kind::Histogram, Some(u)) => describe_histogram!(name, u, help),
+            (Kind::Histogram, None) => describe_histogram!(name, help),
+        }
+    }
 }
 
 /// Numeric breaker state: 0 closed, 1 half-open, 2 open.
@@ -63,74 +358,7 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
         metrics::counter!("idpool_strategy_budget_cuts_total", &l).absolute(b.cuts);
     }
     for slot in pool.slots() {
-        let id = slot.id.to_string();
-        for name in &strategies {
-            let b = pool.breaker(slot.id, name);
-            let labels = [("slot", id.clone()), ("strategy", name.clone())];
-            metrics::gauge!("idpool_breaker_state", &labels).set(state_value(b.state));
-            metrics::gauge!("idpool_breaker_open", &labels).set(if b.state == BreakerState::Open {
-                1.0
-            } else {
-                0.0
-            });
-            metrics::gauge!("idpool_breaker_failures", &labels).set(f64::from(b.failures));
-            metrics::gauge!("idpool_breaker_resting", &labels).set(
-                if b.cause == Some(crate::pool::Cause::RateLimited) {
-                    1.0
-                } else {
-                    0.0
-                },
-            );
-        }
-        let f = slot.browser_facts();
-        let l = [("slot", id.clone())];
-        metrics::counter!("idpool_browser_launches_total", &l).absolute(f.launches);
-        metrics::counter!("idpool_browser_recycles_total", &l).absolute(f.recycles);
-        metrics::counter!("idpool_browser_crashes_total", &l).absolute(f.crashes);
-        metrics::counter!("idpool_browser_rss_restarts_total", &l).absolute(f.rss_restarts);
-        metrics::gauge!("idpool_browser_running", &l).set(if f.running { 1.0 } else { 0.0 });
-        metrics::gauge!("idpool_browser_rss_bytes", &l)
-            .set(f.rss_mb.map(|mb| (mb * 1024 * 1024) as f64).unwrap_or(0.0));
-        metrics::gauge!("idpool_browser_pss_bytes", &l)
-            .set(f.pss_mb.map(|mb| (mb * 1024 * 1024) as f64).unwrap_or(0.0));
-        metrics::gauge!("idpool_slot_cookies", &l).set(slot.jar().count() as f64);
-        let e = slot.egress_facts();
-        metrics::counter!("idpool_egress_requests_total", &l).absolute(e.requests);
-        metrics::counter!("idpool_egress_refused_total", &l).absolute(e.refused);
-        metrics::counter!("idpool_egress_connect_failures_total", &l).absolute(e.connect_failures);
-        for (dir, n) in [("up", e.bytes_up), ("down", e.bytes_down)] {
-            let l = [("slot", id.clone()), ("direction", dir.to_string())];
-            metrics::counter!("idpool_egress_bytes_total", &l).absolute(n);
-        }
-        metrics::gauge!("idpool_slot_proxy_down", &l).set(if slot.proxy_down() {
-            1.0
-        } else {
-            0.0
-        });
-        metrics::gauge!("idpool_slot_generation", &l).set(slot.identity().generation as f64);
-        let c = slot.calibration_status();
-        let flag = |b: Option<bool>| if b == Some(true) { 1.0 } else { 0.0 };
-        metrics::gauge!("idpool_calibrated", &l).set(flag(Some(c.state == "calibrated")));
-        metrics::gauge!("idpool_calibration_h2_equal", &l).set(flag(c.h2_equal));
-        metrics::gauge!("idpool_calibration_headers_equal", &l).set(flag(c.headers_equal));
-        metrics::gauge!("idpool_calibration_xhr_headers_equal", &l).set(flag(c.xhr_headers_equal));
-        metrics::gauge!("idpool_calibration_residual", &l).set(c.residual.len() as f64);
-        if let (Some(b), Some(h)) = (c.browser_ja4, c.http_ja4) {
-            let info = vec![
-                ("slot", id.clone()),
-                ("browser_ja4", b),
-                ("http_ja4", h),
-                ("chromium", c.chromium.unwrap_or_default()),
-            ];
-            // A recalibration's new labels replace the old series (set to 0).
-            let mut last = LAST_INFO.lock();
-            if let Some(old) = last.insert(slot.id, info.clone())
-                && old != info
-            {
-                metrics::gauge!("idpool_calibration_info", &old).set(0.0);
-            }
-            metrics::gauge!("idpool_calibration_info", &info).set(1.0);
-        }
+        slot_series(pool, slot, &strategies);
     }
     metrics::gauge!("idpool_mcp_sessions", "transport" => "http").set(http_sessions as f64);
     metrics::gauge!("idpool_mcp_sessions", "transport" => "sse").set(sse_sessions as f64);
@@ -141,6 +369,85 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
     metrics::gauge!("idpool_http_connections_max").set(cap as f64);
     metrics::gauge!("idpool_mcp_sessions_max").set(core.settings().max_sessions as f64);
     metrics::counter!("idpool_mcp_sessions_evicted_total").absolute(serving.evicted());
+    if pool.fleet().is_some() {
+        // The series exists from the start (adoptions count it up).
+        metrics::counter!("idpool_fleet_adoptions_total").increment(0);
+    }
+    process().collect();
     handle.run_upkeep();
     handle.render()
+}
+
+/// The series of one slot: breakers per strategy, browser, jar, egress,
+/// proxy, identity and calibration.
+fn slot_series(pool: &crate::pool::Pool, slot: &crate::pool::Slot, strategies: &[String]) {
+    let id = slot.id.to_string();
+    for name in strategies {
+        let b = pool.breaker(slot.id, name);
+        let labels = [("slot", id.clone()), ("strategy", name.clone())];
+        metrics::gauge!("idpool_breaker_state", &labels).set(state_value(b.state));
+        metrics::gauge!("idpool_breaker_open", &labels).set(if b.state == BreakerState::Open {
+            1.0
+        } else {
+            0.0
+        });
+        metrics::gauge!("idpool_breaker_failures", &labels).set(f64::from(b.failures));
+        metrics::gauge!("idpool_breaker_resting", &labels).set(
+            if b.cause == Some(crate::pool::Cause::RateLimited) {
+                1.0
+            } else {
+                0.0
+            },
+        );
+    }
+    let f = slot.browser_facts();
+    let l = [("slot", id.clone())];
+    metrics::counter!("idpool_browser_launches_total", &l).absolute(f.launches);
+    metrics::counter!("idpool_browser_recycles_total", &l).absolute(f.recycles);
+    metrics::counter!("idpool_browser_crashes_total", &l).absolute(f.crashes);
+    metrics::counter!("idpool_browser_rss_restarts_total", &l).absolute(f.rss_restarts);
+    metrics::gauge!("idpool_browser_running", &l).set(if f.running { 1.0 } else { 0.0 });
+    metrics::gauge!("idpool_browser_rss_bytes", &l)
+        .set(f.rss_mb.map(|mb| (mb * 1024 * 1024) as f64).unwrap_or(0.0));
+    metrics::gauge!("idpool_browser_pss_bytes", &l)
+        .set(f.pss_mb.map(|mb| (mb * 1024 * 1024) as f64).unwrap_or(0.0));
+    metrics::gauge!("idpool_slot_cookies", &l).set(slot.jar().count() as f64);
+    let last_ok = slot.health().last_success.map_or(0.0, |t| {
+        t.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    });
+    metrics::gauge!("idpool_slot_last_success_timestamp_seconds", &l).set(last_ok);
+    let e = slot.egress_facts();
+    metrics::counter!("idpool_egress_requests_total", &l).absolute(e.requests);
+    metrics::counter!("idpool_egress_refused_total", &l).absolute(e.refused);
+    metrics::counter!("idpool_egress_connect_failures_total", &l).absolute(e.connect_failures);
+    for (dir, n) in [("up", e.bytes_up), ("down", e.bytes_down)] {
+        let l = [("slot", id.clone()), ("direction", dir.to_string())];
+        metrics::counter!("idpool_egress_bytes_total", &l).absolute(n);
+    }
+    metrics::gauge!("idpool_slot_proxy_down", &l).set(if slot.proxy_down() { 1.0 } else { 0.0 });
+    metrics::gauge!("idpool_slot_generation", &l).set(slot.identity().generation as f64);
+    let c = slot.calibration_status();
+    let flag = |b: Option<bool>| if b == Some(true) { 1.0 } else { 0.0 };
+    metrics::gauge!("idpool_calibrated", &l).set(flag(Some(c.state == "calibrated")));
+    metrics::gauge!("idpool_calibration_h2_equal", &l).set(flag(c.h2_equal));
+    metrics::gauge!("idpool_calibration_headers_equal", &l).set(flag(c.headers_equal));
+    metrics::gauge!("idpool_calibration_xhr_headers_equal", &l).set(flag(c.xhr_headers_equal));
+    metrics::gauge!("idpool_calibration_residual", &l).set(c.residual.len() as f64);
+    if let (Some(b), Some(h)) = (c.browser_ja4, c.http_ja4) {
+        let info = vec![
+            ("slot", id.clone()),
+            ("browser_ja4", b),
+            ("http_ja4", h),
+            ("chromium", c.chromium.unwrap_or_default()),
+        ];
+        // A recalibration's new labels replace the old series (set to 0).
+        let mut last = LAST_INFO.lock();
+        if let Some(old) = last.insert(slot.id, info.clone())
+            && old != info
+        {
+            metrics::gauge!("idpool_calibration_info", &old).set(0.0);
+        }
+        metrics::gauge!("idpool_calibration_info", &info).set(1.0);
+    }
 }

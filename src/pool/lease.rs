@@ -160,7 +160,13 @@ impl Lease {
         let response = match self.slot.fetch(req).await {
             Ok(r) => r,
             Err(e) => {
-                super::record_request(&self.strategy, tier, "failed", started.elapsed());
+                super::record_request(
+                    &self.inner,
+                    &self.strategy,
+                    tier,
+                    "failed",
+                    started.elapsed(),
+                );
                 return Err(e);
             }
         };
@@ -172,7 +178,13 @@ impl Lease {
         let text = crate::http::utf8_text(&raw);
         let body = Body::new(&text, response.content_type());
         let outcome = self.classify(response.status, response.final_url.as_str(), &body);
-        super::record_request(&self.strategy, tier, outcome.as_str(), started.elapsed());
+        super::record_request(
+            &self.inner,
+            &self.strategy,
+            tier,
+            outcome.as_str(),
+            started.elapsed(),
+        );
         let detail = self.explain(outcome, response.status, response.final_url.as_str(), &body);
         let mut fetched = self.fetched(Via::Http, outcome, response, None);
         fetched.detail = detail;
@@ -213,7 +225,7 @@ impl Lease {
         let (page, final_url, refused) = match result {
             Ok(p) => p,
             Err(e) => {
-                super::record_request(&self.strategy, 3, "failed", started.elapsed());
+                super::record_request(&self.inner, &self.strategy, 3, "failed", started.elapsed());
                 return Err(e);
             }
         };
@@ -221,7 +233,13 @@ impl Lease {
         let text = crate::http::utf8_text(&html);
         let body = Body::html_page(&text);
         let outcome = self.classify(page.status, final_url.as_str(), &body);
-        super::record_request(&self.strategy, 3, outcome.as_str(), started.elapsed());
+        super::record_request(
+            &self.inner,
+            &self.strategy,
+            3,
+            outcome.as_str(),
+            started.elapsed(),
+        );
         let detail = self.explain(outcome, page.status, final_url.as_str(), &body);
         let response = FetchResponse {
             status: page.status,

@@ -27,6 +27,7 @@ mod login;
 mod pace;
 mod pii;
 mod politeness;
+mod rates;
 mod retire;
 mod robots;
 mod router;
@@ -116,6 +117,8 @@ struct Inner {
     /// Connections and MCP sessions the daemon holds open.
     serving: serving::Serving,
     pii: pii::Pii,
+    /// Outcomes per strategy per minute over the last hour (the status page's charts).
+    rates: rates::Rates,
     /// `[cluster]`: the fleet this pool is part of.
     fleet: Option<fleet::Fleet>,
     /// Cancelled by [`Pool::shutdown`]: the pool's background tasks end.
@@ -210,6 +213,7 @@ impl Pool {
                 released: Notify::new(),
                 serving: serving::Serving::default(),
                 pii: pii::Pii::open(&cfg.pool.data_dir, cfg.security.pii_role)?,
+                rates: rates::Rates::default(),
                 live: live::Sessions::default(),
                 fleet,
                 stop,
@@ -286,6 +290,11 @@ impl Pool {
     /// Who sees personal data in clear, and the mask for the others.
     pub fn pii(&self) -> &pii::Pii {
         &self.inner.pii
+    }
+
+    /// Outcomes per strategy per minute over the last hour.
+    pub fn rates(&self) -> serde_json::Value {
+        self.inner.rates.report()
     }
 
     /// The pool's event hub.
@@ -520,8 +529,9 @@ fn guard_hosts(registry: &Registry, allowed: &[String]) -> Vec<String> {
 }
 
 /// Count one request in `/metrics`: by strategy, tier and outcome, with its latency.
-pub(crate) fn record_request(strategy: &str, tier: u8, outcome: &str, elapsed: Duration) {
+fn record_request(inner: &Inner, strategy: &str, tier: u8, outcome: &str, elapsed: Duration) {
     let strategy = if is_web_key(strategy) { WEB } else { strategy };
+    inner.rates.record(strategy, outcome);
     metrics::counter!("idpool_requests_total",
         "strategy" => strategy.to_string(), "tier" => tier.to_string(), "outcome" => outcome.to_string())
     .increment(1);

@@ -124,6 +124,8 @@ pub struct NodeOpts<'a> {
     pub tail: &'a str,
     /// The anonymous caller's role.
     pub role: &'a str,
+    /// More keys of `[server]`.
+    pub server: &'a str,
 }
 
 impl Default for NodeOpts<'_> {
@@ -134,6 +136,7 @@ impl Default for NodeOpts<'_> {
             pool: "",
             tail: "",
             role: "operator",
+            server: "",
         }
     }
 }
@@ -165,12 +168,13 @@ pub async fn node_with(env: &Env, redis: &Redis, name: &str, o: &NodeOpts<'_>) -
     std::fs::write(dir.join("cluster.key"), CLUSTER_KEY).expect("key file");
     let base = super::free_base_port(o.slots + 2);
     let config = format!(
-        "[server]\nlisten = \"127.0.0.1:{port}\"\nanonymous_role = \"{}\"\n\n\
+        "[server]\nlisten = \"127.0.0.1:{port}\"\nanonymous_role = \"{}\"\n{}\n\n\
          [pool]\nsize = {}\nbase_port = {base}\ndata_dir = \"data\"\n\
          strategies_dir = \"../strategies\"\nprofiles_dir = \"../profiles\"\n{}\n\n\
          [security]\nallow_private_networks = true\nextra_root_certs = [\"../testbed/ca.pem\"]\n\n\
          [cluster]\nredis_url = \"{}\"\nnode = \"{name}\"\nkey_file = \"cluster.key\"\n{}\n\n{}\n",
         o.role,
+        o.server,
         o.slots,
         o.pool,
         redis.url(),

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod canary;
+pub mod chromium;
 pub mod daemon;
 pub mod fleet;
 pub mod proxies;

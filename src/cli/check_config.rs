@@ -46,7 +46,7 @@ pub struct CheckReport {
 }
 
 /// Validate the config, every profile and every strategy; collect all problems.
-fn check(explicit: Option<&Path>) -> CheckReport {
+pub(super) fn check(explicit: Option<&Path>) -> CheckReport {
     let mut report = CheckReport::default();
     let cfg = match Config::load(explicit) {
         Ok(c) => c,

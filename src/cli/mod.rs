@@ -6,6 +6,7 @@ mod calibrate;
 mod call;
 mod check_config;
 mod daemon;
+mod doctor;
 mod fetch;
 mod fleet;
 mod keys;
@@ -74,6 +75,10 @@ pub enum Command {
     /// A slot's session in and out: cookies.txt, Cookie-Editor JSON, Playwright storageState.
     #[command(subcommand)]
     Session(session::SessionCmd),
+    /// Check what breaks installs (Chromium, CDP ports, data dir, keys file,
+    /// extra roots, strategies and profiles, proxies, calibration, the
+    /// daemon): one line per check with its fix; exit 1 when one fails.
+    Doctor(doctor::DoctorArgs),
 }
 
 impl Command {
@@ -82,7 +87,7 @@ impl Command {
     pub fn may_run_browsers(&self) -> bool {
         !matches!(
             self,
-            Command::CheckConfig | Command::Keys(_) | Command::Call(_)
+            Command::CheckConfig | Command::Keys(_) | Command::Call(_) | Command::Doctor(_)
         )
     }
 }
@@ -102,5 +107,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Retire(args) => retire::run(cli.config.as_deref(), args).await,
         Command::Login(args) => login::run(cli.config.as_deref(), args).await,
         Command::Session(cmd) => session::run(cli.config.as_deref(), cmd).await,
+        Command::Doctor(args) => doctor::run(cli.config.as_deref(), args).await,
     }
 }

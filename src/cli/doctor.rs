@@ -1,0 +1,487 @@
+//! `idpool doctor`: what breaks installs, checked one by one as the user
+//! running it (run it as the service's user: `sudo -u idpool idpool doctor`):
+//! Chromium and its version, the CDP ports, the data dir, the keys file,
+//! extra roots, strategies and profiles, proxies, calibration records and
+//! the daemon. One line per check, with the fix; exit 1 when a check fails.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use serde::Serialize;
+
+use idpool::browser::launcher;
+use idpool::config::{Config, SlotPlan};
+
+mod ports;
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// One JSON object per check instead of lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Status {
+    Ok,
+    Warn,
+    Fail,
+}
+
+#[derive(Debug, Serialize)]
+struct Check {
+    check: &'static str,
+    status: Status,
+    detail: String,
+    fix: Option<String>,
+}
+
+/// `1 slot`, `2 slots` (`strateg`: `1 strategy`, `2 strategies`).
+fn n(count: usize, word: &str) -> String {
+    match (count, word) {
+        (1, "strateg") => "1 strategy".into(),
+        (_, "strateg") => format!("{count} strategies"),
+        (1, w) => format!("1 {w}"),
+        (_, w) => format!("{count} {w}s"),
+    }
+}
+
+fn ok(check: &'static str, detail: impl Into<String>) -> Check {
+    Check {
+        check,
+        status: Status::Ok,
+        detail: detail.into(),
+        fix: None,
+    }
+}
+
+fn bad(
+    status: Status,
+    check: &'static str,
+    detail: impl Into<String>,
+    fix: impl Into<String>,
+) -> Check {
+    Check {
+        check,
+        status,
+        detail: detail.into(),
+        fix: Some(fix.into()),
+    }
+}
+
+pub async fn run(explicit: Option<&Path>, a: DoctorArgs) -> anyhow::Result<ExitCode> {
+    let mut checks = Vec::new();
+    let source = idpool::config::resolve_path(explicit)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "<embedded defaults>".into());
+    match Config::load(explicit) {
+        Ok(cfg) => {
+            checks.push(ok("config", format!("{source} loads")));
+            checks.extend(all(explicit, &cfg).await);
+        }
+        Err(d) => checks.push(bad(
+            Status::Fail,
+            "config",
+            d.to_string(),
+            "fix the config at the line shown (`idpool check-config` lists every problem)",
+        )),
+    }
+    let mut out = std::io::stdout().lock();
+    for c in &checks {
+        if a.json {
+            writeln!(out, "{}", serde_json::to_string(c)?)?;
+        } else {
+            writeln!(out, "{}", line(c))?;
+        }
+    }
+    let failed = checks.iter().filter(|c| c.status == Status::Fail).count();
+    let warned = checks.iter().filter(|c| c.status == Status::Warn).count();
+    if !a.json {
+        writeln!(
+            out,
+            "{} checks: {} ok, {warned} to look at, {failed} failed",
+            checks.len(),
+            checks.len() - failed - warned
+        )?;
+    }
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `ok    chromium: …` / `FAIL  keys file: … Fix: …`.
+fn line(c: &Check) -> String {
+    let tag = match c.status {
+        Status::Ok => "ok  ",
+        Status::Warn => "warn",
+        Status::Fail => "FAIL",
+    };
+    match &c.fix {
+        Some(fix) => format!("{tag}  {}: {}. Fix: {fix}", c.check, c.detail),
+        None => format!("{tag}  {}: {}", c.check, c.detail),
+    }
+}
+
+async fn all(explicit: Option<&Path>, cfg: &Config) -> Vec<Check> {
+    let plan: Vec<SlotPlan> = cfg
+        .slot_plan()
+        .into_iter()
+        .chain(cfg.spare_plan())
+        .collect();
+    let mut checks = Vec::new();
+    let (check, version) = match chromium(cfg).await {
+        Ok((c, v)) => (c, Some(v)),
+        Err(c) => (c, None),
+    };
+    checks.push(check);
+    checks.push(ports::cdp(cfg, &plan));
+    checks.push(data_dir(&cfg.pool.data_dir));
+    checks.push(keys_file(cfg));
+    checks.push(extra_roots(cfg));
+    checks.push(definitions(explicit));
+    checks.push(proxies(cfg, &plan).await);
+    checks.push(calibration(cfg, &plan, version.as_deref()));
+    checks.push(daemon(cfg).await);
+    checks
+}
+
+/// Chromium found, and what its `--version` says (`Ok` carries the line).
+async fn chromium(cfg: &Config) -> Result<(Check, String), Check> {
+    let fix = "install Debian's `chromium` (apt-get install chromium), or set browser.executable";
+    let exe = launcher::find_executable(cfg.browser.executable.as_deref())
+        .map_err(|e| bad(Status::Fail, "chromium", e.to_string(), fix))?;
+    match launcher::executable_version(&exe).await {
+        Some(v) => Ok((ok("chromium", format!("{}: {v}", exe.display())), v)),
+        None => Err(bad(
+            Status::Fail,
+            "chromium",
+            format!("{} does not answer `--version` within 10 s", exe.display()),
+            fix,
+        )),
+    }
+}
+
+fn data_dir(dir: &Path) -> Check {
+    use std::os::unix::fs::PermissionsExt;
+    const NAME: &str = "data dir";
+    let fix = format!(
+        "give the daemon's user the folder: `chown -R idpool: {0} && chmod 0750 {0}`",
+        dir.display()
+    );
+    let meta = match std::fs::metadata(dir) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let parent = dir
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            return match probe_write(parent) {
+                Ok(()) => ok(
+                    NAME,
+                    format!("{} will be created at the first start", dir.display()),
+                ),
+                Err(e) => bad(
+                    Status::Fail,
+                    NAME,
+                    format!(
+                        "{} is missing and {} is not writable ({e})",
+                        dir.display(),
+                        parent.display()
+                    ),
+                    fix,
+                ),
+            };
+        }
+        Err(e) => return bad(Status::Fail, NAME, format!("{}: {e}", dir.display()), fix),
+    };
+    if !meta.is_dir() {
+        return bad(
+            Status::Fail,
+            NAME,
+            format!("{} is not a folder", dir.display()),
+            "point pool.data_dir at a folder",
+        );
+    }
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o002 != 0 {
+        return bad(
+            Status::Fail,
+            NAME,
+            format!(
+                "{} is writable by everyone (mode {mode:o}): cookies and sessions live there",
+                dir.display()
+            ),
+            format!("chmod 0750 {}", dir.display()),
+        );
+    }
+    match probe_write(dir) {
+        Ok(()) => ok(
+            NAME,
+            format!("{} is writable (mode {mode:o})", dir.display()),
+        ),
+        Err(e) => bad(
+            Status::Fail,
+            NAME,
+            format!("{} is not writable by this user ({e})", dir.display()),
+            fix,
+        ),
+    }
+}
+
+/// Create and remove a file in `dir`.
+fn probe_write(dir: &Path) -> std::io::Result<()> {
+    let probe = dir.join(format!(".idpool-doctor-{}", std::process::id()));
+    std::fs::write(&probe, b"")?;
+    std::fs::remove_file(&probe)
+}
+
+fn keys_file(cfg: &Config) -> Check {
+    use std::os::unix::fs::PermissionsExt;
+    const NAME: &str = "keys file";
+    let path = &cfg.server.keys_file;
+    let Ok(meta) = std::fs::metadata(path) else {
+        let loopback = cfg.server.listen.ip().is_loopback();
+        return if loopback {
+            ok(
+                NAME,
+                format!(
+                    "none at {}: loopback callers get role {}",
+                    path.display(),
+                    cfg.server.anonymous_role.as_str()
+                ),
+            )
+        } else {
+            bad(
+                Status::Warn,
+                NAME,
+                format!(
+                    "none at {} while listening on {}",
+                    path.display(),
+                    cfg.server.listen
+                ),
+                "`idpool keys add NAME --role ROLE` (callers from the network need keys)",
+            )
+        };
+    };
+    if let Err(e) = std::fs::File::open(path) {
+        return bad(
+            Status::Fail,
+            NAME,
+            format!("{} cannot be read by this user ({e})", path.display()),
+            format!(
+                "let the daemon's group read it: `chown root:idpool {0} && chmod 0640 {0}`",
+                path.display()
+            ),
+        );
+    }
+    match idpool::auth::Keys::load(path) {
+        Err(d) => bad(
+            Status::Fail,
+            NAME,
+            d.to_string(),
+            "fix the file as the message says (`idpool keys list` reads it)",
+        ),
+        Ok(keys) => {
+            let mode = meta.permissions().mode() & 0o777;
+            if mode & 0o004 != 0 {
+                return bad(
+                    Status::Warn,
+                    NAME,
+                    format!("{} is readable by everyone (mode {mode:o})", path.display()),
+                    format!("chmod 0640 {}", path.display()),
+                );
+            }
+            ok(
+                NAME,
+                format!(
+                    "{}: {}, mode {mode:o}",
+                    path.display(),
+                    n(keys.entries().len(), "key")
+                ),
+            )
+        }
+    }
+}
+
+fn extra_roots(cfg: &Config) -> Check {
+    const NAME: &str = "extra roots";
+    let roots = &cfg.security.extra_root_certs;
+    for cert in roots {
+        let problem = match std::fs::read(cert) {
+            Ok(pem) if pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----") => continue,
+            Ok(_) => "holds no PEM certificate".to_string(),
+            Err(e) => format!("cannot be read by this user ({e})"),
+        };
+        return bad(
+            Status::Fail,
+            NAME,
+            format!("{} {problem}", cert.display()),
+            "make it a readable PEM file (`chmod 0644`), or remove it from security.extra_root_certs",
+        );
+    }
+    ok(
+        NAME,
+        if roots.is_empty() {
+            "none configured".to_string()
+        } else {
+            format!("{} readable", roots.len())
+        },
+    )
+}
+
+/// Profiles and strategies, as `idpool check-config` validates them.
+fn definitions(explicit: Option<&Path>) -> Check {
+    const NAME: &str = "strategies and profiles";
+    let report = super::check_config::check(explicit);
+    match report.problems.as_slice() {
+        [] => ok(
+            NAME,
+            format!(
+                "{} and {} valid",
+                n(report.strategies, "strateg"),
+                n(report.profiles, "profile")
+            ),
+        ),
+        [first, rest @ ..] => bad(
+            Status::Fail,
+            NAME,
+            if rest.is_empty() {
+                first.to_string()
+            } else {
+                format!("{first} (and {} more)", rest.len())
+            },
+            "fix the file at the line shown; `idpool check-config` lists every problem",
+        ),
+    }
+}
+
+/// Every slot's upstream proxy answers a TCP connection within 3 s.
+async fn proxies(cfg: &Config, plan: &[SlotPlan]) -> Check {
+    const NAME: &str = "proxies";
+    let (profiles, _) = idpool::profile::load_dir(&cfg.pool.profiles_dir);
+    let mut seen = std::collections::BTreeMap::new();
+    for slot in plan {
+        let url = match &slot.proxy {
+            Some(t) => t.render(slot.id, "doctor").ok(),
+            None => profiles.get(&slot.profile).and_then(|p| p.proxy.clone()),
+        };
+        if let Some(url) = url {
+            seen.entry(url.host_port())
+                .or_insert((slot.id, url.redacted()));
+        }
+    }
+    for ((host, port), (slot, shown)) in &seen {
+        let connect = tokio::net::TcpStream::connect((host.as_str(), *port));
+        let why = match tokio::time::timeout(Duration::from_secs(3), connect).await {
+            Ok(Ok(_)) => continue,
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "no answer within 3 s".into(),
+        };
+        return bad(
+            Status::Fail,
+            NAME,
+            format!("slot {slot}'s proxy {shown} cannot be reached ({why})"),
+            "start the proxy or correct its address ([pool] proxies, [[pool.slot]] proxy or the profile's proxy)",
+        );
+    }
+    ok(
+        NAME,
+        if seen.is_empty() {
+            "none configured (direct)".to_string()
+        } else {
+            format!("{} reachable", seen.len())
+        },
+    )
+}
+
+/// Each slot's saved calibration was made with the Chromium installed now.
+fn calibration(cfg: &Config, plan: &[SlotPlan], installed: Option<&str>) -> Check {
+    const NAME: &str = "calibration";
+    let installed = installed.unwrap_or_default();
+    let mut current = 0;
+    let mut pending = 0;
+    for slot in plan {
+        let dir = cfg.pool.data_dir.join("slots").join(slot.id.to_string());
+        match idpool::calibrate::Record::load(&dir) {
+            None => pending += 1,
+            Some(r) if installed.is_empty() || r.chromium == installed => current += 1,
+            Some(r) => {
+                return bad(
+                    Status::Warn,
+                    NAME,
+                    format!(
+                        "slot {} was calibrated against {}, the installed one is {installed}",
+                        slot.id, r.chromium
+                    ),
+                    format!(
+                        "it recalibrates at its next browser launch; now: `idpool calibrate --slot {}`",
+                        slot.id
+                    ),
+                );
+            }
+        }
+    }
+    let mut detail = format!("{} current", n(current, "slot"));
+    if pending > 0 {
+        detail.push_str(&format!(
+            ", {pending} not calibrated yet (at their first browser launch)"
+        ));
+    }
+    ok(NAME, detail)
+}
+
+/// The daemon's `/healthz` and `/readyz` at `server.listen`.
+async fn daemon(cfg: &Config) -> Check {
+    const NAME: &str = "daemon";
+    let args = super::daemon::DaemonArgs {
+        url: None,
+        key: None,
+    };
+    let base = args.base(cfg);
+    let client = match wreq::Client::builder()
+        .no_proxy()
+        .connect_timeout(Duration::from_secs(3))
+        .timeout(Duration::from_secs(3))
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => return bad(Status::Fail, NAME, e.to_string(), "report this"),
+    };
+    let get = |path: &str| client.get(format!("{base}{path}")).send();
+    match get("/healthz").await {
+        Ok(r) if r.status().is_success() => {
+            let ready = match get("/readyz").await {
+                Ok(r) => r.text().await.unwrap_or_default().trim().to_string(),
+                Err(e) => e.to_string(),
+            };
+            if ready.starts_with("ready") {
+                ok(NAME, format!("answers at {base}: {ready}"))
+            } else {
+                bad(
+                    Status::Warn,
+                    NAME,
+                    format!("answers at {base} but is {ready}"),
+                    "`idpool slots` shows which breakers are open",
+                )
+            }
+        }
+        Ok(r) => bad(
+            Status::Fail,
+            NAME,
+            format!("{base}/healthz answered {}", r.status()),
+            "is another program on server.listen?",
+        ),
+        Err(_) => bad(
+            Status::Warn,
+            NAME,
+            format!("no daemon answers at {base}"),
+            "start it: `systemctl start idpool` (or `idpool serve`); `journalctl -u idpool` says why it stopped",
+        ),
+    }
+}

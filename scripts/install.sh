@@ -6,6 +6,8 @@
 #   sudo ./scripts/install.sh --no-start install only
 #
 # Puts: /usr/local/bin/idpool, /etc/idpool/{idpool.toml,keys.toml,strategies,profiles},
+# shell completions, man pages (idpool(1), idpool-<command>(1)), the docs in
+# /usr/local/share/doc/idpool,
 # /etc/systemd/system/idpool.service, user `idpool`, state in /var/lib/idpool,
 # the audit log in /var/log/idpool/audit.log.
 set -euo pipefail
@@ -23,8 +25,9 @@ cargo build --locked --release --bin idpool
 install -m 0755 target/release/idpool /usr/local/bin/idpool
 
 id idpool >/dev/null 2>&1 || useradd --system --home-dir /var/lib/idpool --shell /usr/sbin/nologin idpool
-install -d -m 0755 /etc/idpool /usr/local/share/doc/idpool
-install -m 0644 README.md /usr/local/share/doc/idpool/README.md
+install -d -m 0755 /etc/idpool
+install_extras /usr/local/bin/idpool
+log "installed completions (bash, zsh, fish), man pages (man idpool) and docs"
 for d in strategies profiles; do
   if [ ! -d "/etc/idpool/$d" ]; then
     cp -r "$d" "/etc/idpool/$d"
@@ -34,7 +37,7 @@ done
 if [ ! -f /etc/idpool/idpool.toml ]; then
   cat >/etc/idpool/idpool.toml <<'TOML'
 # idpool daemon config; every key is documented in idpool.example.toml
-# (/usr/local/share/doc/idpool/README.md has the reference).
+# (/usr/local/share/doc/idpool/docs/configuration.md has the reference).
 [server]
 listen = "127.0.0.1:8790"
 keys_file = "/etc/idpool/keys.toml"
@@ -68,4 +71,4 @@ if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
 else
   log "systemd is not running here: the unit is installed but not started"
 fi
-log "done. Check it with: /usr/local/bin/idpool --config /etc/idpool/idpool.toml check-config"
+log "done. Check it as the service's user: sudo -u idpool /usr/local/bin/idpool --config /etc/idpool/idpool.toml doctor"

@@ -82,3 +82,21 @@ ensure_node_deps() {
     cp "$dir/package-lock.json" "$stamp"
   fi
 }
+
+# Shell completions, the man pages and the docs for the idpool binary BIN,
+# under ROOT (/ for a real install); each run writes the same files again.
+install_extras() {
+  local bin="$1" root="${2:-}" man
+  install -d "$root/usr/share/bash-completion/completions" "$root/usr/local/share/zsh/site-functions" \
+    "$root/usr/share/fish/vendor_completions.d" "$root/usr/local/share/man/man1" "$root/usr/local/share/doc/idpool/docs"
+  "$bin" completions bash >"$root/usr/share/bash-completion/completions/idpool"
+  "$bin" completions zsh >"$root/usr/local/share/zsh/site-functions/_idpool"
+  "$bin" completions fish >"$root/usr/share/fish/vendor_completions.d/idpool.fish"
+  man=$(mktemp -d)
+  "$bin" manpage --dir "$man"
+  install -m 0644 "$man"/*.1 "$root/usr/local/share/man/man1/"
+  rm -rf "$man"
+  install -m 0644 README.md "$root/usr/local/share/doc/idpool/README.md"
+  install -m 0644 docs/*.md "$root/usr/local/share/doc/idpool/docs/"
+  command -v mandb >/dev/null && [ -z "$root" ] && mandb -q >/dev/null 2>&1 || true
+}

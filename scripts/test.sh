@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 ensure_packages
 # Only the tests need these: Prometheus and promtool (tests/operator.rs loads
 # deploy/prometheus/alerts.yml and the Grafana dashboard's queries into it).
-ensure_debs prometheus
+ensure_debs prometheus man-db
 ensure_cargo
 ensure_node_deps
 ensure_py_mcp

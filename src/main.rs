@@ -8,16 +8,28 @@ mod cli;
 
 // mimalloc: per-call allocations made on one worker thread and freed on
 // another contend on glibc's arena locks; scripts/bench.sh measured the
-// difference (README, Performance).
+// difference (docs/performance.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // --help and --version are not errors; a usage error exits
+            // EX_USAGE (64), apart from a tool's failure (2).
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(cli::EXIT_USAGE)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
     if cli.command.may_run_browsers() {
         // Before any thread exists: a daemon run as its own user enters a
         // user namespace of its own here, so that its browsers can be locked
-        // into a network namespace later (README, "Browsers locked away").
+        // into a network namespace later (docs/configuration.md, "Browsers locked away").
         idpool::netns::prepare();
     }
     idpool::diag::init_tracing(cli.log_json || cli.log_format == cli::LogFormat::Json);

@@ -550,7 +550,7 @@ async fn a_blocked_slot_shows_in_slots_metrics_and_the_event_stream() {
 }
 
 #[tokio::test]
-async fn the_status_page_renders_the_slot_table_in_headless_chromium() {
+async fn the_status_page_renders_the_slot_cards_through_a_slots_own_browser() {
     let env = shop(2).await;
     let viewer = add_key(&env, "phone", "viewer").await;
     let d = Daemon::start(&env, 2, "keys_file = \"keys.toml\"").await;
@@ -559,16 +559,16 @@ async fn the_status_page_renders_the_slot_table_in_headless_chromium() {
     let pool = viewer_env.pool();
     let url = url::Url::parse(&format!("{}#key={viewer}", d.url("/"))).expect("url");
     let page = pool
-        .browse(url, Some("#slots tr[data-slot='1']".into()), Some(0))
+        .browse(url, Some("#cards .card[data-slot='1']".into()), Some(0))
         .await
         .expect("the page renders its rows");
     let html = page.response.text();
     let doc = scraper::Html::parse_document(&html);
-    let rows = scraper::Selector::parse("#slots tbody tr").expect("selector");
+    let rows = scraper::Selector::parse("#cards .card[data-slot]").expect("selector");
     let rows: Vec<_> = doc.select(&rows).collect();
     assert_eq!(rows.len(), 2, "{} rows in {html}", rows.len());
     assert!(rows[0].html().contains("default") && rows[0].html().contains("testshop"));
-    // The fidelity column: no browser launched yet, so not calibrated yet.
+    // Fidelity: no browser launched yet, so not calibrated yet.
     assert!(rows[0].html().contains("pending"), "{}", rows[0].html());
     assert!(html.contains("2 slots, updated"), "{html}");
     // With a wrong key the page asks for one.
@@ -580,7 +580,7 @@ async fn the_status_page_renders_the_slot_table_in_headless_chromium() {
         )
         .await
         .expect("the login form shows");
-    assert!(page.response.text().contains("a viewer key is needed"));
+    assert!(page.response.text().contains("a key is needed"));
     shutdown_and_check(&pool).await;
     d.stop().await;
 }

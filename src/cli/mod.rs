@@ -5,6 +5,7 @@
 mod calibrate;
 mod call;
 mod check_config;
+mod completions;
 mod daemon;
 mod doctor;
 mod fetch;
@@ -25,7 +26,7 @@ use clap::{Parser, Subcommand};
 
 /// idpool: a pool of browser identities for web data collection.
 #[derive(Debug, Parser)]
-#[command(name = "idpool", version, about)]
+#[command(name = "idpool", version = VERSION, about, after_long_help = EXIT_STATUS)]
 pub struct Cli {
     /// Config file (else $IDPOOL_CONFIG, ./idpool.toml, /etc/idpool/idpool.toml, embedded defaults).
     #[arg(long, global = true, value_name = "FILE")]
@@ -79,7 +80,24 @@ pub enum Command {
     /// extra roots, strategies and profiles, proxies, calibration, the
     /// daemon): one line per check with its fix; exit 1 when one fails.
     Doctor(doctor::DoctorArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
+    /// Print the man page (roff), or write every page into --dir.
+    Manpage(completions::ManpageArgs),
 }
+
+/// `idpool --version`: the version and the commit it was built from.
+const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("IDPOOL_COMMIT"), ")");
+
+/// Exit codes (also in the man page and the README).
+pub const EXIT_STATUS: &str = "Exit status:
+  0   success
+  1   an error: bad config, no daemon where one is needed, a failed check (doctor)
+  2   the tool ran and failed or was refused (call), or the fetch got no content (fetch)
+  64  usage error: unknown command or option, missing or malformed argument";
+
+/// Usage errors exit with this (EX_USAGE), apart from tool failures (2).
+pub const EXIT_USAGE: u8 = 64;
 
 impl Command {
     /// Commands that may open the pool and launch Chromium (the others only
@@ -87,7 +105,12 @@ impl Command {
     pub fn may_run_browsers(&self) -> bool {
         !matches!(
             self,
-            Command::CheckConfig | Command::Keys(_) | Command::Call(_) | Command::Doctor(_)
+            Command::CheckConfig
+                | Command::Keys(_)
+                | Command::Call(_)
+                | Command::Doctor(_)
+                | Command::Completions(_)
+                | Command::Manpage(_)
         )
     }
 }
@@ -108,5 +131,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Login(args) => login::run(cli.config.as_deref(), args).await,
         Command::Session(cmd) => session::run(cli.config.as_deref(), cmd).await,
         Command::Doctor(args) => doctor::run(cli.config.as_deref(), args).await,
+        Command::Completions(args) => completions::completions(args),
+        Command::Manpage(args) => completions::manpage(args),
     }
 }

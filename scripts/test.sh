@@ -31,6 +31,9 @@ log "cargo clippy"
 cargo clippy --locked --all-targets -- -D warnings
 
 # --- tests ----------------------------------------------------------------------
+log "idpool strategy test (every bundled strategy against its fixtures, offline)"
+target/debug/idpool strategy test --dir strategies
+
 run_tests() { cargo test --locked --offline --no-fail-fast; }
 
 if command -v unshare >/dev/null && unshare --net true 2>/dev/null; then

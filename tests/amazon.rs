@@ -1,5 +1,5 @@
 //! The bundled `amazon` strategy against HTML fixtures written to follow Amazon's
-//! public page structure (tests/fixtures/amazon/). Not the live site.
+//! public page structure (strategies/fixtures/amazon/). Not the live site.
 
 use std::path::Path;
 
@@ -11,7 +11,7 @@ fn root() -> &'static Path {
 }
 
 fn fixture(name: &str) -> String {
-    std::fs::read_to_string(root().join("tests/fixtures/amazon").join(name)).expect("fixture")
+    std::fs::read_to_string(root().join("strategies/fixtures/amazon").join(name)).expect("fixture")
 }
 
 fn amazon() -> TomlStrategy {

@@ -18,6 +18,7 @@ mod retire;
 mod serve;
 mod session;
 mod slots;
+mod strategy;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -80,6 +81,9 @@ pub enum Command {
     /// extra roots, strategies and profiles, proxies, calibration, the
     /// daemon): one line per check with its fix; exit 1 when one fails.
     Doctor(doctor::DoctorArgs),
+    /// Strategy fixtures: record a site's answer, test every strategy offline.
+    #[command(subcommand)]
+    Strategy(strategy::StrategyCmd),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(completions::CompletionsArgs),
     /// Print the man page (roff), or write every page into --dir.
@@ -111,6 +115,7 @@ impl Command {
                 | Command::Doctor(_)
                 | Command::Completions(_)
                 | Command::Manpage(_)
+                | Command::Strategy(strategy::StrategyCmd::Test(_))
         )
     }
 }
@@ -132,6 +137,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Session(cmd) => session::run(cli.config.as_deref(), cmd).await,
         Command::Doctor(args) => doctor::run(cli.config.as_deref(), args).await,
         Command::Completions(args) => completions::completions(args),
+        Command::Strategy(cmd) => strategy::run(cli.config.as_deref(), cmd).await,
         Command::Manpage(args) => completions::manpage(args),
     }
 }

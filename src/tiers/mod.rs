@@ -39,7 +39,7 @@ mod tier;
 mod types;
 pub use login::Fallback;
 use tier::run_tier;
-pub use types::{Attempt, CascadeResult, Progress, RunOptions};
+pub use types::{Attempt, CascadeResult, Progress, Recorded, Recorder, RunOptions};
 
 /// How one tier ended on one slot.
 struct TierRun {
@@ -346,7 +346,8 @@ impl Call<'_> {
             }
             tried_tiers += 1;
             let started = Instant::now();
-            let ran = run_tier(&lease, self.strategy, self.op, tier, &self.vars).await;
+            let record = self.opts.record.as_ref();
+            let ran = run_tier(&lease, self.strategy, self.op, tier, &self.vars, record).await;
             if ran.sent {
                 self.spent.fetch_add(1, Ordering::Relaxed);
             }

@@ -22,6 +22,7 @@ pub(super) async fn run_tier(
     op: &Operation,
     tier: &Tier,
     vars: &Map<String, Value>,
+    record: Option<&super::Recorder>,
 ) -> TierRun {
     let url_text = render(&tier.url, vars, true);
     let url = match url::Url::parse(&url_text) {
@@ -34,7 +35,12 @@ pub(super) async fn run_tier(
             };
         }
     };
-    let judged = |f: &Fetched, body: &Body<'_>| judge(strategy, op, tier, f, body);
+    let judged = |f: &Fetched, body: &Body<'_>| {
+        if let Some(r) = record {
+            r.keep(tier.number, f);
+        }
+        judge(strategy, op, tier, f, body)
+    };
     let result = if tier.number == 3 {
         lease.browse(url, tier.wait_for.as_deref(), judged).await
     } else {

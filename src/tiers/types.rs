@@ -76,6 +76,46 @@ pub struct RunOptions {
     /// The caller is below `security.pii_role`: `pii = true` fields are
     /// masked with this.
     pub mask_pii: Option<crate::strategy::pii::PiiMask>,
+    /// Keep every answer the run gets (`idpool strategy record`).
+    pub record: Option<Recorder>,
+}
+
+/// Every answer a run got, in order, kept for `idpool strategy record`.
+#[derive(Debug, Clone, Default)]
+pub struct Recorder(pub Arc<parking_lot::Mutex<Vec<Recorded>>>);
+
+/// One answer as a fixture keeps it (headers without `set-cookie`).
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub tier: u8,
+    pub status: u16,
+    pub final_url: String,
+    pub headers: Vec<(String, String)>,
+    pub body: bytes::Bytes,
+}
+
+impl Recorder {
+    pub(super) fn keep(&self, tier: u8, f: &crate::pool::Fetched) {
+        let r = &f.response;
+        let headers = r
+            .headers
+            .iter()
+            .filter(|(k, _)| *k != http::header::SET_COOKIE)
+            .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+            .collect();
+        self.0.lock().push(Recorded {
+            tier,
+            status: r.status,
+            final_url: r.final_url.to_string(),
+            headers,
+            body: r.body.clone(),
+        });
+    }
+
+    /// The last answer (the one the run ended on).
+    pub fn last(&self) -> Option<Recorded> {
+        self.0.lock().last().cloned()
+    }
 }
 
 impl RunOptions {

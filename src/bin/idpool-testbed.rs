@@ -34,6 +34,10 @@ struct Args {
     /// header order, HTTP/2 fingerprint, JA4 part b); refuse replays that differ.
     #[arg(long)]
     consistency: bool,
+    /// A markup change: the review rating's class is `review-stars` instead
+    /// of `review-rating` (what a strategy's selector drift looks like).
+    #[arg(long)]
+    layout_change: bool,
     /// Per-identity rate limit as MAX/WINDOW_SECS[/PENALTY_SECS[/STATUS[/RETRY_AFTER]]]
     /// (e.g. 30/10/20/429: a captcha page with status 429 for 20 s, no Retry-After).
     #[arg(long, value_name = "MAX/SECS")]
@@ -105,6 +109,7 @@ async fn main() -> ExitCode {
             gate: args.gate,
             challenge: args.challenge,
             consistency: args.consistency,
+            layout_change: args.layout_change,
             rate_limit,
             site_limit,
             fault: None,

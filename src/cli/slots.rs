@@ -379,6 +379,21 @@ fn local_event_line(ev: &Value) -> String {
             yes_no(&d["headers_equal"]),
             d["residual"].as_array().map_or(0, Vec::len)
         ),
+        "drifting" | "drift_cleared" => {
+            let what = match d["field"].as_str() {
+                Some(f) => format!("field {f} of {}", d["operation"].as_str().unwrap_or("?")),
+                None => d["operation"].as_str().unwrap_or("?").to_string(),
+            };
+            if ev["kind"] == "drifting" {
+                format!(
+                    "{what} drifting: empty on {:.0}% of the last pages (before {:.0}%)",
+                    d["empty_ratio"].as_f64().unwrap_or(0.0) * 100.0,
+                    d["baseline"].as_f64().unwrap_or(0.0) * 100.0
+                )
+            } else {
+                format!("{what} no longer drifting")
+            }
+        }
         other => format!("{other} {d}"),
     };
     format!(

@@ -312,6 +312,36 @@ const HELP: &[(Kind, &str, Option<metrics::Unit>, &str)] = {
             None,
             "Identities of dead daemons this daemon adopted.",
         ),
+        (
+            Gauge,
+            "idpool_extract_field_null_ratio",
+            None,
+            "Share of a field's values that came back empty (null, \"\", []) on the operation's last pages.",
+        ),
+        (
+            Gauge,
+            "idpool_extract_field_drifting",
+            None,
+            "1 while a field comes back empty far more often than its own history (the site's markup may have changed).",
+        ),
+        (
+            Gauge,
+            "idpool_extract_pages_without_items_ratio",
+            None,
+            "Share of an operation's last pages that had content but no items the extraction could prove empty.",
+        ),
+        (
+            Gauge,
+            "idpool_extract_operation_drifting",
+            None,
+            "1 while an operation's pages come back without items far more often than before.",
+        ),
+        (
+            Counter,
+            "idpool_extract_expect_failures_total",
+            None,
+            "Live results that broke their operation's [operations.X.expect] rules (one per broken rule).",
+        ),
     ]
 };
 
@@ -360,6 +390,7 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
     for slot in pool.slots() {
         slot_series(pool, slot, &strategies);
     }
+    drift_series(pool);
     metrics::gauge!("idpool_mcp_sessions", "transport" => "http").set(http_sessions as f64);
     metrics::gauge!("idpool_mcp_sessions", "transport" => "sse").set(sse_sessions as f64);
     metrics::gauge!("idpool_mcp_calls_in_flight").set(core.in_flight() as f64);
@@ -449,5 +480,30 @@ fn slot_series(pool: &crate::pool::Pool, slot: &crate::pool::Slot, strategies: &
             metrics::gauge!("idpool_calibration_info", &old).set(0.0);
         }
         metrics::gauge!("idpool_calibration_info", &info).set(1.0);
+    }
+}
+
+/// Selector drift: per field, how often it came back empty on the last
+/// pages and whether that is drifting; per operation, the same for pages
+/// without items.
+fn drift_series(pool: &crate::pool::Pool) {
+    for (strategy, operation, field, ratio, drifting) in pool.drift_series() {
+        let flag = if drifting { 1.0 } else { 0.0 };
+        match field {
+            Some(field) => {
+                let l = [
+                    ("strategy", strategy),
+                    ("operation", operation),
+                    ("field", field),
+                ];
+                metrics::gauge!("idpool_extract_field_null_ratio", &l).set(ratio);
+                metrics::gauge!("idpool_extract_field_drifting", &l).set(flag);
+            }
+            None => {
+                let l = [("strategy", strategy), ("operation", operation)];
+                metrics::gauge!("idpool_extract_pages_without_items_ratio", &l).set(ratio);
+                metrics::gauge!("idpool_extract_operation_drifting", &l).set(flag);
+            }
+        }
     }
 }

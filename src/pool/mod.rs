@@ -14,6 +14,7 @@ pub mod browsing;
 mod budget;
 mod calibration;
 mod circuit;
+mod drift;
 pub mod events;
 mod fleet;
 mod fleet_state;
@@ -119,6 +120,8 @@ struct Inner {
     pii: pii::Pii,
     /// Outcomes per strategy per minute over the last hour (the status page's charts).
     rates: rates::Rates,
+    /// Fields and operations whose extraction empties against its history.
+    drift: drift::Drift,
     /// `[cluster]`: the fleet this pool is part of.
     fleet: Option<fleet::Fleet>,
     /// Cancelled by [`Pool::shutdown`]: the pool's background tasks end.
@@ -214,6 +217,7 @@ impl Pool {
                 serving: serving::Serving::default(),
                 pii: pii::Pii::open(&cfg.pool.data_dir, cfg.security.pii_role)?,
                 rates: rates::Rates::default(),
+                drift: drift::Drift::default(),
                 live: live::Sessions::default(),
                 fleet,
                 stop,
@@ -255,6 +259,9 @@ impl Pool {
         self.inner
             .guard
             .set_hosts(guard_hosts(&registry, &self.inner.allowed_hosts));
+        for s in registry.iter() {
+            self.inner.drift.forget(s.name());
+        }
         *self.inner.registry.write() = Arc::new(registry);
         self.inner.events.emit(
             "reload",
@@ -295,6 +302,17 @@ impl Pool {
     /// Outcomes per strategy per minute over the last hour.
     pub fn rates(&self) -> serde_json::Value {
         self.inner.rates.report()
+    }
+
+    /// Selector drift per strategy, operation and field.
+    pub fn drift(&self) -> serde_json::Value {
+        self.inner.drift.report()
+    }
+
+    /// Every drift rate: (strategy, operation, field or `None` for pages
+    /// without items, recent empty ratio, drifting).
+    pub fn drift_series(&self) -> Vec<(String, String, Option<String>, f64, bool)> {
+        self.inner.drift.series()
     }
 
     /// The pool's event hub.

@@ -6,6 +6,7 @@
 mod ad_hoc;
 mod api;
 pub mod body;
+mod coerce;
 pub mod derive;
 pub mod expect;
 pub mod extract;

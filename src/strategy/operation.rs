@@ -15,15 +15,7 @@ use super::template::{check_json_template, check_template};
 use crate::diag::Diagnostic;
 use crate::error::{Error, Result};
 
-/// A parameter's type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ParamKind {
-    String,
-    Integer,
-    Boolean,
-    Enum,
-}
+pub use super::coerce::ParamKind;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -135,6 +127,9 @@ pub(super) struct OperationFile {
     /// Fields worked out from the extracted ones.
     #[serde(default)]
     derive: BTreeMap<String, super::derive::DeriveFile>,
+    /// Rules every live result is checked against (warnings).
+    #[serde(default)]
+    expect: Option<super::expect::Expect>,
 }
 
 /// A validated operation.
@@ -154,6 +149,8 @@ pub struct Operation {
     pub fallback: Option<String>,
     /// Fields worked out from the extracted ones (`[operations.NAME.derive]`).
     pub derive: Vec<super::derive::Derived>,
+    /// `[operations.NAME.expect]`: rules each live result is checked against.
+    pub expect: Option<super::expect::Expect>,
 }
 
 /// Template variables every operation has besides its parameters.
@@ -215,6 +212,15 @@ impl OperationFile {
                 .unwrap_or(0);
             src.at(pos..pos, m)
         })?;
+        let expect = self.expect;
+        if let Some(e) = &expect {
+            e.validate().map_err(|m| {
+                let pos = text
+                    .find(&format!("[operations.{name}.expect"))
+                    .unwrap_or(0);
+                src.at(pos..pos, format!("operations.{name}.expect.{m}"))
+            })?;
+        }
         Ok(Operation {
             name: name.to_string(),
             description: self.description,
@@ -224,6 +230,7 @@ impl OperationFile {
             requires_login: self.requires_login,
             fallback: self.fallback_operation.map(|f| f.into_inner()),
             derive,
+            expect,
         })
     }
 }
@@ -448,52 +455,8 @@ pub fn toml_to_json(v: &toml::Value) -> Value {
     }
 }
 
-fn coerce_kind(
-    kind: ParamKind,
-    values: &[String],
-    min: Option<i64>,
-    max: Option<i64>,
-    v: &Value,
-) -> std::result::Result<Value, String> {
-    match kind {
-        ParamKind::String => match v {
-            Value::String(_) => Ok(v.clone()),
-            Value::Number(n) => Ok(Value::String(n.to_string())),
-            _ => Err(format!("must be a string, got {v}")),
-        },
-        ParamKind::Integer => {
-            let n = match v {
-                Value::Number(n) => n
-                    .as_i64()
-                    .ok_or_else(|| format!("must be an integer, got {n}"))?,
-                Value::String(s) => s
-                    .trim()
-                    .parse::<i64>()
-                    .map_err(|_| format!("must be an integer, got \"{s}\""))?,
-                _ => return Err(format!("must be an integer, got {v}")),
-            };
-            if let Some(m) = min.filter(|m| n < *m) {
-                return Err(format!("must be at least {m}, got {n}"));
-            }
-            if let Some(m) = max.filter(|m| n > *m) {
-                return Err(format!("must be at most {m}, got {n}"));
-            }
-            Ok(json!(n))
-        }
-        ParamKind::Boolean => match v {
-            Value::Bool(_) => Ok(v.clone()),
-            Value::String(s) if s == "true" || s == "false" => Ok(Value::Bool(s == "true")),
-            _ => Err(format!("must be true or false, got {v}")),
-        },
-        ParamKind::Enum => match v.as_str() {
-            Some(s) if values.iter().any(|x| x == s) => Ok(v.clone()),
-            _ => Err(format!("must be one of {}, got {v}", values.join(", "))),
-        },
-    }
-}
-
 fn coerce(p: &ParamFile, _name: &str, v: &Value) -> std::result::Result<Value, String> {
-    coerce_kind(p.kind, &p.values, p.minimum, p.maximum, v)
+    super::coerce::coerce_kind(p.kind, &p.values, p.minimum, p.maximum, v)
 }
 
 impl Operation {
@@ -561,8 +524,8 @@ impl Operation {
         for p in &self.params {
             match args.get(&p.name).filter(|v| !v.is_null()) {
                 Some(v) => {
-                    let v =
-                        coerce_kind(p.kind, &p.values, p.minimum, p.maximum, v).map_err(|e| {
+                    let v = super::coerce::coerce_kind(p.kind, &p.values, p.minimum, p.maximum, v)
+                        .map_err(|e| {
                             Error::new(
                                 crate::ErrorKind::InvalidArgument,
                                 format!("parameter `{}` {e}", p.name),

@@ -171,6 +171,21 @@ fn log_entry(conn: &Conn, req: &Request, at_ms: u64) -> LogEntry {
     }
 }
 
+/// The layout change: the review rating's class renamed in the answer.
+async fn relayout(resp: Response) -> Response {
+    let (mut parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 64 << 20).await else {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "body too large to relayout",
+        )
+            .into_response();
+    };
+    let text = String::from_utf8_lossy(&bytes).replace("review-rating", "review-stars");
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(text))
+}
+
 /// `entry`: how the request was sent (its log entry, read once).
 async fn gate(
     shared: &Arc<Shared>,
@@ -259,6 +274,9 @@ async fn gate(
         }
         None => next.run(req).await,
     };
+    if modes.layout_change {
+        resp = relayout(resp).await;
+    }
     if let Some(sid) = new_sid
         && let Ok(v) = HeaderValue::from_str(&format!(
             "tb_sid={sid}; Path=/; Max-Age=31536000; HttpOnly; SameSite=Lax"

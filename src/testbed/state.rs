@@ -132,6 +132,10 @@ pub struct Modes {
     /// kind: navigation or XHR); a replay that differs is refused.
     #[serde(default)]
     pub consistency: bool,
+    /// A markup change: the review rating's class is `review-stars` instead
+    /// of `review-rating` on every page and AJAX answer (selector drift).
+    #[serde(default)]
+    pub layout_change: bool,
     pub rate_limit: Option<RateLimit>,
     #[serde(default)]
     pub site_limit: Option<SiteLimit>,

@@ -52,6 +52,8 @@ struct TierRun {
     sent: bool,
     /// What the page asked for and the browser's egress refused.
     refused: Vec<String>,
+    /// The page was content but yielded no items it could prove empty.
+    unextracted: bool,
 }
 
 impl TierRun {
@@ -63,6 +65,7 @@ impl TierRun {
             detail: None,
             sent: true,
             refused: Vec::new(),
+            unextracted: false,
         }
     }
 
@@ -364,9 +367,13 @@ impl Call<'_> {
             let outcome = attempt.outcome;
             self.report(&attempt);
             attempts.push(attempt);
+            if ran.unextracted {
+                lease.observe_page(self.op, None);
+            }
             match ran.end {
                 TierEnd::Done(extracted, status, final_url) => {
                     // A genuinely empty page is a result too, and changes no breaker.
+                    let warnings = lease.observe_page(self.op, Some(&extracted.items));
                     let (slot, trial) = (lease.slot(), lease.is_trial());
                     lease.finish(outcome);
                     return Ok(Ok(CascadeResult {
@@ -380,6 +387,7 @@ impl Call<'_> {
                         final_url,
                         fallback: None,
                         masked: Vec::new(),
+                        warnings,
                     }));
                 }
                 TierEnd::HardBlock | TierEnd::RateLimited | TierEnd::LoginRequired => {

@@ -162,7 +162,12 @@ fn judge(
         }
         Outcome::Ok => match strategy.extract(op, tier, body, final_url) {
             Ok(ex) => done(ex),
-            Err(e) => return TierRun::new(TierEnd::NextTier, Some(status), Some(e)),
+            Err(e) => {
+                return TierRun {
+                    unextracted: true,
+                    ..TierRun::new(TierEnd::NextTier, Some(status), Some(e))
+                };
+            }
         },
     };
     TierRun {

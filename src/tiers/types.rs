@@ -52,6 +52,10 @@ pub struct CascadeResult {
     /// Fields masked as personal data for this caller (`pii = true`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub masked: Vec<String>,
+    /// Fields or the operation drifting (the site's markup may have
+    /// changed), and the operation's `expect` rules that did not hold.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Limits a caller may put on one run, and where progress goes.

@@ -28,6 +28,7 @@ pub const SPEC: Spec = Spec {
                 "attempts": super::attempts_schema(),
                 "requests": {"type": "integer", "description": "Requests sent to the site."},
                 "masked": {"type": "array", "items": {"type": "string"}, "description": "Fields masked as personal data (pii = true) for a caller below security.pii_role."},
+                "warnings": {"type": "array", "items": {"type": "string"}, "description": "Fields or the operation drifting (often empty against their own history: the site's markup may have changed), and the operation's expect rules that did not hold."},
                 "fallback": {"type": "object", "description": "Present when the operation needs a signed-in identity, none was, and its fallback_operation ran instead.", "properties": {
                     "operation": {"type": "string"}, "instead_of": {"type": "string"}, "reason": {"type": "string"}}},
             }),
@@ -101,6 +102,9 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     });
     if let Some(f) = &r.fallback {
         out["fallback"] = json!(f);
+    }
+    if !r.warnings.is_empty() {
+        out["warnings"] = json!(r.warnings);
     }
     if !r.masked.is_empty() {
         out["masked"] = json!(r.masked);

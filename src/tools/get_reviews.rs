@@ -47,6 +47,7 @@ pub const SPEC: Spec = Spec {
                 "reviews": {"type": "array", "items": {"type": "object"}},
                 "has_more": {"type": "boolean"},
                 "masked": {"type": "array", "items": {"type": "string"}, "description": "Fields masked as personal data (pii = true) for a caller below security.pii_role."},
+                "warnings": {"type": "array", "items": {"type": "string"}, "description": "Fields or the operation drifting (often empty against their own history: the site's markup may have changed), and the operation's expect rules that did not hold."},
                 "fallback": {"type": "object", "description": "Present when the operation needs a signed-in identity, none was, and its fallback_operation ran instead.", "properties": {
                     "operation": {"type": "string"}, "instead_of": {"type": "string"}, "reason": {"type": "string"}}},
                 "slot": {"type": "integer", "description": "The one slot that served every page (absent when the call moved)."},
@@ -116,6 +117,15 @@ fn split_args(args: Value) -> Result<(Args, Map<String, Value>)> {
 /// Arguments: `item` (id or URL), `strategy` (optional with a URL), `page`
 /// (default 1), `pages` (default 1), `slot`, `sticky`, plus the operation's
 /// own filters.
+/// Add what `from` has and `into` lacks, in order.
+fn merge(into: &mut Vec<String>, from: Vec<String>) {
+    for x in from {
+        if !into.contains(&x) {
+            into.push(x);
+        }
+    }
+}
+
 pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     let (own, filters) = split_args(args)?;
     let Args {
@@ -152,6 +162,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     let mut has_more = false;
     let mut fallback = None;
     let mut masked: Vec<String> = Vec::new();
+    let mut warnings: Vec<String> = Vec::new();
     for page in first..first + pages {
         let mut params = args.clone();
         params.insert("item".into(), json!(item_id));
@@ -178,11 +189,8 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
                 r.tier
             )
         });
-        for m in r.masked {
-            if !masked.contains(&m) {
-                masked.push(m);
-            }
-        }
+        merge(&mut masked, r.masked);
+        merge(&mut warnings, r.warnings);
         reviews.extend(r.extracted.items.into_iter().map(Value::Object));
         // The fallback (say, a product page's top reviews) has no pages.
         if let Some(f) = r.fallback {
@@ -206,6 +214,9 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     }
     if let Some(f) = fallback {
         out.insert("fallback".into(), json!(f));
+    }
+    if !warnings.is_empty() {
+        out.insert("warnings".into(), json!(warnings));
     }
     // One identity served the whole call: say so once.
     if let [one] = slots_used[..] {

@@ -35,7 +35,9 @@ pub const SPEC: Spec = Spec {
          RSS), cookies (count, last saved), last success and error, and calibration: how \
          closely the HTTP tier matches the slot's browser (browser and HTTP JA4, HTTP/2 and \
          headers equal, the residual differences by name). Server: open connections and MCP \
-         sessions per transport against their bounds. Cluster (in a fleet): this node, up or \
+         sessions per transport against their bounds. Drift per strategy and operation: \
+         how often each field came back empty on the last pages against its own history, and \
+         whether it is drifting (the site's markup may have changed). Cluster (in a fleet): this node, up or \
          degraded, and with fleet = true every daemon and identity of the fleet.",
     ),
     input: input_schema::<Args>,
@@ -51,7 +53,7 @@ pub const SPEC: Spec = Spec {
                 "requests_per_minute": {"type": ["number", "null"]},
                 "max_requests_per_minute": {"type": ["number", "null"]},
                 "adaptive": {"type": "boolean"}, "cuts": {"type": "integer"},
-            }}}, "cluster": {"type": ["object", "null"], "description": "In a fleet: node, state (up or degraded), redis (no credentials), for_secs, last_error, reconnects, adopted."}, "fleet": {"type": ["object", "null"]}, "server": {"type": "object", "description": "What the daemon holds open: connections {open, max} and MCP sessions {http, sse, max, evicted}."}}),
+            }}}, "cluster": {"type": ["object", "null"], "description": "In a fleet: node, state (up or degraded), redis (no credentials), for_secs, last_error, reconnects, adopted."}, "fleet": {"type": ["object", "null"]}, "drift": {"type": "object", "description": "Per strategy and operation: pages seen, drifting, without_items {empty_ratio, baseline, drifting} and fields {name: {empty_ratio, baseline, drifting}}."}, "server": {"type": "object", "description": "What the daemon holds open: connections {open, max} and MCP sessions {http, sse, max, evicted}."}}),
             &["slots", "strategies"],
         )
     },
@@ -150,6 +152,7 @@ pub fn run(pool: &Pool) -> Value {
         "slots": slots,
         "strategies": budgets,
         "browsers": pool.isolation(),
+        "drift": pool.drift(),
         "server": pool.serving().to_json(),
         "cluster": pool.fleet().map(|f| {
             let mut r = json!(f.cluster().report());

@@ -82,10 +82,38 @@ fn product_fields() {
         .extractor
         .extract(&fixture("product.html"), None, &page_url())
         .expect("extracts");
+    // A plain product page: the details it lacks come back null (A+: false).
+    let mut item = got.items[0].clone();
+    item.retain(|_, v| !v.is_null());
     assert_eq!(
-        Value::Object(got.items[0].clone()),
+        Value::Object(item),
         json!({"title": "Acme Electric Kettle, 1.7 L, Stainless Steel", "brand": "Visit the Acme Store", "price": "39.99",
-               "rating": 4.3, "ratings": 12345, "availability": "In Stock"})
+               "rating": 4.3, "ratings": 12345, "availability": "In Stock", "aplus": false})
+    );
+    // Its details: bullets, description, A+ content, fulfilment, seller, ranks.
+    let got = op.tiers[0]
+        .extractor
+        .extract(&fixture("product-details.html"), None, &page_url())
+        .expect("extracts");
+    let d = &got.items[0];
+    assert_eq!(d["aplus"], true);
+    assert_eq!(d["fulfilled_by"], "Amazon");
+    assert_eq!(
+        (&d["seller"], &d["seller_id"]),
+        (&json!("Acme Home Goods"), &json!("A1B2C3D4E5F6G7"))
+    );
+    assert_eq!(
+        (&d["best_sellers_rank"], &d["best_sellers_category"]),
+        (&json!(1234), &json!("Home & Kitchen"))
+    );
+    assert_eq!(
+        (&d["sub_category_rank"], &d["sub_category"]),
+        (&json!(3), &json!("Electric Kettles"))
+    );
+    assert!(
+        d["bullets"]
+            .as_str()
+            .is_some_and(|b| b.starts_with("FAST BOIL") && b.contains("BPA-FREE"))
     );
 }
 

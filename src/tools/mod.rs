@@ -40,6 +40,7 @@ tools!(
     browser_close,
     get_reviews,
     extract,
+    keyword_rank,
     list_strategies,
     pool_status,
     refresh_cookies,

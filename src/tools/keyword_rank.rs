@@ -1,0 +1,198 @@
+//! `keyword_rank`: where given items rank for a keyword. It runs a
+//! strategy's search operation page by page (one identity, sticky) until
+//! every item is found, the pages run out, or `max_pages`; per item its page,
+//! position on the page, organic rank (among results not sponsored, across
+//! pages) and every sponsored placement.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::spec::{Annotations, Description, Role, Spec, input_schema, invalid, parse, result_schema};
+use crate::error::Result;
+use crate::pool::Pool;
+use crate::tiers::{self, RunOptions};
+
+/// Most items one call looks for, and most pages it reads.
+pub const MAX_ITEMS: usize = 20;
+pub const MAX_PAGES: usize = 20;
+
+pub const SPEC: Spec = Spec {
+    name: "keyword_rank",
+    role: Role::Operator,
+    title: "Rank of items for a keyword",
+    description: Description::Fixed(
+        "Where up to 20 items (e.g. ASINs) rank for a search keyword: reads the strategy's \
+         search operation page by page until every item is found or max_pages, and returns per \
+         item its page, position on the page, organic rank (among non-sponsored results across \
+         pages) and its sponsored placements; items not found are listed as missing.",
+    ),
+    input: input_schema::<Args>,
+    strategy_enum: true,
+    output: || {
+        result_schema(
+            json!({
+                "strategy": {"type": "string"}, "keyword": {"type": "string"},
+                "found": {"type": "object", "description": "Per item id: page, position, organic_rank (null when it only appears sponsored), sponsored (list of {page, position})."},
+                "missing": {"type": "array", "items": {"type": "string"}},
+                "pages": {"type": "integer", "description": "Pages read."},
+                "results": {"type": "integer", "description": "Results seen on them."},
+                "warnings": {"type": "array", "items": {"type": "string"}},
+            }),
+            &["strategy", "keyword", "found", "missing", "pages"],
+        )
+    },
+    annotations: Annotations::READS_SITES,
+    progress: true,
+    run: |pool, args, opts| Box::pin(run(pool, args, opts.clone())),
+};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    /// The search keyword.
+    keyword: String,
+    /// The item ids to find (ASINs for amazon), 1 to 20.
+    items: Vec<String>,
+    /// The strategy (default amazon).
+    #[serde(default = "default_strategy")]
+    strategy: String,
+    /// Its search operation: parameters `keyword` and `page`; items with an
+    /// id field and `sponsored` (default search).
+    #[serde(default = "default_operation")]
+    operation: String,
+    /// The item field holding the id (default asin).
+    #[serde(default = "default_id")]
+    id_field: String,
+    /// Most pages to read, 1 to 20 (default 5).
+    #[serde(default = "default_pages")]
+    max_pages: usize,
+    /// Use only this slot (identity).
+    slot: Option<usize>,
+}
+
+fn default_strategy() -> String {
+    "amazon".into()
+}
+fn default_operation() -> String {
+    "search".into()
+}
+fn default_id() -> String {
+    "asin".into()
+}
+fn default_pages() -> usize {
+    5
+}
+
+/// Where each wanted id was seen over the pages so far.
+#[derive(Debug, Default)]
+pub struct Ranks {
+    organic_seen: usize,
+    results: usize,
+    found: BTreeMap<String, Value>,
+}
+
+impl Ranks {
+    /// Count one page's results (in page order) for the `wanted` ids.
+    pub fn page(&mut self, page: usize, items: &[Map<String, Value>], id_field: &str, wanted: &[String]) {
+        for (i, item) in items.iter().enumerate() {
+            self.results += 1;
+            let sponsored = item.get("sponsored").and_then(Value::as_bool).unwrap_or(false);
+            if !sponsored {
+                self.organic_seen += 1;
+            }
+            let Some(id) = item.get(id_field).and_then(Value::as_str) else {
+                continue;
+            };
+            if !wanted.iter().any(|w| w == id) {
+                continue;
+            }
+            let position = item.get("position").and_then(Value::as_u64).unwrap_or(i as u64 + 1);
+            let entry = self.found.entry(id.to_string()).or_insert_with(|| {
+                json!({"page": null, "position": null, "organic_rank": null, "sponsored": []})
+            });
+            if sponsored {
+                if let Some(list) = entry["sponsored"].as_array_mut() {
+                    list.push(json!({"page": page, "position": position}));
+                }
+            } else if entry["organic_rank"].is_null() {
+                entry["page"] = json!(page);
+                entry["position"] = json!(position);
+                entry["organic_rank"] = json!(self.organic_seen);
+            }
+        }
+    }
+
+    /// Every wanted id found organically.
+    pub fn done(&self, wanted: &[String]) -> bool {
+        wanted
+            .iter()
+            .all(|w| self.found.get(w).is_some_and(|f| !f["organic_rank"].is_null()))
+    }
+
+    /// `(found, missing)`.
+    pub fn report(self, wanted: &[String]) -> (Value, Vec<String>) {
+        let missing = wanted
+            .iter()
+            .filter(|w| !self.found.contains_key(*w))
+            .cloned()
+            .collect();
+        (json!(self.found), missing)
+    }
+}
+
+pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
+    let a: Args = parse("keyword_rank", args)?;
+    if a.items.is_empty() || a.items.len() > MAX_ITEMS {
+        return Err(invalid(format!("argument `items` must hold 1 to {MAX_ITEMS} ids")));
+    }
+    if a.max_pages == 0 || a.max_pages > MAX_PAGES {
+        return Err(invalid(format!("argument `max_pages` must be between 1 and {MAX_PAGES}")));
+    }
+    let strategy = pool
+        .registry()
+        .get(&a.strategy)
+        .cloned()
+        .ok_or_else(|| invalid(format!("unknown strategy `{}`", a.strategy)))?;
+    let op = strategy.operations().get(&a.operation).ok_or_else(|| {
+        invalid(format!("strategy `{}` has no operation `{}`", a.strategy, a.operation))
+    })?;
+    let mut opts = RunOptions {
+        slot: a.slot.or(opts.slot),
+        ..opts
+    };
+    let mut ranks = Ranks::default();
+    let mut warnings: Vec<String> = Vec::new();
+    let mut pages = 0;
+    for page in 1..=a.max_pages {
+        let mut params = Map::new();
+        params.insert("keyword".into(), json!(a.keyword));
+        params.insert("page".into(), json!(page));
+        let r = tiers::run(pool, &strategy, op, &op.bind(params)?, &opts).await?;
+        // One person reads the result pages, as a shopper would.
+        opts.prefer = Some(r.slot);
+        pages = page;
+        ranks.page(page, &r.extracted.items, &a.id_field, &a.items);
+        for w in r.warnings {
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
+        }
+        opts.report(|| format!("page {page}: {} results", r.extracted.items.len()));
+        if ranks.done(&a.items) || !r.extracted.has_more {
+            break;
+        }
+    }
+    let results = ranks.results;
+    let (found, missing) = ranks.report(&a.items);
+    let mut out = json!({
+        "strategy": a.strategy, "keyword": a.keyword, "found": found, "missing": missing,
+        "pages": pages, "results": results,
+    });
+    if !warnings.is_empty() {
+        out["warnings"] = json!(warnings);
+    }
+    Ok(out)
+}

@@ -113,26 +113,33 @@ pub struct Change {
     pub baseline: f64,
 }
 
-/// Every operation's drift, by (strategy, operation).
+/// Every operation's drift, by strategy, then operation.
 #[derive(Debug, Default)]
 pub struct Drift {
-    ops: Mutex<HashMap<(String, String), OpDrift>>,
+    ops: Mutex<HashMap<String, HashMap<String, OpDrift>>>,
 }
 
 impl Drift {
     /// One page of `operation`: its items, or `None` when it should have had
     /// items and had none (the extraction found nothing it could prove
-    /// empty). What started or stopped drifting.
+    /// empty). What started or stopped drifting, and the warnings for the
+    /// result (what drifts now). No allocation on the way for a known
+    /// operation and fields: this runs on every page.
     pub fn page(
         &self,
         strategy: &str,
         operation: &str,
         items: Option<&[Map<String, Value>]>,
-    ) -> Vec<Change> {
+    ) -> (Vec<Change>, Vec<String>) {
         let mut ops = self.ops.lock();
-        let op = ops
-            .entry((strategy.to_string(), operation.to_string()))
-            .or_default();
+        let by_op = match ops.get_mut(strategy) {
+            Some(m) => m,
+            None => ops.entry(strategy.to_string()).or_default(),
+        };
+        let op = match by_op.get_mut(operation) {
+            Some(o) => o,
+            None => by_op.entry(operation.to_string()).or_default(),
+        };
         op.pages += 1;
         let mut changes = Vec::new();
         let mut change = |field: Option<&str>, r: &Rate, drifting: bool| {
@@ -148,29 +155,40 @@ impl Drift {
         if let Some(d) = op.missing.push(missing) {
             change(None, &op.missing, d);
         }
-        let Some(items) = items.filter(|i| !i.is_empty()) else {
-            return changes;
-        };
-        let mut names: Vec<&String> = items.iter().flat_map(|i| i.keys()).collect();
-        names.sort();
-        names.dedup();
-        for name in names {
-            let blank = items.iter().filter(|i| is_blank(i.get(name))).count();
-            let rate = op.fields.entry(name.clone()).or_default();
-            if let Some(d) = rate.push(blank as f64 / items.len() as f64) {
-                change(Some(name), rate, d);
+        if let Some(items) = items.filter(|i| !i.is_empty()) {
+            // Every item of a page has the same fields (the extractor's).
+            for name in items[0].keys() {
+                let blank = items.iter().filter(|i| is_blank(i.get(name))).count();
+                let rate = match op.fields.get_mut(name) {
+                    Some(r) => r,
+                    None => op.fields.entry(name.clone()).or_default(),
+                };
+                if let Some(d) = rate.push(blank as f64 / items.len() as f64) {
+                    change(Some(name), rate, d);
+                }
             }
         }
-        changes
+        let warnings = Self::warnings_of(op, strategy, operation);
+        (changes, warnings)
     }
 
     /// What is drifting in `operation` now, as result warnings.
-    pub fn warnings(&self, strategy: &str, operation: &str) -> Vec<String> {
+    #[cfg(test)]
+    fn warnings(&self, strategy: &str, operation: &str) -> Vec<String> {
         let ops = self.ops.lock();
-        let Some(op) = ops.get(&(strategy.to_string(), operation.to_string())) else {
-            return Vec::new();
-        };
+        match ops.get(strategy).and_then(|m| m.get(operation)) {
+            Some(op) => Self::warnings_of(op, strategy, operation),
+            None => Vec::new(),
+        }
+    }
+
+    /// The warnings of one operation's drift (nothing to format while
+    /// nothing drifts).
+    fn warnings_of(op: &OpDrift, strategy: &str, operation: &str) -> Vec<String> {
         let mut out = Vec::new();
+        if !op.missing.drifting && !op.fields.values().any(|r| r.drifting) {
+            return out;
+        }
         if op.missing.drifting {
             out.push(format!(
                 "{strategy}/{operation} is drifting: {:.0}% of the last pages had no items (before: {:.0}%); the site's markup may have changed",
@@ -192,26 +210,33 @@ impl Drift {
     /// fields: {name: {empty_ratio, baseline, drifting}}}}}`.
     pub fn report(&self) -> Value {
         let ops = self.ops.lock();
-        let mut keys: Vec<&(String, String)> = ops.keys().collect();
-        keys.sort();
         let mut out = Map::new();
-        for key in keys {
-            let op = &ops[key];
-            let fields: Map<String, Value> = op
-                .fields
-                .iter()
-                .map(|(n, r)| (n.clone(), r.report()))
-                .collect();
-            let drifting = op.missing.drifting || op.fields.values().any(|r| r.drifting);
-            let entry = out
-                .entry(key.0.clone())
-                .or_insert_with(|| Value::Object(Map::new()));
-            entry[&key.1] = json!({
-                "pages": op.pages,
-                "drifting": drifting,
-                "without_items": op.missing.report(),
-                "fields": fields,
-            });
+        let mut strategies: Vec<&String> = ops.keys().collect();
+        strategies.sort();
+        for s in strategies {
+            let by_op = &ops[s];
+            let mut names: Vec<&String> = by_op.keys().collect();
+            names.sort();
+            let mut entry = Map::new();
+            for name in names {
+                let op = &by_op[name];
+                let fields: Map<String, Value> = op
+                    .fields
+                    .iter()
+                    .map(|(n, r)| (n.clone(), r.report()))
+                    .collect();
+                let drifting = op.missing.drifting || op.fields.values().any(|r| r.drifting);
+                entry.insert(
+                    name.clone(),
+                    json!({
+                        "pages": op.pages,
+                        "drifting": drifting,
+                        "without_items": op.missing.report(),
+                        "fields": fields,
+                    }),
+                );
+            }
+            out.insert(s.clone(), Value::Object(entry));
         }
         Value::Object(out)
     }
@@ -221,22 +246,24 @@ impl Drift {
     pub fn series(&self) -> Vec<(String, String, Option<String>, f64, bool)> {
         let ops = self.ops.lock();
         let mut out = Vec::new();
-        for ((s, o), op) in ops.iter() {
-            out.push((
-                s.clone(),
-                o.clone(),
-                None,
-                op.missing.recent_ratio(),
-                op.missing.drifting,
-            ));
-            for (f, r) in &op.fields {
+        for (s, by_op) in ops.iter() {
+            for (o, op) in by_op {
                 out.push((
                     s.clone(),
                     o.clone(),
-                    Some(f.clone()),
-                    r.recent_ratio(),
-                    r.drifting,
+                    None,
+                    op.missing.recent_ratio(),
+                    op.missing.drifting,
                 ));
+                for (f, r) in &op.fields {
+                    out.push((
+                        s.clone(),
+                        o.clone(),
+                        Some(f.clone()),
+                        r.recent_ratio(),
+                        r.drifting,
+                    ));
+                }
             }
         }
         out
@@ -244,7 +271,7 @@ impl Drift {
 
     /// Forget a strategy's history (it was reloaded: its selectors changed).
     pub fn forget(&self, strategy: &str) {
-        self.ops.lock().retain(|(s, _), _| s != strategy);
+        self.ops.lock().remove(strategy);
     }
 }
 
@@ -257,8 +284,8 @@ impl super::Lease {
         op: &crate::strategy::operation::Operation,
         items: Option<&[Map<String, Value>]>,
     ) -> Vec<String> {
-        let drift = &self.inner.drift;
-        for c in drift.page(&self.strategy, &op.name, items) {
+        let (changes, mut warnings) = self.inner.drift.page(&self.strategy, &op.name, items);
+        for c in changes {
             let kind = if c.drifting {
                 "drifting"
             } else {
@@ -272,7 +299,6 @@ impl super::Lease {
                        "empty_ratio": c.ratio, "baseline": c.baseline}),
             );
         }
-        let mut warnings = drift.warnings(&self.strategy, &op.name);
         if let (Some(expect), Some(items)) = (&op.expect, items) {
             let ex = crate::strategy::extract::Extracted {
                 items: items.to_vec(),
@@ -308,11 +334,11 @@ mod tests {
     fn a_field_that_empties_drifts_within_the_window_and_recovers_after_it() {
         let d = Drift::default();
         for _ in 0..20 {
-            assert!(d.page("s", "reviews", Some(&page(Some(4)))).is_empty());
+            assert!(d.page("s", "reviews", Some(&page(Some(4)))).0.is_empty());
         }
         let mut at = None;
         for i in 0..RECENT {
-            let c = d.page("s", "reviews", Some(&page(None)));
+            let (c, _) = d.page("s", "reviews", Some(&page(None)));
             if !c.is_empty() {
                 assert_eq!(c[0].field.as_deref(), Some("rating"));
                 assert!(c[0].drifting);
@@ -333,6 +359,7 @@ mod tests {
         let mut cleared = None;
         for i in 0..RECENT {
             if d.page("s", "reviews", Some(&page(Some(3))))
+                .0
                 .iter()
                 .any(|c| !c.drifting)
             {
@@ -352,6 +379,7 @@ mod tests {
         }
         let drifted = (0..RECENT).any(|_| {
             d.page("s", "search", None)
+                .0
                 .iter()
                 .any(|c| c.field.is_none() && c.drifting)
         });

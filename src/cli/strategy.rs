@@ -82,12 +82,13 @@ async fn record(config: Option<&Path>, a: RecordArgs) -> anyhow::Result<ExitCode
     let cfg = Config::load(config)?;
     let params: Map<String, Value> = serde_json::from_str(&a.params)
         .with_context(|| format!("--params is not a JSON object: {}", a.params))?;
-    let last = match &a.body {
-        Some(file) => from_file(&cfg, &a, &params, file)?,
-        None => fetch(&cfg, &a, &params).await?,
-    };
+    // Read once: the fixture is judged (and a saved page placed) with it.
     let (registry, _) = Registry::load_dir(&cfg.pool.strategies_dir);
     let (strategy, op) = operation(&registry, &cfg, &a)?;
+    let last = match &a.body {
+        Some(file) => from_file(strategy.as_ref(), op, &a, &params, file)?,
+        None => fetch(&cfg, &a, &params).await?,
+    };
     let mut f = Fixture {
         operation: a.operation.clone(),
         params,
@@ -217,14 +218,13 @@ async fn fetch(
 
 /// A saved page as if it had been fetched by tier `--tier` (default 2).
 fn from_file(
-    cfg: &Config,
+    strategy: &dyn Strategy,
+    op: &idpool::strategy::operation::Operation,
     a: &RecordArgs,
     params: &Map<String, Value>,
     file: &Path,
 ) -> anyhow::Result<Recorded> {
     let body = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
-    let (registry, _) = Registry::load_dir(&cfg.pool.strategies_dir);
-    let (strategy, op) = operation(&registry, cfg, a)?;
     let tier = a.tier.unwrap_or(2);
     let Some(t) = op.tiers.iter().find(|t| t.number == tier) else {
         bail!("operation `{}` has no tier {tier}", a.operation);

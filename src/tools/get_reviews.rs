@@ -118,7 +118,7 @@ fn split_args(args: Value) -> Result<(Args, Map<String, Value>)> {
 /// (default 1), `pages` (default 1), `slot`, `sticky`, plus the operation's
 /// own filters.
 /// Add what `from` has and `into` lacks, in order.
-fn merge(into: &mut Vec<String>, from: Vec<String>) {
+pub(super) fn merge(into: &mut Vec<String>, from: Vec<String>) {
     for x in from {
         if !into.contains(&x) {
             into.push(x);

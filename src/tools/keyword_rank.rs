@@ -175,11 +175,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         opts.prefer = Some(r.slot);
         pages = page;
         ranks.page(page, &r.extracted.items, &a.id_field, &a.items);
-        for w in r.warnings {
-            if !warnings.contains(&w) {
-                warnings.push(w);
-            }
-        }
+        super::get_reviews::merge(&mut warnings, r.warnings);
         opts.report(|| format!("page {page}: {} results", r.extracted.items.len()));
         if ranks.done(&a.items) || !r.extracted.has_more {
             break;

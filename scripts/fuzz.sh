@@ -8,8 +8,15 @@
 #
 #   ./scripts/fuzz.sh            # 60 s per target
 #   ./scripts/fuzz.sh 600 h2_frames
+#   ./scripts/fuzz.sh --smoke    # the suite's smoke run: the hostile-input
+#                                # targets (HTML conversions, selectors, the
+#                                # jar) for 20 s each, 0 crashes
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--smoke" ]; then
+    shift
+    set -- "${IDPOOL_FUZZ_SMOKE_SECS:-20}" html_convert selector jar
+fi
 secs="${1:-60}"
 shift || true
 if ! rustup toolchain list | grep -q '^nightly'; then

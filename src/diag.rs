@@ -92,10 +92,14 @@ pub fn parse_toml<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T, Dia
 }
 
 /// A library's error as clients, audit lines and `last_error` show it: one
-/// line (newlines and runs of spaces collapsed), at most `max` characters
-/// (a CDP exception's dump can run to kilobytes).
+/// line (newlines and runs of spaces collapsed), URLs' credentials and
+/// secret query values redacted ([`redact_text`]: viewers read
+/// `last_error`, operators' URLs may carry passwords), at most `max`
+/// characters (a CDP exception's dump can run to kilobytes). Redacted
+/// before it is cut, so a cut URL keeps no password either.
 pub fn one_line(text: &str, max: usize) -> String {
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = redact_text(&flat);
     if flat.chars().count() <= max {
         return flat;
     }
@@ -105,6 +109,123 @@ pub fn one_line(text: &str, max: usize) -> String {
 
 /// How long an error message a client, an audit line or `last_error` gets.
 pub const ERROR_CHARS: usize = 500;
+
+/// Whether a name (an argument, a query parameter) looks like it carries a
+/// secret.
+pub fn is_secret_name(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    [
+        "key",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "cookie",
+        "authorization",
+        "proxy",
+        "credential",
+        "session",
+    ]
+    .iter()
+    .any(|s| n.contains(s))
+        // What is typed into a page (`browser_type`) may be a password.
+        || n == "text"
+}
+
+/// Every URL in `text` with its credentials and secret-looking query values
+/// replaced (`scheme://[redacted]@host`, `?token=[redacted]`): what audit
+/// lines, `last_error`, proxy errors and events show of a URL.
+pub fn redact_text(text: &str) -> String {
+    static URL: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    let Some(re) = URL
+        .get_or_init(|| regex::Regex::new(r#"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s`'"<>]+"#).ok())
+        .as_ref()
+    else {
+        return text.to_string();
+    };
+    re.replace_all(text, |c: &regex::Captures<'_>| redact_url(&c[0]))
+        .into_owned()
+}
+
+fn redact_url(s: &str) -> String {
+    let Ok(mut url) = url::Url::parse(s) else {
+        return redact_unparsed_url(s);
+    };
+    let mut changed = false;
+    if !url.username().is_empty() || url.password().is_some() {
+        let _ = url.set_username("[redacted]");
+        let _ = url.set_password(None);
+        changed = true;
+    }
+    if url.query_pairs().any(|(k, _)| is_secret_name(&k)) {
+        let pairs: Vec<(String, String)> = url
+            .query_pairs()
+            .map(|(k, v)| {
+                let v = if is_secret_name(&k) {
+                    "[redacted]".to_string()
+                } else {
+                    v.into_owned()
+                };
+                (k.into_owned(), v)
+            })
+            .collect();
+        url.query_pairs_mut().clear().extend_pairs(pairs);
+        changed = true;
+    }
+    if changed {
+        url.to_string().replace("%5Bredacted%5D", "[redacted]")
+    } else {
+        s.to_string()
+    }
+}
+
+/// [`redact_url`] for what no URL parser takes (a bad port, a cut URL):
+/// the same two rules by hand.
+fn redact_unparsed_url(s: &str) -> String {
+    let Some((scheme, rest)) = s.split_once("://") else {
+        return s.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let authority = match authority.rsplit_once('@') {
+        Some((_, host)) => format!("[redacted]@{host}"),
+        None => authority.to_string(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, query)) => {
+            let (query, fragment) = match query.split_once('#') {
+                Some((q, f)) => (q, Some(f)),
+                None => (query, None),
+            };
+            let query = (query.split('&'))
+                .map(|pair| match pair.split_once('=') {
+                    Some((k, _)) if is_secret_name(k) => format!("{k}=[redacted]"),
+                    _ => pair.to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("&");
+            match fragment {
+                Some(f) => format!("{path}?{query}#{f}"),
+                None => format!("{path}?{query}"),
+            }
+        }
+        None => tail.to_string(),
+    };
+    format!("{scheme}://{authority}{tail}")
+}
+
+/// [`redact_text`] on every string in `v` (an event's detail).
+pub fn redact_json(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => Value::String(redact_text(s)),
+        Value::Array(a) => Value::Array(a.iter().map(redact_json).collect()),
+        Value::Object(m) => {
+            Value::Object(m.iter().map(|(k, v)| (k.clone(), redact_json(v))).collect())
+        }
+        other => other.clone(),
+    }
+}
 
 /// Why a CSS selector does not parse, in one short line (scraper's own text
 /// for some errors is a multi-line `Debug` dump "to report to the developer").
@@ -121,12 +242,9 @@ pub fn css_error(e: &scraper::error::SelectorErrorKind<'_>) -> String {
 
 /// `selector` as a problem, when it does not parse as CSS.
 pub fn css_problem(selector: &str) -> Option<String> {
-    scraper::Selector::parse(selector).err().map(|e| {
-        format!(
-            "`{selector}` is not a valid CSS selector ({})",
-            css_error(&e)
-        )
-    })
+    crate::dom::selector::parse(selector)
+        .err()
+        .map(|why| format!("`{}` {why}", crate::dom::selector::shown(selector)))
 }
 
 /// Libraries that log what must not reach a log at debug level (rmcp: raw
@@ -218,6 +336,40 @@ mod tests {
         assert_eq!(line.chars().count(), super::ERROR_CHARS);
         assert!(line.starts_with("Error { exception: Some( xxx") && line.ends_with('…'));
         assert_eq!(super::one_line("short  and\nsweet", 100), "short and sweet");
+    }
+
+    #[test]
+    fn urls_in_error_lines_lose_credentials_and_secret_query_values() {
+        let e = "http://alice:S3cretPw@127.0.0.1:9/x?api_key=TOPSECRET&q=1: connection refused";
+        let line = one_line(e, ERROR_CHARS);
+        assert!(
+            !line.contains("S3cretPw") && !line.contains("alice"),
+            "{line}"
+        );
+        assert!(!line.contains("TOPSECRET"), "{line}");
+        assert!(
+            line.contains("[redacted]@127.0.0.1:9/x?api_key=[redacted]&q=1"),
+            "{line}"
+        );
+        // Cut after redaction: the password is gone even where the URL is cut.
+        let cut = one_line(e, 30);
+        assert!(
+            !cut.contains("S3cretPw") && !cut.contains("TOPSECRET"),
+            "{cut}"
+        );
+        // What no URL parser takes is redacted by hand.
+        let bad = redact_text("proxy http://u:hunter2@h.test:99999/?token=t0k&a=b failed");
+        assert_eq!(
+            bad,
+            "proxy http://[redacted]@h.test:99999/?token=[redacted]&a=b failed"
+        );
+        assert_eq!(
+            one_line("http://h.test/?q=1 ok", 100),
+            "http://h.test/?q=1 ok"
+        );
+        let ev = redact_json(&serde_json::json!({"error": e, "n": 1, "l": ["ws://a:b@h/"]}));
+        let ev = ev.to_string();
+        assert!(!ev.contains("S3cretPw") && !ev.contains("TOPSECRET") && !ev.contains("a:b@"));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! ```text
 //! error.rs      the library's typed errors
 //! diag.rs       `file:line: what is wrong` diagnostics
+//! dom/          hostile HTML within bounds: depth-capped parse, checked selectors, the off-runtime pool
 //! fsutil.rs     files the daemon owns: atomic writes, private folders
 //! config.rs     idpool.toml: resolution order, every key
 //! profile.rs    profiles/*.toml: emulation, user agent, language, proxy, seed cookies
@@ -69,6 +70,7 @@ pub mod cluster;
 pub mod config;
 pub mod daemon;
 pub mod diag;
+pub mod dom;
 pub mod egress;
 pub mod error;
 pub mod fingerprint;

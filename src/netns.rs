@@ -23,7 +23,10 @@
 //! Where the system forbids unprivileged user namespaces, or the daemon holds
 //! capabilities a user namespace would take away (`CAP_NET_BIND_SERVICE` for a
 //! low port, say), it stays where it is, [`Netns::create`] fails, and the pool
-//! runs its browsers in the daemon's namespace, saying so loudly and why.
+//! does not start, saying why, unless `browser.isolate = false` accepts the
+//! browsers on the machine's network ([`shared_exposure`] says what that
+//! exposes). [`probe`] tells beforehand whether a namespace can be made
+//! (`idpool doctor`).
 
 use std::future::Future;
 use std::io;
@@ -131,6 +134,72 @@ impl Drop for Netns {
         if let Some(stop) = self.stop.lock().take() {
             let _ = stop.send(());
         }
+    }
+}
+
+/// What the browsers expose on the machine's shared loopback
+/// (`browser.isolate = false`), CDP ports counted from `base_port`.
+pub fn shared_exposure(base_port: u16) -> String {
+    format!(
+        "shared loopback: DevTools port {base_port}+n of each slot is reachable by every local \
+         user (whoever connects drives that browser, its cookies and its way out); the egress \
+         admits only the slot's browser (peer check)"
+    )
+}
+
+/// What browsers in the namespace expose.
+pub const ISOLATED_EXPOSURE: &str = "nothing on the machine's network: DevTools ports and \
+     egresses live in the browsers' namespace; each egress admits only its slot's browser (peer check)";
+
+/// Whether a daemon started now, as this user with these capabilities,
+/// could make the browsers' namespace: `Ok("privileged" | "user
+/// namespace")`, else why not. Tried for real in a short-lived child
+/// process (a forked copy, so nothing of this process moves), the way
+/// [`prepare`] and [`Netns::create`] would.
+pub fn probe() -> Result<&'static str, String> {
+    let caps = effective_capabilities();
+    let privileged = caps & (1 << CAP_SYS_ADMIN) != 0;
+    if !privileged && caps != 0 {
+        return Err(format!(
+            "the daemon would hold capabilities ({caps:#x}) that a user namespace takes away, \
+             and not CAP_SYS_ADMIN"
+        ));
+    }
+    // SAFETY: the child runs only async-signal-safe system calls (unshare,
+    // socket, ioctl, close, _exit) on memory it owns, then exits.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        // SAFETY: see above; `_exit` skips every handler of the parent's.
+        unsafe {
+            if !privileged && libc::unshare(libc::CLONE_NEWUSER) != 0 {
+                libc::_exit(10);
+            }
+            if libc::unshare(libc::CLONE_NEWNET) != 0 {
+                libc::_exit(11);
+            }
+            libc::_exit(if loopback_up().is_ok() { 0 } else { 12 });
+        }
+    }
+    let mut status = 0;
+    // SAFETY: waiting for the child just forked.
+    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+    if waited != pid || !libc::WIFEXITED(status) {
+        return Err("the probe process did not finish".into());
+    }
+    match libc::WEXITSTATUS(status) {
+        0 if privileged => Ok("privileged"),
+        0 => Ok("user namespace"),
+        10 => Err(
+            "unshare(CLONE_NEWUSER) is refused (unprivileged user namespaces disabled? see \
+             user.max_user_namespaces, kernel.unprivileged_userns_clone)"
+                .into(),
+        ),
+        11 if privileged => Err("unshare(CLONE_NEWNET) is refused despite CAP_SYS_ADMIN".into()),
+        11 => Err("unshare(CLONE_NEWNET) is refused inside a user namespace".into()),
+        _ => Err("the new namespace's loopback cannot be brought up".into()),
     }
 }
 

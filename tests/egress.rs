@@ -239,6 +239,7 @@ async fn launch_bare_chromium(env: &Env, pool: &idpool::pool::Pool, via: &str) {
         launch_timeout: std::time::Duration::from_secs(30),
         netns: None,
         sandbox: true,
+        egress_peers: None,
     };
     let mut args = spec.args();
     assert!(!args.iter().any(|a| a.starts_with("--proxy-server")));

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 /// Lowest first; modules on one line are one layer (they may import each
 /// other, or nothing of each other).
 const LAYERS: &[&[&str]] = &[
-    &["error", "diag", "fsutil"],
+    &["error", "diag", "fsutil", "dom"],
     &["config", "profile"],
     &["jar"],
     &["session"],

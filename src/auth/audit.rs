@@ -11,6 +11,11 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+// The redaction itself lives in `diag` (below `pool`, which shows
+// `last_error` and events): the audit line and those share one rule.
+use crate::diag::is_secret_name as is_secret;
+pub use crate::diag::redact_text;
+
 /// Longest string argument kept whole.
 pub const MAX_STRING: usize = 256;
 /// Longest serialized `args` kept whole.
@@ -144,27 +149,6 @@ fn open(path: &Path) -> crate::Result<File> {
         .map_err(|e| crate::Error::io(format!("cannot open audit log {}", path.display()), e))
 }
 
-/// Whether an argument name looks like it carries a secret.
-fn is_secret(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    [
-        "key",
-        "token",
-        "secret",
-        "password",
-        "passwd",
-        "cookie",
-        "authorization",
-        "proxy",
-        "credential",
-        "session",
-    ]
-    .iter()
-    .any(|s| n.contains(s))
-        // What is typed into a page (`browser_type`) may be a password.
-        || n == "text"
-}
-
 /// Arguments as they may be written down: secrets replaced, long strings cut,
 /// and the whole value cut when it is still too long.
 pub fn redact(args: &Value) -> Value {
@@ -201,52 +185,6 @@ fn clean(v: &Value, name: Option<&str>) -> Value {
             }
         }
         other => other.clone(),
-    }
-}
-
-/// Every URL in `text` with its credentials and secret-looking query values
-/// replaced (`scheme://[redacted]@host`, `?token=[redacted]`).
-pub fn redact_text(text: &str) -> String {
-    static URL: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
-    let Some(re) = URL
-        .get_or_init(|| regex::Regex::new(r#"[a-zA-Z][a-zA-Z0-9+.-]*://[^\s`'"<>]+"#).ok())
-        .as_ref()
-    else {
-        return text.to_string();
-    };
-    re.replace_all(text, |c: &regex::Captures<'_>| redact_url(&c[0]))
-        .into_owned()
-}
-
-fn redact_url(s: &str) -> String {
-    let Ok(mut url) = url::Url::parse(s) else {
-        return s.to_string();
-    };
-    let mut changed = false;
-    if !url.username().is_empty() || url.password().is_some() {
-        let _ = url.set_username("[redacted]");
-        let _ = url.set_password(None);
-        changed = true;
-    }
-    if url.query_pairs().any(|(k, _)| is_secret(&k)) {
-        let pairs: Vec<(String, String)> = url
-            .query_pairs()
-            .map(|(k, v)| {
-                let v = if is_secret(&k) {
-                    "[redacted]".to_string()
-                } else {
-                    v.into_owned()
-                };
-                (k.into_owned(), v)
-            })
-            .collect();
-        url.query_pairs_mut().clear().extend_pairs(pairs);
-        changed = true;
-    }
-    if changed {
-        url.to_string().replace("%5Bredacted%5D", "[redacted]")
-    } else {
-        s.to_string()
     }
 }
 

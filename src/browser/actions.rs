@@ -193,10 +193,11 @@ pub async fn after(
     req: &super::BrowserRequest,
     result: &mut super::PageResult,
     deadline: Instant,
+    limit: usize,
 ) -> Result<()> {
     if !req.actions.is_empty() {
         run(page, &req.actions, deadline).await?;
-        result.html = page.content().await.map_err(cdp("read the page"))?;
+        (result.html, result.cut_from) = super::page::content(page, limit).await?;
         if let Ok(Some(url)) = page.url().await {
             result.final_url = url;
         }

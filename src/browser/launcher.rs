@@ -47,6 +47,9 @@ pub struct LaunchSpec {
     pub netns: Option<std::sync::Arc<crate::netns::Netns>>,
     /// Chromium's own sandbox (`browser.sandbox`); never as root.
     pub sandbox: bool,
+    /// The slot's egress's admission: told each new Chromium's pid, so that
+    /// its process tree alone may use the egress (`None`: no egress).
+    pub egress_peers: Option<std::sync::Arc<crate::egress::Peers>>,
 }
 
 impl LaunchSpec {
@@ -304,6 +307,10 @@ pub async fn start(spec: &LaunchSpec) -> Result<Started> {
         .retryable(false)
     })?;
     let pid = child.id().unwrap_or(0);
+    // Before Chromium's first connection: its tree alone may use the egress.
+    if let Some(peers) = &spec.egress_peers {
+        peers.admit_browser(pid);
+    }
     // Written at once: a daemon killed while Chromium starts leaves a pid
     // file the next start ends it by.
     if let Err(e) = std::fs::write(&spec.pid_file, format!("{pid}\n")) {
@@ -323,6 +330,9 @@ pub async fn start(spec: &LaunchSpec) -> Result<Started> {
             let outside = crashpad_of(spec);
             kill_and_reap(&mut child).await;
             end_outside(&outside).await;
+            if let Some(peers) = &spec.egress_peers {
+                peers.forget_browser(pid);
+            }
             let _ = std::fs::remove_file(&spec.pid_file);
             Err(e)
         }
@@ -470,6 +480,7 @@ mod tests {
             launch_timeout: Duration::from_secs(5),
             netns: None,
             sandbox: true,
+            egress_peers: None,
         };
         let a = spec.args();
         for want in [

@@ -99,6 +99,9 @@ pub struct SlotBrowser {
     spec: LaunchSpec,
     identity: Identity,
     cfg: BrowserConfig,
+    /// The most of a page's HTML read out of the browser (UTF-16 units;
+    /// the pool sets `http.max_body_bytes`).
+    page_limit: usize,
     configured_exe: Option<std::path::PathBuf>,
     state: tokio::sync::Mutex<Option<Running>>,
     facts: Arc<Mutex<BrowserFacts>>,
@@ -127,6 +130,17 @@ impl std::fmt::Debug for SlotBrowser {
 
 impl SlotBrowser {
     /// Nothing starts here: Chromium launches on the first operation.
+    /// The most of a page's HTML read out of the browser.
+    pub fn page_limit(&self) -> usize {
+        self.page_limit
+    }
+
+    /// Read at most `bytes` of a page's HTML out of the browser.
+    pub fn with_page_limit(mut self, bytes: usize) -> Self {
+        self.page_limit = bytes.max(1);
+        self
+    }
+
     pub fn new(spec: LaunchSpec, identity: Identity, cfg: BrowserConfig) -> Self {
         let facts = BrowserFacts {
             port: spec.port,
@@ -137,6 +151,7 @@ impl SlotBrowser {
             spec,
             identity,
             cfg,
+            page_limit: 16 << 20,
             state: tokio::sync::Mutex::new(None),
             facts: Arc::new(Mutex::new(facts)),
             rss_cache: Mutex::new(None),
@@ -511,10 +526,18 @@ impl Turn<'_> {
             if let Some((jar, domain)) = sync {
                 page::push_cookies(&tab, &jar.export_for_domain(domain)).await?;
             }
-            let mut result =
-                page::navigate(&tab, &req.url, req.wait_for.as_deref(), probe, deadline).await;
+            let limit = self.browser.page_limit;
+            let mut result = page::navigate(
+                &tab,
+                &req.url,
+                req.wait_for.as_deref(),
+                probe,
+                deadline,
+                limit,
+            )
+            .await;
             if let Ok(page) = result.as_mut() {
-                actions::after(&tab, req, page, deadline).await?;
+                actions::after(&tab, req, page, deadline, limit).await?;
             }
             if let Some((jar, domain)) = sync {
                 // Cookies the site set are kept even when the page itself failed.

@@ -154,6 +154,9 @@ pub struct PageResult {
     pub headers: Vec<(String, String)>,
     pub final_url: String,
     pub html: String,
+    /// The page's length (UTF-16 units) when it was longer than the limit
+    /// and `html` holds only its start.
+    pub cut_from: Option<usize>,
     /// The `wait_for` selector appeared (always true without one).
     pub wait_for_met: bool,
     /// The page was still a challenge when we stopped waiting.
@@ -187,10 +190,11 @@ pub async fn navigate(
     wait_for: Option<&str>,
     probe: &Probe<'_>,
     deadline: Instant,
+    limit: usize,
 ) -> Result<PageResult> {
     let started = Instant::now();
     let mut doc = MainDocument::navigate(page, url).await?;
-    let settled = settle(page, wait_for, probe, deadline, &mut doc).await?;
+    let settled = settle(page, wait_for, probe, deadline, limit, &mut doc).await?;
     doc.drain();
     let final_url = page
         .url()
@@ -203,6 +207,7 @@ pub async fn navigate(
         headers,
         final_url,
         html: settled.html,
+        cut_from: settled.cut_from,
         wait_for_met: settled.wait_for_met,
         challenge_left: settled.challenge_left,
         elapsed: started.elapsed(),
@@ -279,6 +284,7 @@ impl MainDocument {
 /// The page as it settled.
 struct Settled {
     html: String,
+    cut_from: Option<usize>,
     challenge_left: bool,
     wait_for_met: bool,
 }
@@ -292,10 +298,12 @@ async fn settle(
     wait_for: Option<&str>,
     probe: &Probe<'_>,
     deadline: Instant,
+    limit: usize,
     doc: &mut MainDocument,
 ) -> Result<Settled> {
     let mut settled = Settled {
         html: String::new(),
+        cut_from: None,
         challenge_left: false,
         wait_for_met: wait_for.is_none(),
     };
@@ -305,12 +313,13 @@ async fn settle(
         doc.drain();
         // While the page reloads, CDP calls can fail ("Cannot find context"):
         // that only means "not settled yet".
-        match look(page, wait_for, probe, doc.status()).await {
+        match look(page, wait_for, probe, doc.status(), limit).await {
             Ok(l) => {
                 last_err = None;
                 let done = l.ready && !l.challenge && (l.met || l.state == PageState::Blocked);
                 settled = Settled {
                     html: l.html,
+                    cut_from: l.cut_from,
                     challenge_left: l.challenge,
                     wait_for_met: l.met,
                 };
@@ -338,14 +347,21 @@ async fn settle(
 struct Look {
     ready: bool,
     html: String,
+    cut_from: Option<usize>,
     state: PageState,
     challenge: bool,
     met: bool,
 }
 
-async fn look(page: &Page, wait_for: Option<&str>, probe: &Probe<'_>, status: u16) -> Result<Look> {
+async fn look(
+    page: &Page,
+    wait_for: Option<&str>,
+    probe: &Probe<'_>,
+    status: u16,
+    limit: usize,
+) -> Result<Look> {
     let ready = document_complete(page).await?;
-    let html = content(page).await?;
+    let (html, cut_from) = content(page, limit).await?;
     let here = page.url().await.ok().flatten().unwrap_or_default();
     let state = probe(&html, &here, status);
     let challenge = state == PageState::Challenge;
@@ -356,22 +372,45 @@ async fn look(page: &Page, wait_for: Option<&str>, probe: &Probe<'_>, status: u1
     };
     // The selector may have appeared after the snapshot above: take the
     // page again so what we return contains what we waited for.
-    let html = if met && wait_for.is_some() {
-        content(page).await?
+    let (html, cut_from) = if met && wait_for.is_some() {
+        content(page, limit).await?
     } else {
-        html
+        (html, cut_from)
     };
     Ok(Look {
         ready,
         html,
+        cut_from,
         state,
         challenge,
         met,
     })
 }
 
-async fn content(page: &Page) -> Result<String> {
-    page.content().await.map_err(cdp("read the page"))
+/// The page's HTML, measured in the page first: at most `limit` UTF-16
+/// units cross CDP (a script can build a page of any size; what is over
+/// the limit never leaves the browser). The page's own length when it was
+/// cut.
+pub async fn content(page: &Page, limit: usize) -> Result<(String, Option<usize>)> {
+    #[derive(serde::Deserialize)]
+    struct Html {
+        html: String,
+        len: usize,
+    }
+    let js = format!(
+        "(() => {{ let h = ''; if (document.doctype) {{ h = new XMLSerializer().serializeToString(document.doctype); }} \
+         if (document.documentElement) {{ h += document.documentElement.outerHTML; }} \
+         return {{ html: h.length > {limit} ? h.slice(0, {limit}) : h, len: h.length }}; }})()"
+    );
+    let r = page.evaluate(js).await.map_err(cdp("read the page"))?;
+    let h: Html = r.into_value().map_err(|e| {
+        Error::new(
+            ErrorKind::Network,
+            "browser: the page's HTML did not come back",
+        )
+        .with_source(e)
+    })?;
+    Ok((h.html, (h.len > limit).then_some(h.len)))
 }
 
 async fn document_complete(page: &Page) -> Result<bool> {

@@ -1,6 +1,7 @@
 //! `idpool doctor`: what breaks installs, checked one by one as the user
 //! running it (run it as the service's user: `sudo -u idpool idpool doctor`):
-//! Chromium and its version, the CDP ports, the data dir, the keys file,
+//! Chromium and its version, the CDP ports, the browsers' isolation (and
+//! what they expose without it), the data dir, the keys file,
 //! extra roots, strategies and profiles, proxies, calibration records and
 //! the daemon. One line per check, with the fix; exit 1 when a check fails.
 
@@ -15,6 +16,7 @@ use serde::Serialize;
 use idpool::browser::launcher;
 use idpool::config::{Config, SlotPlan};
 
+mod isolation;
 mod ports;
 
 #[derive(Debug, Args)]
@@ -141,6 +143,7 @@ async fn all(explicit: Option<&Path>, cfg: &Config) -> Vec<Check> {
     };
     checks.push(check);
     checks.push(ports::cdp(cfg, &plan));
+    checks.push(isolation::check(cfg));
     checks.push(data_dir(&cfg.pool.data_dir));
     checks.push(keys_file(cfg));
     checks.push(extra_roots(cfg));

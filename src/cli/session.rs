@@ -144,9 +144,14 @@ fn print_import(r: &Value) {
         println!("  {domain}: {n}");
     }
     if r["rejected"].as_u64().unwrap_or(0) > 0 {
+        println!("  {} cookies refused by the jar:", r["rejected"]);
+    }
+    for c in r["refused"].as_array().into_iter().flatten() {
         println!(
-            "  {} cookies refused by the jar (their domain does not fit)",
-            r["rejected"]
+            "    cookie `{}` for `{}`: {}",
+            c["name"].as_str().unwrap_or("?"),
+            c["domain"].as_str().unwrap_or("?"),
+            c["reason"].as_str().unwrap_or("?")
         );
     }
     for (origin, n) in r["local_storage"].as_object().into_iter().flatten() {

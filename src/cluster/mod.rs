@@ -17,12 +17,17 @@
 //! - `node:<name>`: a live daemon's address (TTL); `nodes`: the set of names;
 //! - `pace:<strategy>`, `inflight:<strategy>`: the fleet-wide budgets;
 //! - `events`: the pub/sub channel of every daemon's events.
+//!
+//! A node's address read back from Redis is not trusted: see [`peer`] for
+//! where the cluster key may go and what it may call.
 
 mod events;
+mod peer;
 mod scripts;
 mod store;
 
 pub use events::relay_events;
+pub use peer::{FORWARDED_TOOLS, Reach, is_forwarded, refused_address};
 pub use store::NodeInfo;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,6 +48,8 @@ pub struct Cluster {
     advertise: String,
     /// Authenticates daemon-to-daemon calls (never logged).
     key: Option<String>,
+    /// `cluster.peers`: when set, the only addresses the key goes to.
+    peers: Vec<crate::config::PeerAddr>,
     /// `redis://host:port` without credentials, for reports.
     shown_url: String,
     client: redis::Client,
@@ -118,14 +125,14 @@ impl Cluster {
                     .display()
             ))
         })?;
+        let advertise = advertised(cfg, listen)?;
         let info = client.get_connection_info();
         Ok(Some(Cluster {
             node: cfg.node_name(),
             prefix: cfg.key_prefix.clone(),
-            advertise: cfg
-                .advertised()
-                .unwrap_or_else(|| format!("http://{listen}")),
+            advertise,
             key,
+            peers: cfg.peer_addrs(),
             shown_url: format!(
                 "{}://{}",
                 if url.starts_with("rediss://") {
@@ -348,6 +355,22 @@ impl Cluster {
         .await
         .map(drop)
     }
+}
+
+/// The address this daemon registers (checked the way the others will
+/// check it before sending it the key).
+fn advertised(cfg: &ClusterConfig, listen: std::net::SocketAddr) -> Result<String> {
+    let text = cfg
+        .advertised()
+        .unwrap_or_else(|| format!("http://{listen}"));
+    let a = crate::config::PeerAddr::parse(&text)
+        .map_err(|e| Error::config(format!("cluster.advertise (or IDPOOL_ADVERTISE): {e}")))?;
+    if let crate::config::PeerHost::Ip(ip) = a.host
+        && let Some(why) = refused_address(ip)
+    {
+        tracing::warn!(advertise = %a, "this daemon advertises {why}: the other daemons forward nothing here unless their cluster.peers lists it");
+    }
+    Ok(a.to_string())
 }
 
 /// A Redis error without anything secret (the crate never prints the

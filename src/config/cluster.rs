@@ -19,9 +19,14 @@ pub struct ClusterConfig {
     pub node: Option<String>,
     /// Every key the fleet writes starts with this.
     pub key_prefix: String,
-    /// Where the other daemons reach this one (`http://host:port`); default
-    /// `http://` + `server.listen`. `IDPOOL_ADVERTISE` wins.
+    /// Where the other daemons reach this one (`http://host:port`: an IP
+    /// literal or a host name, a port, nothing else); default `http://` +
+    /// `server.listen`. `IDPOOL_ADVERTISE` wins.
     pub advertise: Option<String>,
+    /// The only addresses (`http://host:port`) this daemon sends the cluster
+    /// key to. Empty: any daemon whose advertised address is a loopback or
+    /// private-network address (a host name must resolve only to such).
+    pub peers: Vec<String>,
     /// The shared secret daemons present to each other when they forward a
     /// call (one line, file mode 0600). Without it nothing is forwarded.
     pub key_file: Option<PathBuf>,
@@ -54,6 +59,7 @@ impl std::fmt::Debug for ClusterConfig {
             .field("node", &self.node)
             .field("key_prefix", &self.key_prefix)
             .field("advertise", &self.advertise)
+            .field("peers", &self.peers)
             .field("key_file", &self.key_file)
             .field("lease_ttl_secs", &self.lease_ttl_secs)
             .field("adopt", &self.adopt)
@@ -77,6 +83,7 @@ impl Default for ClusterConfig {
             node: None,
             key_prefix: "idpool:".into(),
             advertise: None,
+            peers: Vec::new(),
             key_file: None,
             lease_ttl_secs: 15,
             command_timeout_ms: 1000,
@@ -149,7 +156,25 @@ impl ClusterConfig {
         if self.key_prefix.contains(char::is_whitespace) {
             return Some("cluster.key_prefix must not contain spaces".into());
         }
-        None
+        if let Some(a) = self.advertised()
+            && let Err(e) = PeerAddr::parse(&a)
+        {
+            return Some(format!("cluster.advertise (or IDPOOL_ADVERTISE): {e}"));
+        }
+        self.peers.iter().find_map(|p| {
+            PeerAddr::parse(p)
+                .err()
+                .map(|e| format!("cluster.peers: {e}"))
+        })
+    }
+
+    /// `peers`, parsed (an entry that does not parse is left out: `problem`
+    /// names it before the fleet opens).
+    pub fn peer_addrs(&self) -> Vec<PeerAddr> {
+        self.peers
+            .iter()
+            .filter_map(|p| PeerAddr::parse(p).ok())
+            .collect()
     }
 
     pub(super) fn rebase(&mut self, rebase: impl Fn(&mut PathBuf)) {
@@ -180,6 +205,116 @@ fn read_secret(p: &Path) -> std::io::Result<String> {
         ));
     }
     Ok(key)
+}
+
+/// A daemon's address as the fleet accepts it: `http://host:port`, where
+/// `host` is a dotted-quad IPv4, a bracketed IPv6 or a DNS name; no
+/// credentials, path, query or fragment (one trailing `/` is allowed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerAddr {
+    pub host: PeerHost,
+    pub port: u16,
+}
+
+/// The host of a [`PeerAddr`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerHost {
+    Ip(std::net::IpAddr),
+    /// Lowercase.
+    Name(String),
+}
+
+impl PeerAddr {
+    /// Parse an advertised address; `Err` says what is wrong (never echoing
+    /// credentials the text may carry).
+    pub fn parse(text: &str) -> Result<PeerAddr, String> {
+        let shown = shown_addr(text);
+        let bad =
+            |why: &str| format!("`{shown}` is not an address of the form http://host:port: {why}");
+        let rest = match text.get(..7) {
+            Some(s) if s.eq_ignore_ascii_case("http://") => &text[7..],
+            _ => return Err(bad("it must start with http://")),
+        };
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if let Some(c) = rest.chars().find(|c| {
+            matches!(c, '@' | '/' | '?' | '#' | '\\' | '%') || c.is_whitespace() || c.is_control()
+        }) {
+            return Err(bad(match c {
+                '@' => "no credentials",
+                '/' => "no path",
+                '?' => "no query",
+                '#' => "no fragment",
+                _ => "an unexpected character",
+            }));
+        }
+        let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
+            let (ip, port) = v6
+                .split_once("]:")
+                .ok_or_else(|| bad("an IPv6 address needs [addr]:port"))?;
+            let ip: std::net::Ipv6Addr = ip.parse().map_err(|_| bad("not an IPv6 address"))?;
+            (PeerHost::Ip(ip.into()), port)
+        } else {
+            let (host, port) = rest
+                .rsplit_once(':')
+                .ok_or_else(|| bad("the port is missing"))?;
+            if let Ok(ip) = host.parse::<std::net::Ipv4Addr>() {
+                (PeerHost::Ip(ip.into()), port)
+            } else if is_host_name(host) {
+                (PeerHost::Name(host.to_ascii_lowercase()), port)
+            } else {
+                return Err(bad(
+                    "the host is neither a dotted-quad IPv4 address nor a host name",
+                ));
+            }
+        };
+        let port = (!port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| port.parse::<u16>().ok())
+            .flatten()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| bad("the port must be a number from 1 to 65535"))?;
+        Ok(PeerAddr { host, port })
+    }
+
+    /// `host:port` (an IPv6 host in brackets).
+    pub fn authority(&self) -> String {
+        match &self.host {
+            PeerHost::Ip(std::net::IpAddr::V6(ip)) => format!("[{ip}]:{}", self.port),
+            PeerHost::Ip(ip) => format!("{ip}:{}", self.port),
+            PeerHost::Name(n) => format!("{n}:{}", self.port),
+        }
+    }
+}
+
+impl std::fmt::Display for PeerAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "http://{}", self.authority())
+    }
+}
+
+/// DNS labels of letters, digits and `-`, the last one not all digits (a
+/// resolver reads `127.1` or `2130706433` as an IPv4 address).
+fn is_host_name(host: &str) -> bool {
+    let labels: Vec<&str> = host.split('.').collect();
+    host.len() <= 253
+        && labels.iter().all(|l| {
+            (1..=63).contains(&l.len())
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        })
+        && labels
+            .last()
+            .is_some_and(|l| !l.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// An address as messages show it: credentials masked, one short line.
+pub fn shown_addr(text: &str) -> String {
+    let masked = match (text.find("://"), text.rfind('@')) {
+        (Some(a), Some(b)) if b > a => format!("{}://***{}", &text[..a], &text[b..]),
+        (None, Some(b)) => format!("***{}", &text[b..]),
+        _ => text.to_string(),
+    };
+    crate::diag::one_line(&masked, 120)
 }
 
 /// The machine's host name (`/proc/sys/kernel/hostname`), else `idpool`.
@@ -219,6 +354,22 @@ mod tests {
                 .expect("node")
                 .contains("cluster.node `bad name`")
         );
+    }
+
+    #[test]
+    fn an_advertise_or_peer_that_is_not_host_and_port_is_named() {
+        let mut c = with("redis://127.0.0.1:6379/");
+        c.advertise = Some("http://user:S3cret@10.0.0.1:80/x".into());
+        let p = c.problem().expect("advertise");
+        assert!(
+            p.contains("cluster.advertise") && !p.contains("S3cret"),
+            "{p}"
+        );
+        c.advertise = Some("http://idpool-a:7777".into());
+        assert_eq!(c.problem(), None);
+        c.peers = vec!["http://idpool-b:7777".into(), "idpool-c:7777".into()];
+        let p = c.problem().expect("peers");
+        assert!(p.contains("cluster.peers") && p.contains("idpool-c"), "{p}");
     }
 
     #[test]

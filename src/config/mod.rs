@@ -15,7 +15,7 @@ mod cluster;
 mod pool;
 mod security;
 mod server;
-pub use cluster::{ClusterConfig, redact as redact_redis_url};
+pub use cluster::{ClusterConfig, PeerAddr, PeerHost, redact as redact_redis_url, shown_addr};
 pub use pool::{PoolConfig, RetireConfig, SlotDecl};
 pub use security::{PrivateNetworks, SecurityConfig, WebConfig};
 pub use server::ServerConfig;
@@ -158,8 +158,11 @@ pub struct BrowserConfig {
     pub calibrate: bool,
     /// Run the slots' Chromium in a network namespace of the daemon's with
     /// only loopback: their DevTools ports are the daemon's alone and the
-    /// egress is their only way out (needs CAP_SYS_ADMIN; without it the
-    /// browsers run in the daemon's network, with a warning).
+    /// egress is their only way out (needs CAP_SYS_ADMIN, or unprivileged
+    /// user namespaces). Where no namespace can be made the pool refuses to
+    /// start; `false` runs the browsers on the machine's shared loopback,
+    /// where every local user can reach their DevTools ports (each egress
+    /// still admits only its own slot's browser).
     pub isolate: bool,
     /// Chromium's own sandbox (it needs user namespaces). `false` only where
     /// the container itself is the sandbox (non-root, no capabilities,

@@ -42,6 +42,10 @@ pub struct ServerConfig {
     /// of opening, and of its previous response (so this is also the
     /// keep-alive idle timeout). Silent and half-sent requests are closed.
     pub header_timeout_secs: u64,
+    /// A request's body must arrive whole within this many seconds of its
+    /// headers (control API; MCP bodies are bounded by rmcp and `/mcp`).
+    /// Checked after the key, so only a keyed caller is waited for at all.
+    pub body_timeout_secs: u64,
     /// Open connections at most (further ones wait in the kernel's backlog
     /// until one closes). 0: a quarter of the daemon's file limit, at most
     /// 4096, so the listener can never use up the descriptors that browsers,
@@ -70,6 +74,7 @@ impl Default for ServerConfig {
             sse_idle_secs: 90,
             shutdown_grace_secs: 30,
             header_timeout_secs: 10,
+            body_timeout_secs: 10,
             max_connections: 0,
             max_sessions: 1024,
             max_sessions_per_key: 256,

@@ -1,6 +1,11 @@
 //! The fleet's daemon-to-daemon surface: `POST /api/v1/fleet/call/{tool}`
 //! runs a call another daemon forwarded (cluster key required; the
 //! caller's name, role and session come along; never forwarded again).
+//!
+//! The cluster key is not an admin key: it calls only what a fleet forwards
+//! ([`FORWARDED_TOOLS`]), and whatever role the body claims, the call runs
+//! as an operator at most (the key travels to other machines; a stolen one
+//! must not export sessions or retire identities).
 
 use std::sync::Arc;
 
@@ -15,8 +20,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::control::{Control, error, gate, refuse};
 use crate::auth::{Principal, Role};
+use crate::cluster::{FORWARDED_TOOLS, is_forwarded};
 use crate::mcp::CallContext;
-use crate::mcp::forward::{HOP_HEADER, KEY_HEADER};
+use crate::mcp::forward::{HOP_HEADER, KEY_HEADER, MAX_FORWARDED_ROLE};
 
 pub fn routes(control: Arc<Control>) -> Router {
     Router::new()
@@ -77,11 +83,27 @@ async fn call(
             "the cluster key is missing or wrong",
         );
     }
-    let from = headers
-        .get(HOP_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("unknown")
-        .to_string();
+    if !is_forwarded(&tool) {
+        let tool = crate::diag::one_line(&tool, 64);
+        let why = format!(
+            "the cluster key may call only {} (not `{tool}`)",
+            FORWARDED_TOOLS.join(", ")
+        );
+        c.core.audit_request(
+            None,
+            "fleet",
+            &format!("POST /api/v1/fleet/call/{tool}"),
+            Some(&format!("403: {why}")),
+        );
+        return error(StatusCode::FORBIDDEN, why);
+    }
+    let from = crate::diag::one_line(
+        headers
+            .get(HOP_HEADER)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("unknown"),
+        64,
+    );
     let v: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
@@ -91,13 +113,18 @@ async fn call(
             );
         }
     };
-    let Some(role) = v["role"].as_str().and_then(|r| r.parse::<Role>().ok()) else {
+    let Some(claimed) = v["role"].as_str().and_then(|r| r.parse::<Role>().ok()) else {
         return error(
             StatusCode::BAD_REQUEST,
             "the forwarded call names no valid role",
         );
     };
-    let name = v["principal"].as_str().unwrap_or("unknown").to_string();
+    // Whatever the body says: the key is a fleet's, not an admin's.
+    let role = claimed.min(MAX_FORWARDED_ROLE);
+    let name = crate::diag::one_line(v["principal"].as_str().unwrap_or("unknown"), 64);
+    if role != claimed {
+        tracing::info!(principal = %name, from = %from, claimed = %claimed, "a forwarded call claimed a role above operator: it runs as operator");
+    }
     let ctx = CallContext {
         principal: Principal::new(name, role, "fleet"),
         session: v["session"].as_str().map(str::to_string),

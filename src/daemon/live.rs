@@ -6,11 +6,16 @@
 //! person opens, on a phone if need be. Every session is one audit line
 //! when it ends: who, which slot and strategy, how long, how it ended;
 //! never what was typed.
+//!
+//! An open live view re-checks its key as the event stream does: every
+//! second and before each input it applies. A key revoked (and the keys
+//! reloaded) or no longer admin closes the socket with a policy-violation
+//! close frame (1008); nothing it sends afterwards reaches the page.
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{Html, IntoResponse, Response};
@@ -21,6 +26,7 @@ use serde_json::json;
 use super::control::{Control, Refusal, error, gate, refuse};
 use crate::auth::{AuditRecord, Principal, Role};
 use crate::browser::live::Input;
+use crate::mcp::Core;
 use crate::pool::{LiveSession, LoginLimits};
 
 pub fn routes(control: Arc<Control>) -> Router {
@@ -135,12 +141,14 @@ fn session_of(
     uri: &Uri,
     id: &str,
     query_key: bool,
-) -> Result<Arc<LiveSession>, Refusal> {
-    gate(c, headers, uri, query_key, "live view", Role::Admin)?;
-    c.core
+) -> Result<(Principal, Arc<LiveSession>), Refusal> {
+    let who = gate(c, headers, uri, query_key, "live view", Role::Admin)?;
+    let s = c
+        .core
         .pool()
         .live_session(id)
-        .ok_or_else(|| (StatusCode::NOT_FOUND, format!("no login session `{id}`")))
+        .ok_or_else(|| (StatusCode::NOT_FOUND, format!("no login session `{id}`")))?;
+    Ok((who, s))
 }
 
 async fn status(
@@ -150,7 +158,7 @@ async fn status(
     uri: Uri,
 ) -> Response {
     match session_of(&c, &headers, &uri, &id, false) {
-        Ok(s) => axum::Json(describe(&s)).into_response(),
+        Ok((_, s)) => axum::Json(describe(&s)).into_response(),
         Err(r) => refuse(r),
     }
 }
@@ -162,7 +170,7 @@ async fn cancel(
     uri: Uri,
 ) -> Response {
     match session_of(&c, &headers, &uri, &id, false) {
-        Ok(s) => {
+        Ok((_, s)) => {
             s.cancel();
             let end = s.done().await;
             axum::Json(json!({"id": s.id, "status": end})).into_response()
@@ -181,9 +189,9 @@ async fn view(
     ws: WebSocketUpgrade,
 ) -> Response {
     match session_of(&c, &headers, &uri, &id, true) {
-        Ok(s) => {
-            let stop = c.stop.clone();
-            ws.on_upgrade(move |socket| serve_view(socket, s, stop))
+        Ok((who, s)) => {
+            let (stop, core) = (c.stop.clone(), c.core.clone());
+            ws.on_upgrade(move |socket| serve_view(socket, s, stop, Watcher { core, who }))
         }
         Err(r) => refuse(r),
     }
@@ -191,10 +199,35 @@ async fn view(
 
 const SEND_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The key a live view was opened with, checked again while it is open.
+struct Watcher {
+    core: Arc<Core>,
+    who: Principal,
+}
+
+impl Watcher {
+    /// Whether the key still exists with the admin role (the keys file as
+    /// last reloaded).
+    fn still_admin(&self) -> bool {
+        self.who.role >= Role::Admin && self.core.still_valid(&self.who)
+    }
+
+    /// Close `socket` for a key that is gone: a policy-violation close frame.
+    async fn close_revoked(&self, socket: &mut WebSocket) {
+        tracing::info!(key = %self.who.name, "live view of a revoked key: closed");
+        let frame = CloseFrame {
+            code: close_code::POLICY,
+            reason: "the key of this live view was revoked".into(),
+        };
+        let _ = tokio::time::timeout(SEND_WAIT, socket.send(Message::Close(Some(frame)))).await;
+    }
+}
+
 async fn serve_view(
     mut socket: WebSocket,
     s: Arc<LiveSession>,
     stop: tokio_util::sync::CancellationToken,
+    watcher: Watcher,
 ) {
     use tokio::sync::broadcast::error::RecvError;
     let (mut frames, last) = s.watch();
@@ -222,6 +255,10 @@ async fn serve_view(
             },
             m = socket.recv() => match m {
                 Some(Ok(Message::Text(t))) => match serde_json::from_str::<Input>(&t) {
+                    Ok(_) if !watcher.still_admin() => {
+                        watcher.close_revoked(&mut socket).await;
+                        return;
+                    }
                     Ok(input) => s.send(input).await,
                     Err(e) => {
                         let _ = socket.send(send(json!({"type": "error", "error": format!("not an input: {e}")}))).await;
@@ -231,6 +268,10 @@ async fn serve_view(
                 Some(Ok(_)) => {}
             },
             _ = ticks.tick() => {
+                if !watcher.still_admin() {
+                    watcher.close_revoked(&mut socket).await;
+                    return;
+                }
                 let st = s.status();
                 if socket.send(send(json!({"type": "status", "status": st}))).await.is_err() {
                     return;

@@ -1,6 +1,7 @@
 //! `idpool serve`: the long-running daemon. `serve.rs` wires the pool, the
 //! MCP dispatcher, the HTTP listener and the signals together.
 
+mod admit;
 pub mod control;
 mod fleet;
 pub mod listener;

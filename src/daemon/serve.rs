@@ -105,7 +105,11 @@ impl Daemon {
             .merge(super::control::routes(control.clone()))
             .merge(super::live::routes(control.clone()))
             .merge(super::rest::routes(control.clone()))
-            .merge(super::fleet::routes(control))
+            .merge(super::fleet::routes(control.clone()))
+            .layer(axum::middleware::from_fn_with_state(
+                control,
+                super::admit::key_first,
+            ))
             .merge(mcp_routes);
         let notifier = Arc::new(Notifier::from_env());
         let signals = tokio::spawn(watch_signals(

@@ -15,6 +15,9 @@
 //!   never given to Chromium).
 //! - `serve`: one client connection (hyper): `CONNECT` tunnels and plain
 //!   HTTP forwarding; a refusal is a `403` the page sees.
+//! - `peer`: who may connect at all: the slot's own Chromium (its process
+//!   tree, found through `/proc`), so that no other local user can spend the
+//!   upstream's credentials, namespace or not.
 //!
 //! [`Egress`] owns the listener, its task and its counters; a refusal is also
 //! kept (the last [`KEPT_REFUSALS`]) so a browser operation can say what its
@@ -22,10 +25,12 @@
 
 mod dial;
 mod health;
+mod peer;
 mod serve;
 
 pub use dial::ProxyTls;
 pub use health::{HealthReport, ProxyState, UpstreamHealth};
+pub use peer::Peers;
 
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
@@ -78,7 +83,15 @@ pub struct EgressFacts {
     pub bytes_down: u64,
     /// The latest refusal, `host:port: reason`.
     pub last_refused: Option<String>,
+    /// Who may connect: the slot's own browser, by a peer check.
+    pub admits: &'static str,
+    /// Connections turned away because they came from outside the slot's
+    /// browser (another local process or user).
+    pub strangers: u64,
 }
+
+/// What [`EgressFacts::admits`] says.
+pub const ADMITS: &str = "the slot's browser only (peer check)";
 
 /// Settings of one slot's egress.
 #[derive(Debug, Clone)]
@@ -115,6 +128,8 @@ struct Shared {
     bytes_down: Arc<AtomicU64>,
     refusals: Mutex<VecDeque<Refusal>>,
     seq: AtomicU64,
+    peers: Arc<Peers>,
+    strangers: AtomicU64,
 }
 
 /// One slot's egress: a bound loopback listener, served until shutdown.
@@ -162,6 +177,8 @@ impl Egress {
             bytes_down: Arc::default(),
             refusals: Mutex::new(VecDeque::new()),
             seq: AtomicU64::new(0),
+            peers: Arc::default(),
+            strangers: AtomicU64::new(0),
         });
         let stop = stop.child_token();
         match tokio::runtime::Handle::try_current() {
@@ -185,6 +202,11 @@ impl Egress {
     /// `http://127.0.0.1:<port>`, for Chromium's `--proxy-server`.
     pub fn proxy_server(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// Whom this egress admits: tell it when the slot's Chromium starts.
+    pub fn peers(&self) -> &Arc<Peers> {
+        &self.shared.peers
     }
 
     /// Chain to another upstream from now on (a retired identity's new
@@ -246,6 +268,8 @@ impl Egress {
             bytes_up: s.bytes_up.load(Ordering::Relaxed),
             bytes_down: s.bytes_down.load(Ordering::Relaxed),
             last_refused: s.refusals.lock().back().map(ToString::to_string),
+            admits: ADMITS,
+            strangers: s.strangers.load(Ordering::Relaxed),
         }
     }
 }

@@ -1,7 +1,10 @@
 //! One browser connection to the egress, served by hyper: `CONNECT host:port`
 //! becomes a checked tunnel, an absolute-form `GET http://…` is forwarded to
-//! the checked address. Anything refused is a `403` whose body says why.
+//! the checked address. Anything refused is a `403` whose body says why; a
+//! connection from outside the slot's browser is answered `403` whatever it
+//! asks, before anything is dialled.
 
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,6 +27,10 @@ type Body = Either<Incoming, Full<Bytes>>;
 /// A browser that sends no request head within this is dropped.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a connection turned away is given to send its head and read
+/// the refusal.
+const STRANGER_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Accept connections until `stop`.
 pub(super) async fn accept_loop(
     listener: tokio::net::TcpListener,
@@ -35,7 +42,7 @@ pub(super) async fn accept_loop(
             a = listener.accept() => a,
             () = stop.cancelled() => return,
         };
-        let (stream, _) = match accepted {
+        let (stream, peer) = match accepted {
             Ok(a) => a,
             Err(e) => {
                 // EMFILE and friends: wait a moment rather than spin.
@@ -48,6 +55,10 @@ pub(super) async fn accept_loop(
         let shared = shared.clone();
         let stop = stop.clone();
         tokio::spawn(async move {
+            if let Err(why) = admitted(&shared, &stream, peer).await {
+                turn_away(stream, &shared, peer, why).await;
+                return;
+            }
             let service = hyper::service::service_fn(move |req| {
                 let shared = shared.clone();
                 let stop = stop.clone();
@@ -63,6 +74,58 @@ pub(super) async fn accept_loop(
             }
         });
     }
+}
+
+/// Whether the connection comes from the slot's own browser (`Peers`);
+/// the reason when not. `/proc` is read off the runtime's threads.
+async fn admitted(
+    shared: &Arc<Shared>,
+    stream: &tokio::net::TcpStream,
+    peer: SocketAddr,
+) -> Result<(), String> {
+    let local = stream
+        .local_addr()
+        .map_err(|e| format!("the connection has no address ({e})"))?;
+    let peers = shared.peers.clone();
+    let slot = shared.slot;
+    tokio::task::spawn_blocking(move || {
+        let began = std::time::Instant::now();
+        let verdict = peers.check(peer, local);
+        tracing::trace!(
+            slot,
+            us = began.elapsed().as_micros() as u64,
+            admitted = verdict.is_ok(),
+            "egress: peer check"
+        );
+        verdict
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("the peer check failed ({e})")))
+}
+
+/// Answer every request of a stranger's connection `403`, then close it:
+/// nothing it asks for is dialled, so the upstream never sees it.
+async fn turn_away(stream: tokio::net::TcpStream, shared: &Shared, peer: SocketAddr, why: String) {
+    shared.strangers.fetch_add(1, Ordering::Relaxed);
+    tracing::info!(slot = shared.slot, %peer, reason = %why, "egress turned away a connection from outside the slot's browser");
+    let slot = shared.slot;
+    let service = hyper::service::service_fn(move |_req| async move {
+        let mut r = answer(
+            StatusCode::FORBIDDEN,
+            format!("idpool egress: this proxy serves slot {slot}'s browser only\n"),
+        );
+        r.headers_mut().insert(
+            hyper::header::CONNECTION,
+            hyper::header::HeaderValue::from_static("close"),
+        );
+        Ok::<_, std::convert::Infallible>(r)
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(STRANGER_TIMEOUT)
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(stream), service);
+    let _ = tokio::time::timeout(STRANGER_TIMEOUT, conn).await;
 }
 
 async fn handle(

@@ -7,7 +7,7 @@
 //! rebinding DNS server could answer differently).
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -188,25 +188,17 @@ fn host_of(url: &Url) -> Result<String> {
     Ok(host)
 }
 
-/// Loopback, private (RFC 1918, ULA), link-local, CGNAT, unspecified, multicast,
-/// broadcast, documentation ranges, and IPv4 mapped into IPv6.
+/// Loopback, private (RFC 1918, ULA, site-local), link-local, CGNAT,
+/// unspecified, multicast, broadcast, documentation, benchmarking and reserved
+/// ranges; an IPv6 address that carries an IPv4 one (mapped, compatible,
+/// translated, NAT64, 6to4) is judged by the IPv4 inside, and the local-use
+/// NAT64 prefix `64:ff9b:1::/48` is private as a whole.
 pub fn is_private(ip: IpAddr) -> bool {
     match ip {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_documentation()
-                || (o[0] == 100 && (64..128).contains(&o[1]))
-                || o[0] == 0
-        }
+        IpAddr::V4(v4) => is_private_v4(v4),
         IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_private(IpAddr::V4(v4));
+            if let Some(v4) = embedded_ipv4(v6) {
+                return is_private_v4(v4);
             }
             let s = v6.segments();
             v6.is_loopback()
@@ -214,7 +206,53 @@ pub fn is_private(ip: IpAddr) -> bool {
                 || v6.is_multicast()
                 || (s[0] & 0xfe00) == 0xfc00
                 || (s[0] & 0xffc0) == 0xfe80
+                || (s[0] & 0xffc0) == 0xfec0
+                // 64:ff9b:1::/48, RFC 8215's local-use NAT64 prefix: the IPv4
+                // sits wherever the local translator's prefix length puts it,
+                // and only a local translator answers there, so all of it.
+                || s[..3] == [0x64, 0xff9b, 1]
         }
+    }
+}
+
+fn is_private_v4(v4: Ipv4Addr) -> bool {
+    let o = v4.octets();
+    v4.is_loopback()
+        || v4.is_private()
+        || v4.is_link_local()
+        || v4.is_unspecified()
+        || v4.is_broadcast()
+        || v4.is_multicast()
+        || v4.is_documentation()
+        || (o[0] == 100 && (64..128).contains(&o[1]))
+        || o[0] == 0
+        // 198.18.0.0/15: benchmarking (RFC 2544).
+        || (o[0] == 198 && (o[1] & 0xfe) == 18)
+        // 240.0.0.0/4: reserved (255.255.255.255 included).
+        || o[0] >= 240
+}
+
+/// The IPv4 address an IPv6 one carries, where a host or a gateway would
+/// reach it: `::ffff:a.b.c.d` (mapped), `::a.b.c.d` (compatible, deprecated
+/// but still routed by some stacks), `::ffff:0:a.b.c.d` (translated, RFC
+/// 2765), `64:ff9b::/96` (NAT64, RFC 6052) and
+/// `2002::/16` (6to4: the IPv4 is bits 16..48).
+fn embedded_ipv4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
+    let s = v6.segments();
+    let low = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    match s {
+        // `::` and `::1` are IPv6's own unspecified and loopback.
+        [0, 0, 0, 0, 0, 0, 0, 0 | 1] => None,
+        [0, 0, 0, 0, 0, 0xffff, _, _] | [0, 0, 0, 0, 0, 0, _, _] => Some(low),
+        [0, 0, 0, 0, 0xffff, 0, _, _] => Some(low),
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some(low),
+        [0x2002, hi, lo, ..] => Some(Ipv4Addr::new(
+            (hi >> 8) as u8,
+            hi as u8,
+            (lo >> 8) as u8,
+            lo as u8,
+        )),
+        _ => None,
     }
 }
 
@@ -283,6 +321,60 @@ mod tests {
         }
         for ip in ["93.184.216.34", "2606:4700::1"] {
             assert!(!is_private(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[test]
+    fn ipv4_inside_ipv6_is_judged_as_ipv4() {
+        for ip in [
+            "::127.0.0.1",
+            "::10.0.0.1",
+            "::ffff:0:127.0.0.1",
+            "::ffff:0:192.168.0.1",
+            "64:ff9b::127.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::1",
+            "64:ff9b:1:abcd::5db8:d822",
+            "2002:7f00:1::",
+            "2002:a9fe:a9fe::1",
+            "2002:c0a8:0101:ffff::",
+            "fec0::1",
+            "feff::1",
+        ] {
+            assert!(is_private(ip.parse().unwrap()), "{ip}");
+        }
+        // The same wrappers around a public IPv4 stay public, and so does
+        // the prefix next to each range.
+        for ip in [
+            "::93.184.216.34",
+            "::ffff:0:93.184.216.34",
+            "64:ff9b::93.184.216.34",
+            "2002:5db8:d822::1",
+            "64:ff9b:2::1",
+            "2003::1",
+            "fe7f::1",
+        ] {
+            assert!(!is_private(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[test]
+    fn benchmarking_and_reserved_ipv4_ranges() {
+        for ip in [
+            "198.18.0.1",
+            "198.19.255.255",
+            "240.0.0.1",
+            "250.1.2.3",
+            "255.255.255.255",
+            "::ffff:198.18.0.1",
+            "2002:f000:1::",
+        ] {
+            assert!(is_private(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["198.17.255.255", "198.20.0.1", "239.255.255.255"] {
+            // 239/8 is multicast, private for another reason.
+            let private = ip.starts_with("239.");
+            assert_eq!(is_private(ip.parse().unwrap()), private, "{ip}");
         }
     }
 }

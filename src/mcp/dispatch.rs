@@ -415,23 +415,22 @@ impl Core {
             return None;
         }
         let target = self.pool.forward_target(&strategy, login).await?;
-        let key = fleet.cluster().key()?;
         let who = super::forward::OnBehalf {
             principal: &ctx.principal.name,
             role: ctx.principal.role.to_string(),
             session: ctx.session.as_deref(),
         };
-        let from = fleet.cluster().node();
-        let end = match super::forward::call(&target.advertise, key, from, who, tool, args).await {
-            Ok(v) => CallEnd::from_fleet_json(&v).unwrap_or_else(|| {
-                CallEnd::Failed(Failure::internal(format!(
-                    "forwarding `{tool}` to {}: {}",
-                    target.node,
-                    crate::diag::one_line(&v.to_string(), 300)
-                )))
-            }),
-            Err(m) => CallEnd::Failed(Failure::internal(m)),
-        };
+        let end =
+            match super::forward::call(fleet.cluster(), &target.advertise, who, tool, args).await {
+                Ok(v) => CallEnd::from_fleet_json(&v).unwrap_or_else(|| {
+                    CallEnd::Failed(Failure::internal(format!(
+                        "forwarding `{tool}` to {}: {}",
+                        target.node,
+                        crate::diag::one_line(&v.to_string(), 300)
+                    )))
+                }),
+                Err(m) => CallEnd::Failed(Failure::internal(m)),
+            };
         Some((target.node, end))
     }
 }

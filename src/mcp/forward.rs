@@ -1,13 +1,19 @@
 //! Daemon-to-daemon calls in a fleet: a call none of this daemon's
 //! identities may take runs on a daemon that has one, through its
 //! `POST /api/v1/fleet/call/{tool}`, authenticated by the cluster key. The
-//! caller's name, role and session go along; the other side audits the
-//! call `from <node>` and never forwards it again.
+//! caller's name, role (capped at operator) and session go along; the other
+//! side audits the call `from <node>` and never forwards it again.
+//!
+//! Only [`FORWARDED_TOOLS`] travel, and the key goes only where
+//! [`Cluster::reach`] allows (an address read from Redis is not trusted).
 
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+
+use crate::auth::Role;
+use crate::cluster::{Cluster, FORWARDED_TOOLS, is_forwarded};
 
 /// The header that carries the cluster key.
 pub const KEY_HEADER: &str = "x-idpool-cluster-key";
@@ -37,31 +43,49 @@ pub struct OnBehalf<'a> {
     pub session: Option<&'a str>,
 }
 
+/// The most a forwarded call may do: what an operator may.
+pub const MAX_FORWARDED_ROLE: Role = Role::Operator;
+
 /// Run `tool` on the daemon at `advertise`: the answer of its fleet
 /// endpoint (see [`super::CallEnd::to_fleet_json`]), or why none came.
 pub async fn call(
+    cluster: &Cluster,
     advertise: &str,
-    key: &str,
-    from: &str,
     who: OnBehalf<'_>,
     tool: &str,
     args: &Value,
 ) -> Result<Value, String> {
+    if !is_forwarded(tool) {
+        return Err(format!(
+            "`{tool}` is not forwarded in a fleet (only {})",
+            FORWARDED_TOOLS.join(", ")
+        ));
+    }
+    let key = cluster
+        .key()
+        .ok_or("no cluster.key_file: nothing is forwarded")?;
+    let to = cluster.reach(advertise).await.inspect_err(|e| {
+        tracing::warn!(reason = %e, "a forward refused: the cluster key stays here");
+    })?;
     let http = client().ok_or("cannot build the fleet's HTTP client")?;
-    let url = format!(
-        "{}/api/v1/fleet/call/{tool}",
-        advertise.trim_end_matches('/')
-    );
+    let url = format!("{}/api/v1/fleet/call/{tool}", to.base);
+    let role = who
+        .role
+        .parse::<Role>()
+        .map_err(|_| format!("forwarding `{tool}`: the caller's role is unknown"))?
+        .min(MAX_FORWARDED_ROLE);
     let body = json!({
         "args": args,
         "principal": who.principal,
-        "role": who.role,
+        "role": role,
         "session": who.session,
     });
+    let advertise = &to.host;
     let resp = http
         .post(&url)
+        .header("host", &to.host)
         .header(KEY_HEADER, key)
-        .header(HOP_HEADER, from)
+        .header(HOP_HEADER, cluster.node())
         .header("content-type", "application/json")
         .body(body.to_string())
         .send()

@@ -139,18 +139,7 @@ pub(crate) fn check_origin(
             && origin
                 .split_once("://")
                 .is_some_and(|(_, rest)| rest.trim_end_matches('/').eq_ignore_ascii_case(host));
-        loopback
-            || same_origin
-            || allowed.iter().any(|a| {
-                let a = a.trim_end_matches('/');
-                a.eq_ignore_ascii_case(origin.trim_end_matches('/'))
-                    || url::Url::parse(a).ok().is_some_and(|w| {
-                        w.scheme() == u.scheme()
-                            && w.host_str() == u.host_str()
-                            && (a.ends_with(":*")
-                                || w.port_or_known_default() == u.port_or_known_default())
-                    })
-            })
+        loopback || same_origin || allowed.iter().any(|a| origin_listed(a, origin, &u))
     });
     if ok {
         Ok(())
@@ -159,6 +148,33 @@ pub(crate) fn check_origin(
             "Origin `{origin}` is not allowed (server.allowed_origins)"
         ))
     }
+}
+
+/// Whether the `server.allowed_origins` entry `entry` admits `origin`
+/// (parsed as `u`): the same scheme, host and port, or with `scheme://host:*`
+/// the same scheme and host on any port.
+fn origin_listed(entry: &str, origin: &str, u: &url::Url) -> bool {
+    let entry = entry.trim_end_matches('/');
+    if entry.eq_ignore_ascii_case(origin.trim_end_matches('/')) {
+        return true;
+    }
+    // `:*` is no port a URL parser takes: parse what is before it and
+    // compare everything but the port.
+    let (base, any_port) = match entry.strip_suffix(":*") {
+        Some(base) => (base, true),
+        None => (entry, false),
+    };
+    let Ok(w) = url::Url::parse(base) else {
+        return false;
+    };
+    // An origin is scheme, host and port: an entry with a path, a query or
+    // credentials names no origin.
+    let bare = w.path() == "/" && w.query().is_none() && w.username().is_empty();
+    bare && (!any_port || w.port().is_none())
+        && w.scheme() == u.scheme()
+        && w.host_str().is_some()
+        && w.host_str() == u.host_str()
+        && (any_port || w.port_or_known_default() == u.port_or_known_default())
 }
 
 #[cfg(test)]
@@ -191,5 +207,43 @@ mod tests {
         same.insert(header::HOST, HeaderValue::from_static("box.lan:8790"));
         assert!(check_origin(&same, &[], &["box.lan".to_string()]).is_ok());
         assert!(check_origin(&same, &[], &[]).is_err());
+    }
+
+    #[test]
+    fn an_origin_entry_ending_in_colon_star_matches_any_port_of_that_scheme_and_host() {
+        let o = |v: &str, allowed: &[&str]| {
+            let allowed: Vec<String> = allowed.iter().map(|a| a.to_string()).collect();
+            check_origin(&h(header::ORIGIN, v), &allowed, &[]).is_ok()
+        };
+        let any = ["https://app.example.com:*"];
+        assert!(o("https://app.example.com:8443", &any));
+        assert!(o("https://app.example.com", &any));
+        assert!(o("https://APP.example.com:1", &any));
+        assert!(!o("http://app.example.com:8443", &any), "another scheme");
+        assert!(!o("https://evil.app.example.com:8443", &any), "a subdomain");
+        assert!(!o("https://app.example.com.evil.test:8443", &any));
+        assert!(!o("https://app.example.co:8443", &any));
+        let local = ["http://localhost:*"];
+        assert!(o("http://localhost:5173", &local));
+        assert!(!o("http://evil.localhost:5173", &local));
+        // Without `:*` the port still counts; entries that name no origin
+        // match nothing.
+        assert!(!o(
+            "https://app.example.com:8443",
+            &["https://app.example.com"]
+        ));
+        assert!(o(
+            "https://app.example.com:443",
+            &["https://app.example.com"]
+        ));
+        assert!(!o(
+            "https://app.example.com:8443",
+            &["https://app.example.com:1:*"]
+        ));
+        assert!(!o(
+            "https://app.example.com:8443",
+            &["https://app.example.com/x:*"]
+        ));
+        assert!(!o("https://app.example.com:8443", &["*"]));
     }
 }

@@ -97,7 +97,7 @@ impl Pool {
         let aside = s.dir.join("cookies.json.before-adoption");
         s.jar().retire(&aside)?;
         let _ = std::fs::remove_file(&aside);
-        let n = s.jar().import(&cookies);
+        let n = s.jar().import(&cookies).taken;
         s.jar().save()?;
         s.take_identity(&record.identity)?;
         let now = Instant::now();
@@ -216,7 +216,10 @@ impl Pool {
             return None;
         }
         let nodes = c.nodes().await.ok()?;
-        for n in nodes.into_iter().filter(|n| n.node != c.node()) {
+        for n in nodes
+            .into_iter()
+            .filter(|n| n.node != c.node() && c.may_forward_to(&n.advertise))
+        {
             for fid in &n.identities {
                 let snap = c.sites(fid).await.ok()?;
                 let site = snap

@@ -210,7 +210,9 @@ impl Pool {
                 turn.push_cookies(t, &cookies).await?;
                 session.hosts.lock().insert(host);
                 let normal = |_: &str, _: &str, _: u16| crate::browser::PageState::Normal;
-                crate::browser::page::navigate(t, url.as_str(), None, &normal, deadline).await?;
+                let limit = slot.browser().page_limit();
+                crate::browser::page::navigate(t, url.as_str(), None, &normal, deadline, limit)
+                    .await?;
                 let here = t
                     .url()
                     .await

@@ -47,7 +47,11 @@ impl Default for Events {
 }
 
 impl Events {
+    /// Record and broadcast an event. Viewers read events: every string in
+    /// `detail` is redacted like an audit line (URLs' credentials, secret
+    /// query values).
     pub fn emit(&self, kind: &str, slot: Option<usize>, strategy: Option<&str>, detail: Value) {
+        let detail = crate::diag::redact_json(&detail);
         let ev = SlotEvent {
             ts: now_rfc3339(),
             kind: kind.to_string(),

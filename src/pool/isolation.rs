@@ -1,8 +1,14 @@
 //! Where the slots' browsers run: in the daemon's loopback-only network
-//! namespace when it can make one (`crate::netns`), else beside the daemon,
-//! said loudly.
+//! namespace (`crate::netns`), or — only when `browser.isolate = false` says
+//! so — beside the daemon on the machine's shared loopback. A pool that
+//! wants the namespace and cannot make one does not start: running the
+//! browsers where every local user can reach their DevTools ports is a
+//! choice the operator makes, never a fallback.
 
 use std::sync::Arc;
+
+use crate::config::BrowserConfig;
+use crate::error::{Error, Result};
 
 /// Whether the slots' browsers run in a network namespace of their own.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -15,19 +21,21 @@ pub struct Isolation {
     pub via: Option<&'static str>,
     /// Why not, when not.
     pub reason: Option<String>,
+    /// What the browsers expose to other processes of the machine.
+    pub exposes: String,
     /// Chromium's own sandbox is on (it cannot start as root: then
     /// `--no-sandbox`, with a warning).
     pub sandbox: bool,
 }
 
-/// The browsers' namespace when `wanted` and the system allows it; a loud
-/// warning when it does not.
+/// The browsers' namespace when `browser.isolate` (the default); an error
+/// naming the setting when it cannot be made.
 pub(super) fn isolate(
-    wanted: bool,
-    sandbox_wanted: bool,
-) -> (Option<Arc<crate::netns::Netns>>, Isolation) {
-    let sandbox = sandbox_wanted && !crate::browser::launcher::running_as_root();
-    if !sandbox_wanted {
+    browser: &BrowserConfig,
+    base_port: u16,
+) -> Result<(Option<Arc<crate::netns::Netns>>, Isolation)> {
+    let sandbox = browser.sandbox && !crate::browser::launcher::running_as_root();
+    if !browser.sandbox {
         tracing::info!(
             "browser.sandbox = false: the slots' browsers run with --no-sandbox (the container is the sandbox)"
         );
@@ -36,44 +44,44 @@ pub(super) fn isolate(
             "running as root: Chromium's sandbox cannot start, so the slots' browsers run with --no-sandbox (run idpool as its own user to keep it)"
         );
     }
-    if !wanted {
+    if !browser.isolate {
+        let exposes = crate::netns::shared_exposure(base_port);
         tracing::warn!(
-            "browser.isolate = false: the slots' Chromium share the daemon's network; their DevTools ports are open to every local process"
+            "browser.isolate = false: the slots' Chromium share the daemon's network: {exposes}"
         );
-        let reason = Some("browser.isolate = false".to_string());
-        return (
+        return Ok((
             None,
             Isolation {
                 isolated: false,
                 via: None,
-                reason,
+                reason: Some("browser.isolate = false".to_string()),
+                exposes,
                 sandbox,
             },
-        );
+        ));
     }
     match crate::netns::Netns::create() {
-        Ok(ns) => (
+        Ok(ns) => Ok((
             Some(Arc::new(ns)),
             Isolation {
                 isolated: true,
                 via: Some(crate::netns::Netns::how()),
                 reason: None,
+                exposes: crate::netns::ISOLATED_EXPOSURE.to_string(),
                 sandbox,
             },
-        ),
-        Err(reason) => {
-            tracing::warn!(
-                "browsers NOT isolated: {reason}; the slots' Chromium share the daemon's network and their DevTools ports are open to every local process"
-            );
-            (
-                None,
-                Isolation {
-                    isolated: false,
-                    via: None,
-                    reason: Some(reason),
-                    sandbox,
-                },
-            )
-        }
+        )),
+        Err(reason) => Err(not_isolated(&reason, base_port)),
     }
+}
+
+/// The start-up error of a pool that wants its browsers locked away and
+/// cannot lock them.
+fn not_isolated(reason: &str, base_port: u16) -> Error {
+    Error::config(format!(
+        "browser.isolate = true, but {reason}. The pool does not start with its browsers on the \
+         machine's network unless told to: give the daemon CAP_SYS_ADMIN or allow unprivileged \
+         user namespaces (`idpool doctor` checks), or set `isolate = false` under [browser] to accept this exposure: {}",
+        crate::netns::shared_exposure(base_port)
+    ))
 }

@@ -51,6 +51,9 @@ pub struct Fetched {
     pub login: Option<(crate::strategy::LoginState, String)>,
     /// The screenshot and PDF a browser call asked for.
     pub captured: crate::browser::Captured,
+    /// What of the answer was left out, in words (a browser page longer
+    /// than `http.max_body_bytes`).
+    pub cut: Vec<String>,
 }
 
 /// Permission to use one slot for one strategy.
@@ -175,21 +178,26 @@ impl Lease {
         }
         // `Bytes` clones share the buffer: the body is read in place.
         let raw = response.body.clone();
-        let text = crate::http::utf8_text(&raw);
-        let body = Body::new(&text, response.content_type());
-        let outcome = self.classify(response.status, response.final_url.as_str(), &body);
-        super::record_request(
-            &self.inner,
-            &self.strategy,
-            tier,
-            outcome.as_str(),
-            started.elapsed(),
-        );
-        let detail = self.explain(outcome, response.status, response.final_url.as_str(), &body);
-        let mut fetched = self.fetched(Via::Http, outcome, response, None);
-        fetched.detail = detail;
-        self.judge_login(&mut fetched, &body);
-        let seen = read(&fetched, &body);
+        // A big page is read without holding up the runtime thread's
+        // other tasks (the parse is bounded; this keeps it off their time).
+        let (fetched, seen) = crate::dom::offload::heavy(raw.len(), || {
+            let text = crate::http::utf8_text(&raw);
+            let body = Body::new(&text, response.content_type());
+            let outcome = self.classify(response.status, response.final_url.as_str(), &body);
+            super::record_request(
+                &self.inner,
+                &self.strategy,
+                tier,
+                outcome.as_str(),
+                started.elapsed(),
+            );
+            let detail = self.explain(outcome, response.status, response.final_url.as_str(), &body);
+            let mut fetched = self.fetched(Via::Http, outcome, response, None);
+            fetched.detail = detail;
+            self.judge_login(&mut fetched, &body);
+            let seen = read(&fetched, &body);
+            (fetched, seen)
+        });
         Ok((fetched, seen))
     }
 
@@ -229,34 +237,44 @@ impl Lease {
                 return Err(e);
             }
         };
+        let cut = page.cut_from.map(|n| {
+            format!(
+                "the page in the browser is {n} characters long; only its first {} were read (http.max_body_bytes)",
+                page.html.chars().count()
+            )
+        });
         let html = bytes::Bytes::from(page.html);
-        let text = crate::http::utf8_text(&html);
-        let body = Body::html_page(&text);
-        let outcome = self.classify(page.status, final_url.as_str(), &body);
-        super::record_request(
-            &self.inner,
-            &self.strategy,
-            3,
-            outcome.as_str(),
-            started.elapsed(),
-        );
-        let detail = self.explain(outcome, page.status, final_url.as_str(), &body);
-        let response = FetchResponse {
-            status: page.status,
-            final_url,
-            headers: page_headers(&page.headers),
-            body: html.clone(),
-            cookies_set: page.cookies.iter().map(|c| c.name.clone()).collect(),
-            elapsed: page.elapsed,
-            http_version: "browser".into(),
-        };
-        let missed = (!page.wait_for_met).then(|| wait_for.unwrap_or_default().to_string());
-        let mut fetched = self.fetched(Via::Browser, outcome, response, missed);
-        fetched.detail = detail;
-        fetched.refused = refused;
-        fetched.captured = page.captured;
-        self.judge_login(&mut fetched, &body);
-        let seen = read(&fetched, &body);
+        let (fetched, seen) = crate::dom::offload::heavy(html.len(), || {
+            let text = crate::http::utf8_text(&html);
+            let body = Body::html_page(&text);
+            let outcome = self.classify(page.status, final_url.as_str(), &body);
+            super::record_request(
+                &self.inner,
+                &self.strategy,
+                3,
+                outcome.as_str(),
+                started.elapsed(),
+            );
+            let detail = self.explain(outcome, page.status, final_url.as_str(), &body);
+            let response = FetchResponse {
+                status: page.status,
+                final_url,
+                headers: page_headers(&page.headers),
+                body: html.clone(),
+                cookies_set: page.cookies.iter().map(|c| c.name.clone()).collect(),
+                elapsed: page.elapsed,
+                http_version: "browser".into(),
+            };
+            let missed = (!page.wait_for_met).then(|| wait_for.unwrap_or_default().to_string());
+            let mut fetched = self.fetched(Via::Browser, outcome, response, missed);
+            fetched.detail = detail;
+            fetched.refused = refused;
+            fetched.captured = page.captured;
+            fetched.cut.extend(cut);
+            self.judge_login(&mut fetched, &body);
+            let seen = read(&fetched, &body);
+            (fetched, seen)
+        });
         Ok((fetched, seen))
     }
 
@@ -356,6 +374,7 @@ impl Lease {
             refused: Vec::new(),
             login: None,
             captured: Default::default(),
+            cut: Vec::new(),
         }
     }
 

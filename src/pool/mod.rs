@@ -165,7 +165,7 @@ impl Pool {
         };
         let events = Arc::new(Events::default());
         let stop = CancellationToken::new();
-        let (netns, isolation) = isolate(cfg.browser.isolate, cfg.browser.sandbox);
+        let (netns, isolation) = isolate(&cfg.browser, cfg.pool.base_port)?;
         let env = SlotEnv {
             data_dir: &cfg.pool.data_dir,
             base_port: cfg.pool.base_port,

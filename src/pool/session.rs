@@ -32,6 +32,9 @@ pub struct Imported {
     pub domains: BTreeMap<String, usize>,
     /// Cookies the jar would not take (a domain it refuses, say).
     pub rejected: usize,
+    /// Each cookie the jar refused: its position among the file's cookies,
+    /// name, domain and reason (never its value).
+    pub refused: Vec<crate::jar::Refusal>,
     /// `localStorage` items per origin, written into the slot's Chromium.
     pub local_storage: BTreeMap<String, usize>,
     /// The cookies went into the running browser as well.
@@ -92,7 +95,9 @@ impl Pool {
         let s = self.session_slot(slot)?;
         let read = resolve(text, format);
         let parsed = session::parse(text, format)?;
-        let mut imported = merge_cookies(&s, &parsed, read)?;
+        // From here on only what the jar took: a refused cookie goes
+        // neither into the browser nor into the login probes.
+        let (mut imported, parsed) = merge_cookies(&s, &parsed, read)?;
         if !parsed.cookies.is_empty() && s.browser_facts().running {
             let mut turn = s.browser().turn().await?;
             turn.set_cookies(&parsed.cookies).await?;
@@ -122,6 +127,7 @@ impl Pool {
             Some(slot),
             None,
             json!({"format": imported.format, "cookies": imported.cookies,
+                   "refused": imported.refused.len(),
                    "domains": imported.domains.keys().collect::<Vec<_>>(),
                    "origins": imported.local_storage.len()}),
         );
@@ -238,7 +244,7 @@ impl Pool {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
         let parsed = session::parse(&text, Format::Auto)?;
-        let imported = merge_cookies(s, &parsed, resolve(&text, Format::Auto))?;
+        let (imported, _) = merge_cookies(s, &parsed, resolve(&text, Format::Auto))?;
         tracing::info!(slot = s.id, file = %path.display(), cookies = imported.cookies, "session file imported");
         record.imported.insert(path.to_path_buf(), mtime);
         record.save(s)?;
@@ -255,20 +261,23 @@ impl Pool {
     }
 }
 
-/// Merge `parsed`'s cookies into the slot's jar and save it.
-fn merge_cookies(s: &Slot, parsed: &Session, format: &'static str) -> Result<Imported> {
-    let took = s.jar().import(&parsed.cookies);
+/// Merge `parsed`'s cookies into the slot's jar and save it; what it did,
+/// and the session less the cookies the jar refused.
+fn merge_cookies(s: &Slot, parsed: &Session, format: &'static str) -> Result<(Imported, Session)> {
+    let (report, accepted) = session::merge(s.jar(), parsed);
     s.jar().save()?;
-    Ok(Imported {
+    let imported = Imported {
         slot: s.id,
         format,
-        cookies: took,
-        domains: parsed.counts(),
-        rejected: parsed.cookies.len().saturating_sub(took),
+        cookies: report.taken,
+        domains: accepted.counts(),
+        rejected: report.refused.len(),
+        refused: report.refused,
         local_storage: BTreeMap::new(),
         browser: false,
         login: BTreeMap::new(),
-    })
+    };
+    Ok((imported, accepted))
 }
 
 /// The format `auto` settles on for `text`.

@@ -157,7 +157,8 @@ impl Slot {
             launch_spec(id, &profile, &dir, cdp_port, &egress, env),
             identity(&profile),
             env.browser.clone(),
-        );
+        )
+        .with_page_limit(env.http.max_body_bytes);
         let upstream = profile.proxy.clone();
         Ok(Slot {
             id,

@@ -65,6 +65,7 @@ pub(super) fn launch_spec(
         launch_timeout: std::time::Duration::from_secs(env.browser.launch_timeout_secs),
         netns: env.netns.clone(),
         sandbox: env.browser.sandbox,
+        egress_peers: Some(egress.peers().clone()),
     }
 }
 

@@ -151,15 +151,32 @@ pub fn detect(text: &str) -> Format {
 }
 
 /// Fill `jar` from a session file (a profile's `seed_cookies`) and save it;
-/// how many cookies it took.
+/// how many cookies it took (the jar logs each one it refused, by name,
+/// domain and reason).
 pub fn seed(jar: &crate::jar::Jar, file: &std::path::Path) -> Result<usize> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| Error::io(format!("cannot read seed cookies {}", file.display()), e))?;
     let parsed = parse(&text, Format::Auto)
         .map_err(|e| Error::config(format!("{}: {}", file.display(), e.message())))?;
-    let n = jar.import(&parsed.cookies);
+    let report = jar.import(&parsed.cookies);
     jar.save()?;
-    Ok(n)
+    Ok(report.taken)
+}
+
+/// Merge `session`'s cookies into `jar`, each judged by the jar's rules: the
+/// report of what took and what was refused (entry by entry, by position in
+/// the file's cookies), and the session less its refused cookies (what may
+/// go on into the browser). Its `localStorage` is kept whole.
+pub fn merge(jar: &crate::jar::Jar, session: &Session) -> (crate::jar::ImportReport, Session) {
+    let report = jar.import(&session.cookies);
+    let accepted = Session {
+        cookies: (session.cookies.iter().enumerate())
+            .filter(|(i, _)| !report.refused_entry(*i))
+            .map(|(_, c)| c.clone())
+            .collect(),
+        origins: session.origins.clone(),
+    };
+    (report, accepted)
 }
 
 /// A cookie's fields checked the same way whatever the file: a name, a
@@ -267,6 +284,33 @@ mod tests {
             .map(|c| c.name)
             .collect();
         assert_eq!(kept, ["a", "b"]);
+    }
+
+    #[test]
+    fn a_merge_refuses_entry_by_entry_and_keeps_the_rest_of_the_file() {
+        let s = Session {
+            cookies: vec![
+                cookie("good", "shop.test", false),
+                cookie("x", "com", false),
+                cookie("also", "www.shop.test", true),
+            ],
+            origins: vec![OriginStorage {
+                origin: "https://shop.test".into(),
+                local_storage: vec![StorageItem {
+                    name: "cart".into(),
+                    value: "1".into(),
+                }],
+            }],
+        };
+        let jar = crate::jar::Jar::in_memory();
+        let (report, kept) = merge(&jar, &s);
+        assert_eq!(report.taken, 2);
+        let refused: Vec<String> = report.refused.iter().map(|r| r.to_string()).collect();
+        assert_eq!(refused, ["cookie `x` for `com`: a public suffix"]);
+        let names: Vec<&str> = kept.cookies.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["good", "also"]);
+        assert_eq!(kept.origins, s.origins);
+        assert_eq!(jar.count(), 2);
     }
 
     #[test]

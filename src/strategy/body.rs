@@ -38,7 +38,7 @@ impl BodyKind {
 pub struct Body<'a> {
     text: &'a str,
     kind: BodyKind,
-    html: OnceCell<Html>,
+    html: OnceCell<crate::dom::Parsed>,
 }
 
 impl<'a> Body<'a> {
@@ -76,7 +76,17 @@ impl<'a> Body<'a> {
     /// The body parsed as an HTML document (whatever it is: an `html` tier
     /// reads it as HTML).
     pub fn html(&self) -> &Html {
-        self.html.get_or_init(|| Html::parse_document(self.text))
+        &self.parsed().html
+    }
+
+    fn parsed(&self) -> &crate::dom::Parsed {
+        self.html.get_or_init(|| crate::dom::document(self.text))
+    }
+
+    /// What the bounded parse cut of the page (nothing when it was never
+    /// parsed as HTML).
+    pub fn cut(&self) -> crate::dom::Cut {
+        self.html.get().map(|p| p.cut).unwrap_or_default()
     }
 
     /// The body parsed as JSON, `Err` naming why it is not. Markers never

@@ -152,6 +152,8 @@ pub struct Extracted {
     pub next_url: Option<String>,
     /// The page proved itself genuinely empty.
     pub empty: bool,
+    /// What the bounded parse of the page left out.
+    pub cut: crate::dom::Cut,
 }
 
 fn pointer_ok(p: &str) -> bool {
@@ -216,17 +218,18 @@ impl Locate<'_> {
     }
 
     fn css(&self, s: &Spanned<String>, what: &str) -> Result<Locator, Diagnostic> {
-        Selector::parse(s.get_ref()).map(Locator::Css).map_err(|e| {
-            self.at(
-                s.span(),
-                format!(
-                    "{}.{what} `{}` is not a valid CSS selector ({})",
-                    self.label,
-                    s.get_ref(),
-                    crate::diag::css_error(&e)
-                ),
-            )
-        })
+        crate::dom::selector::parse(s.get_ref())
+            .map(Locator::Css)
+            .map_err(|why| {
+                self.at(
+                    s.span(),
+                    format!(
+                        "{}.{what} `{}` {why}",
+                        self.label,
+                        crate::dom::selector::shown(s.get_ref()),
+                    ),
+                )
+            })
     }
 
     fn ptr(&self, s: &Spanned<String>, what: &str) -> Result<Locator, Diagnostic> {
@@ -413,6 +416,7 @@ impl Extractor {
             Format::Html => {
                 let doc = body.html();
                 let mut out = self.html_items(doc);
+                out.cut = body.cut();
                 out.empty =
                     matches!(&self.empty, Some(Locator::Css(s)) if doc.select(s).next().is_some());
                 if let Some(Locator::Css(s)) = &self.next
@@ -449,8 +453,8 @@ impl Extractor {
                 } else {
                     let p = html_pointer.unwrap_or("");
                     let doc = match json.pointer(p) {
-                        Some(Value::String(s)) => Html::parse_fragment(s),
-                        Some(Value::Array(a)) => Html::parse_fragment(
+                        Some(Value::String(s)) => crate::dom::fragment(s),
+                        Some(Value::Array(a)) => crate::dom::fragment(
                             &a.iter()
                                 .filter_map(Value::as_str)
                                 .collect::<Vec<_>>()
@@ -458,7 +462,9 @@ impl Extractor {
                         ),
                         _ => return Err(format!("no HTML at `{p}` in the JSON response")),
                     };
-                    self.html_items(&doc)
+                    let mut out = self.html_items(&doc.html);
+                    out.cut = doc.cut;
+                    out
                 };
                 out.empty = empty;
                 out.has_more = has_more;

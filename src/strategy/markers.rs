@@ -52,15 +52,14 @@ impl MarkerFile {
             }
         }
         let selector = match &self.selector {
-            Some(s) => Some(Selector::parse(s.get_ref()).map_err(|e| {
+            Some(s) => Some(crate::dom::selector::parse(s.get_ref()).map_err(|why| {
                 Diagnostic::at(
                     path,
                     text,
                     Some(s.span()),
                     format!(
-                        "{table}.selector `{}` is not a valid CSS selector ({})",
-                        s.get_ref(),
-                        crate::diag::css_error(&e)
+                        "{table}.selector `{}` {why}",
+                        crate::dom::selector::shown(s.get_ref()),
                     ),
                 )
             })?),

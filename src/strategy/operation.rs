@@ -329,13 +329,12 @@ impl TierFile {
                     format!("{label}.wait_for only applies to tier3 (the browser)"),
                 ));
             }
-            scraper::Selector::parse(w.get_ref()).map_err(|e| {
+            crate::dom::selector::parse(w.get_ref()).map_err(|why| {
                 src.at(
                     w.span(),
                     format!(
-                        "{label}.wait_for `{}` is not a valid CSS selector ({})",
-                        w.get_ref(),
-                        crate::diag::css_error(&e)
+                        "{label}.wait_for `{}` {why}",
+                        crate::dom::selector::shown(w.get_ref()),
                     ),
                 )
             })?;

@@ -81,6 +81,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/whoami", get(whoami))
         .route("/reach-out", get(reach_out))
         .route("/storage", get(|| async { Html(html::storage()) }))
+        .merge(super::hostile::routes())
         .merge(super::control::routes())
         .with_state(shared)
 }

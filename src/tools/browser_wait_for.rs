@@ -38,7 +38,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
         (Some(t), None, None) => Until::Text(t),
         (None, Some(s), None) => {
             if let Some(p) = crate::diag::css_problem(&s) {
-                return Err(invalid(p));
+                return Err(invalid(format!("`selector`: {p}")));
             }
             Until::Selector(s)
         }

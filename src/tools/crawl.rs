@@ -272,17 +272,32 @@ async fn crawl(pool: &Pool, plan: &Plan, job: &Arc<Job>, opts: &RunOptions) {
         done += 1;
         let record = match fetched {
             Ok(f) => {
+                // Read on a page worker: a hostile page costs a worker its
+                // time, never the runtime's.
                 let raw = f.response.text();
-                let page = Page::parse(&raw, &f.response.final_url);
-                if depth < plan.max_depth {
-                    for (link, _) in page.links() {
-                        let link = normal(&link);
-                        if plan.follows(&link) && seen.insert(link.clone()) {
-                            queue.push_back((link, depth + 1));
+                let (format, only_main, max_chars) = (plan.format, plan.only_main, plan.max_chars);
+                let read = crate::dom::offload::run("reading a crawled page", move || {
+                    let page = Page::parse(&raw, &f.response.final_url);
+                    let links = page.links();
+                    let record = page_record(format, only_main, max_chars, &f, &page, &raw, depth);
+                    (links, record)
+                })
+                .await;
+                match read {
+                    Ok((links, record)) => {
+                        if depth < plan.max_depth {
+                            for (link, _) in links {
+                                let link = normal(&link);
+                                if plan.follows(&link) && seen.insert(link.clone()) {
+                                    queue.push_back((link, depth + 1));
+                                }
+                            }
                         }
+                        record
                     }
+                    Err(e) => json!({"url": url.as_str(), "status": null, "title": null,
+                        "depth": depth, "content": "", "error": e.message()}),
                 }
-                page_record(plan, &f, &page, &raw, depth)
             }
             Err(e) => json!({"url": url.as_str(), "status": null, "title": null, "depth": depth,
                 "content": "", "error": e.message()}),
@@ -311,7 +326,9 @@ async fn robots_refusal(pool: &Pool, url: &url::Url) -> Option<String> {
 }
 
 fn page_record(
-    plan: &Plan,
+    format: Format,
+    only_main: bool,
+    max_chars: usize,
     f: &crate::pool::Fetched,
     page: &Page,
     raw: &str,
@@ -321,18 +338,22 @@ fn page_record(
     let (content, error) = if f.outcome.is_failure() {
         (String::new(), Some(format!("{} (HTTP {})", f.outcome.as_str(), r.status)))
     } else {
-        match scrape::convert(page, raw, plan.format, plan.only_main) {
+        match scrape::convert(page, raw, format, only_main) {
             Ok(c) => (c, None),
             Err(e) => (String::new(), Some(e.message().to_string())),
         }
     };
     let total = content.chars().count();
-    let content: String = content.chars().take(plan.max_chars).collect();
+    let content: String = content.chars().take(max_chars).collect();
     let mut v = json!({
         "url": r.final_url.as_str(), "status": r.status, "title": page.title(), "depth": depth,
         "outcome": f.outcome.as_str(), "via": match f.via { crate::pool::Via::Http => "http", crate::pool::Via::Browser => "browser" },
-        "content": content, "truncated": total > plan.max_chars,
+        "content": content, "truncated": total > max_chars,
     });
+    let cut = page.cut().notes();
+    if !cut.is_empty() {
+        v["warnings"] = json!(cut);
+    }
     if let Some(e) = error {
         v["error"] = json!(e);
     }

@@ -20,7 +20,11 @@ pub const SPEC: Spec = Spec {
          goes into the slot's Chromium profile. `session` is the file's text: Netscape \
          cookies.txt, the JSON array of Cookie-Editor / EditThisCookie, or a storageState \
          (`format` auto-detects). A bad file is refused with the line or entry named and \
-         changes nothing. Reports the cookies taken per domain.",
+         changes nothing. The jar judges each cookie as a browser would: one whose domain \
+         is a public suffix (`com`, `co.uk`, `github.io`, `test`), or with a `__Host-` / \
+         `__Secure-` name it does not live up to, is refused on its own and listed in \
+         `refused` (its position among the file's cookies, name, domain and reason); the \
+         rest of the file is imported. Reports the cookies taken per domain.",
     ),
     input: input_schema::<Args>,
     strategy_enum: false,
@@ -29,6 +33,9 @@ pub const SPEC: Spec = Spec {
             json!({
                 "slot": {"type": "integer"}, "format": {"type": "string"},
                 "cookies": {"type": "integer"}, "rejected": {"type": "integer"},
+                "refused": {"type": "array", "items": {"type": "object", "properties": {
+                    "entry": {"type": "integer"}, "name": {"type": "string"},
+                    "domain": {"type": "string"}, "reason": {"type": "string"}}}},
                 "domains": {"type": "object"}, "local_storage": {"type": "object"},
                 "browser": {"type": "boolean"},
             }),

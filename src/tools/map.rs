@@ -154,7 +154,15 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
     if a.sitemap != Sitemaps::Only {
         match pool.fetch(FetchRequest::get(start.clone()), slot).await {
             Ok(f) if !f.outcome.is_failure() => {
-                let links = Page::parse(&f.response.text(), &f.response.final_url).links();
+                let (raw, at) = (f.response.text(), f.response.final_url.clone());
+                let links = crate::dom::offload::run("reading the start page", move || {
+                    Page::parse(&raw, &at).links()
+                })
+                .await
+                .unwrap_or_else(|e| {
+                    problems.push(format!("{start}: {}", e.message()));
+                    Vec::new()
+                });
                 opts.report(|| format!("{start}: {} links", links.len()));
                 for (link, _) in links {
                     found.add(&scope, link);

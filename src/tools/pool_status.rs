@@ -34,7 +34,10 @@ pub const SPEC: Spec = Spec {
          logged_out, unknown, since when and why), browser (running, pid, port, operations, \
          RSS), cookies (count, last saved), last success and error, and calibration: how \
          closely the HTTP tier matches the slot's browser (browser and HTTP JA4, HTTP/2 and \
-         headers equal, the residual differences by name). Server: open connections and MCP \
+         headers equal, the residual differences by name), and egress (its listener, whom it \
+         admits: the slot's browser only, and strangers turned away). Browsers: whether they \
+         run locked in their own network namespace, and what they expose to the machine \
+         (exposes). Server: open connections and MCP \
          sessions per transport against their bounds. Drift per strategy and operation: \
          how often each field came back empty on the last pages against its own history, and \
          whether it is drifting (the site's markup may have changed). Cluster (in a fleet): this node, up or \
@@ -53,7 +56,7 @@ pub const SPEC: Spec = Spec {
                 "requests_per_minute": {"type": ["number", "null"]},
                 "max_requests_per_minute": {"type": ["number", "null"]},
                 "adaptive": {"type": "boolean"}, "cuts": {"type": "integer"},
-            }}}, "cluster": {"type": ["object", "null"], "description": "In a fleet: node, state (up or degraded), redis (no credentials), for_secs, last_error, reconnects, adopted."}, "fleet": {"type": ["object", "null"]}, "drift": {"type": "object", "description": "Per strategy and operation: pages seen, drifting, without_items {empty_ratio, baseline, drifting} and fields {name: {empty_ratio, baseline, drifting}}."}, "server": {"type": "object", "description": "What the daemon holds open: connections {open, max} and MCP sessions {http, sse, max, evicted}."}}),
+            }}}, "browsers": {"type": "object", "description": "isolated, via, reason, sandbox, and exposes: what the slots' browsers expose to other local users."}, "cluster": {"type": ["object", "null"], "description": "In a fleet: node, state (up or degraded), redis (no credentials), for_secs, last_error, reconnects, adopted."}, "fleet": {"type": ["object", "null"]}, "drift": {"type": "object", "description": "Per strategy and operation: pages seen, drifting, without_items {empty_ratio, baseline, drifting} and fields {name: {empty_ratio, baseline, drifting}}."}, "server": {"type": "object", "description": "What the daemon holds open: connections {open, max} and MCP sessions {http, sse, max, evicted}."}}),
             &["slots", "strategies"],
         )
     },

@@ -312,9 +312,17 @@ fn plan(a: &Args) -> Result<Plan> {
     })
 }
 
+/// What a page worker read of a page.
+struct Read {
+    title: Option<String>,
+    pieces: serde_json::Map<String, Value>,
+    data: Option<Value>,
+    cut: crate::dom::Cut,
+}
+
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
     let a: Args = parse("scrape", args)?;
-    let plan = plan(&a)?;
+    let mut plan = plan(&a)?;
     pool.guard().check_static(&plan.url)?;
     let fetched = match a.timeout {
         Some(t) => tokio::time::timeout(Duration::from_secs(t), fetch(pool, &plan, opts))
@@ -342,12 +350,46 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
         )
         .retryable(false));
     }
+    // Everything that reads the page runs on a page worker: a hostile page
+    // costs a worker its time, never a runtime thread.
     let raw = r.text();
-    let page = Page::parse(&raw, &r.final_url);
+    let page_url = r.final_url.clone();
+    let formats = plan.formats.clone();
+    let extractor = plan.extractor.take();
+    let (only_main, start, max, list) = (
+        a.only_main_content,
+        a.start_index,
+        a.max_chars,
+        a.items.is_some(),
+    );
+    let read = crate::dom::offload::run("reading the page", move || -> Result<Read> {
+        let page = Page::parse(&raw, &page_url);
+        let mut pieces = serde_json::Map::new();
+        for f in formats.iter().filter(|f| !f.needs_browser()) {
+            let text = convert(&page, &raw, *f, only_main)?;
+            pieces.insert(f.name().into(), piece(&text, start, max));
+        }
+        let mut cut = page.cut();
+        let data = match &extractor {
+            Some(x) => {
+                let (v, c) = extract(x, &raw, &page_url, list)?;
+                cut.merge(c);
+                Some(v)
+            }
+            None => None,
+        };
+        Ok(Read {
+            title: page.title(),
+            pieces,
+            data,
+            cut,
+        })
+    })
+    .await??;
     let mut out = json!({
         "url": r.final_url.as_str(),
         "status": r.status,
-        "title": page.title(),
+        "title": read.title,
         "slot": fetched.slot,
         // A whole page: tier 2 over HTTP, tier 3 in the browser.
         "tier": match fetched.via { Via::Http => 2, Via::Browser => 3 },
@@ -357,11 +399,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
         // Requests of the page the browser's egress refused.
         "refused": fetched.refused,
     });
-    let mut pieces = serde_json::Map::new();
-    for f in plan.formats.iter().filter(|f| !f.needs_browser()) {
-        let text = convert(&page, &raw, *f, a.only_main_content)?;
-        pieces.insert(f.name().into(), piece(&text, a.start_index, a.max_chars));
-    }
+    let pieces = read.pieces;
     let first = plan.formats.iter().find(|f| !f.needs_browser());
     let head = first
         .and_then(|f| pieces.get(f.name()).cloned())
@@ -371,8 +409,13 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
         out[k] = head[k].clone();
     }
     out["formats"] = Value::Object(pieces);
-    if let Some(x) = &plan.extractor {
-        out["data"] = extract(x, &raw, &r.final_url, a.items.is_some())?;
+    if let Some(data) = read.data {
+        out["data"] = data;
+    }
+    let mut warnings = read.cut.notes();
+    warnings.extend(fetched.cut.iter().cloned());
+    if !warnings.is_empty() {
+        out["warnings"] = json!(warnings);
     }
     media(&mut out, &fetched.captured, &r.final_url)?;
     Ok(out)
@@ -392,16 +435,23 @@ fn piece(text: &str, start: usize, max: usize) -> Value {
 }
 
 /// The `selectors` fields: one object, or with `items` a list.
-fn extract(x: &Extractor, raw: &str, url: &url::Url, list: bool) -> Result<Value> {
+fn extract(
+    x: &Extractor,
+    raw: &str,
+    url: &url::Url,
+    list: bool,
+) -> Result<(Value, crate::dom::Cut)> {
     let got = x
         .extract(raw, None, url)
         .map_err(|e| Error::new(ErrorKind::Internal, format!("`selectors`: {e}")))?;
+    let cut = got.cut;
     let mut items = got.items.into_iter().map(Value::Object);
-    Ok(if list {
+    let v = if list {
         Value::Array(items.collect())
     } else {
         items.next().unwrap_or_else(|| json!({}))
-    })
+    };
+    Ok((v, cut))
 }
 
 /// The screenshot and PDF: described in the result, their bytes in
@@ -517,7 +567,7 @@ async fn fetch(pool: &Pool, plan: &Plan, opts: &RunOptions) -> Result<Fetched> {
 }
 
 fn selector_in(body: &Body<'_>, selector: &str) -> bool {
-    match scraper::Selector::parse(selector) {
+    match crate::dom::selector::parse(selector) {
         Ok(sel) => body.html().select(&sel).next().is_some(),
         Err(_) => false,
     }

@@ -13,6 +13,7 @@ use std::sync::LazyLock;
 
 use scraper::{ElementRef, Html, Selector};
 
+use crate::dom::Cut;
 use crate::error::{Error, ErrorKind, Result};
 
 fn sel(css: &str) -> Selector {
@@ -72,21 +73,29 @@ fn noisy(e: &ElementRef<'_>) -> bool {
     v.classes().any(noisy_token) || v.id().is_some_and(noisy_token)
 }
 
-/// A page, parsed once.
+/// A page, parsed once, within [`crate::dom`]'s bounds. Not `Send` (the
+/// parse's strings are not): build and read it on one thread, a page
+/// worker's ([`crate::dom::offload`]) for anything a site sent.
 pub struct Page {
     doc: Html,
     base: url::Url,
+    cut: Cut,
 }
 
 impl Page {
     /// `url`: where the page was fetched from (its `<base href>` wins).
     pub fn parse(html: &str, url: &url::Url) -> Page {
-        let doc = Html::parse_document(html);
+        let crate::dom::Parsed { html: doc, cut } = crate::dom::document(html);
         let base = (doc.select(&BASE).next())
             .and_then(|b| b.value().attr("href"))
             .and_then(|h| url.join(h).ok())
             .unwrap_or_else(|| url.clone());
-        Page { doc, base }
+        Page { doc, base, cut }
+    }
+
+    /// What the bounded parse left out of the page.
+    pub fn cut(&self) -> Cut {
+        self.cut
     }
 
     /// The `<title>`, trimmed.
@@ -192,7 +201,7 @@ impl Page {
 
     /// The text of [`Page::cleaned_html`], one line per text node.
     pub fn text(&self, only_main: bool) -> String {
-        let doc = Html::parse_fragment(&self.cleaned_html(only_main));
+        let doc = crate::dom::fragment(&self.cleaned_html(only_main)).html;
         let lines: Vec<&str> = (doc.root_element().descendants())
             .filter_map(|n| n.value().as_text().map(|t| t.trim()))
             .filter(|t| !t.is_empty())

@@ -1,6 +1,12 @@
 //! A slot's cookie jar: `cookie_store` behind a lock, shared with the slot's wreq
 //! client through wreq's `CookieStore` trait, and persisted as JSON.
 //!
+//! Every road in is judged by the same rules first (`rules`): a response's
+//! `Set-Cookie` (`set_cookies`, `set_cookie`), the browser's cookies and
+//! session files (`import`), and a jar file read back (`open`). A cookie
+//! for a public suffix, a `Secure` one from plain http, or a prefixed name
+//! without what its prefix demands never reaches the store.
+//!
 //! The jar module alone writes cookie files. A save writes a temp file (mode 0600),
 //! fsyncs it, renames it over the jar and fsyncs the folder, so a crash at any
 //! instant leaves either the old jar or the new one, never half of one.
@@ -12,11 +18,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use cookie_store::{Cookie as StoredCookie, CookieStore as Store};
-use http::{HeaderValue, Uri, Version};
 use parking_lot::{Mutex, RwLock};
 use url::Url;
 
 use crate::error::{Error, ErrorKind, Result};
+
+mod roads;
+mod rules;
+
+use roads::{import_one, read_store, store_set_cookie};
+
+pub use rules::{Reason, Refusal, is_public_suffix, is_secure_origin};
 
 /// One slot's cookies.
 pub struct Jar {
@@ -72,6 +84,21 @@ pub fn domains_related(cookie: &str, domain: &str) -> bool {
             .is_some_and(|p| p.ends_with('.'))
 }
 
+/// What an import did: how many cookies the jar took, and each one it
+/// refused, with its position in the list it was given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImportReport {
+    pub taken: usize,
+    pub refused: Vec<Refusal>,
+}
+
+impl ImportReport {
+    /// Whether the entry at `index` was refused.
+    pub fn refused_entry(&self, index: usize) -> bool {
+        self.refused.iter().any(|r| r.entry == Some(index))
+    }
+}
+
 /// What happened when a jar was opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OpenNote {
@@ -97,9 +124,18 @@ impl Jar {
     /// Open the jar at `path`. A missing file gives an empty jar (`Fresh`: the
     /// pool may seed it); a corrupt file is moved aside as `<name>.corrupt-<unix>`.
     pub fn open(path: &Path) -> Result<(Jar, OpenNote)> {
+        let mut dirty = false;
         let (store, note) = match File::open(path) {
             Ok(file) => match read_store(BufReader::new(file)) {
-                Ok(store) => {
+                Ok((store, dropped)) => {
+                    // Planted before the rules held (or written by hand):
+                    // dropped now, and the next save leaves them out.
+                    for r in &dropped {
+                        tracing::warn!(jar = %path.display(), cookie = %r.name, domain = %r.domain, reason = %r.reason, "cookie dropped from the jar on load");
+                    }
+                    if !dropped.is_empty() {
+                        dirty = true;
+                    }
                     let n = store.iter_unexpired().count();
                     (store, OpenNote::Loaded(n))
                 }
@@ -132,7 +168,7 @@ impl Jar {
         let jar = Jar {
             store: RwLock::new(store),
             path: path.to_path_buf(),
-            dirty: AtomicBool::new(false),
+            dirty: AtomicBool::new(dirty),
             save_lock: Mutex::new(()),
             last_saved: AtomicU64::new(0),
             save_error: Mutex::new(None),
@@ -177,13 +213,18 @@ impl Jar {
             .collect()
     }
 
-    /// Store one `Set-Cookie` value as if received from `url`.
-    pub fn insert_set_cookie(&self, set_cookie: &str, url: &Url) -> bool {
-        let ok = self.store.write().parse(set_cookie, url).is_ok();
-        if ok {
+    /// Store one `Set-Cookie` value as if received from `url`, or say why not.
+    pub fn set_cookie(&self, set_cookie: &str, url: &Url) -> std::result::Result<(), Refusal> {
+        let result = store_set_cookie(&mut self.store.write(), set_cookie, url);
+        if result.is_ok() {
             self.dirty.store(true, Ordering::Release);
         }
-        ok
+        result
+    }
+
+    /// Store one `Set-Cookie` value as if received from `url`; whether it took.
+    pub fn insert_set_cookie(&self, set_cookie: &str, url: &Url) -> bool {
+        self.set_cookie(set_cookie, url).is_ok()
     }
 
     /// Every unexpired cookie that belongs to `domain` or one of its subdomains, or
@@ -226,40 +267,32 @@ impl Jar {
             .collect()
     }
 
-    /// Store cookies that came from elsewhere (the browser); returns how many took.
-    pub fn import(&self, cookies: &[PortableCookie]) -> usize {
-        let mut store = self.store.write();
-        let mut n = 0;
-        for c in cookies {
-            let host = c.domain.trim_start_matches('.');
-            let scheme = if c.secure { "https" } else { "http" };
-            let Ok(url) = Url::parse(&format!("{scheme}://{host}{}", c.path)) else {
-                continue;
-            };
-            let mut s = format!("{}={}; Path={}", c.name, c.value, c.path);
-            if !c.host_only {
-                s.push_str(&format!("; Domain={host}"));
-            }
-            if let Some(exp) = c.expires {
-                s.push_str(&format!("; Max-Age={}", (exp - unix_now() as i64).max(0)));
-            }
-            if c.secure {
-                s.push_str("; Secure");
-            }
-            if c.http_only {
-                s.push_str("; HttpOnly");
-            }
-            if let Some(ss) = &c.same_site {
-                s.push_str(&format!("; SameSite={ss}"));
-            }
-            if store.parse(&s, &url).is_ok() {
-                n += 1;
+    /// Store cookies that came from elsewhere (the browser, a session file),
+    /// each judged by the jar's rules first; what took and what was refused
+    /// (each named, with its reason, and logged without its value).
+    pub fn import(&self, cookies: &[PortableCookie]) -> ImportReport {
+        let mut report = ImportReport::default();
+        {
+            let mut store = self.store.write();
+            for (i, c) in cookies.iter().enumerate() {
+                match import_one(&mut store, c) {
+                    Ok(()) => report.taken += 1,
+                    Err(reason) => report.refused.push(Refusal {
+                        entry: Some(i),
+                        name: c.name.clone(),
+                        domain: c.domain.clone(),
+                        reason,
+                    }),
+                }
             }
         }
-        if n > 0 {
+        for r in &report.refused {
+            tracing::warn!(jar = %self.path.display(), cookie = %r.name, domain = %r.domain, reason = %r.reason, "cookie refused on import");
+        }
+        if report.taken > 0 {
             self.dirty.store(true, Ordering::Release);
         }
-        n
+        report
     }
 
     /// Forget every cookie (a retired identity) and move the file aside to
@@ -316,149 +349,12 @@ impl Jar {
     }
 }
 
-fn read_store(reader: impl std::io::Read) -> std::result::Result<Store, String> {
-    let cookies: Vec<StoredCookie<'static>> =
-        serde_json::from_reader(reader).map_err(|e| e.to_string())?;
-    Store::from_cookies(cookies.into_iter().map(Ok::<_, String>), false)
-}
-
-fn unix_now() -> u64 {
+pub(super) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
 }
 
-/// The adapter wreq needs: wreq 6 has no cookie_store integration of its own.
-impl wreq::cookie::CookieStore for Jar {
-    fn set_cookies(&self, headers: &mut dyn Iterator<Item = &HeaderValue>, uri: &Uri) {
-        let Ok(url) = Url::parse(&uri.to_string()) else {
-            return;
-        };
-        let cookies: Vec<cookie::Cookie<'static>> = headers
-            .filter_map(|h| h.to_str().ok())
-            .filter_map(|s| cookie::Cookie::parse(s.to_string()).ok())
-            .collect();
-        if cookies.is_empty() {
-            return;
-        }
-        self.store
-            .write()
-            .store_response_cookies(cookies.into_iter(), &url);
-        self.dirty.store(true, Ordering::Release);
-    }
-
-    /// One `cookie` field per cookie over HTTP/2 (Chromium sends "crumbs",
-    /// RFC 9113 §8.2.3), one joined field over HTTP/1.1.
-    fn cookies(&self, uri: &Uri, version: Version) -> wreq::cookie::Cookies {
-        let Ok(url) = Url::parse(&uri.to_string()) else {
-            return wreq::cookie::Cookies::Empty;
-        };
-        let pairs: Vec<String> = self
-            .store
-            .read()
-            .get_request_values(&url)
-            .map(|(n, v)| format!("{n}={v}"))
-            .collect();
-        if pairs.is_empty() {
-            return wreq::cookie::Cookies::Empty;
-        }
-        if version == Version::HTTP_2 {
-            let values: Vec<HeaderValue> = pairs
-                .iter()
-                .filter_map(|p| HeaderValue::from_str(p).ok())
-                .collect();
-            return wreq::cookie::Cookies::Uncompressed(values);
-        }
-        match HeaderValue::from_str(&pairs.join("; ")) {
-            Ok(v) => wreq::cookie::Cookies::Compressed(v),
-            Err(_) => wreq::cookie::Cookies::Empty,
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::PermissionsExt;
-
-    #[test]
-    fn save_load_round_trip_with_mode_0600() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("slots/0/cookies.json");
-        let (jar, note) = Jar::open(&path).unwrap();
-        assert_eq!(note, OpenNote::Fresh);
-        let url = Url::parse("https://shop.test/").unwrap();
-        assert!(jar.insert_set_cookie("sid=abc; Max-Age=3600; Path=/", &url));
-        assert!(jar.insert_set_cookie("sess=1", &url));
-        assert!(jar.save_if_dirty().unwrap());
-        assert!(!jar.save_if_dirty().unwrap());
-        let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o600);
-        let (jar2, note) = Jar::open(&path).unwrap();
-        assert_eq!(note, OpenNote::Loaded(2));
-        let mut got = jar2.cookies_for(&url);
-        got.sort();
-        assert_eq!(
-            got,
-            vec![("sess".into(), "1".into()), ("sid".into(), "abc".into())]
-        );
-    }
-
-    #[test]
-    fn export_and_import_round_trip() {
-        let dir = tempfile::tempdir().unwrap();
-        let (a, _) = Jar::open(&dir.path().join("a.json")).unwrap();
-        let url = Url::parse("https://www.shop.test/").unwrap();
-        a.insert_set_cookie("host=1; Max-Age=600; Path=/; Secure; HttpOnly", &url);
-        a.insert_set_cookie("dom=2; Domain=shop.test; Path=/x", &url);
-        let other = Url::parse("https://other.test/").unwrap();
-        a.insert_set_cookie("no=3", &other);
-        let mut out = a.export_for_domain("shop.test");
-        out.sort_by(|x, y| x.name.cmp(&y.name));
-        assert_eq!(out.len(), 2, "{out:?}");
-        assert_eq!(
-            (out[0].name.as_str(), out[0].host_only, out[0].expires),
-            ("dom", false, None)
-        );
-        assert!(out[1].host_only && out[1].secure && out[1].http_only && out[1].expires.is_some());
-        let (b, _) = Jar::open(&dir.path().join("b.json")).unwrap();
-        assert_eq!(b.import(&out), 2);
-        let mut back = b.export_for_domain("shop.test");
-        back.sort_by(|x, y| x.name.cmp(&y.name));
-        assert_eq!(back.len(), 2);
-        assert_eq!(back[0], out[0]);
-        assert_eq!(back[1].name, "host");
-    }
-
-    #[test]
-    fn related_domains() {
-        assert!(domains_related("shop.test", "shop.test"));
-        assert!(domains_related("www.shop.test", "shop.test"));
-        assert!(domains_related("shop.test", "www.shop.test"));
-        assert!(!domains_related("evilshop.test", "shop.test"));
-        assert!(!domains_related("shop.test", "myshop.test"));
-    }
-
-    #[test]
-    fn corrupt_jar_is_moved_aside() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("cookies.json");
-        fs::write(&path, b"{ not json").unwrap();
-        let (jar, note) = Jar::open(&path).unwrap();
-        assert_eq!(jar.count(), 0);
-        let OpenNote::MovedAside(aside) = note else {
-            panic!("{note:?}")
-        };
-        assert!(
-            aside
-                .file_name()
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .starts_with("cookies.json.corrupt-")
-        );
-        assert_eq!(fs::read(&aside).unwrap(), b"{ not json");
-        assert!(!path.exists());
-    }
-}
+mod tests;

@@ -1,0 +1,16 @@
+//! One regression test per finding of issue 32 (hostile pages and hostile
+//! callers), each named after what was found. Every test here failed on
+//! 973ef88 and passes now.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cluster_key;
+mod crawl_owner;
+mod egress_open_proxy;
+mod hostile_pages;
+mod jar_public_suffix;
+mod live_view_revoked;
+mod private_addresses;
+mod redaction;
+mod slow_bodies;

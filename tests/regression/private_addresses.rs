@@ -1,0 +1,1 @@
+//! Issue 32: see main.rs.

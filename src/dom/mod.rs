@@ -363,7 +363,7 @@ impl<S: TokenSink> TokenSink for Bounded<S> {
         }
         let n = self.tokens.get().wrapping_add(1);
         self.tokens.set(n);
-        if n % 1024 == 0 && Instant::now() >= self.deadline {
+        if n.is_multiple_of(1024) && Instant::now() >= self.deadline {
             self.stopped.set(true);
             self.mark(|c| c.deadline = true);
             return TokenSinkResult::Continue;

@@ -110,6 +110,11 @@ pub fn one_line(text: &str, max: usize) -> String {
 /// How long an error message a client, an audit line or `last_error` gets.
 pub const ERROR_CHARS: usize = 500;
 
+/// An error as `last_error` keeps it: [`one_line`], [`ERROR_CHARS`] long.
+pub fn error_line(e: &dyn fmt::Display) -> String {
+    one_line(&e.to_string(), ERROR_CHARS)
+}
+
 /// Whether a name (an argument, a query parameter) looks like it carries a
 /// secret.
 pub fn is_secret_name(name: &str) -> bool {
@@ -248,37 +253,96 @@ pub fn css_problem(selector: &str) -> Option<String> {
 }
 
 /// Libraries that log what must not reach a log at debug level (rmcp: raw
-/// tool arguments; chromiumoxide: CDP frames with cookie values; the HTTP
-/// stacks: headers), held at these levels whatever `RUST_LOG` says.
+/// tool arguments; chromiumoxide and the WebSocket stacks: CDP frames with
+/// cookie values; cookie_store: every `Set-Cookie` it stores, values
+/// included; redis: commands with the fleet's keys; the HTTP stacks:
+/// headers; the HTML parsers: every token of a signed-in page, hidden form
+/// tokens included), held at these levels whatever `RUST_LOG` says, unless
+/// [`UNSAFE_LOG_SECRETS`] is set to `1`.
 const PINNED: &[&str] = &[
     "rmcp=info",
     "chromiumoxide=error",
+    "cookie_store=info",
+    "cookie=info",
     "tungstenite=info",
     "tokio_tungstenite=info",
+    "async_tungstenite=info",
+    "redis=info",
     "wreq=info",
     "hyper=info",
     "hyper_util=info",
     "h2=info",
     "reqwest=info",
+    "tower_http=info",
+    "html5ever=info",
+    "markup5ever=info",
+    "selectors=info",
 ];
+
+/// The environment variable that lifts [`PINNED`] (`1`: `RUST_LOG` is
+/// taken as written, cookie values and keys included; for debugging on a
+/// machine whose logs nobody else reads).
+pub const UNSAFE_LOG_SECRETS: &str = "IDPOOL_UNSAFE_LOG_SECRETS";
 
 /// `RUST_LOG` (or `info`), with [`PINNED`] on top.
 pub fn log_filter(spec: Option<&str>) -> tracing_subscriber::EnvFilter {
-    use tracing_subscriber::EnvFilter;
-    let mut filter = spec
-        .and_then(|s| EnvFilter::try_new(s).ok())
-        .unwrap_or_else(|| EnvFilter::new("info"));
-    for pin in PINNED {
-        if let Ok(d) = pin.parse() {
-            filter = filter.add_directive(d);
-        }
-    }
-    filter
+    log_filter_with(spec, true).0
 }
 
-/// Logs go to stderr (stdout is reserved for MCP in stdio mode); `RUST_LOG` filters.
+/// `RUST_LOG` (or `info`), with [`PINNED`] on top when `pin`, and the
+/// directives dropped because they would open a pinned library: one naming
+/// a pinned crate's module (more specific than the pin, it would win) and
+/// any span filter (`[span]=trace` enables every event inside the span,
+/// whatever its target).
+pub fn log_filter_with(
+    spec: Option<&str>,
+    pin: bool,
+) -> (tracing_subscriber::EnvFilter, Vec<String>) {
+    use tracing_subscriber::EnvFilter;
+    let mut dropped = Vec::new();
+    let spec = spec.map(|s| {
+        if !pin {
+            return s.to_string();
+        }
+        s.split(',')
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .filter(|d| {
+                let target = d.split(['[', '=']).next().unwrap_or("");
+                let opens = d.contains('[')
+                    || PINNED.iter().any(|p| {
+                        let pinned = p.split('=').next().unwrap_or(p);
+                        target.starts_with(pinned)
+                    });
+                if opens {
+                    dropped.push(d.to_string());
+                }
+                !opens
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    });
+    let mut filter = spec
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .and_then(|s| EnvFilter::try_new(s).ok())
+        .unwrap_or_else(|| EnvFilter::new("info"));
+    if pin {
+        for p in PINNED {
+            if let Ok(d) = p.parse() {
+                filter = filter.add_directive(d);
+            }
+        }
+    }
+    (filter, dropped)
+}
+
+/// Logs go to stderr (stdout is reserved for MCP in stdio mode); `RUST_LOG`
+/// filters, within [`PINNED`].
 pub fn init_tracing(json: bool) {
-    let filter = log_filter(std::env::var("RUST_LOG").ok().as_deref());
+    let unsafe_secrets = std::env::var(UNSAFE_LOG_SECRETS).is_ok_and(|v| v.trim() == "1");
+    let (filter, dropped) =
+        log_filter_with(std::env::var("RUST_LOG").ok().as_deref(), !unsafe_secrets);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -287,6 +351,17 @@ pub fn init_tracing(json: bool) {
     } else {
         builder.try_init()
     };
+    if unsafe_secrets {
+        tracing::warn!(
+            "{UNSAFE_LOG_SECRETS}=1: RUST_LOG is not held back, this log may carry cookie values and keys"
+        );
+    }
+    if !dropped.is_empty() {
+        tracing::warn!(
+            ignored = %dropped.join(","),
+            "RUST_LOG directives that would log secrets are ignored (set {UNSAFE_LOG_SECRETS}=1 to keep them)"
+        );
+    }
 }
 
 #[cfg(test)]
@@ -323,6 +398,57 @@ mod tests {
         let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
         assert!(!out.contains("SECRET"), "{out}");
         assert!(out.contains("kept") && out.contains("ours"), "{out}");
+    }
+
+    #[test]
+    fn rust_log_cannot_open_the_cookie_and_socket_libraries_by_their_modules_or_spans() {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let run = |spec: &str, pin: bool| {
+            let buf = Buf::default();
+            let writer = buf.clone();
+            let (filter, dropped) = log_filter_with(Some(spec), pin);
+            let sub = tracing_subscriber::fmt()
+                .with_env_filter(filter)
+                .with_writer(move || writer.clone())
+                .finish();
+            tracing::subscriber::with_default(sub, || {
+                let span = tracing::info_span!(target: "idpool::pool", "fetch");
+                let _in = span.enter();
+                tracing::debug!(target: "cookie_store::cookie_store", "Set-Cookie SECRET1");
+                tracing::debug!(target: "async_tungstenite", "frame SECRET2");
+                tracing::trace!(target: "redis::cmd", "AUTH SECRET3");
+                tracing::debug!(target: "idpool::pool", "ours");
+            });
+            let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+            (out, dropped)
+        };
+        let spec = "debug,cookie_store::cookie_store=trace,redis=trace,idpool[fetch]=trace";
+        let (out, dropped) = run(spec, true);
+        assert!(!out.contains("SECRET"), "{out}");
+        assert!(out.contains("ours"), "{out}");
+        assert_eq!(
+            dropped,
+            [
+                "cookie_store::cookie_store=trace",
+                "redis=trace",
+                "idpool[fetch]=trace"
+            ]
+        );
+        // The explicit escape hatch takes RUST_LOG as written.
+        let (out, dropped) = run(spec, false);
+        assert!(out.contains("SECRET1") && out.contains("SECRET3"), "{out}");
+        assert!(dropped.is_empty());
     }
 
     #[test]

@@ -661,7 +661,7 @@ async fn crawl_is_bounded_breadth_first_obeys_robots_and_runs_as_a_job() {
     let id = job["id"].as_str().expect("id").to_string();
     let status = |args: Value| {
         let pool = pool.clone();
-        async move { tools::crawl_status::run(&pool, args).await }
+        async move { tools::crawl_status::run(&pool, args, &Default::default()).await }
     };
     let mut done = Value::Null;
     for _ in 0..100 {
@@ -684,7 +684,7 @@ async fn crawl_is_bounded_breadth_first_obeys_robots_and_runs_as_a_job() {
     shutdown_and_check(&pool).await;
     drop(pool);
     let pool = env.pool();
-    let again = tools::crawl_status::run(&pool, json!({"id": id}))
+    let again = tools::crawl_status::run(&pool, json!({"id": id}), &Default::default())
         .await
         .expect("kept");
     assert_eq!(paths(&again), paths(&done));
@@ -714,9 +714,13 @@ async fn a_crawl_stops_within_a_second_of_being_cancelled() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let asked = std::time::Instant::now();
-    let r = tools::crawl_status::run(&pool, json!({"id": id, "cancel": true}))
-        .await
-        .expect("cancel");
+    let r = tools::crawl_status::run(
+        &pool,
+        json!({"id": id, "cancel": true}),
+        &Default::default(),
+    )
+    .await
+    .expect("cancel");
     assert_eq!(r["status"], "cancelled");
     assert!(
         asked.elapsed() < std::time::Duration::from_secs(1),

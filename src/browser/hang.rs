@@ -65,7 +65,7 @@ impl SlotBrowser {
         }
         let mut f = self.facts.lock();
         f.crashes += 1;
-        f.last_error = Some(why);
+        f.last_error = Some(crate::diag::error_line(&why));
         f.running = false;
         f.pid = None;
     }

@@ -266,7 +266,7 @@ impl SlotBrowser {
                 Ok(())
             }
             Err(e) => {
-                self.facts.lock().last_error = Some(e.to_string());
+                self.facts.lock().last_error = Some(crate::diag::error_line(&e));
                 Err(e)
             }
         }

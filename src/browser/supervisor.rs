@@ -72,7 +72,7 @@ pub async fn supervise(
                 tracing::warn!(slot, "{why}");
                 let mut f = facts.lock();
                 f.crashes += 1;
-                f.last_error = Some(why);
+                f.last_error = Some(crate::diag::error_line(&why));
             }
         }
     }

@@ -86,7 +86,8 @@ impl UpstreamHealth {
         let now = Instant::now();
         let mut s = self.state.lock();
         s.failures = s.failures.saturating_add(1);
-        s.last_error = Some(why.to_string());
+        // Viewers read it (`pool_status`): a proxy error may quote its URL.
+        s.last_error = Some(crate::diag::error_line(&why));
         match s.state {
             ProxyState::Up if s.failures >= self.threshold => {
                 s.state = ProxyState::Down;

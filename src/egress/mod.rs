@@ -23,6 +23,7 @@
 //! kept (the last [`KEPT_REFUSALS`]) so a browser operation can say what its
 //! page was refused.
 
+mod diag;
 mod dial;
 mod health;
 mod peer;
@@ -177,7 +178,7 @@ impl Egress {
             bytes_down: Arc::default(),
             refusals: Mutex::new(VecDeque::new()),
             seq: AtomicU64::new(0),
-            peers: Arc::default(),
+            peers: Arc::new(Peers::new(cfg.netns.as_deref())),
             strangers: AtomicU64::new(0),
         });
         let stop = stop.child_token();

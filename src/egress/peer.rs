@@ -14,13 +14,16 @@
 //! service workers, WebSockets, prefetch alike, so the check covers every
 //! kind of request without the browser presenting anything.
 //!
-//! Cost: one read of the namespace's socket table and a walk of one
+//! Cost: one socket lookup through the kernel's socket diagnostics
+//! (`diag`, `/proc/net/tcp` where that is unavailable) and a walk of one
 //! process's descriptors (the network service, remembered after its first
-//! connection); the full tree is walked only when that misses.
+//! connection); the whole tree is walked only when that misses.
 
 use std::net::{IpAddr, SocketAddr};
 
 use parking_lot::{Mutex, RwLock};
+
+use super::diag::Diag;
 
 /// A process, and when it started (`/proc/<pid>/stat` field 22), so a pid
 /// the kernel reused is not mistaken for it.
@@ -42,9 +45,29 @@ pub struct Peers {
     browser: RwLock<Option<Proc>>,
     /// Processes of the tree that held admitted sockets, latest first.
     owners: Mutex<Vec<u32>>,
+    /// Socket lookups in the listener's namespace (`None`: `/proc` only).
+    diag: Option<Diag>,
 }
 
 impl Peers {
+    /// Admission for an egress whose listener lives in `netns` (`None`: the
+    /// daemon's own network).
+    pub(super) fn new(netns: Option<&crate::netns::Netns>) -> Peers {
+        let opened = match netns {
+            Some(ns) => ns.run_sync(Diag::open).and_then(|r| r),
+            None => Diag::open(),
+        };
+        let diag = opened
+            .map_err(|e| {
+                tracing::warn!(error = %e, "egress: no socket diagnostics; the peer check reads /proc/net/tcp (slower)");
+            })
+            .ok();
+        Peers {
+            diag,
+            ..Peers::default()
+        }
+    }
+
     /// The slot's Chromium started as `pid`: its tree alone is admitted from
     /// now on (the one before is not).
     pub fn admit_browser(&self, pid: u32) {
@@ -71,7 +94,8 @@ impl Peers {
         if start_time(browser.pid) != Some(browser.start) {
             return Err("this slot's browser has ended".into());
         }
-        let (uid, inode) = find_socket(browser.pid, peer, local)
+        let (uid, inode) = self
+            .find_socket(browser.pid, peer, local)
             .ok_or_else(|| format!("connection from {peer} is not in the browser's network"))?;
         // SAFETY: geteuid has no preconditions and cannot fail.
         let ours = unsafe { libc::geteuid() };
@@ -96,31 +120,54 @@ impl Peers {
                 return Ok(());
             }
         }
+        // TMPDEBUG
+        let holders: Vec<String> = std::fs::read_dir("/proc").into_iter().flatten().flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|p| holds(*p, &needle))
+            .map(|p| format!("{p} ppid {:?} {:?}", parent(p), std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap_or_default().chars().take(120).collect::<String>()))
+            .collect();
+        tracing::warn!(?holders, browser = browser.pid, tree = ?tree(browser.pid), remembered = ?remembered, "TMPDEBUG");
         Err(format!(
             "connection from {peer} comes from a process outside this slot's browser"
         ))
     }
 }
 
-/// `/proc/<pid>/stat` after the command name, split.
-fn stat_fields(pid: u32) -> Option<Vec<String>> {
+impl Peers {
+    /// The connecting socket's (uid, inode): asked of the kernel, else read
+    /// from `/proc/<browser>/net/tcp{,6}` (the browser's namespace).
+    fn find_socket(&self, browser: u32, peer: SocketAddr, local: SocketAddr) -> Option<(u32, u64)> {
+        if let Some(diag) = &self.diag {
+            match diag.find(peer, local) {
+                Ok(found) => return found,
+                Err(e) => tracing::debug!(error = %e, "egress: sock_diag failed; reading /proc"),
+            }
+        }
+        find_socket(browser, peer, local)
+    }
+}
+
+/// Field `n` of `/proc/<pid>/stat` counted after the command name (0: the
+/// state, 1: the parent, 19: the start time), with the state.
+fn stat_field(pid: u32, n: usize) -> Option<(char, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, rest) = stat.rsplit_once(')')?;
-    Some(rest.split_whitespace().map(String::from).collect())
+    let mut fields = rest.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let value = if n == 0 { 0 } else { fields.nth(n - 1)?.parse().ok()? };
+    Some((state, value))
 }
 
 /// When `pid` started (clock ticks after boot); `None` if it is gone or a zombie.
 fn start_time(pid: u32) -> Option<u64> {
-    let f = stat_fields(pid)?;
-    if matches!(f.first().map(String::as_str), Some("Z" | "X")) {
-        return None;
+    match stat_field(pid, 19)? {
+        ('Z' | 'X', _) => None,
+        (_, start) => Some(start),
     }
-    // Field 22 of stat is the 20th after the name (state is field 3).
-    f.get(19)?.parse().ok()
 }
 
 fn parent(pid: u32) -> Option<u32> {
-    stat_fields(pid)?.get(1)?.parse().ok()
+    u32::try_from(stat_field(pid, 1)?.1).ok()
 }
 
 /// Whether `root` is `pid` or one of its ancestors.
@@ -157,14 +204,36 @@ fn tree(root: u32) -> Vec<u32> {
     tree
 }
 
-/// Whether one of `pid`'s descriptors is `needle` (`socket:[inode]`).
+/// Whether one of `pid`'s descriptors is `needle` (`socket:[inode]`). Each
+/// link is read relative to the open folder: a path walk per descriptor
+/// would cost several times more.
 fn holds(pid: u32, needle: &str) -> bool {
-    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let path = format!("/proc/{pid}/fd");
+    let (Ok(dir), Ok(fds)) = (std::fs::File::open(&path), std::fs::read_dir(&path)) else {
         return false;
     };
+    let mut link = [0u8; 64];
     fds.flatten().any(|fd| {
-        std::fs::read_link(fd.path())
-            .is_ok_and(|l| l.as_os_str().as_encoded_bytes() == needle.as_bytes())
+        let mut name = [0u8; 16];
+        let bytes = fd.file_name();
+        let bytes = bytes.as_bytes();
+        if bytes.len() >= name.len() {
+            return false;
+        }
+        name[..bytes.len()].copy_from_slice(bytes);
+        // SAFETY: `name` is NUL-terminated, `link` is written up to its
+        // length, and `dir` is an open folder.
+        let n = unsafe {
+            libc::readlinkat(
+                dir.as_raw_fd(),
+                name.as_ptr().cast(),
+                link.as_mut_ptr().cast(),
+                link.len(),
+            )
+        };
+        usize::try_from(n).is_ok_and(|n| &link[..n] == needle.as_bytes())
     })
 }
 
@@ -298,3 +367,5 @@ mod tests {
         drop(ours);
     }
 }
+
+

@@ -450,6 +450,7 @@ impl Core {
             progress,
             session: ctx.session.clone(),
             caller: Some(ctx.principal.name.clone()),
+            caller_role: Some(ctx.principal.role),
             mask_pii: self.pool.pii().mask_for(ctx.principal.role).cloned(),
             ..RunOptions::default()
         };

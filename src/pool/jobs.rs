@@ -1,5 +1,6 @@
 //! Background jobs (a crawl running past its call): each has a random id,
-//! a status, the records it produced so far, and a cancel token that is a
+//! the key that started it (its owner: only it and admins see the job), a
+//! status, the records it produced so far, and a cancel token that is a
 //! child of the pool's shutdown. At most [`MAX_RUNNING`] run at once; the
 //! [`MAX_KEPT`] newest are kept, finished ones written to
 //! `<data_dir>/jobs/<id>.json` and read back at start for [`KEEP`].
@@ -36,6 +37,11 @@ pub enum Status {
 pub struct Record {
     pub id: String,
     pub kind: String,
+    /// The key (its name) that started it; `None` for a job started
+    /// without one (and for records written before jobs had owners:
+    /// admins alone see those).
+    #[serde(default)]
+    pub owner: Option<String>,
     pub status: Status,
     /// What it was asked (its arguments, as the tool took them).
     pub request: Value,
@@ -134,9 +140,9 @@ impl Jobs {
         }
     }
 
-    /// A new running job of `kind` for `request`, or a refusal when
-    /// [`MAX_RUNNING`] already run.
-    pub fn start(&self, kind: &str, request: Value) -> Result<Arc<Job>> {
+    /// A new running job of `kind` for `request`, owned by `owner`, or a
+    /// refusal when [`MAX_RUNNING`] already run.
+    pub fn start(&self, kind: &str, request: Value, owner: Option<&str>) -> Result<Arc<Job>> {
         let mut jobs = self.jobs.lock();
         let running = jobs.values().filter(|j| j.is_running()).count();
         if running >= MAX_RUNNING {
@@ -154,6 +160,7 @@ impl Jobs {
             record: parking_lot::Mutex::new(Record {
                 id: id.clone(),
                 kind: kind.to_string(),
+                owner: owner.map(str::to_string),
                 status: Status::Running,
                 request,
                 items: Vec::new(),
@@ -182,8 +189,17 @@ impl Jobs {
         }
     }
 
+    /// The job `id`, whoever started it.
     pub fn get(&self, id: &str) -> Option<Arc<Job>> {
         self.jobs.lock().get(id).cloned()
+    }
+
+    /// The job `id` as `caller` may see it: its own jobs, or any with
+    /// `admin`. Another key's job is `None`, exactly like an unknown id (an
+    /// id is no secret: the audit log shows it).
+    pub fn get_for(&self, id: &str, caller: Option<&str>, admin: bool) -> Option<Arc<Job>> {
+        self.get(id)
+            .filter(|j| admin || j.record.lock().owner.as_deref() == caller)
     }
 
     /// End `job` with `status` (and `error`), and write it down.
@@ -247,5 +263,37 @@ mod unix_secs_opt {
     }
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SystemTime>, D::Error> {
         Ok(Option::<u64>::deserialize(d)?.map(|s| UNIX_EPOCH + Duration::from_secs(s)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_is_seen_by_its_owner_and_admins_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let jobs = Jobs::open(dir.path(), CancellationToken::new());
+        let job = jobs.start("crawl", Value::Null, Some("alice")).unwrap();
+        let id = job.id();
+        assert!(jobs.get_for(&id, Some("alice"), false).is_some());
+        assert!(jobs.get_for(&id, Some("bob"), false).is_none());
+        assert!(jobs.get_for(&id, None, false).is_none());
+        assert!(jobs.get_for(&id, Some("root"), true).is_some());
+        assert!(jobs.get_for("nope", Some("alice"), false).is_none());
+        // The owner is written down and read back with the record.
+        jobs.finish(&job, Status::Completed, None);
+        let again = Jobs::open(dir.path(), CancellationToken::new());
+        assert!(again.get_for(&id, Some("alice"), false).is_some());
+        assert!(again.get_for(&id, Some("bob"), false).is_none());
+        // A record from before owners: admins only.
+        let mut old = job.record();
+        old.id = "0ld".into();
+        let mut text = serde_json::to_value(&old).unwrap();
+        text.as_object_mut().unwrap().remove("owner");
+        std::fs::write(dir.path().join("jobs/0ld.json"), text.to_string()).unwrap();
+        let again = Jobs::open(dir.path(), CancellationToken::new());
+        assert!(again.get_for("0ld", Some("alice"), false).is_none());
+        assert!(again.get_for("0ld", Some("root"), true).is_some());
     }
 }

@@ -374,7 +374,9 @@ impl Slot {
             }
             Err(e) => {
                 let launches = self.browser.facts().launches;
-                *self.cal_failure.lock() = Some((launches, e.to_string()));
+                // Shown to viewers (pool_status): redacted like last_error.
+                let why = crate::diag::one_line(&e.to_string(), crate::diag::ERROR_CHARS);
+                *self.cal_failure.lock() = Some((launches, why));
                 self.events.emit(
                     "calibration_failed",
                     Some(self.id),

@@ -75,8 +75,11 @@ pub struct RunOptions {
     pub rotate: bool,
     /// Told about every tier attempt and every page (MCP progress notifications).
     pub progress: Option<Progress>,
-    /// The caller's key (its name), for what is bound to it (browser sessions).
+    /// The caller's key (its name), for what is bound to it (browser
+    /// sessions, crawl jobs).
     pub caller: Option<String>,
+    /// The caller's role: an admin sees every key's crawl jobs.
+    pub caller_role: Option<crate::config::Role>,
     /// The caller is below `security.pii_role`: `pii = true` fields are
     /// masked with this.
     pub mask_pii: Option<crate::strategy::pii::PiiMask>,

@@ -14,10 +14,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::scrape::{self, Format};
-use super::spec::{Annotations, Description, Role, Spec, input_schema, invalid, parse, result_schema};
+use super::spec::{
+    Annotations, Description, Role, Spec, input_schema, invalid, parse, result_schema,
+};
 use crate::error::{ErrorKind, Result};
-use crate::pool::jobs::{Job, Status};
 use crate::pool::Pool;
+use crate::pool::jobs::{Job, Status};
 use crate::tiers::RunOptions;
 use crate::web::Page;
 
@@ -155,7 +157,9 @@ fn plan(pool: &Pool, a: &Args) -> Result<Plan> {
         return Err(invalid(format!("`max_depth` is at most {MAX_DEPTH}")));
     }
     if matches!(a.format, Format::Screenshot | Format::Pdf) {
-        return Err(invalid("a crawl's `format` is a text format (markdown, html, raw_html, text, links)"));
+        return Err(invalid(
+            "a crawl's `format` is a text format (markdown, html, raw_html, text, links)",
+        ));
     }
     if a.max_chars == 0 {
         return Err(invalid("`max_chars` must be at least 1"));
@@ -181,7 +185,8 @@ impl Plan {
     /// its path passes `include` and `exclude`.
     fn follows(&self, url: &url::Url) -> bool {
         let path = url.path();
-        url.host_str().is_some_and(|h| h.eq_ignore_ascii_case(&self.host))
+        url.host_str()
+            .is_some_and(|h| h.eq_ignore_ascii_case(&self.host))
             && matches!(url.scheme(), "http" | "https")
             && self.include.as_ref().is_none_or(|g| g.is_match(path))
             && self.exclude.as_ref().is_none_or(|g| !g.is_match(path))
@@ -201,12 +206,16 @@ fn normal(url: &url::Url) -> url::Url {
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
     let a: Args = parse("crawl", args.clone())?;
     let plan = plan(pool, &a)?;
-    let job = pool.jobs().start("crawl", args)?;
+    let job = pool.jobs().start("crawl", args, opts.caller.as_deref())?;
     let task = {
         let (pool, job) = (pool.clone(), job.clone());
         // A background crawl outlives its call: no progress to it.
         let opts = RunOptions {
-            progress: if a.background { None } else { opts.progress.clone() },
+            progress: if a.background {
+                None
+            } else {
+                opts.progress.clone()
+            },
             slot: opts.slot,
             ..RunOptions::default()
         };
@@ -336,7 +345,10 @@ fn page_record(
 ) -> Value {
     let r = &f.response;
     let (content, error) = if f.outcome.is_failure() {
-        (String::new(), Some(format!("{} (HTTP {})", f.outcome.as_str(), r.status)))
+        (
+            String::new(),
+            Some(format!("{} (HTTP {})", f.outcome.as_str(), r.status)),
+        )
     } else {
         match scrape::convert(page, raw, format, only_main) {
             Ok(c) => (c, None),
@@ -390,5 +402,8 @@ pub fn answer(r: &crate::pool::jobs::Record, start: usize) -> Value {
 
 /// A job that is not a crawl, or none.
 pub fn not_found(id: &str) -> crate::error::Error {
-    crate::error::Error::new(ErrorKind::NotFound, format!("no crawl `{id}` (finished crawls are kept a day)"))
+    crate::error::Error::new(
+        ErrorKind::NotFound,
+        format!("no crawl `{id}` (finished crawls are kept a day)"),
+    )
 }

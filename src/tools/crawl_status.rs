@@ -1,5 +1,6 @@
 //! `crawl_status`: a crawl's pages so far (paged with `start_index`), its
-//! status, and a way to cancel it.
+//! status, and a way to cancel it; for the key that started it and admins
+//! (another key's crawl is `not found`).
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -9,6 +10,7 @@ use super::crawl::{answer, not_found, result_properties};
 use super::spec::{Annotations, Description, Role, Spec, input_schema, parse, result_schema};
 use crate::error::Result;
 use crate::pool::Pool;
+use crate::tiers::RunOptions;
 
 pub const SPEC: Spec = Spec {
     name: "crawl_status",
@@ -16,14 +18,15 @@ pub const SPEC: Spec = Spec {
     title: "A crawl's status and pages",
     description: Description::Fixed(
         "The status of a crawl started by `crawl` (running, completed, cancelled, failed) and its \
-         pages from `start_index` (pass the previous `next_start_index`); `cancel: true` stops it.",
+         pages from `start_index` (pass the previous `next_start_index`); `cancel: true` stops it. \
+         Only the key that started it (or an admin) sees it.",
     ),
     input: input_schema::<Args>,
     strategy_enum: false,
     output: || result_schema(result_properties(), &["id", "status", "pages"]),
     annotations: Annotations::READS_POOL,
     progress: false,
-    run: |pool, args, _| Box::pin(run(pool, args)),
+    run: |pool, args, opts| Box::pin(run(pool, args, opts)),
 };
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -39,9 +42,12 @@ struct Args {
     cancel: bool,
 }
 
-pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
     let a: Args = parse("crawl_status", args)?;
-    let job = pool.jobs().get(&a.id).ok_or_else(|| not_found(&a.id))?;
+    // Another key's crawl is answered like one that does not exist.
+    let admin = opts.caller_role == Some(crate::config::Role::Admin);
+    let job = (pool.jobs().get_for(&a.id, opts.caller.as_deref(), admin))
+        .ok_or_else(|| not_found(&a.id))?;
     if a.cancel && job.is_running() {
         job.cancel_token().cancel();
         // It stops between two requests, or in the middle of one.

@@ -54,7 +54,7 @@ async fn without_the_namespace_the_egress_is_no_open_proxy() {
             "emulation = \"chrome_149\"\nproxy = \"http://dave:upstr3am@127.0.0.1:{upstream}\"\n"
         ),
     );
-    let d = Daemon::start_with(&env, 1, "", "[browser]\nisolate = false\n", &[]).await;
+    let d = Daemon::start_with(&env, 1, "", "[browser]\nisolate = false\n", &[("RUST_LOG", "info,idpool::egress=trace".to_string())]).await;
     let mut c = Mcp::new(&d, None);
     assert!(c.initialize().await.status.is_success());
 

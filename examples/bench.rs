@@ -456,6 +456,7 @@ async fn cdp(a: &Args) -> Result<Value> {
         launch_timeout: Duration::from_secs(30),
         netns: None,
         sandbox: true,
+        egress_peers: None,
     };
     let mut cmd = tokio::process::Command::new(&exe);
     cmd.args(spec.args())

@@ -232,19 +232,6 @@ pub fn redact_json(v: &serde_json::Value) -> serde_json::Value {
     }
 }
 
-/// Why a CSS selector does not parse, in one short line (scraper's own text
-/// for some errors is a multi-line `Debug` dump "to report to the developer").
-pub fn css_error(e: &scraper::error::SelectorErrorKind<'_>) -> String {
-    let text = e.to_string();
-    let text = text
-        .strip_prefix("Unexpected error occurred. Please report this to the developer")
-        .unwrap_or(&text);
-    let one: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    one.replace("( ", "(")
-        .replace(", )", ")")
-        .replace(" )", ")")
-}
-
 /// `selector` as a problem, when it does not parse as CSS.
 pub fn css_problem(selector: &str) -> Option<String> {
     crate::dom::selector::parse(selector)
@@ -368,8 +355,8 @@ pub fn init_tracing(json: bool) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn rust_log_cannot_open_the_chatty_libraries() {
+    /// What `f` logs under `filter`, as text.
+    fn logged(filter: tracing_subscriber::EnvFilter, f: impl FnOnce()) -> String {
         use std::sync::{Arc, Mutex};
         #[derive(Clone, Default)]
         struct Buf(Arc<Mutex<Vec<u8>>>);
@@ -385,44 +372,34 @@ mod tests {
         let buf = Buf::default();
         let writer = buf.clone();
         let sub = tracing_subscriber::fmt()
-            .with_env_filter(log_filter(Some("trace,rmcp=trace,chromiumoxide=trace")))
+            .with_env_filter(filter)
             .with_writer(move || writer.clone())
             .finish();
-        tracing::subscriber::with_default(sub, || {
-            tracing::debug!(target: "rmcp::service", "args token=SECRET1");
-            tracing::trace!(target: "chromiumoxide::conn", "cookie SECRET2");
-            tracing::debug!(target: "wreq::connect", "cookie SECRET3");
-            tracing::info!(target: "rmcp::service", "kept");
-            tracing::debug!(target: "idpool::pool", "ours");
-        });
-        let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        tracing::subscriber::with_default(sub, f);
+        String::from_utf8(buf.0.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn rust_log_cannot_open_the_chatty_libraries() {
+        let out = logged(
+            log_filter(Some("trace,rmcp=trace,chromiumoxide=trace")),
+            || {
+                tracing::debug!(target: "rmcp::service", "args token=SECRET1");
+                tracing::trace!(target: "chromiumoxide::conn", "cookie SECRET2");
+                tracing::debug!(target: "wreq::connect", "cookie SECRET3");
+                tracing::info!(target: "rmcp::service", "kept");
+                tracing::debug!(target: "idpool::pool", "ours");
+            },
+        );
         assert!(!out.contains("SECRET"), "{out}");
         assert!(out.contains("kept") && out.contains("ours"), "{out}");
     }
 
     #[test]
     fn rust_log_cannot_open_the_cookie_and_socket_libraries_by_their_modules_or_spans() {
-        use std::sync::{Arc, Mutex};
-        #[derive(Clone, Default)]
-        struct Buf(Arc<Mutex<Vec<u8>>>);
-        impl std::io::Write for Buf {
-            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-                self.0.lock().unwrap().extend_from_slice(b);
-                Ok(b.len())
-            }
-            fn flush(&mut self) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
         let run = |spec: &str, pin: bool| {
-            let buf = Buf::default();
-            let writer = buf.clone();
             let (filter, dropped) = log_filter_with(Some(spec), pin);
-            let sub = tracing_subscriber::fmt()
-                .with_env_filter(filter)
-                .with_writer(move || writer.clone())
-                .finish();
-            tracing::subscriber::with_default(sub, || {
+            let out = logged(filter, || {
                 let span = tracing::info_span!(target: "idpool::pool", "fetch");
                 let _in = span.enter();
                 tracing::debug!(target: "cookie_store::cookie_store", "Set-Cookie SECRET1");
@@ -430,7 +407,6 @@ mod tests {
                 tracing::trace!(target: "redis::cmd", "AUTH SECRET3");
                 tracing::debug!(target: "idpool::pool", "ours");
             });
-            let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
             (out, dropped)
         };
         let spec = "debug,cookie_store::cookie_store=trace,redis=trace,idpool[fetch]=trace";

@@ -17,6 +17,7 @@ mod capture;
 mod hang;
 pub mod launcher;
 pub mod live;
+mod load;
 pub mod page;
 pub mod process;
 mod storage;
@@ -521,34 +522,17 @@ impl Turn<'_> {
         // Waiting for selectors / challenges stops early enough to still sync
         // cookies and report *what* was not met, inside the operation's deadline.
         let deadline = Instant::now() + op_timeout.mul_f64(0.8);
-        let result = tokio::time::timeout(op_timeout, async {
-            let sync = jar.zip(req.cookie_domain.as_deref());
-            if let Some((jar, domain)) = sync {
-                page::push_cookies(&tab, &jar.export_for_domain(domain)).await?;
-            }
-            let limit = self.browser.page_limit;
-            let mut result = page::navigate(
+        let result = tokio::time::timeout(
+            op_timeout,
+            load::load(
                 &tab,
-                &req.url,
-                req.wait_for.as_deref(),
+                &running.browser,
+                req,
+                jar,
                 probe,
-                deadline,
-                limit,
-            )
-            .await;
-            if let Ok(page) = result.as_mut() {
-                actions::after(&tab, req, page, deadline, limit).await?;
-            }
-            if let Some((jar, domain)) = sync {
-                // Cookies the site set are kept even when the page itself failed.
-                let cookies = page::pull_cookies(&running.browser, domain).await?;
-                jar.import(&cookies);
-                if let Ok(page) = result.as_mut() {
-                    page.cookies = cookies;
-                }
-            }
-            result
-        })
+                (deadline, self.browser.page_limit),
+            ),
+        )
         .await
         .unwrap_or_else(|_| {
             Err(Error::new(

@@ -24,11 +24,6 @@ fn guarded(req: &Request) -> bool {
         && req.uri().path().starts_with("/api/v1/")
 }
 
-/// Equal in constant time (the cluster key is a secret).
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 pub async fn key_first(State(c): State<Arc<Control>>, req: Request, next: Next) -> Response {
     if !guarded(&req) {
         return next.run(req).await;
@@ -36,23 +31,8 @@ pub async fn key_first(State(c): State<Arc<Control>>, req: Request, next: Next) 
     let path = req.uri().path().to_string();
     if path.starts_with("/api/v1/fleet/call/") {
         // Daemon to daemon: the cluster key, checked again by the handler.
-        let key = c.core.pool().fleet().and_then(|f| f.cluster().key());
-        let presented = req
-            .headers()
-            .get(crate::mcp::forward::KEY_HEADER)
-            .map(|v| v.as_bytes())
-            .unwrap_or(b"");
-        if !key.is_some_and(|k| same(presented, k.as_bytes())) {
-            c.core.audit_request(
-                None,
-                "fleet",
-                "POST /api/v1/fleet/call",
-                Some("bad cluster key"),
-            );
-            return error(
-                StatusCode::UNAUTHORIZED,
-                "the cluster key is missing or wrong",
-            );
+        if let Err(r) = super::fleet::cluster_key(&c, req.headers()) {
+            return refuse(r);
         }
     } else {
         let action = format!("{} {path}", req.method());

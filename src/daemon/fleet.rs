@@ -18,7 +18,7 @@ use axum::routing::{get, post};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::control::{Control, error, gate, refuse};
+use super::control::{Control, Refusal, error, gate, refuse};
 use crate::auth::{Principal, Role};
 use crate::cluster::{FORWARDED_TOOLS, is_forwarded};
 use crate::mcp::CallContext;
@@ -58,17 +58,14 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-async fn call(
-    State(c): State<Arc<Control>>,
-    Path(tool): Path<String>,
-    headers: HeaderMap,
-    body: axum::body::Bytes,
-) -> Response {
+/// The cluster key of a forwarded call, from its headers alone (the
+/// admission layer checks it before the body is read; the handler again).
+pub(super) fn cluster_key(c: &Control, headers: &HeaderMap) -> Result<(), Refusal> {
     let Some(key) = c.core.pool().fleet().and_then(|f| f.cluster().key()) else {
-        return error(
+        return Err((
             StatusCode::NOT_FOUND,
-            "this daemon takes no forwarded calls (no [cluster] key_file)",
-        );
+            "this daemon takes no forwarded calls (no [cluster] key_file)".into(),
+        ));
     };
     let presented = headers.get(KEY_HEADER).map(|v| v.as_bytes()).unwrap_or(b"");
     if !same(presented, key.as_bytes()) {
@@ -78,10 +75,22 @@ async fn call(
             "POST /api/v1/fleet/call",
             Some("bad cluster key"),
         );
-        return error(
+        return Err((
             StatusCode::UNAUTHORIZED,
-            "the cluster key is missing or wrong",
-        );
+            "the cluster key is missing or wrong".into(),
+        ));
+    }
+    Ok(())
+}
+
+async fn call(
+    State(c): State<Arc<Control>>,
+    Path(tool): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(r) = cluster_key(&c, &headers) {
+        return refuse(r);
     }
     if !is_forwarded(&tool) {
         let tool = crate::diag::one_line(&tool, 64);

@@ -132,6 +132,6 @@ mod tests {
                 down(n - 1) + std::hint::black_box(pad)[1] as usize
             }
         }
-        assert_eq!(run("recursing", || down(50_000)).await.unwrap(), 0);
+        assert_eq!(run("recursing", || down(20_000)).await.unwrap(), 0);
     }
 }

@@ -196,8 +196,8 @@ mod tests {
         let (uid, inode) = diag.find(from, to).expect("asked").expect("found");
         // SAFETY: geteuid cannot fail.
         assert_eq!(uid, unsafe { libc::geteuid() });
-        let link = std::fs::read_link(format!("/proc/self/fd/{}", client.as_raw_fd()))
-            .expect("fd link");
+        let link =
+            std::fs::read_link(format!("/proc/self/fd/{}", client.as_raw_fd())).expect("fd link");
         assert_eq!(link.to_string_lossy(), format!("socket:[{inode}]"));
         // The accepted side has the pair the other way round.
         let (_, other) = diag.find(to, from).expect("asked").expect("found");

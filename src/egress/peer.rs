@@ -121,10 +121,23 @@ impl Peers {
             }
         }
         // TMPDEBUG
-        let holders: Vec<String> = std::fs::read_dir("/proc").into_iter().flatten().flatten()
+        let holders: Vec<String> = std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .flatten()
             .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
             .filter(|p| holds(*p, &needle))
-            .map(|p| format!("{p} ppid {:?} {:?}", parent(p), std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap_or_default().chars().take(120).collect::<String>()))
+            .map(|p| {
+                format!(
+                    "{p} ppid {:?} {:?}",
+                    parent(p),
+                    std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                        .unwrap_or_default()
+                        .chars()
+                        .take(120)
+                        .collect::<String>()
+                )
+            })
             .collect();
         tracing::warn!(?holders, browser = browser.pid, tree = ?tree(browser.pid), remembered = ?remembered, "TMPDEBUG");
         Err(format!(
@@ -154,7 +167,11 @@ fn stat_field(pid: u32, n: usize) -> Option<(char, u64)> {
     let (_, rest) = stat.rsplit_once(')')?;
     let mut fields = rest.split_whitespace();
     let state = fields.next()?.chars().next()?;
-    let value = if n == 0 { 0 } else { fields.nth(n - 1)?.parse().ok()? };
+    let value = if n == 0 {
+        0
+    } else {
+        fields.nth(n - 1)?.parse().ok()?
+    };
     Some((state, value))
 }
 
@@ -367,5 +384,3 @@ mod tests {
         drop(ours);
     }
 }
-
-

@@ -259,7 +259,7 @@ impl Lease {
             let response = FetchResponse {
                 status: page.status,
                 final_url,
-                headers: page_headers(&page.headers),
+                headers: super::browse::page_headers(&page.headers),
                 body: html.clone(),
                 cookies_set: page.cookies.iter().map(|c| c.name.clone()).collect(),
                 elapsed: page.elapsed,
@@ -316,7 +316,7 @@ impl Lease {
         let mark = egress.mark();
         let page = self.slot.browse(&req, &probe).await;
         let refusals = egress.refusals_since(mark);
-        let page = refused_main_document(page, &refusals)?;
+        let page = super::browse::refused_main_document(page, &refusals)?;
         // The browser follows redirects itself: refuse to hand back what it
         // ended on if the guard would not have let us go there.
         let final_url = match url::Url::parse(&page.final_url) {
@@ -548,20 +548,6 @@ impl Lease {
     }
 }
 
-/// The main document's response headers, as the browser reported them.
-fn page_headers(pairs: &[(String, String)]) -> http::HeaderMap {
-    let mut headers = http::HeaderMap::new();
-    for (k, v) in pairs {
-        if let (Ok(k), Ok(v)) = (
-            http::HeaderName::from_bytes(k.as_bytes()),
-            http::HeaderValue::from_str(v),
-        ) {
-            headers.append(k, v);
-        }
-    }
-    headers
-}
-
 impl Drop for Lease {
     fn drop(&mut self) {
         let admission = (!self.finished).then_some(self.admission);
@@ -582,37 +568,5 @@ impl Drop for Lease {
                 let _ = c.leave(&strategy, &token).await;
             });
         }
-    }
-}
-
-/// A navigation whose main document the egress refused (the page itself, or
-/// where a redirect sent it) is the guard's refusal, not the site's answer:
-/// the egress's `403` would otherwise read as a block, its failed tunnel as a
-/// network error.
-fn refused_main_document(
-    page: Result<crate::browser::PageResult>,
-    refusals: &[crate::egress::Refusal],
-) -> Result<crate::browser::PageResult> {
-    let refusal = |what: &str, r: &crate::egress::Refusal| {
-        Error::refused(format!("{what}; the browser's egress refused {r}")).retryable(false)
-    };
-    match page {
-        Ok(page) => {
-            let landed = url::Url::parse(&page.final_url)
-                .ok()
-                .and_then(|u| Some(format!("{}:{}", u.host_str()?, u.port_or_known_default()?)));
-            match refusals.iter().find(|r| Some(&r.target) == landed.as_ref()) {
-                Some(r) => Err(refusal(
-                    &format!("the browser was sent to {}", page.final_url),
-                    r,
-                )),
-                None => Ok(page),
-            }
-        }
-        Err(e) if e.message().contains("ERR_TUNNEL_CONNECTION_FAILED") => match refusals.last() {
-            Some(r) => Err(refusal(e.message(), r)),
-            None => Err(e),
-        },
-        Err(e) => Err(e),
     }
 }

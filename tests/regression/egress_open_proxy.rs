@@ -54,7 +54,14 @@ async fn without_the_namespace_the_egress_is_no_open_proxy() {
             "emulation = \"chrome_149\"\nproxy = \"http://dave:upstr3am@127.0.0.1:{upstream}\"\n"
         ),
     );
-    let d = Daemon::start_with(&env, 1, "", "[browser]\nisolate = false\n", &[("RUST_LOG", "info,idpool::egress=trace".to_string())]).await;
+    let d = Daemon::start_with(
+        &env,
+        1,
+        "",
+        "[browser]\nisolate = false\n",
+        &[("RUST_LOG", "info,idpool::egress=trace".to_string())],
+    )
+    .await;
     let mut c = Mcp::new(&d, None);
     assert!(c.initialize().await.status.is_success());
 
@@ -116,7 +123,8 @@ async fn without_the_namespace_the_egress_is_no_open_proxy() {
         "{again}\n{}",
         d.log_text()
     );
-    assert!(seen.lock().targets.len() > through_browser);
+    // (The upstream need not see a new CONNECT: Chromium may reuse the
+    // tunnel it opened for the first page.)
     let status = c.tool(4, "pool_status", json!({})).await;
     let facts = &status["result"]["structuredContent"]["slots"][0]["egress"];
     assert!(facts["strangers"].as_u64() >= Some(2), "{facts}");

@@ -63,13 +63,18 @@ async fn seventy_slow_bodies_leave_healthz_and_mcp_answering() {
     for _ in 0..70 {
         open.push(slow_post(d.port, "/api/v1/slots/0/reset", None).await);
     }
+    // Every one is answered at once: 401 from the headers, or 503 from the
+    // health reserve for those that arrived while the others still held
+    // their connections for the instant before their answer.
+    let mut refused = 0;
     for s in &mut open {
-        let line = answered(s, Duration::from_secs(5)).await;
-        assert!(
-            line.as_deref().is_some_and(|l| l.contains(" 401 ")),
-            "{line:?}"
-        );
+        match answered(s, Duration::from_secs(5)).await.as_deref() {
+            Some(l) if l.contains(" 401 ") => refused += 1,
+            Some(l) if l.contains(" 503 ") => {}
+            other => panic!("{other:?}"),
+        }
     }
+    assert!(refused >= 62, "{refused} of 70 refused for their key");
     assert!(health_within(&d, 3).await);
     let mut mcp = Mcp::new(&d, Some(&admin));
     let init = mcp.initialize().await;
@@ -102,13 +107,20 @@ async fn seventy_slow_bodies_leave_healthz_and_mcp_answering() {
         health_within(&d, 2).await,
         "healthz with every connection held"
     );
+    // The 64 that got a connection are cut at the body deadline (408);
+    // the 6 past the cap landed on the health reserve, which refuses
+    // anything but health checks at once (503).
+    let (mut cut, mut busy) = (0, 0);
     for s in &mut open {
-        let line = answered(s, Duration::from_secs(15)).await;
-        assert!(
-            line.as_deref().is_some_and(|l| l.contains(" 408 ")),
-            "{line:?}"
-        );
+        match answered(s, Duration::from_secs(15)).await.as_deref() {
+            Some(l) if l.contains(" 408 ") => cut += 1,
+            Some(l) if l.contains(" 503 ") => busy += 1,
+            other => panic!("{other:?}"),
+        }
     }
+    // (The MCP client's idle keep-alive connection holds one of the 64.)
+    assert_eq!(cut + busy, 70);
+    assert!(busy <= 8 && cut >= 62, "{cut} cut, {busy} busy");
     assert!(started.elapsed() < Duration::from_secs(20));
     drop(open);
     let again = mcp

@@ -1,0 +1,48 @@
+//! One navigation of a slot's working tab: the jar's cookies for the
+//! request's cookie domain pushed in, the page loaded and settled, the
+//! request's actions and captures, and the browser's cookies taken back
+//! into the jar (even when the page itself failed).
+
+use std::time::Instant;
+
+use chromiumoxide::{Browser, Page};
+
+use super::{BrowserRequest, PageResult, actions, page};
+use crate::error::Result;
+use crate::jar::Jar;
+
+/// `(deadline, limit)`: when waiting stops, and the most of the page's
+/// HTML read out of the browser.
+pub(super) async fn load(
+    tab: &Page,
+    browser: &Browser,
+    req: &BrowserRequest,
+    jar: Option<&Jar>,
+    probe: &page::Probe<'_>,
+    (deadline, limit): (Instant, usize),
+) -> Result<PageResult> {
+    let sync = jar.zip(req.cookie_domain.as_deref());
+    if let Some((jar, domain)) = sync {
+        page::push_cookies(tab, &jar.export_for_domain(domain)).await?;
+    }
+    let mut result = page::navigate(
+        tab,
+        &req.url,
+        req.wait_for.as_deref(),
+        probe,
+        deadline,
+        limit,
+    )
+    .await;
+    if let Ok(page) = result.as_mut() {
+        actions::after(tab, req, page, deadline, limit).await?;
+    }
+    if let Some((jar, domain)) = sync {
+        let cookies = page::pull_cookies(browser, domain).await?;
+        jar.import(&cookies);
+        if let Ok(page) = result.as_mut() {
+            page.cookies = cookies;
+        }
+    }
+    result
+}

@@ -111,9 +111,11 @@ async fn connections_past_the_cap_wait_instead_of_using_up_descriptors() {
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let held = fds(pid) - before;
+    // The cap, plus the few connections kept for health checks past it.
+    let reserve = idpool::daemon::listener::HEALTH_RESERVE;
     assert!(
-        held <= 64 + 2,
-        "the daemon holds {held} connections with max_connections = 64"
+        held <= 64 + reserve + 2,
+        "the daemon holds {held} connections with max_connections = 64 (+{reserve} for health)"
     );
     // Served once the silent ones time out.
     let r = reqwest::Client::new()

@@ -20,6 +20,7 @@ pub mod live;
 mod load;
 pub mod page;
 pub mod process;
+mod relay;
 mod storage;
 mod supervisor;
 pub mod tab;
@@ -353,8 +354,28 @@ impl SlotBrowser {
             ..HandlerConfig::default()
         };
         // Inside the namespace, DevTools is reachable from its thread alone:
-        // the connection is made there, and its handler polled there.
-        let connect = Browser::connect_with_config(ws_url, handler_cfg);
+        // the connection (through the relay that caps Chromium's messages)
+        // is made there, and its handler polled there.
+        let flags = Arc::new(Flags::default());
+        let cap = relay::cap(self.page_limit);
+        let who = relay::Relayed {
+            slot: spec.slot,
+            pid,
+            flags: flags.clone(),
+        };
+        let slot = spec.slot;
+        let connect = async move {
+            let url = relay::open(&ws_url, cap, who).await?;
+            Browser::connect_with_config(url, handler_cfg)
+                .await
+                .map_err(|e| {
+                    Error::new(
+                        ErrorKind::Network,
+                        format!("slot {slot}: cannot attach to Chromium's DevTools"),
+                    )
+                    .with_source(e)
+                })
+        };
         // `None`: timed out (or the namespace's task was lost).
         let connected = match &spec.netns {
             Some(ns) => tokio::time::timeout(spec.launch_timeout, ns.spawn(connect))
@@ -371,11 +392,7 @@ impl SlotBrowser {
                 process::kill_and_reap(&mut child).await;
                 process::end_outside(&outside_group).await;
                 return Err(match failed {
-                    Some(Err(e)) => Error::new(
-                        ErrorKind::Network,
-                        format!("slot {}: cannot attach to Chromium's DevTools", spec.slot),
-                    )
-                    .with_source(e),
+                    Some(Err(e)) => e,
                     _ => Error::new(
                         ErrorKind::Timeout,
                         format!("slot {}: attaching to Chromium timed out", spec.slot),
@@ -383,7 +400,6 @@ impl SlotBrowser {
                 });
             }
         };
-        let flags = Arc::new(Flags::default());
         let (stop_tx, stop_rx) = oneshot::channel();
         {
             let mut f = self.facts.lock();
@@ -545,6 +561,14 @@ impl Turn<'_> {
                 ),
             ))
         });
+        // A browser the relay ended: the operation failed for that reason.
+        let result = match (result, running.flags.ended_because.lock().clone()) {
+            (Err(_), Some(why)) => Err(Error::new(
+                ErrorKind::Network,
+                format!("slot {}: {why}", self.browser.spec.slot),
+            )),
+            (result, _) => result,
+        };
         if result
             .as_ref()
             .is_err_and(|e| e.kind() == ErrorKind::Timeout)

@@ -21,6 +21,9 @@ pub struct Flags {
     pub dead: AtomicBool,
     /// We are closing it on purpose: an exit now is not a crash.
     pub closing: AtomicBool,
+    /// Why the daemon ended it on its own (the DevTools relay's cap): the
+    /// failed operation reports this rather than a broken connection.
+    pub ended_because: parking_lot::Mutex<Option<String>>,
 }
 
 /// The Chromium a supervisor watches over.
@@ -64,7 +67,11 @@ pub async fn supervise(
         Some(status) => {
             // The main process is gone; make sure no helper of its group lingers.
             process::end_group(pid).await;
-            if !flags.closing.load(Ordering::Acquire) {
+            if let Some(why) = flags.ended_because.lock().clone() {
+                let mut f = facts.lock();
+                f.crashes += 1;
+                f.last_error = Some(crate::diag::error_line(&why));
+            } else if !flags.closing.load(Ordering::Acquire) {
                 let why = match status {
                     Ok(s) => format!("Chromium (pid {pid}) exited unexpectedly: {s}"),
                     Err(e) => format!("Chromium (pid {pid}) could not be waited for: {e}"),

@@ -120,26 +120,6 @@ impl Peers {
                 return Ok(());
             }
         }
-        // TMPDEBUG
-        let holders: Vec<String> = std::fs::read_dir("/proc")
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|p| holds(*p, &needle))
-            .map(|p| {
-                format!(
-                    "{p} ppid {:?} {:?}",
-                    parent(p),
-                    std::fs::read_to_string(format!("/proc/{p}/cmdline"))
-                        .unwrap_or_default()
-                        .chars()
-                        .take(120)
-                        .collect::<String>()
-                )
-            })
-            .collect();
-        tracing::warn!(?holders, browser = browser.pid, tree = ?tree(browser.pid), remembered = ?remembered, "TMPDEBUG");
         Err(format!(
             "connection from {peer} comes from a process outside this slot's browser"
         ))

@@ -1,7 +1,8 @@
 //! Pages a hostile site might send, for the tests of the pool's bounds:
 //! `/hostile/nested/{n}` nests `n` `<div>`s around one line of text;
 //! `/hostile/grow/{mib}` is a small page whose script writes `mib` MiB of
-//! text into itself once loaded.
+//! text into itself once loaded; `/hostile/shout/{mib}` logs a string of
+//! `mib` MiB to the console (what DevTools carries to whoever listens).
 
 use axum::Router;
 use axum::extract::Path;
@@ -18,6 +19,7 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
         .route("/hostile/nested/{n}", get(nested))
         .route("/hostile/grow/{mib}", get(grow))
+        .route("/hostile/shout/{mib}", get(shout))
 }
 
 async fn nested(Path(n): Path<usize>) -> Html<String> {
@@ -35,5 +37,13 @@ async fn grow(Path(mib): Path<usize>) -> Html<String> {
         "<!doctype html><html><head><title>Grow</title></head><body><p id=s>small</p><script>\
          const p = document.createElement('pre'); p.textContent = 'x'.repeat({mib} * 1048576); \
          document.body.appendChild(p);</script></body></html>"
+    ))
+}
+
+async fn shout(Path(mib): Path<usize>) -> Html<String> {
+    let mib = mib.min(256);
+    Html(format!(
+        "<!doctype html><html><head><title>Shout</title></head><body><p id=s>loud</p><script>\
+         console.log('x'.repeat({mib} * 1048576));</script></body></html>"
     ))
 }

@@ -273,7 +273,12 @@ pub fn messages_of(content_type: &str, body: &str) -> Vec<Value> {
 impl Mcp {
     pub fn new(d: &Daemon, key: Option<&str>) -> Mcp {
         Mcp {
-            http: reqwest::Client::new(),
+            // A call that never answers fails the test by name instead of
+            // holding the suite until CI's limit.
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(300))
+                .build()
+                .expect("an HTTP client"),
             url: d.url("/mcp"),
             key: key.map(str::to_string),
             session: None,

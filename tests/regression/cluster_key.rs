@@ -3,7 +3,7 @@
 //! returned a slot's cookies and `retire_slot` retired it; and a daemon sent
 //! the key to whatever address a node record in Redis advertised. Now the
 //! key calls only what a fleet forwards, as an operator at most, and goes
-//! only to addresses of the form `http://host:port` on loopback or private
+//! only to addresses of the form `http://{host}:{port}` on loopback or private
 //! networks (or those `cluster.peers` lists).
 
 use std::time::Duration;
@@ -185,7 +185,7 @@ async fn a_planted_advertise_address_never_gets_the_cluster_key() {
 
     // Planted records sort before `b`, so the old code picked them first.
     // Credentials and a path, and the decimal form of 127.0.0.2: not
-    // `http://host:port`, so never called.
+    // `http://{host}:{port}`, so never called.
     plant(
         &redis,
         "0creds",
@@ -195,7 +195,7 @@ async fn a_planted_advertise_address_never_gets_the_cluster_key() {
     plant(
         &redis,
         "0decimal",
-        &format!("http://2130706434:{}", canary.port),
+        &format!("http://{}:{}", 2130706434u32, canary.port),
     )
     .await;
     let (code, v) = rest(

@@ -73,9 +73,15 @@ async fn without_the_namespace_the_egress_is_no_open_proxy() {
         "{first}\n{}",
         d.log_text()
     );
-    let through_browser = seen.lock().targets.len();
+    let (through_browser, users_ok) = {
+        let seen = seen.lock();
+        (
+            seen.targets.len(),
+            seen.auth.iter().all(|a| basic_user(a) == "dave"),
+        )
+    };
     assert!(through_browser >= 1, "the browser skipped the upstream");
-    assert!(seen.lock().auth.iter().all(|a| basic_user(a) == "dave"));
+    assert!(users_ok, "the upstream saw another user");
 
     let status = c.tool(2, "pool_status", json!({})).await;
     let status = &status["result"]["structuredContent"];
@@ -104,15 +110,24 @@ async fn without_the_namespace_the_egress_is_no_open_proxy() {
     assert_ne!(code, 0, "a CONNECT tunnel through the egress: HTTP {http}");
     assert_ne!(http, "200", "a CONNECT tunnel through the egress");
 
-    assert_eq!(
-        seen.lock().targets.len(),
-        through_browser,
-        "the upstream saw curl's requests with the slot's credentials: {:?}",
-        seen.lock().targets
-    );
+    // What reaches the upstream cannot be told apart by its CONNECT target
+    // (Chromium may open more tunnels meanwhile), but whatever the upstream
+    // carries reaches the site: the site never saw curl's paths.
+    let reached: Vec<String> = env
+        .testbed
+        .log()
+        .iter()
+        .map(|e| e.path.clone())
+        .filter(|p| p.contains("B0CURL"))
+        .collect();
     assert!(
-        !env.testbed.log().iter().any(|e| e.path.contains("B0CURL")),
-        "curl reached the site through the egress"
+        reached.is_empty(),
+        "curl reached the site through the egress: {reached:?}"
+    );
+    let log = d.log_text();
+    assert!(
+        log.contains("egress turned away a connection from outside the slot's browser"),
+        "the egress did not say it turned curl away:\n{log}"
     );
 
     // The slot's own browser still gets through, and the stranger is counted.

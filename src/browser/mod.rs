@@ -5,7 +5,10 @@
 //! - `process`: `/proc` reading, process groups, kill-and-reap, liveness,
 //!   process-tree memory (PSS).
 //! - `supervisor`: the task that polls the CDP handler and reaps Chromium.
-//! - `relay`: the DevTools connection, through a cap on Chromium's messages.
+//! - `attach`: chromiumoxide on a started Chromium, through `relay`, the
+//!   DevTools connection with a cap on Chromium's messages.
+//! - `world`: where every script idpool runs in a page runs (the utility
+//!   world, never the page's own).
 //! - `page`: one operation on a tab: identity overrides, cookie sync, navigation
 //!   with the main document's real status, waiting for selectors and challenges.
 //!
@@ -14,6 +17,7 @@
 //! restart on memory growth.
 
 pub mod actions;
+mod attach;
 mod capture;
 mod hang;
 pub mod launcher;
@@ -26,6 +30,7 @@ mod storage;
 mod supervisor;
 pub mod tab;
 mod trust;
+mod world;
 
 pub use capture::{Capture, Captured};
 pub use launcher::LaunchSpec;
@@ -35,7 +40,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use chromiumoxide::handler::HandlerConfig;
 use chromiumoxide::{Browser, Page};
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -336,105 +340,6 @@ impl SlotBrowser {
                 ))
             }
         }
-    }
-
-    /// Attach chromiumoxide to a started Chromium and hand the process to
-    /// its supervisor; a Chromium that cannot be attached to is ended.
-    async fn attach(&self, spec: &LaunchSpec, started: launcher::Started) -> Result<Running> {
-        let launcher::Started {
-            mut child,
-            pid,
-            ws_url,
-            outside_group,
-        } = started;
-        let handler_cfg = HandlerConfig {
-            // Certificate checks stay on: extra roots are pinned by SPKI instead.
-            ignore_https_errors: false,
-            viewport: None,
-            request_timeout: Duration::from_secs(self.cfg.op_timeout_secs),
-            ..HandlerConfig::default()
-        };
-        // Inside the namespace, DevTools is reachable from its thread alone:
-        // the connection (through the relay that caps Chromium's messages)
-        // is made there, and its handler polled there.
-        let flags = Arc::new(Flags::default());
-        let cap = relay::cap(self.page_limit);
-        let who = relay::Relayed {
-            slot: spec.slot,
-            pid,
-            flags: flags.clone(),
-        };
-        let slot = spec.slot;
-        let connect = async move {
-            let url = relay::open(&ws_url, cap, who).await?;
-            Browser::connect_with_config(url, handler_cfg)
-                .await
-                .map_err(|e| {
-                    Error::new(
-                        ErrorKind::Network,
-                        format!("slot {slot}: cannot attach to Chromium's DevTools"),
-                    )
-                    .with_source(e)
-                })
-        };
-        // `None`: timed out (or the namespace's task was lost).
-        let connected = match &spec.netns {
-            Some(ns) => tokio::time::timeout(spec.launch_timeout, ns.spawn(connect))
-                .await
-                .ok()
-                .and_then(Result::ok),
-            None => tokio::time::timeout(spec.launch_timeout, connect)
-                .await
-                .ok(),
-        };
-        let (browser, handler) = match connected {
-            Some(Ok(pair)) => pair,
-            failed => {
-                process::kill_and_reap(&mut child).await;
-                process::end_outside(&outside_group).await;
-                return Err(match failed {
-                    Some(Err(e)) => e,
-                    _ => Error::new(
-                        ErrorKind::Timeout,
-                        format!("slot {}: attaching to Chromium timed out", spec.slot),
-                    ),
-                });
-            }
-        };
-        let (stop_tx, stop_rx) = oneshot::channel();
-        {
-            let mut f = self.facts.lock();
-            f.running = true;
-            f.pid = Some(pid);
-            f.launches += 1;
-            f.ops_since_recycle = 0;
-            f.pids.push(pid);
-        }
-        let supervise = supervisor::supervise(
-            supervisor::Watched {
-                slot: spec.slot,
-                child,
-                pid_file: spec.pid_file.clone(),
-                outside_group,
-            },
-            handler,
-            stop_rx,
-            flags.clone(),
-            self.facts.clone(),
-        );
-        let supervisor = match &spec.netns {
-            Some(ns) => ns.spawn(supervise),
-            None => tokio::spawn(supervise),
-        };
-        Ok(Running {
-            browser,
-            page: None,
-            pid,
-            flags,
-            stop: Some(stop_tx),
-            supervisor,
-            last_used: Instant::now(),
-        })
     }
 
     /// Close this slot's browser (graceful CDP close, then the process group).

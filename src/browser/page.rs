@@ -402,7 +402,9 @@ pub async fn content(page: &Page, limit: usize) -> Result<(String, Option<usize>
          if (document.documentElement) {{ h += document.documentElement.outerHTML; }} \
          return {{ html: h.length > {limit} ? h.slice(0, {limit}) : h, len: h.length }}; }})()"
     );
-    let r = page.evaluate(js).await.map_err(cdp("read the page"))?;
+    let r = super::world::eval(page, js)
+        .await
+        .map_err(cdp("read the page"))?;
     let h: Html = r.into_value().map_err(|e| {
         Error::new(
             ErrorKind::Network,
@@ -414,8 +416,7 @@ pub async fn content(page: &Page, limit: usize) -> Result<(String, Option<usize>
 }
 
 async fn document_complete(page: &Page) -> Result<bool> {
-    let r = page
-        .evaluate("document.readyState === 'complete'")
+    let r = super::world::eval(page, "document.readyState === 'complete'")
         .await
         .map_err(cdp("query the page"))?;
     Ok(r.into_value::<bool>().unwrap_or(false))
@@ -426,7 +427,9 @@ async fn selector_present(page: &Page, selector: &str) -> Result<bool> {
         "document.querySelector({}) !== null",
         serde_json::to_string(selector).unwrap_or_else(|_| "\"\"".into())
     );
-    let r = page.evaluate(js).await.map_err(cdp("query the page"))?;
+    let r = super::world::eval(page, js)
+        .await
+        .map_err(cdp("query the page"))?;
     Ok(r.into_value::<bool>().unwrap_or(false))
 }
 

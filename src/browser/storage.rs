@@ -143,8 +143,7 @@ async fn on_origin(
             nav = tab.goto(format!("{want}/")) => { nav.map_err(cdp("open the origin"))?; }
             () = answer => {}
         }
-        let got: String = tab
-            .evaluate(script)
+        let got: String = super::world::eval(&tab, script)
             .await
             .map_err(cdp("run the storage script"))?
             .into_value()

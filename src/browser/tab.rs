@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 use chromiumoxide::Page;
 use chromiumoxide::cdp::browser_protocol::accessibility::{AxNode, GetFullAxTreeParams};
 use chromiumoxide::cdp::browser_protocol::dom::{
-    BackendNodeId, FocusParams, GetContentQuadsParams, ResolveNodeParams,
-    ScrollIntoViewIfNeededParams,
+    BackendNodeId, FocusParams, GetContentQuadsParams, ScrollIntoViewIfNeededParams,
 };
 use chromiumoxide::cdp::js_protocol::runtime::{CallArgument, CallFunctionOnParams};
 use chromiumoxide::layout::Point;
@@ -270,13 +269,9 @@ pub async fn press(tab: &Page, key: &str) -> Result<()> {
 /// Select `values` (by value or label) in a `<select>`; the page gets its
 /// `input` and `change` events.
 pub async fn select(tab: &Page, node: BackendNodeId, values: &[String]) -> Result<Vec<String>> {
-    let object = tab
-        .execute(ResolveNodeParams::builder().backend_node_id(node).build())
+    let object = super::world::resolve(tab, node)
         .await
         .map_err(|_| gone("is not on the page any more"))?
-        .result
-        .object
-        .object_id
         .ok_or_else(|| gone("cannot be reached"))?;
     let js = "function(values) { if (this.tagName !== 'SELECT') throw new Error('not a <select>'); \
               const wanted = o => values.includes(o.value) || values.includes(o.label); \
@@ -338,7 +333,7 @@ pub async fn wait_for(tab: &Page, until: &Until, deadline: Instant) -> Result<()
         ),
     };
     loop {
-        let found = (tab.evaluate(js.as_str()).await.ok())
+        let found = (super::world::eval(tab, js.as_str()).await.ok())
             .and_then(|r| r.into_value::<bool>().ok())
             .unwrap_or(false);
         if found {

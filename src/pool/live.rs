@@ -289,7 +289,10 @@ impl Pool {
                     me.counts.1.fetch_add(1, Ordering::Relaxed);
                 },
                 _ = check.tick() => {
-                    let html = tab.content().await.unwrap_or_default();
+                    let html = crate::browser::page::content(&tab, slot.browser().page_limit())
+                        .await
+                        .map(|(html, _)| html)
+                        .unwrap_or_default();
                     let at = tab.url().await.ok().flatten().unwrap_or_default();
                     if let Some((LoginState::LoggedIn, why)) = strategy.login_state(200, &at, &Body::html_page(&html)) {
                         self.set_login(slot.id, strategy.name(), LoginState::LoggedIn, &why);

@@ -82,6 +82,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/reach-out", get(reach_out))
         .route("/storage", get(|| async { Html(html::storage()) }))
         .merge(super::hostile::routes())
+        .merge(super::detect::routes())
         .merge(super::control::routes())
         .with_state(shared)
 }

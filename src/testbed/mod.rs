@@ -19,6 +19,7 @@ mod app;
 mod ca;
 mod control;
 pub mod data;
+pub mod detect;
 pub mod hostile;
 pub mod html;
 mod server;

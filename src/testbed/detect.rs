@@ -1,0 +1,88 @@
+//! Pages that look for automation the way bot detectors do, for the tests
+//! of how the slot browser looks to a site.
+//!
+//! `/detect/main-world` wraps what a detector wraps (`document.querySelector`,
+//! `querySelectorAll`, `getElementById`, `getElementsByClassName`, the
+//! `document.readyState` getter and `Element.outerHTML`) and counts calls
+//! whose stack holds no frame of the page itself: code a driver evaluated
+//! in the page's world (`at <anonymous>:1:10`). The counts are kept on the
+//! root element, where any later read of the page finds them:
+//! `data-foreign` (calls from outside the page), `data-own` (the page's own
+//! calls, which show the probe works) and `data-sample` (the first foreign
+//! stack frame), and in the title (`Probe foreign=N own=M`), where the
+//! `browser_*` tools show it. It also has what `actions` need: a field (`#q`, copied to
+//! `data-typed` on input), a button (`#go`, which sets `data-clicked`), a
+//! tall body to scroll, `#bottom` at its end, and `#late`, added 300 ms
+//! after load.
+
+use axum::Router;
+use axum::response::Html;
+use axum::routing::get;
+
+pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    Router::new().route("/detect/main-world", get(main_world))
+}
+
+const MAIN_WORLD: &str = r##"<!doctype html>
+<html><head><title>Main-world probe</title>
+<script>
+(() => {
+  const root = document.documentElement;
+  const setAttr = Element.prototype.setAttribute;
+  const origin = location.origin;
+  let foreign = 0, own = 0;
+  setAttr.call(root, "data-foreign", "0");
+  setAttr.call(root, "data-own", "0");
+  const note = () => {
+    // Past "Error", this function and the wrapper: the caller's frames.
+    const frames = String(new Error().stack).split("\n").slice(3);
+    if (frames.some((f) => f.includes(origin))) {
+      own += 1;
+      setAttr.call(root, "data-own", String(own));
+    } else {
+      foreign += 1;
+      setAttr.call(root, "data-foreign", String(foreign));
+      if (foreign === 1) setAttr.call(root, "data-sample", (frames[0] || "").trim());
+    }
+    document.title = "Probe foreign=" + foreign + " own=" + own;
+  };
+  for (const name of ["querySelector", "querySelectorAll", "getElementById", "getElementsByClassName"]) {
+    const orig = Document.prototype[name];
+    document[name] = function (...args) { note(); return orig.apply(this, args); };
+  }
+  const ready = Object.getOwnPropertyDescriptor(Document.prototype, "readyState").get;
+  Object.defineProperty(document, "readyState", { get() { note(); return ready.call(document); } });
+  const outer = Object.getOwnPropertyDescriptor(Element.prototype, "outerHTML");
+  Object.defineProperty(Element.prototype, "outerHTML", {
+    get() { note(); return outer.get.call(this); },
+    set(v) { outer.set.call(this, v); },
+  });
+})();
+</script></head>
+<body>
+<h1>A page that counts who reads it</h1>
+<input id="q" name="q">
+<button id="go" type="button">Go</button>
+<div style="height: 3000px">tall</div>
+<p id="bottom">the end of the page</p>
+<script>
+  // The page's own reads: these count as its own.
+  document.getElementById("q").addEventListener("input", (e) =>
+    document.documentElement.setAttribute("data-typed", e.target.value));
+  document.querySelector("#go").addEventListener("click", () =>
+    document.documentElement.setAttribute("data-clicked", "1"));
+  if (document.readyState !== "complete") {
+    addEventListener("load", () => setTimeout(() => {
+      const p = document.createElement("p");
+      p.id = "late";
+      p.textContent = "late text";
+      document.body.appendChild(p);
+    }, 300));
+  }
+</script>
+</body></html>
+"##;
+
+async fn main_world() -> Html<&'static str> {
+    Html(MAIN_WORLD)
+}

@@ -1,0 +1,154 @@
+//! Issue 33, finding 1: idpool read pages in the page's own world. While a
+//! page loaded, `Runtime.evaluate` in the main world polled
+//! `document.readyState`, `outerHTML` and `document.querySelector(…)`; a page
+//! that wraps them saw about 33 calls a load with no frame of its own on the
+//! stack. Now every script idpool runs in a page runs in the utility world.
+//!
+//! The testbed's `/detect/main-world` counts such calls (see
+//! `src/testbed/detect.rs`); a Chromium of the test's own, driven as a
+//! plain driver drives it, shows the probe catches them.
+
+mod common;
+
+use common::Env;
+use common::chromium::{Chromium, eval};
+use idpool::tiers::RunOptions;
+use idpool::tools;
+use serde_json::{Value, json};
+
+/// `(foreign, own)` from the probe's title `Probe foreign=N own=M`.
+fn counts(title: &str) -> (u64, u64) {
+    let num = |key: &str| {
+        title
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in the title `{title}`"))
+    };
+    (num("foreign="), num("own="))
+}
+
+/// The value of the root's `data-*` attribute `name` in a page's HTML.
+fn attr<'a>(html: &'a str, name: &str) -> Option<&'a str> {
+    let at = html.find(&format!("{name}=\""))? + name.len() + 2;
+    html[at..].split('"').next()
+}
+
+#[tokio::test]
+async fn a_driver_reading_the_main_world_is_counted_and_idpool_never_is() {
+    let env = Env::new(1).await;
+    // The control: a driver that evaluates in the page's world is seen.
+    let chromium = Chromium::start(env.path("").as_path()).await;
+    let plain = format!("{}/detect/main-world", env.testbed.http_url());
+    let page = chromium.page(1280, 800, false, &plain).await;
+    let _ = eval(&page, "document.readyState").await;
+    let _ = eval(&page, "document.querySelector('#go') !== null").await;
+    let title = eval(&page, "document.title").await;
+    let (foreign, own) = counts(title.as_str().unwrap_or(""));
+    assert!(foreign >= 2, "the probe missed a driver's reads: {title}");
+    assert!(own >= 2, "the probe missed the page's own reads: {title}");
+    chromium.stop().await;
+
+    let pool = env.pool();
+    let url = env.url("/detect/main-world").to_string();
+
+    // `scrape` in the browser, with a wait, every kind of action and a
+    // screenshot.
+    let r = tools::scrape::run(
+        &pool,
+        json!({
+            "url": url, "mode": "browser", "format": ["raw_html", "screenshot"],
+            "wait_for": "#late", "max_chars": 100000,
+            "actions": [
+                {"type": "click", "selector": "#go"},
+                {"type": "type", "selector": "#q", "text": "hello"},
+                {"type": "press", "key": "Tab"},
+                {"type": "scroll", "direction": "down"},
+                {"type": "scroll", "selector": "#bottom"},
+                {"type": "wait", "selector": "#late"}
+            ]
+        }),
+        &RunOptions::default(),
+    )
+    .await
+    .expect("scrape in the browser");
+    let html = r["content"].as_str().unwrap_or_default();
+    assert_eq!(attr(html, "data-clicked"), Some("1"), "the click: {r}");
+    assert_eq!(attr(html, "data-typed"), Some("hello"), "the typing");
+    assert!(html.contains("late text"), "wait_for");
+    assert_eq!(
+        attr(html, "data-foreign"),
+        Some("0"),
+        "the page saw idpool's reads, first at {:?}",
+        attr(html, "data-sample")
+    );
+    assert!(
+        attr(html, "data-own").is_some_and(|n| n != "0"),
+        "the probe ran"
+    );
+
+    // The `browser_*` tools, each of them.
+    let who = RunOptions {
+        caller: Some("agent".into()),
+        session: Some("mcp-1".into()),
+        ..RunOptions::default()
+    };
+    let open = tools::browser_open::run(&pool, json!({"url": url}), &who)
+        .await
+        .expect("open");
+    let id = open["session"].as_str().expect("session").to_string();
+    let at = json!({"session": id});
+    let snap = tools::browser_snapshot::run(&pool, at.clone(), &who)
+        .await
+        .expect("snapshot");
+    let text = snap["snapshot"].as_str().unwrap_or_default();
+    let ref_of = |role: &str| {
+        let line = (text.lines())
+            .find(|l| l.contains(role) && l.contains("[ref="))
+            .unwrap_or_else(|| panic!("no {role} in\n{text}"));
+        let at = line.find("[ref=").expect("ref") + 5;
+        line[at..].split(']').next().expect("ref").to_string()
+    };
+    let (field, button) = (ref_of("textbox"), ref_of("button \"Go\""));
+    let with = |extra: Value| {
+        let mut v = at.clone();
+        for (k, x) in extra.as_object().into_iter().flatten() {
+            v[k] = x.clone();
+        }
+        v
+    };
+    tools::browser_type::run(&pool, with(json!({"ref": field, "text": "again"})), &who)
+        .await
+        .expect("type");
+    tools::browser_click::run(&pool, with(json!({"ref": button})), &who)
+        .await
+        .expect("click");
+    tools::browser_press::run(&pool, with(json!({"key": "Tab"})), &who)
+        .await
+        .expect("press");
+    tools::browser_wait_for::run(&pool, with(json!({"selector": "#late"})), &who)
+        .await
+        .expect("wait for a selector");
+    tools::browser_wait_for::run(&pool, with(json!({"text": "late text"})), &who)
+        .await
+        .expect("wait for text");
+    tools::browser_screenshot::run(&pool, at.clone(), &who)
+        .await
+        .expect("screenshot");
+    let nav = tools::browser_navigate::run(&pool, with(json!({"url": url})), &who)
+        .await
+        .expect("navigate");
+    let last = tools::browser_snapshot::run(&pool, at.clone(), &who)
+        .await
+        .expect("snapshot");
+    for v in [&open, &snap, &nav, &last] {
+        let title = v["title"].as_str().unwrap_or_default();
+        let (foreign, own) = counts(title);
+        assert_eq!(foreign, 0, "the page saw a browser_* tool's reads: {title}");
+        assert!(own > 0, "{title}");
+    }
+    tools::browser_close::run(&pool, at, &who)
+        .await
+        .expect("close");
+    common::shutdown_and_check(&pool).await;
+}

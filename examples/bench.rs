@@ -449,6 +449,8 @@ async fn cdp(a: &Args) -> Result<Value> {
             .into(),
         lang: "en-US".into(),
         window: (1366, 768),
+        screen: idpool::profile::Screen::DESKTOP,
+        pointer: idpool::profile::Pointer::Fine,
         proxy_server: None,
         spki: a.ca.iter().cloned().collect(),
         trust_roots: Vec::new(),

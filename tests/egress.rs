@@ -231,6 +231,8 @@ async fn launch_bare_chromium(env: &Env, pool: &idpool::pool::Pool, via: &str) {
         user_agent: pool.slots()[0].profile.user_agent.clone(),
         lang: "en-US".into(),
         window: (1280, 800),
+        screen: idpool::profile::Screen::DESKTOP,
+        pointer: idpool::profile::Pointer::Fine,
         proxy_server: None,
         spki: idpool::http::cert::spki_hashes(std::slice::from_ref(&env.testbed.ca_path))
             .expect("spki"),

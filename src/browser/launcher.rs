@@ -33,6 +33,10 @@ pub struct LaunchSpec {
     /// `--lang`, the first tag of the profile's Accept-Language.
     pub lang: String,
     pub window: (u32, u32),
+    /// The screen the window sits on, and the pointer (launch flags, so
+    /// that workers and iframes agree with the page).
+    pub screen: crate::profile::Screen,
+    pub pointer: crate::profile::Pointer,
     /// `http://127.0.0.1:<port>` of the slot's egress (`None` only in tests
     /// that launch a bare Chromium to compare with).
     pub proxy_server: Option<String>,
@@ -83,6 +87,8 @@ impl LaunchSpec {
         a.push(format!("--user-agent={}", self.user_agent));
         a.push(format!("--lang={}", self.lang));
         a.push(format!("--window-size={},{}", self.window.0, self.window.1));
+        a.push(self.screen.chromium_arg());
+        a.push(self.pointer.chromium_arg().into());
         if self.headless {
             a.push("--headless=new".into());
             a.push("--hide-scrollbars".into());
@@ -473,6 +479,8 @@ mod tests {
             user_agent: "UA/1.0".into(),
             lang: "de-DE".into(),
             window: (1280, 800),
+            screen: crate::profile::Screen::DESKTOP,
+            pointer: crate::profile::Pointer::Fine,
             proxy_server: Some("http://127.0.0.1:41234".into()),
             spki: vec!["AAA=".into(), "BBB=".into()],
             trust_roots: Vec::new(),

@@ -58,6 +58,8 @@ pub(super) fn launch_spec(
         user_agent: profile.user_agent.clone(),
         lang: profile.primary_language(),
         window: (profile.viewport.width, profile.viewport.height),
+        screen: profile.screen,
+        pointer: profile.pointer(),
         proxy_server: Some(egress.proxy_server()),
         spki: env.spki.to_vec(),
         trust_roots: env.trust_roots.to_vec(),

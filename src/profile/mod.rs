@@ -1,7 +1,7 @@
 //! Profiles: the static description of an identity (`profiles/*.toml`).
 //!
 //! A profile names a wreq-util browser emulation and platform, and the user agent,
-//! language, timezone, viewport, proxy and seed cookies that go with it.
+//! language, timezone, viewport, screen, proxy and seed cookies that go with it.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -13,7 +13,9 @@ use wreq_util::{Platform, Profile as BrowserProfile};
 use crate::diag::{self, Diagnostic};
 
 mod proxy;
+mod screen;
 pub use proxy::{ProxyTemplate, ProxyUrl};
+pub use screen::{Pointer, Screen};
 
 /// A browser emulation by its wreq-util name (`chrome_149`, `firefox_151`, `safari_26.4`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -114,6 +116,10 @@ struct ProfileFile {
     timezone: Option<String>,
     #[serde(default)]
     viewport: Option<Viewport>,
+    /// The screen; default 1920x1080 with a 40-pixel task bar on a desktop,
+    /// the viewport's size on a phone.
+    #[serde(default)]
+    screen: Option<Screen>,
     #[serde(default)]
     proxy: Option<ProxyUrl>,
     /// Cookies loaded into a slot's jar when the slot has no jar yet.
@@ -133,6 +139,8 @@ pub struct Profile {
     pub accept_language: String,
     pub timezone: Option<String>,
     pub viewport: Viewport,
+    /// The screen the window sits on (it fits: checked at load).
+    pub screen: Screen,
     pub proxy: Option<ProxyUrl>,
     pub seed_cookies: Option<PathBuf>,
     /// The emulation's `sec-ch-ua` (Chromium-family browsers only).
@@ -222,6 +230,7 @@ impl Profile {
                 accept_language: None,
                 timezone: None,
                 viewport: None,
+                screen: None,
                 proxy: None,
                 seed_cookies: None,
             },
@@ -230,6 +239,11 @@ impl Profile {
 
     fn resolve(name: &str, source: Option<PathBuf>, f: ProfileFile) -> Self {
         let platform = f.platform.map(|p| p.0).unwrap_or(Platform::Windows);
+        let mobile = matches!(platform, Platform::Android | Platform::IOS);
+        let viewport = f.viewport.unwrap_or(Viewport {
+            width: 1366,
+            height: 768,
+        });
         let emu = wreq::IntoEmulation::into_emulation(
             wreq_util::Emulation::builder()
                 .profile(f.emulation.0)
@@ -261,10 +275,10 @@ impl Profile {
                     .unwrap_or_else(|| "en-US,en;q=0.9".into()),
             ),
             timezone: f.timezone,
-            viewport: f.viewport.unwrap_or(Viewport {
-                width: 1366,
-                height: 768,
-            }),
+            viewport,
+            screen: f
+                .screen
+                .unwrap_or_else(|| Screen::default_for(mobile, viewport)),
             proxy: f.proxy,
             sec_ch_ua: header(http::header::HeaderName::from_static("sec-ch-ua")),
             seed_cookies: f.seed_cookies.map(|p| match &base {
@@ -273,6 +287,16 @@ impl Profile {
             }),
             source,
         }
+    }
+
+    /// A phone's platform (Android, iOS).
+    pub fn mobile(&self) -> bool {
+        matches!(self.platform, Platform::Android | Platform::IOS)
+    }
+
+    /// The pointing device its browser reports.
+    pub fn pointer(&self) -> Pointer {
+        Pointer::for_mobile(self.mobile())
     }
 
     /// `navigator.platform` for this profile's platform.
@@ -342,7 +366,12 @@ impl Profile {
                 ));
             }
         }
-        Ok(Self::resolve(name, Some(path.to_path_buf()), file))
+        let profile = Self::resolve(name, Some(path.to_path_buf()), file);
+        if let Some(why) = profile.screen.misfit(profile.viewport) {
+            let pos = text.find("screen").or_else(|| text.find("viewport"));
+            return Err(Diagnostic::at(path, &text, pos.map(|p| p..p), why));
+        }
+        Ok(profile)
     }
 }
 
@@ -407,6 +436,28 @@ pub fn toml_files(dir: &Path) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_window_larger_than_its_screen_is_refused_at_load() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("big.toml");
+        std::fs::write(
+            &path,
+            "emulation = \"chrome_149\"\nviewport = { width = 1600, height = 900 }\nscreen = { width = 1440, height = 900 }\n",
+        )
+        .expect("write");
+        let e = Profile::load(&path).expect_err("does not fit").to_string();
+        assert!(e.contains("big.toml") && e.contains("1600x900"), "{e}");
+        std::fs::write(
+            &path,
+            "emulation = \"chrome_149\"\nviewport = { width = 1600, height = 900 }\nscreen = { width = 2560, height = 1440, taskbar = 48 }\n",
+        )
+        .expect("write");
+        let p = Profile::load(&path).expect("fits");
+        assert_eq!((p.screen.width, p.screen.avail_height()), (2560, 1392));
+        assert_eq!(p.pointer(), Pointer::Fine);
+        assert_eq!(Profile::builtin_default().screen, Screen::DESKTOP);
+    }
 
     #[test]
     fn emulation_names_round_trip() {

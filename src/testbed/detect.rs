@@ -1,6 +1,9 @@
 //! Pages that look for automation the way bot detectors do, for the tests
 //! of how the slot browser looks to a site.
 //!
+//! `/detect/screen` reports the screen, window, viewport and pointer in the
+//! page, an iframe and a worker (below).
+//!
 //! `/detect/main-world` wraps what a detector wraps (`document.querySelector`,
 //! `querySelectorAll`, `getElementById`, `getElementsByClassName`, the
 //! `document.readyState` getter and `Element.outerHTML`) and counts calls
@@ -20,7 +23,46 @@ use axum::response::Html;
 use axum::routing::get;
 
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    Router::new().route("/detect/main-world", get(main_world))
+    Router::new()
+        .route("/detect/main-world", get(main_world))
+        .route("/detect/screen", get(screen))
+}
+
+/// `/detect/screen`: the screen, window, viewport and input devices as the
+/// page, a same-origin iframe and a dedicated worker see them, written as
+/// JSON into `#out` (`{"page": …, "frame": …, "worker": …}`) once all three
+/// answered.
+const SCREEN: &str = r##"<!doctype html>
+<html><head><title>Screen probe</title></head><body>
+<pre id="out"></pre>
+<iframe id="f" srcdoc="<p>frame</p>" width="300" height="150"></iframe>
+<script>
+const look = (w) => ({
+  screen: [w.screen.width, w.screen.height, w.screen.availWidth, w.screen.availHeight, w.screen.colorDepth],
+  outer: [w.outerWidth, w.outerHeight], inner: [w.innerWidth, w.innerHeight],
+  dpr: w.devicePixelRatio,
+  pointer: w.matchMedia("(pointer: fine)").matches, hover: w.matchMedia("(hover: hover)").matches,
+  anyPointer: w.matchMedia("(any-pointer: fine)").matches, anyHover: w.matchMedia("(any-hover: hover)").matches,
+  touch: w.navigator.maxTouchPoints, ua: w.navigator.userAgent,
+});
+const seen = {};
+const done = () => {
+  if (!seen.page || !seen.frame || !seen.worker) return;
+  document.getElementById("out").textContent = JSON.stringify(seen);
+  const p = document.createElement("p"); p.id = "done"; document.body.appendChild(p);
+};
+seen.page = look(window);
+const f = document.getElementById("f");
+const fromFrame = () => { seen.frame = look(f.contentWindow); done(); };
+if (f.contentDocument && f.contentDocument.readyState === "complete") fromFrame(); else f.addEventListener("load", fromFrame);
+const src = "postMessage({hardware: navigator.hardwareConcurrency, ua: navigator.userAgent})";
+const worker = new Worker(URL.createObjectURL(new Blob([src], {type: "text/javascript"})));
+worker.onmessage = (e) => { seen.worker = e.data; done(); };
+</script></body></html>
+"##;
+
+async fn screen() -> Html<&'static str> {
+    Html(SCREEN)
 }
 
 const MAIN_WORLD: &str = r##"<!doctype html>

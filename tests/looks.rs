@@ -152,3 +152,52 @@ async fn a_driver_reading_the_main_world_is_counted_and_idpool_never_is() {
         .expect("close");
     common::shutdown_and_check(&pool).await;
 }
+
+/// Issue 33, findings 3 and 4: a window larger than its screen (headless's
+/// 800×600 behind a 1366×768 window) and no pointing device.
+#[tokio::test]
+async fn the_screen_fits_the_window_and_a_desktop_has_a_mouse() {
+    let env = Env::new(1).await;
+    let pool = env.pool();
+    let r = tools::scrape::run(
+        &pool,
+        json!({"url": env.url("/detect/screen").to_string(), "mode": "browser",
+               "format": "raw_html", "wait_for": "#done"}),
+        &RunOptions::default(),
+    )
+    .await
+    .expect("scrape in the browser");
+    let html = r["content"].as_str().unwrap_or_default();
+    let at = html.find("<pre id=\"out\">").expect("the probe's output") + 14;
+    let json = &html[at..at + html[at..].find("</pre>").expect("end")];
+    let seen: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    for world in ["page", "frame"] {
+        let w = &seen[world];
+        let n = |k: &str, i: usize| w[k][i].as_u64().unwrap_or(0);
+        assert_eq!(
+            (n("screen", 0), n("screen", 1), n("screen", 3)),
+            (1920, 1080, 1040),
+            "{world}: {w}"
+        );
+        assert!(
+            n("screen", 0) >= n("outer", 0) && n("screen", 3) >= n("outer", 1),
+            "{world}: the window is larger than the screen: {w}"
+        );
+        assert!(
+            n("outer", 0) >= n("inner", 0) && n("outer", 1) >= n("inner", 1),
+            "{world}: {w}"
+        );
+        for k in ["pointer", "hover", "anyPointer", "anyHover"] {
+            assert_eq!(w[k], true, "{world}: {k}: {w}");
+        }
+        assert_eq!(w["touch"], 0, "{world}: {w}");
+    }
+    assert_eq!(
+        seen["page"]["outer"],
+        json!([1366, 768]),
+        "the profile's window"
+    );
+    assert_eq!(seen["worker"]["ua"], seen["page"]["ua"], "{seen}");
+    assert_eq!(seen["frame"]["ua"], seen["page"]["ua"], "{seen}");
+    common::shutdown_and_check(&pool).await;
+}

@@ -1,0 +1,154 @@
+//! The screen a profile's browser reports, and its pointing device.
+//!
+//! Headless Chromium reports an 800×600 screen behind a 1366×768 window and
+//! no pointer at all (`(pointer: fine)` and `(hover: hover)` false), which
+//! no person's desktop does. A profile has a screen (desktop default:
+//! 1920×1080, a 40-pixel task bar, so `availHeight` 1040) that its window
+//! must fit, and a pointer that follows its platform: fine with hover on a
+//! desktop, coarse without on a phone. Both are launch flags, so the page,
+//! its iframes and its workers see the same values.
+
+use serde::Deserialize;
+
+use super::Viewport;
+
+/// A screen, in CSS pixels at device pixel ratio 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Screen {
+    pub width: u32,
+    pub height: u32,
+    /// Pixels at the bottom the window may not use (a task bar or dock):
+    /// `availHeight` is `height` less this.
+    #[serde(default = "desktop_taskbar")]
+    pub taskbar: u32,
+}
+
+fn desktop_taskbar() -> u32 {
+    40
+}
+
+/// How the browser says it is pointed at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pointer {
+    /// A mouse: `pointer: fine`, `hover: hover`, no touch points.
+    Fine,
+    /// A finger: `pointer: coarse`, `hover: none`.
+    Coarse,
+}
+
+impl Screen {
+    /// The most common desktop screen.
+    pub const DESKTOP: Screen = Screen {
+        width: 1920,
+        height: 1080,
+        taskbar: 40,
+    };
+
+    /// The screen a profile has when its file names none: the desktop one,
+    /// or on a phone the window's own size.
+    pub fn default_for(mobile: bool, window: Viewport) -> Screen {
+        if mobile {
+            Screen {
+                width: window.width,
+                height: window.height,
+                taskbar: 0,
+            }
+        } else {
+            Screen::DESKTOP
+        }
+    }
+
+    pub fn avail_height(&self) -> u32 {
+        self.height.saturating_sub(self.taskbar)
+    }
+
+    /// Why `window` does not fit on this screen (`None`: it fits).
+    pub fn misfit(&self, window: Viewport) -> Option<String> {
+        (window.width > self.width || window.height > self.avail_height()).then(|| {
+            format!(
+                "the viewport {}x{} does not fit the screen {}x{} less its {}-pixel task bar: \
+                 a window larger than its screen is what no person's browser shows",
+                window.width, window.height, self.width, self.height, self.taskbar
+            )
+        })
+    }
+
+    /// Chromium's flag for this screen.
+    pub fn chromium_arg(&self) -> String {
+        format!(
+            "--screen-info={{0,0 {}x{} workAreaBottom={}}}",
+            self.width, self.height, self.taskbar
+        )
+    }
+}
+
+impl Pointer {
+    pub fn for_mobile(mobile: bool) -> Pointer {
+        if mobile {
+            Pointer::Coarse
+        } else {
+            Pointer::Fine
+        }
+    }
+
+    /// Blink's pointer and hover settings (`PointerType`: coarse 2, fine 4;
+    /// `HoverType`: none 1, hover 2).
+    pub fn chromium_arg(&self) -> &'static str {
+        match self {
+            Pointer::Fine => {
+                "--blink-settings=primaryPointerType=4,availablePointerTypes=4,primaryHoverType=2,availableHoverTypes=2"
+            }
+            Pointer::Coarse => {
+                "--blink-settings=primaryPointerType=2,availablePointerTypes=2,primaryHoverType=1,availableHoverTypes=1"
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_fits_its_screen_or_is_named() {
+        let s = Screen::DESKTOP;
+        assert_eq!(s.avail_height(), 1040);
+        assert_eq!(
+            s.misfit(Viewport {
+                width: 1366,
+                height: 768
+            }),
+            None
+        );
+        assert_eq!(
+            s.misfit(Viewport {
+                width: 1920,
+                height: 1040
+            }),
+            None
+        );
+        let e = s
+            .misfit(Viewport {
+                width: 1920,
+                height: 1080,
+            })
+            .expect("taller than the work area");
+        assert!(e.contains("1920x1080") && e.contains("40-pixel"), "{e}");
+        assert_eq!(
+            s.chromium_arg(),
+            "--screen-info={0,0 1920x1080 workAreaBottom=40}"
+        );
+        let phone = Screen::default_for(
+            true,
+            Viewport {
+                width: 412,
+                height: 915,
+            },
+        );
+        assert_eq!(
+            (phone.width, phone.height, phone.avail_height()),
+            (412, 915, 915)
+        );
+    }
+}

@@ -35,7 +35,12 @@ pub async fn key_first(State(c): State<Arc<Control>>, req: Request, next: Next) 
             return refuse(r);
         }
     } else {
-        let action = format!("{} {path}", req.method());
+        // Audited under the action's own name where it has one, as the
+        // handler would (`reset_slot`), else as the request.
+        let action = (path.strip_prefix("/api/v1/slots/"))
+            .and_then(|rest| rest.split_once('/'))
+            .and_then(|(_, action)| super::control::slot_tool(action))
+            .map_or_else(|| format!("{} {path}", req.method()), str::to_string);
         if let Err(r) = gate(&c, req.headers(), req.uri(), false, &action, Role::Viewer) {
             return refuse(r);
         }

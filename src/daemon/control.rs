@@ -274,6 +274,19 @@ fn slot_args(n: &str, body: &[u8]) -> Result<Value, Refusal> {
     Ok(args)
 }
 
+/// The tool a slot action of the control API calls (`reset` → `reset_slot`).
+pub(super) fn slot_tool(action: &str) -> Option<&'static str> {
+    Some(match action {
+        "refresh-cookies" => "refresh_cookies",
+        "reset" => "reset_slot",
+        "calibrate" => "calibrate",
+        "retire" => "retire_slot",
+        "session-import" => "import_session",
+        "session-export" => "export_session",
+        _ => return None,
+    })
+}
+
 /// `POST /api/v1/slots/{n}/refresh-cookies`, `/reset`, `/calibrate`, `/retire`,
 /// `/session-import` and `/session-export`.
 async fn slot_action(
@@ -283,14 +296,8 @@ async fn slot_action(
     uri: Uri,
     body: axum::body::Bytes,
 ) -> Response {
-    let tool = match action.as_str() {
-        "refresh-cookies" => "refresh_cookies",
-        "reset" => "reset_slot",
-        "calibrate" => "calibrate",
-        "retire" => "retire_slot",
-        "session-import" => "import_session",
-        "session-export" => "export_session",
-        other => return error(StatusCode::NOT_FOUND, format!("no action `{other}`")),
+    let Some(tool) = slot_tool(&action) else {
+        return error(StatusCode::NOT_FOUND, format!("no action `{action}`"));
     };
     // The role gate first: a refused caller learns nothing of the body's parse.
     if let Err(r) = gate(&c, &headers, &uri, false, tool, Role::Admin) {

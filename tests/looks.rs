@@ -159,18 +159,7 @@ async fn a_driver_reading_the_main_world_is_counted_and_idpool_never_is() {
 async fn the_screen_fits_the_window_and_a_desktop_has_a_mouse() {
     let env = Env::new(1).await;
     let pool = env.pool();
-    let r = tools::scrape::run(
-        &pool,
-        json!({"url": env.url("/detect/screen").to_string(), "mode": "browser",
-               "format": "raw_html", "wait_for": "#done"}),
-        &RunOptions::default(),
-    )
-    .await
-    .expect("scrape in the browser");
-    let html = r["content"].as_str().unwrap_or_default();
-    let at = html.find("<pre id=\"out\">").expect("the probe's output") + 14;
-    let json = &html[at..at + html[at..].find("</pre>").expect("end")];
-    let seen: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    let seen = probe(&env, &pool, "/detect/screen").await;
     for world in ["page", "frame"] {
         let w = &seen[world];
         let n = |k: &str, i: usize| w[k][i].as_u64().unwrap_or(0);
@@ -199,5 +188,55 @@ async fn the_screen_fits_the_window_and_a_desktop_has_a_mouse() {
     );
     assert_eq!(seen["worker"]["ua"], seen["page"]["ua"], "{seen}");
     assert_eq!(seen["frame"]["ua"], seen["page"]["ua"], "{seen}");
+    common::shutdown_and_check(&pool).await;
+}
+
+/// The JSON the probe page at `path` wrote into `#out`, scraped in the
+/// browser once it says `#done`.
+async fn probe(env: &Env, pool: &idpool::pool::Pool, path: &str) -> Value {
+    let r = tools::scrape::run(
+        pool,
+        json!({"url": env.url(path).to_string(), "mode": "browser",
+               "format": "raw_html", "wait_for": "#done"}),
+        &RunOptions::default(),
+    )
+    .await
+    .expect("scrape in the browser");
+    let html = r["content"].as_str().unwrap_or_default();
+    let at = html.find("<pre id=\"out\">").expect("the probe's output") + 14;
+    let json = &html[at..at + html[at..].find("</pre>").expect("end")];
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json}"))
+}
+
+/// Issue 33, finding 2: `getHighEntropyValues` answered an empty
+/// `fullVersionList` and an empty `uaFullVersion`.
+#[tokio::test]
+async fn the_user_agent_has_its_full_version_in_the_page_and_a_worker() {
+    let env = Env::new(1).await;
+    let pool = env.pool();
+    let seen = probe(&env, &pool, "/detect/hints").await;
+    let status = tools::pool_status::run(&pool);
+    let version = status["slots"][0]["browser"]["version"]
+        .as_str()
+        .unwrap_or_default()
+        .split_whitespace()
+        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()))
+        .unwrap_or_else(|| panic!("no version in {status}"))
+        .to_string();
+    assert_eq!(version.split('.').count(), 4, "{version}");
+    for world in ["page", "worker"] {
+        let v = &seen[world];
+        assert_eq!(v["uaFullVersion"], version.as_str(), "{world}: {v}");
+        let list = v["fullVersionList"].as_array().cloned().unwrap_or_default();
+        assert!(!list.is_empty(), "{world}: {v}");
+        assert!(
+            list.iter()
+                .any(|b| b["brand"] == "Chromium" && b["version"] == version.as_str()),
+            "{world}: {v}"
+        );
+        assert_eq!(v["bitness"], "64", "{world}: {v}");
+        assert_eq!(v["formFactors"], json!(["Desktop"]), "{world}: {v}");
+        assert_ne!(v["platformVersion"], "", "{world}: {v}");
+    }
     common::shutdown_and_check(&pool).await;
 }

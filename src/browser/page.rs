@@ -57,8 +57,57 @@ pub fn parse_sec_ch_ua(value: &str) -> Vec<(String, String)> {
     out
 }
 
+/// The running Chromium's full version (`156.0.8078.114`), as DevTools
+/// reports it.
+async fn full_version(page: &Page) -> Result<String> {
+    let v = page
+        .execute(chromiumoxide::cdp::browser_protocol::browser::GetVersionParams::default())
+        .await
+        .map_err(cdp("read Chromium's version"))?;
+    Ok(v.result
+        .product
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_string())
+}
+
+/// Each brand at its full version: the real brands at the running
+/// Chromium's (`156.0.8078.114`), the GREASE brand at `<v>.0.0.0`, as
+/// Chrome answers `fullVersionList`.
+fn full_version_list(brands: &[(String, String)], full: &str) -> Vec<UserAgentBrandVersion> {
+    let major = full.split('.').next().unwrap_or_default();
+    brands
+        .iter()
+        .map(|(b, v)| {
+            let version = if v == major && !full.is_empty() {
+                full.to_string()
+            } else {
+                format!("{v}.0.0.0")
+            };
+            UserAgentBrandVersion::new(b.clone(), version)
+        })
+        .collect()
+}
+
+/// `navigator.userAgentData.platformVersion` of a current release of the
+/// platform (Windows 11 24H2 reports 19.0.0).
+fn platform_version(platform: &str) -> &'static str {
+    match platform {
+        "Windows" => "19.0.0",
+        "macOS" => "15.5.0",
+        "Android" => "15.0.0",
+        "iOS" => "18.5.0",
+        _ => "6.8.0",
+    }
+}
+
 /// Make a fresh tab speak with the slot's identity.
 pub async fn prepare(page: &Page, id: &Identity) -> Result<()> {
+    let full = match &id.hints {
+        Some(_) => full_version(page).await?,
+        None => String::new(),
+    };
     let metadata = id.hints.as_ref().map(|h| UserAgentMetadata {
         brands: Some(
             h.brands
@@ -66,15 +115,15 @@ pub async fn prepare(page: &Page, id: &Identity) -> Result<()> {
                 .map(|(b, v)| UserAgentBrandVersion::new(b.clone(), v.clone()))
                 .collect(),
         ),
-        full_version_list: None,
+        full_version_list: Some(full_version_list(&h.brands, &full)),
         platform: h.platform.clone(),
-        platform_version: String::new(),
+        platform_version: platform_version(&h.platform).into(),
         architecture: if h.mobile { "arm".into() } else { "x86".into() },
         model: String::new(),
         mobile: h.mobile,
         bitness: Some("64".into()),
         wow64: Some(false),
-        form_factors: None,
+        form_factors: Some(vec![if h.mobile { "Mobile" } else { "Desktop" }.into()]),
     });
     let params = SetUserAgentOverrideParams {
         user_agent: id.user_agent.clone(),
@@ -82,10 +131,42 @@ pub async fn prepare(page: &Page, id: &Identity) -> Result<()> {
         platform: Some(id.navigator_platform.clone()),
         user_agent_metadata: metadata,
     };
-    page.execute(params)
+    page.execute(UserAgentOverride::new(params, &full))
         .await
         .map_err(cdp("set the user agent"))?;
     Ok(())
+}
+
+/// `Emulation.setUserAgentOverride` with the metadata's `fullVersion`,
+/// which chromiumoxide's type leaves out (deprecated in the protocol, yet
+/// what `uaFullVersion` answers: "" without it, where a real Chrome always
+/// has one).
+#[derive(Debug, serde::Serialize)]
+#[serde(transparent)]
+struct UserAgentOverride(serde_json::Value);
+
+impl UserAgentOverride {
+    fn new(params: SetUserAgentOverrideParams, full: &str) -> Self {
+        let mut v = serde_json::to_value(params).unwrap_or_default();
+        if let Some(m) = v
+            .get_mut("userAgentMetadata")
+            .and_then(|m| m.as_object_mut())
+            && !full.is_empty()
+        {
+            m.insert("fullVersion".into(), full.into());
+        }
+        UserAgentOverride(v)
+    }
+}
+
+impl chromiumoxide::types::Method for UserAgentOverride {
+    fn identifier(&self) -> chromiumoxide::types::MethodId {
+        "Emulation.setUserAgentOverride".into()
+    }
+}
+
+impl chromiumoxide::types::Command for UserAgentOverride {
+    type Response = chromiumoxide::cdp::browser_protocol::emulation::SetUserAgentOverrideReturns;
 }
 
 /// Put the jar's cookies for the strategy's domain into the browser.
@@ -441,6 +522,25 @@ pub fn cdp(what: &'static str) -> impl Fn(chromiumoxide::error::CdpError) -> Err
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_full_version_list_has_each_brand_at_its_full_version() {
+        let brands = parse_sec_ch_ua(
+            "\"Google Chrome\";v=\"156\", \"Chromium\";v=\"156\", \"Not)A;Brand\";v=\"24\"",
+        );
+        let list: Vec<(String, String)> = full_version_list(&brands, "156.0.8078.114")
+            .into_iter()
+            .map(|b| (b.brand, b.version))
+            .collect();
+        assert_eq!(
+            list,
+            [
+                ("Google Chrome".into(), "156.0.8078.114".into()),
+                ("Chromium".into(), "156.0.8078.114".into()),
+                ("Not)A;Brand".into(), "24.0.0.0".into()),
+            ]
+        );
+    }
 
     #[test]
     fn sec_ch_ua_brands() {

@@ -1,6 +1,9 @@
 //! Pages that look for automation the way bot detectors do, for the tests
 //! of how the slot browser looks to a site.
 //!
+//! `/detect/hints` reports `navigator.userAgentData`'s high-entropy values in
+//! the page and a worker.
+//!
 //! `/detect/screen` reports the screen, window, viewport and pointer in the
 //! page, an iframe and a worker (below).
 //!
@@ -26,6 +29,33 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
         .route("/detect/main-world", get(main_world))
         .route("/detect/screen", get(screen))
+        .route("/detect/hints", get(hints))
+}
+
+/// `/detect/hints`: `navigator.userAgentData` with its high-entropy values,
+/// in the page and in a dedicated worker, as JSON in `#out`
+/// (`{"page": …, "worker": …}`) once both answered.
+const HINTS: &str = r##"<!doctype html>
+<html><head><title>Hints probe</title></head><body>
+<pre id="out"></pre>
+<script>
+const ask = `navigator.userAgentData.getHighEntropyValues(["architecture", "bitness", "fullVersionList",
+  "model", "platformVersion", "uaFullVersion", "wow64", "formFactors"])`;
+const seen = {};
+const done = () => {
+  if (!seen.page || !seen.worker) return;
+  document.getElementById("out").textContent = JSON.stringify(seen);
+  const p = document.createElement("p"); p.id = "done"; document.body.appendChild(p);
+};
+eval(ask).then((v) => { seen.page = v; done(); });
+const src = `${ask}.then((v) => postMessage(v))`;
+const worker = new Worker(URL.createObjectURL(new Blob([src], {type: "text/javascript"})));
+worker.onmessage = (e) => { seen.worker = e.data; done(); };
+</script></body></html>
+"##;
+
+async fn hints() -> Html<&'static str> {
+    Html(HINTS)
 }
 
 /// `/detect/screen`: the screen, window, viewport and input devices as the

@@ -31,7 +31,7 @@ pub fn cap(page_limit: usize) -> usize {
     page_limit.saturating_mul(4).max(64 << 20)
 }
 
-/// Where the relay's one connection must arrive.
+/// How long the relay waits for its one connection, and its handshake.
 const ACCEPT_WITHIN: Duration = Duration::from_secs(30);
 
 /// What the relay needs to end its browser.

@@ -447,7 +447,7 @@ async fn cdp(a: &Args) -> Result<Value> {
         user_agent: "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) \
                      Chrome/149.0.0.0 Safari/537.36"
             .into(),
-        lang: "en-US".into(),
+        languages: "en-US,en".into(),
         window: (1366, 768),
         screen: idpool::profile::Screen::DESKTOP,
         pointer: idpool::profile::Pointer::Fine,

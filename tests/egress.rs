@@ -205,7 +205,8 @@ async fn the_egress_leaves_the_browsers_fingerprint_alone() {
     let mut raw = None;
     for n in 0..3 {
         let via = format!("raw{n}");
-        launch_bare_chromium(&env, &pool, &via).await;
+        let url = env.url(&format!("/product/B0JA4?via={via}")).to_string();
+        launch_bare_chromium(&env, &pool, &url, &via).await;
         raw = fresh_ja4(&via);
         if raw.is_some() {
             break;
@@ -217,9 +218,75 @@ async fn the_egress_leaves_the_browsers_fingerprint_alone() {
     shutdown_and_check(&pool).await;
 }
 
+/// A plain-HTTP page through the slot's egress reaches the site with the
+/// same head lines, in the same order and case, as the same Chromium sends
+/// with the same flags and no proxy at all (the testbed logs each head's raw
+/// lines on its plain-HTTP port). Only the path's `via` differs.
+#[tokio::test]
+async fn a_plain_http_request_reaches_the_site_as_the_browser_wrote_it() {
+    let env = Env::new(1).await;
+    let pool = env.pool();
+    let lines = |via: &str| {
+        env.testbed
+            .log()
+            .into_iter()
+            .find(|e| e.path.ends_with(&format!("via={via}")))
+            .map(|e| e.head_lines)
+    };
+    let page = |via: &str| format!("{}/product/B0H1?via={via}", env.testbed.http_url());
+    pool.browse(
+        url::Url::parse(&page("egress")).expect("url"),
+        None,
+        Some(0),
+    )
+    .await
+    .expect("through the egress");
+    let through = lines("egress").expect("the testbed saw the page");
+    launch_bare_chromium(&env, &pool, &page("bare"), "bare").await;
+    let bare = lines("bare").expect("the testbed saw the bare Chromium");
+    assert!(
+        through[0].starts_with("GET /product/B0H1?via=egress HTTP/1.1"),
+        "the request line is in origin form: {through:?}"
+    );
+    assert!(
+        through
+            .iter()
+            .skip(1)
+            .any(|l| l == "Connection: keep-alive"),
+        "{through:?}"
+    );
+    assert!(
+        !through
+            .iter()
+            .any(|l| l.to_ascii_lowercase().starts_with("proxy-")),
+        "{through:?}"
+    );
+    // The slot's brands come from its profile by CDP, which the bare
+    // Chromium has none of: that one value is the override's, not the
+    // egress's. Every line's name, case and place, and every other value,
+    // must be the same.
+    let fields = |lines: &[String]| -> Vec<String> {
+        lines
+            .iter()
+            .skip(1)
+            .map(|l| match l.split_once(':') {
+                Some(("sec-ch-ua", _)) => "sec-ch-ua: (brands)".to_string(),
+                _ => l.clone(),
+            })
+            .collect()
+    };
+    assert_eq!(
+        fields(&through),
+        fields(&bare),
+        "the egress changed the browser's request head"
+    );
+    shutdown_and_check(&pool).await;
+}
+
 /// The slot's Chromium binary with the slot's flags but no proxy, sent to
-/// `/product/B0JA4?via=<via>`; ended and reaped once the testbed saw it.
-async fn launch_bare_chromium(env: &Env, pool: &idpool::pool::Pool, via: &str) {
+/// `url` (whose path ends `via=<via>`); ended and reaped once the testbed
+/// saw it.
+async fn launch_bare_chromium(env: &Env, pool: &idpool::pool::Pool, url: &str, via: &str) {
     let dir = env.path(&format!("bare/{via}"));
     let spec = idpool::browser::LaunchSpec {
         slot: 9,
@@ -229,7 +296,7 @@ async fn launch_bare_chromium(env: &Env, pool: &idpool::pool::Pool, via: &str) {
         pid_file: dir.join("chromium.pid"),
         headless: true,
         user_agent: pool.slots()[0].profile.user_agent.clone(),
-        lang: "en-US".into(),
+        languages: pool.slots()[0].profile.languages(),
         window: (1280, 800),
         screen: idpool::profile::Screen::DESKTOP,
         pointer: idpool::profile::Pointer::Fine,
@@ -246,7 +313,7 @@ async fn launch_bare_chromium(env: &Env, pool: &idpool::pool::Pool, via: &str) {
     let mut args = spec.args();
     assert!(!args.iter().any(|a| a.starts_with("--proxy-server")));
     let last = args.len() - 1;
-    args[last] = env.url(&format!("/product/B0JA4?via={via}")).to_string();
+    args[last] = url.to_string();
     std::fs::create_dir_all(&spec.user_data_dir).expect("dir");
     let mut child = tokio::process::Command::new(&spec.executable)
         .args(&args)

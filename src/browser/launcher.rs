@@ -30,8 +30,11 @@ pub struct LaunchSpec {
     pub pid_file: PathBuf,
     pub headless: bool,
     pub user_agent: String,
-    /// `--lang`, the first tag of the profile's Accept-Language.
-    pub lang: String,
+    /// The profile's languages in order, without q-values (`de-DE,de,en`):
+    /// `--accept-lang`, so that Chromium itself makes Accept-Language (in its
+    /// own place among the headers) and `navigator.languages`; the first is
+    /// `--lang`.
+    pub languages: String,
     pub window: (u32, u32),
     /// The screen the window sits on, and the pointer (launch flags, so
     /// that workers and iframes agree with the page).
@@ -85,7 +88,9 @@ impl LaunchSpec {
         a.push(format!("--remote-debugging-port={}", self.port));
         a.push(format!("--user-data-dir={}", self.user_data_dir.display()));
         a.push(format!("--user-agent={}", self.user_agent));
-        a.push(format!("--lang={}", self.lang));
+        let first = self.languages.split(',').next().unwrap_or("en-US");
+        a.push(format!("--lang={first}"));
+        a.push(format!("--accept-lang={}", self.languages));
         a.push(format!("--window-size={},{}", self.window.0, self.window.1));
         a.push(self.screen.chromium_arg());
         a.push(self.pointer.chromium_arg().into());
@@ -477,7 +482,7 @@ mod tests {
             pid_file: "/d/slots/1/chromium.pid".into(),
             headless: true,
             user_agent: "UA/1.0".into(),
-            lang: "de-DE".into(),
+            languages: "de-DE,de,en".into(),
             window: (1280, 800),
             screen: crate::profile::Screen::DESKTOP,
             pointer: crate::profile::Pointer::Fine,
@@ -496,6 +501,7 @@ mod tests {
             "--user-data-dir=/d/slots/1/chromium",
             "--user-agent=UA/1.0",
             "--lang=de-DE",
+            "--accept-lang=de-DE,de,en",
             "--proxy-server=http://127.0.0.1:41234",
             "--proxy-bypass-list=<-loopback>",
             "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",

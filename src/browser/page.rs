@@ -22,7 +22,6 @@ use crate::jar::PortableCookie;
 #[derive(Debug, Clone)]
 pub struct Identity {
     pub user_agent: String,
-    pub accept_language: String,
     /// `navigator.platform`.
     pub navigator_platform: String,
     /// UA client hints (`sec-ch-ua` brands, platform, mobile); `None` for browsers
@@ -127,7 +126,9 @@ pub async fn prepare(page: &Page, id: &Identity) -> Result<()> {
     });
     let params = SetUserAgentOverrideParams {
         user_agent: id.user_agent.clone(),
-        accept_language: Some(id.accept_language.clone()),
+        // Chromium makes Accept-Language itself, from `--accept-lang`: set
+        // here, it would move to another place among the headers.
+        accept_language: None,
         platform: Some(id.navigator_platform.clone()),
         user_agent_metadata: metadata,
     };

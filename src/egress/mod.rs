@@ -13,8 +13,10 @@
 //! - `dial`: the connection to a checked target, direct or through the
 //!   slot's upstream proxy (HTTP CONNECT or SOCKS5, credentials added here,
 //!   never given to Chromium).
-//! - `serve`: one client connection (hyper): `CONNECT` tunnels and plain
-//!   HTTP forwarding; a refusal is a `403` the page sees.
+//! - `serve`: one client connection: `CONNECT` tunnels and plain HTTP
+//!   forwarding; a refusal is a `403` the page sees.
+//! - `wire`: HTTP/1.1 heads read raw and bodies framed, so a plain-HTTP
+//!   request reaches the site with the browser's own lines, order and case.
 //! - `peer`: who may connect at all: the slot's own Chromium (its process
 //!   tree, found through `/proc`), so that no other local user can spend the
 //!   upstream's credentials, namespace or not.
@@ -28,6 +30,7 @@ mod dial;
 mod health;
 mod peer;
 mod serve;
+mod wire;
 
 pub use dial::ProxyTls;
 pub use health::{HealthReport, ProxyState, UpstreamHealth};

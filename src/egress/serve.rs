@@ -1,8 +1,10 @@
-//! One browser connection to the egress, served by hyper: `CONNECT host:port`
-//! becomes a checked tunnel, an absolute-form `GET http://…` is forwarded to
-//! the checked address. Anything refused is a `403` whose body says why; a
-//! connection from outside the slot's browser is answered `403` whatever it
-//! asks, before anything is dialled.
+//! One browser connection to the egress: `CONNECT host:port` becomes a
+//! checked tunnel, an absolute-form `GET http://…` goes to the checked
+//! address byte for byte as the browser wrote it (`wire`), less only the
+//! request line's absolute form and what it addressed to the proxy.
+//! Anything refused is a `403` whose body says why; a connection from
+//! outside the slot's browser is answered `403` whatever it asks (by hyper),
+//! before anything is dialled.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -12,20 +14,23 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{Either, Full};
-use hyper::body::Incoming;
-use hyper::{Method, Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::{Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::sync::CancellationToken;
 
 use super::dial::{DialError, Io, dial};
+use super::wire::{self, Side, WireError};
 use super::{Denied, Shared};
 
-type Body = Either<Incoming, Full<Bytes>>;
-
-/// A browser that sends no request head within this is dropped.
+/// A browser connection that sends no request head within this (the first,
+/// or the next on a kept connection) is closed.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The longest a site may leave one read waiting (its answer's head, or the
+/// next bytes of its body).
+const SITE_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How long a connection turned away is given to send its head and read
 /// the refusal.
@@ -59,18 +64,9 @@ pub(super) async fn accept_loop(
                 turn_away(stream, &shared, peer, why).await;
                 return;
             }
-            let service = hyper::service::service_fn(move |req| {
-                let shared = shared.clone();
-                let stop = stop.clone();
-                async move { Ok::<_, std::convert::Infallible>(handle(req, shared, stop).await) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEAD_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service)
-                .with_upgrades();
-            if let Err(e) = conn.await {
-                tracing::trace!(error = %e, "egress connection ended");
+            tokio::select! {
+                () = serve(stream, &shared, &stop) => {}
+                () = stop.cancelled() => {}
             }
         });
     }
@@ -110,10 +106,10 @@ async fn turn_away(stream: tokio::net::TcpStream, shared: &Shared, peer: SocketA
     tracing::info!(slot = shared.slot, %peer, reason = %why, "egress turned away a connection from outside the slot's browser");
     let slot = shared.slot;
     let service = hyper::service::service_fn(move |_req| async move {
-        let mut r = answer(
-            StatusCode::FORBIDDEN,
-            format!("idpool egress: this proxy serves slot {slot}'s browser only\n"),
-        );
+        let mut r = Response::new(Full::new(Bytes::from(format!(
+            "idpool egress: this proxy serves slot {slot}'s browser only\n"
+        ))));
+        *r.status_mut() = StatusCode::FORBIDDEN;
         r.headers_mut().insert(
             hyper::header::CONNECTION,
             hyper::header::HeaderValue::from_static("close"),
@@ -128,44 +124,82 @@ async fn turn_away(stream: tokio::net::TcpStream, shared: &Shared, peer: SocketA
     let _ = tokio::time::timeout(STRANGER_TIMEOUT, conn).await;
 }
 
-async fn handle(
-    req: Request<Incoming>,
-    shared: Arc<Shared>,
-    stop: CancellationToken,
-) -> Response<Body> {
-    if req.method() == Method::CONNECT {
-        connect(req, shared, stop).await
-    } else {
-        forward(req, shared).await
+/// The site connection kept for the browser's next request to the same
+/// `host:port`, as a browser keeps its own.
+struct Kept {
+    host: String,
+    port: u16,
+    site: Side<Counted>,
+}
+
+/// Serve one admitted browser connection: its requests in turn, until it or
+/// a site closes, or a refusal.
+async fn serve(stream: tokio::net::TcpStream, shared: &Arc<Shared>, stop: &CancellationToken) {
+    let mut browser = Side::new(stream, HEAD_TIMEOUT);
+    let mut kept: Option<Kept> = None;
+    loop {
+        let head = match browser.head().await {
+            Ok(h) => h,
+            Err(WireError::Closed | WireError::Timeout) => return,
+            Err(e) => {
+                let _ = refuse(&mut browser, 400, &format!("idpool egress: {e}")).await;
+                return;
+            }
+        };
+        let req = match wire::request(&head) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = refuse(&mut browser, 400, &format!("idpool egress: {e}")).await;
+                return;
+            }
+        };
+        if req.method.eq_ignore_ascii_case("CONNECT") {
+            drop(kept);
+            tunnel(browser, &req, shared, stop).await;
+            return;
+        }
+        match forward(&mut browser, &head, &req, shared, kept.take()).await {
+            Ok(Some(k)) if !req.close => kept = Some(k),
+            Ok(_) => return,
+            Err((status, text)) => {
+                let _ = refuse(&mut browser, status, &text).await;
+                return;
+            }
+        }
     }
 }
 
-fn answer(status: StatusCode, text: String) -> Response<Body> {
-    let mut r = Response::new(Either::Right(Full::new(Bytes::from(text))));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+/// Answer `status` with `text` and say the connection closes.
+async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(
+    browser: &mut Side<S>,
+    status: u16,
+    text: &str,
+) -> Result<(), WireError> {
+    let reason = match status {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        _ => "Bad Gateway",
+    };
+    let msg = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+        text.len()
     );
-    r
+    wire::send(&mut browser.io, msg.as_bytes()).await
 }
 
-/// Check and dial `host:port`; a refusal or a failed dial is the answer.
-async fn open(shared: &Shared, host: &str, port: u16) -> Result<Box<dyn Io>, Response<Body>> {
+/// Check and dial `host:port`; the refusal (status, text) when not.
+async fn open(shared: &Shared, host: &str, port: u16) -> Result<Box<dyn Io>, (u16, String)> {
     let target_name = format!("{host}:{port}");
     let target = match shared.check(host, port).await {
         Ok(t) => t,
         Err(Denied::Refused(reason)) => {
             let text = format!("idpool egress refused {target_name}: {reason}");
             shared.refuse(target_name, reason);
-            return Err(answer(StatusCode::FORBIDDEN, text));
+            return Err((403, text));
         }
         Err(Denied::Unresolved(why)) => {
             shared.connect_failures.fetch_add(1, Ordering::Relaxed);
-            return Err(answer(
-                StatusCode::BAD_GATEWAY,
-                format!("idpool egress: {why}"),
-            ));
+            return Err((502, format!("idpool egress: {why}")));
         }
     };
     let upstream = shared.upstream.read().clone();
@@ -178,7 +212,6 @@ async fn open(shared: &Shared, host: &str, port: u16) -> Result<Box<dyn Io>, Res
     .await
     {
         Ok(io) => {
-            shared.requests.fetch_add(1, Ordering::Relaxed);
             if upstream.is_some() {
                 shared.health.succeeded();
             }
@@ -190,118 +223,160 @@ async fn open(shared: &Shared, host: &str, port: u16) -> Result<Box<dyn Io>, Res
                 shared.health.failed(why);
             }
             tracing::debug!(slot = shared.slot, target = %target_name, error = %e, "egress: cannot connect");
-            Err(answer(
-                StatusCode::BAD_GATEWAY,
-                format!("idpool egress: {e}"),
-            ))
+            Err((502, format!("idpool egress: {e}")))
         }
     }
 }
 
-/// `CONNECT host:port`: answer 200, then splice the upgraded connection to the
-/// target, counting bytes.
-async fn connect(
-    req: Request<Incoming>,
-    shared: Arc<Shared>,
-    stop: CancellationToken,
-) -> Response<Body> {
-    let Some(authority) = req.uri().authority().cloned() else {
-        return answer(StatusCode::BAD_REQUEST, "CONNECT needs host:port".into());
+/// `CONNECT host:port`: answer 200, then splice the connection to the
+/// target untouched, counting bytes.
+async fn tunnel(
+    mut browser: Side<tokio::net::TcpStream>,
+    req: &wire::Request,
+    shared: &Arc<Shared>,
+    stop: &CancellationToken,
+) {
+    let Some((host, port)) = req
+        .target
+        .parse::<hyper::http::uri::Authority>()
+        .ok()
+        .and_then(|a| Some((a.host().to_string(), a.port_u16()?)))
+    else {
+        let _ = refuse(&mut browser, 400, "CONNECT needs host:port").await;
+        return;
     };
-    let Some(port) = authority.port_u16() else {
-        return answer(StatusCode::BAD_REQUEST, "CONNECT needs host:port".into());
-    };
-    let io = match open(&shared, authority.host(), port).await {
+    let io = match open(shared, &host, port).await {
         Ok(io) => io,
-        Err(refusal) => return refusal,
-    };
-    tokio::spawn(async move {
-        let upgraded = match hyper::upgrade::on(req).await {
-            Ok(u) => u,
-            Err(e) => {
-                tracing::debug!(error = %e, "egress: CONNECT upgrade failed");
-                return;
-            }
-        };
-        let mut client = TokioIo::new(upgraded);
-        let mut site = Counted {
-            inner: io,
-            up: shared.bytes_up.clone(),
-            down: shared.bytes_down.clone(),
-        };
-        tokio::select! {
-            _ = tokio::io::copy_bidirectional(&mut client, &mut site) => {}
-            () = stop.cancelled() => {}
+        Err((status, text)) => {
+            let _ = refuse(&mut browser, status, &text).await;
+            return;
         }
-    });
-    Response::new(Either::Right(Full::new(Bytes::new())))
+    };
+    shared.requests.fetch_add(1, Ordering::Relaxed);
+    let mut site = counted(shared, io);
+    if wire::send(
+        &mut browser.io,
+        b"HTTP/1.1 200 Connection established\r\n\r\n",
+    )
+    .await
+    .is_err()
+    {
+        return;
+    }
+    // What the browser sent after its head (a ClientHello, already) goes first.
+    if !browser.buf.is_empty() && wire::send(&mut site, &browser.buf).await.is_err() {
+        return;
+    }
+    tokio::select! {
+        _ = tokio::io::copy_bidirectional(&mut browser.io, &mut site) => {}
+        () = stop.cancelled() => {}
+    }
 }
 
-/// Hop-by-hop headers a proxy must not pass on (RFC 9110 §7.6.1), and our own.
-const HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authorization",
-    "proxy-authenticate",
-    "te",
-    "trailer",
-    "upgrade",
-];
-
-/// Plain `http://` through the proxy: one request on a fresh connection to
-/// the checked address, in origin form.
-async fn forward(mut req: Request<Incoming>, shared: Arc<Shared>) -> Response<Body> {
-    let uri = req.uri().clone();
-    if uri.scheme_str() != Some("http") {
-        return answer(
-            StatusCode::BAD_REQUEST,
-            "the egress forwards absolute http:// requests and CONNECT only".into(),
-        );
-    }
-    let Some(host) = uri.host() else {
-        return answer(StatusCode::BAD_REQUEST, "request URI has no host".into());
-    };
-    let port = uri.port_u16().unwrap_or(80);
-    let io = match open(&shared, host, port).await {
-        Ok(io) => io,
-        Err(refusal) => return refusal,
-    };
-    let counted = Counted {
-        inner: io,
+fn counted(shared: &Shared, inner: Box<dyn Io>) -> Counted {
+    Counted {
+        inner,
         up: shared.bytes_up.clone(),
         down: shared.bytes_down.clone(),
-    };
-    let (mut send, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(counted)).await
-    {
-        Ok(pair) => pair,
-        Err(e) => return answer(StatusCode::BAD_GATEWAY, format!("idpool egress: {e}")),
-    };
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let path = uri
-        .path_and_query()
-        .map_or_else(|| "/".to_string(), |p| p.as_str().to_string());
-    *req.uri_mut() = match path.parse() {
-        Ok(u) => u,
-        Err(_) => return answer(StatusCode::BAD_REQUEST, "bad request path".into()),
-    };
-    for h in HOP {
-        req.headers_mut().remove(*h);
     }
-    match send.send_request(req).await {
-        Ok(resp) => {
-            let (mut parts, body) = resp.into_parts();
-            for h in HOP {
-                parts.headers.remove(*h);
-            }
-            Response::from_parts(parts, Either::Left(body))
-        }
-        Err(e) => answer(
-            StatusCode::BAD_GATEWAY,
-            format!("idpool egress: the site's answer broke off: {e}"),
+}
+
+/// Plain `http://` through the proxy: the request goes to the checked
+/// address in origin form, everything else as the browser wrote it, and
+/// the answer comes back as the site wrote it. The site connection is kept
+/// for the next request to the same `host:port` (what a browser does on its
+/// own); `Ok(None)` when it must close.
+async fn forward(
+    browser: &mut Side<tokio::net::TcpStream>,
+    head: &[u8],
+    req: &wire::Request,
+    shared: &Arc<Shared>,
+    kept: Option<Kept>,
+) -> Result<Option<Kept>, (u16, String)> {
+    let uri: hyper::Uri = req.target.parse().map_err(|_| {
+        (
+            400,
+            "idpool egress: the request target is not a URL".to_string(),
+        )
+    })?;
+    if !uri
+        .scheme_str()
+        .is_some_and(|s| s.eq_ignore_ascii_case("http"))
+    {
+        return Err((
+            400,
+            "the egress forwards absolute http:// requests and CONNECT only".into(),
+        ));
+    }
+    let host = uri
+        .host()
+        .ok_or((400, "request URI has no host".to_string()))?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
+    let port = uri.port_u16().unwrap_or(80);
+    let path = match uri.path_and_query().map(|p| p.as_str()) {
+        Some(p) if p.starts_with('/') => p.to_string(),
+        Some(p) => format!("/{p}"),
+        None => "/".to_string(),
+    };
+    let out = wire::origin_head(head, req, &path);
+    let reused = kept.filter(|k| k.host == host && k.port == port);
+    let fresh = reused.is_none();
+    let mut site = match reused {
+        Some(k) => k.site,
+        None => Side::new(
+            counted(shared, open(shared, &host, port).await?),
+            SITE_TIMEOUT,
         ),
+    };
+    shared.requests.fetch_add(1, Ordering::Relaxed);
+    let gone = |e: WireError| {
+        (
+            502,
+            format!("idpool egress: the site's answer broke off: {e}"),
+        )
+    };
+    let sent = wire::send(&mut site.io, &out).await;
+    if sent.is_err() && !fresh && req.framing == wire::Framing::Empty {
+        // The kept connection had closed meanwhile: once more, on a new one.
+        site = Side::new(
+            counted(shared, open(shared, &host, port).await?),
+            SITE_TIMEOUT,
+        );
+        wire::send(&mut site.io, &out).await.map_err(gone)?;
+    } else {
+        sent.map_err(gone)?;
+    }
+    browser
+        .copy_body(req.framing, &mut site.io)
+        .await
+        .map_err(|e| (400, format!("idpool egress: the request body: {e}")))?;
+    loop {
+        let rhead = site.head().await.map_err(gone)?;
+        let resp = wire::response(&rhead, &req.method).map_err(gone)?;
+        // From here the browser has the answer's first bytes: errors close.
+        if wire::send(&mut browser.io, &rhead).await.is_err() {
+            return Ok(None);
+        }
+        if resp.status == 101 {
+            // An upgrade (a WebSocket over plain HTTP): splice from here.
+            if !site.buf.is_empty() && wire::send(&mut browser.io, &site.buf).await.is_err() {
+                return Ok(None);
+            }
+            if !browser.buf.is_empty() && wire::send(&mut site.io, &browser.buf).await.is_err() {
+                return Ok(None);
+            }
+            let _ = tokio::io::copy_bidirectional(&mut browser.io, &mut site.io).await;
+            return Ok(None);
+        }
+        if (100..200).contains(&resp.status) {
+            continue;
+        }
+        if site.copy_body(resp.framing, &mut browser.io).await.is_err() || resp.close {
+            return Ok(None);
+        }
+        return Ok(Some(Kept { host, port, site }));
     }
 }
 

@@ -6,6 +6,9 @@ pub struct Head {
     pub method: String,
     pub target: String,
     pub headers: Vec<(String, String)>,
+    /// The head's lines exactly as sent, request line first, without their
+    /// `\r\n`.
+    pub lines: Vec<String>,
 }
 
 /// Every complete request head in `bytes` (bodies skipped by Content-Length;
@@ -15,6 +18,7 @@ pub fn parse(bytes: &[u8]) -> Vec<Head> {
     let mut rest = bytes;
     while let Some(end) = find(rest, b"\r\n\r\n") {
         let head = String::from_utf8_lossy(&rest[..end]);
+        let raw: Vec<String> = head.split("\r\n").map(str::to_string).collect();
         let mut lines = head.split("\r\n");
         let Some((method, target)) = lines.next().and_then(|l| {
             let mut p = l.split(' ');
@@ -35,6 +39,7 @@ pub fn parse(bytes: &[u8]) -> Vec<Head> {
             method,
             target,
             headers,
+            lines: raw,
         });
         let next = end + 4 + body;
         if next > rest.len() {
@@ -69,5 +74,9 @@ mod tests {
         );
         assert_eq!(heads[1].target, "/b?q=1");
         assert_eq!(heads[1].headers[1], ("Accept".into(), "*/*".into()));
+        assert_eq!(
+            heads[1].lines,
+            ["GET /b?q=1 HTTP/1.1", "Host: x", "Accept: */*"]
+        );
     }
 }

@@ -32,6 +32,9 @@ pub struct RequestView {
     /// Header names (lower case for HTTP/2, as sent for HTTP/1.1) and values,
     /// in order; HTTP/2 pseudo-headers included.
     pub headers: Vec<(String, String)>,
+    /// HTTP/1.1: the head's lines exactly as sent, request line first
+    /// (empty for HTTP/2).
+    pub lines: Vec<String>,
     /// The connection's Akamai HTTP/2 fingerprint
     /// (`SETTINGS|WINDOW_UPDATE|PRIORITY|pseudo-header order`).
     pub akamai: Option<String>,
@@ -53,6 +56,7 @@ pub fn request_view(bytes: &[u8], method: &str, path: &str) -> Option<RequestVie
             .map(|r| RequestView {
                 protocol: "h2",
                 headers: r.headers.clone(),
+                lines: Vec::new(),
                 akamai: Some(akamai.clone()),
                 priority: r.priority.map(|p| p.to_string()),
             })
@@ -64,6 +68,7 @@ pub fn request_view(bytes: &[u8], method: &str, path: &str) -> Option<RequestVie
             .map(|r| RequestView {
                 protocol: "http/1.1",
                 headers: r.headers,
+                lines: r.lines,
                 akamai: None,
                 priority: None,
             })

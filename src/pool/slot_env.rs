@@ -56,7 +56,7 @@ pub(super) fn launch_spec(
         pid_file: dir.join("chromium.pid"),
         headless: env.browser.headless,
         user_agent: profile.user_agent.clone(),
-        lang: profile.primary_language(),
+        languages: profile.languages(),
         window: (profile.viewport.width, profile.viewport.height),
         screen: profile.screen,
         pointer: profile.pointer(),
@@ -88,9 +88,6 @@ pub(super) fn identity(profile: &Profile) -> Identity {
     });
     Identity {
         user_agent: profile.user_agent.clone(),
-        // Chromium takes the bare list and adds its own q-values (the same ones
-        // `Profile::accept_language` already carries).
-        accept_language: crate::profile::language_tags(&profile.accept_language).join(","),
         navigator_platform: profile.navigator_platform().to_string(),
         hints,
     }

@@ -323,16 +323,16 @@ impl Profile {
         }
     }
 
-    /// The first language tag of Accept-Language (`--lang` for Chromium).
-    pub fn primary_language(&self) -> String {
-        self.accept_language
-            .split(',')
-            .next()
-            .and_then(|l| l.split(';').next())
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .unwrap_or("en-US")
-            .to_string()
+    /// The languages of Accept-Language in order, q-values left out
+    /// (`de-DE,de,en`): Chromium's `--accept-lang`, from which it makes its
+    /// own Accept-Language and `navigator.languages`.
+    pub fn languages(&self) -> String {
+        let tags = language_tags(&self.accept_language);
+        if tags.is_empty() {
+            "en-US".into()
+        } else {
+            tags.join(",")
+        }
     }
 
     /// Load one profile file; the profile's name is the file stem.

@@ -151,6 +151,7 @@ fn log_entry(conn: &Conn, req: &Request, at_ms: u64) -> LogEntry {
         protocol: view.as_ref().map(|v| v.protocol.to_string()),
         akamai: view.as_ref().and_then(|v| v.akamai.clone()),
         h2_priority: view.as_ref().and_then(|v| v.priority.clone()),
+        head_lines: view.as_ref().map(|v| v.lines.clone()).unwrap_or_default(),
         header_order: view.map(|v| v.headers).unwrap_or_default(),
         path: req
             .uri()

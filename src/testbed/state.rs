@@ -236,6 +236,8 @@ pub struct LogEntry {
     pub h2_priority: Option<String>,
     /// Every header as sent, in order (HTTP/2 pseudo-headers included).
     pub header_order: Vec<(String, String)>,
+    /// HTTP/1.1: the head's lines exactly as sent, request line first.
+    pub head_lines: Vec<String>,
     pub ja4: String,
     /// The ClientHello resumed a TLS session (`pre_shared_key`, which adds
     /// one extension to the JA4).

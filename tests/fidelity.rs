@@ -132,6 +132,12 @@ async fn after_calibration_the_http_tier_sends_what_the_slots_browser_sends() {
         "{:?}",
         record.report.residual
     );
+    assert_eq!(
+        record.report.h1_headers_equal,
+        Some(true),
+        "the HTTP/1.1 sample: {:?}",
+        record.report.residual
+    );
     // Now at the testbed: the browser (with the cookie it earned) and the
     // calibrated HTTP tier, one navigation each.
     pool.browse(env.url("/product/B0CAL?via=browser"), None, Some(0))
@@ -201,6 +207,35 @@ async fn after_calibration_the_http_tier_sends_what_the_slots_browser_sends() {
         "the browser's part c without the residual is the HTTP tier's: {:?}",
         record.report.residual
     );
+    // Over HTTP/1.1 (the testbed's plain port, through the egress for the
+    // browser): the same lines in the same order and case, `Host` first.
+    let h1 = |via: &str| format!("{}/product/B0H1?via={via}", env.testbed.http_url());
+    pool.browse(url::Url::parse(&h1("browser")).expect("url"), None, Some(0))
+        .await
+        .expect("browser tier, HTTP/1.1");
+    pool.fetch(
+        FetchRequest::get(url::Url::parse(&h1("http")).expect("url")),
+        Some(0),
+    )
+    .await
+    .expect("http tier, HTTP/1.1");
+    let lines = |via: &str| -> Vec<String> {
+        logged(&env, &format!("/product/B0H1?via={via}"))
+            .head_lines
+            .into_iter()
+            .skip(1)
+            .map(|l| match l.split_once(':') {
+                // Which cookies each jar holds for plain HTTP is not the
+                // point here: the field's name and place are.
+                Some((k, _)) if k.eq_ignore_ascii_case("cookie") => format!("{k}: (cookies)"),
+                _ => l,
+            })
+            .collect()
+    };
+    let (b, h) = (lines("browser"), lines("http"));
+    println!("browser h1: {b:?}\nhttp h1:    {h:?}");
+    assert!(b[0].starts_with("Host: "), "{b:?}");
+    assert_eq!(h, b, "the HTTP tier's HTTP/1.1 head is its browser's");
     // With a host name both send SNI: still parts a and b equal.
     pool.browse(env.alt_url("/product/B0SNI?via=browser"), None, Some(0))
         .await

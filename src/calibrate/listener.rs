@@ -4,6 +4,9 @@
 //! (Chromium trusts it through its SPKI pin), HTTP/2 and HTTP/1.1. It records
 //! how each request under `/calibrate/` arrived: the connection's ClientHello,
 //! the HTTP/2 fingerprint, the HEADERS priority and the header list in order.
+//! The same port answers plain HTTP/1.1 too (told apart by the first byte):
+//! the run's `h1/` pages, where Chromium's HTTP/1.1 header names, case and
+//! order are learnt.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -229,9 +232,21 @@ async fn serve(
     mut stream: tokio::net::TcpStream,
     acceptor: tokio_rustls::TlsAcceptor,
     seen: Seen,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
+    // A TLS record starts 0x16; anything else is plain HTTP/1.1 (the
+    // calibration's HTTP/1.1 sample: `http://` is what makes Chromium use it).
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(HELLO_TIMEOUT, stream.peek(&mut first)).await {
+        Ok(Ok(1)) if first[0] != 0x16 => {
+            let buf = TapBuf::new(TAP_BYTES);
+            serve_http(Tap { inner: stream, buf }, seen, None, stop).await;
+            return;
+        }
+        Ok(Ok(1)) => {}
+        _ => return,
+    }
     let Ok(Ok((prefix, hello))) =
         tokio::time::timeout(HELLO_TIMEOUT, read_client_hello(&mut stream)).await
     else {
@@ -245,13 +260,25 @@ async fn serve(
             _ => return,
         };
     let buf = TapBuf::new(TAP_BYTES);
-    let tap = buf.clone();
+    serve_http(Tap { inner: tls, buf }, seen, hello, stop).await;
+}
+
+/// Serve one connection (TLS or plain), recording from its tap.
+async fn serve_http<S>(
+    io: Tap<S>,
+    seen: Seen,
+    hello: Option<ClientHello>,
+    mut stop: watch::Receiver<bool>,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let tap = io.buf.clone();
     let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
         let (seen, tap, hello) = (seen.clone(), tap.clone(), hello.clone());
         async move { Ok::<_, Infallible>(answer(req, &seen, &tap, hello)) }
     });
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    let conn = builder.serve_connection(TokioIo::new(Tap { inner: tls, buf }), service);
+    let conn = builder.serve_connection(TokioIo::new(io), service);
     tokio::select! {
         _ = tokio::time::timeout(CONN_TIMEOUT, conn) => {}
         _ = stop.changed() => {}
@@ -269,7 +296,7 @@ fn answer(
         .strip_prefix("/calibrate/")
         .and_then(|rest| rest.split_once('/'))
         .unwrap_or(("", ""));
-    let known = matches!(name, "start" | "page" | "xhr");
+    let known = matches!(name, "start" | "page" | "xhr" | "h1/page" | "h1/xhr");
     let mut run = seen.lock();
     if known && !token.is_empty() && token == run.token {
         let target = req
@@ -294,8 +321,8 @@ fn answer(
     drop(run);
     let (status, ctype, body) = match name {
         "start" => (200, "text/html; charset=utf-8", "<p id=\"done\">start</p>"),
-        "page" => (200, "text/html; charset=utf-8", PAGE),
-        "xhr" => (200, "application/json", "{\"ok\":true}"),
+        "page" | "h1/page" => (200, "text/html; charset=utf-8", PAGE),
+        "xhr" | "h1/xhr" => (200, "application/json", "{\"ok\":true}"),
         _ => (404, "text/plain", "not found"),
     };
     let mut resp = hyper::Response::new(Full::new(Bytes::from_static(body.as_bytes())));

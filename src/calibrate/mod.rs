@@ -252,9 +252,14 @@ pub struct Subject<'a> {
 async fn browser_visit(browser: &SlotBrowser, base: &str) -> Result<()> {
     let normal = |_: &str, _: &str, _: u16| crate::browser::PageState::Normal;
     let mut turn = browser.turn().await?;
-    for p in ["start", "page"] {
+    let h1 = h1_base(base);
+    for url in [
+        format!("{base}/start"),
+        format!("{base}/page"),
+        format!("{h1}/page"),
+    ] {
         let req = crate::browser::BrowserRequest {
-            url: format!("{base}/{p}"),
+            url,
             wait_for: Some(WAIT_FOR.to_string()),
             cookie_domain: None,
             actions: Vec::new(),
@@ -272,6 +277,13 @@ async fn browser_visit(browser: &SlotBrowser, base: &str) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The run's HTTP/1.1 pages: the same listener over plain `http://`
+/// (a loopback address is a secure context, so Chromium sends what it sends
+/// an `https://` site over HTTP/1.1).
+fn h1_base(base: &str) -> String {
+    format!("{}/h1", base.replacen("https://", "http://", 1))
 }
 
 /// A fresh token; the run's base URL. Only requests under it are recorded.
@@ -296,33 +308,70 @@ fn take(l: &listener::Listener, who: &str) -> Result<Capture> {
     };
     let mut navigation = seen.remove("page").ok_or_else(|| missing("navigation"))?;
     let mut xhr = seen.remove("xhr").ok_or_else(|| missing("XHR"))?;
+    let mut h1 = match (seen.remove("h1/page"), seen.remove("h1/xhr")) {
+        (Some(navigation), Some(xhr)) => Some(Box::new(Capture {
+            navigation,
+            xhr,
+            h1: None,
+        })),
+        _ => {
+            tracing::warn!(who, "calibration: no HTTP/1.1 sample reached the listener");
+            None
+        }
+    };
     // Each side ran under its own token: the captures name it `{run}`, so
     // paths and referers compare equal.
     let token = run.token.clone();
-    for o in [&mut navigation, &mut xhr] {
+    let mut all = vec![&mut navigation, &mut xhr];
+    if let Some(c) = h1.as_deref_mut() {
+        all.push(&mut c.navigation);
+        all.push(&mut c.xhr);
+    }
+    for o in all {
         for (_, v) in &mut o.headers {
             if v.contains(&token) {
                 *v = v.replace(&token, "{run}");
             }
         }
     }
-    Ok(Capture { navigation, xhr })
+    Ok(Capture {
+        navigation,
+        xhr,
+        h1,
+    })
 }
 
 /// What the listener's page makes the browser do, done by the HTTP tier.
 async fn http_visit(client: &HttpClient, base: &str) -> Result<()> {
     let url = |p: &str| {
-        url::Url::parse(&format!("{base}/{p}"))
+        let full = match p.strip_prefix("h1/") {
+            Some(rest) => format!("{}/{rest}", h1_base(base)),
+            None => format!("{base}/{p}"),
+        };
+        url::Url::parse(&full)
             .map_err(|e| Error::new(ErrorKind::Internal, format!("calibration URL ({e})")))
     };
     for p in ["start", "page"] {
         let r = client.fetch(FetchRequest::get(url(p)?)).await?;
         check(p, r.status)?;
     }
-    let mut xhr = FetchRequest::get(url("xhr")?);
+    http_xhr(client, &url, "").await?;
+    // The same two over HTTP/1.1.
+    let r = client.fetch(FetchRequest::get(url("h1/page")?)).await?;
+    check("h1/page", r.status)?;
+    http_xhr(client, &url, "h1/").await
+}
+
+/// The listener page's XHR, by the HTTP tier, under `prefix`.
+async fn http_xhr(
+    client: &HttpClient,
+    url: &impl Fn(&str) -> Result<url::Url>,
+    prefix: &str,
+) -> Result<()> {
+    let mut xhr = FetchRequest::get(url(&format!("{prefix}xhr"))?);
     xhr.method = http::Method::POST;
     xhr.kind = RequestKind::Xhr;
-    xhr.referer = Some(url("page")?);
+    xhr.referer = Some(url(&format!("{prefix}page"))?);
     xhr.headers = vec![
         ("x-requested-with".into(), "XMLHttpRequest".into()),
         ("accept".into(), "application/json".into()),
@@ -333,7 +382,7 @@ async fn http_visit(client: &HttpClient, base: &str) -> Result<()> {
     ];
     xhr.body = Some(bytes::Bytes::from_static(b"item=calibration&page=1"));
     let r = client.fetch(xhr).await?;
-    check("xhr", r.status)
+    check(&format!("{prefix}xhr"), r.status)
 }
 
 fn check(what: &str, status: u16) -> Result<()> {

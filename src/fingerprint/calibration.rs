@@ -45,6 +45,10 @@ pub struct Capture {
     pub navigation: Observed,
     /// A same-origin `fetch` POST with a form body (tier 1 repeats it).
     pub xhr: Observed,
+    /// Both again over HTTP/1.1 (`None` in records made before it was
+    /// captured, and inside this one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub h1: Option<Box<Capture>>,
 }
 
 /// One kind of request as the HTTP tier should send it.
@@ -129,6 +133,65 @@ pub struct Calibration {
     pub xhr: Option<RequestProfile>,
     /// The browser's ClientHello, for the TLS options wreq exposes.
     pub hello: Option<ClientHello>,
+    /// Over HTTP/1.1: the header names as Chromium writes them (case and
+    /// order, `Host` and `Connection` included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub h1: Option<H1Names>,
+}
+
+/// Chromium's HTTP/1.1 header names, as sent, per request kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct H1Names {
+    pub navigation: Vec<String>,
+    pub xhr: Vec<String>,
+}
+
+impl H1Names {
+    fn from_capture(c: &Capture) -> Self {
+        let names = |o: &Observed| o.headers.iter().map(|(k, _)| k.clone()).collect();
+        H1Names {
+            navigation: names(&c.navigation),
+            xhr: names(&c.xhr),
+        }
+    }
+}
+
+/// One order for both protocols: `h1`'s names (its case, its order), with
+/// each name only `h2` has (`priority`, a cookie the sample lacked) put
+/// after the name it follows in `h2`. Over HTTP/2 the HTTP/1.1-only names
+/// fall away (`Host` becomes `:authority`, `Connection` is dropped), which
+/// leaves `h2`'s order. `None` when the names both send are in another
+/// order in each: no one list can be both.
+pub fn merge_order(h1: &[String], h2: &[String]) -> Option<Vec<String>> {
+    let common_h1: Vec<String> = h1
+        .iter()
+        .map(|n| n.to_ascii_lowercase())
+        .filter(|n| h2.iter().any(|m| m.eq_ignore_ascii_case(n)))
+        .collect();
+    let common_h2: Vec<String> = h2
+        .iter()
+        .map(|n| n.to_ascii_lowercase())
+        .filter(|n| h1.iter().any(|m| m.eq_ignore_ascii_case(n)))
+        .collect();
+    if common_h1 != common_h2 {
+        return None;
+    }
+    let mut out: Vec<String> = h1.to_vec();
+    let find = |out: &[String], n: &str| out.iter().position(|m| m.eq_ignore_ascii_case(n));
+    for (i, name) in h2.iter().enumerate() {
+        if find(&out, name).is_some() {
+            continue;
+        }
+        let at = match i {
+            0 => out
+                .iter()
+                .position(|m| !OWN.contains(&m.to_ascii_lowercase().as_str()))
+                .unwrap_or(out.len()),
+            _ => find(&out, &h2[i - 1]).map_or(out.len(), |p| p + 1),
+        };
+        out.insert(at, name.clone());
+    }
+    Some(out)
 }
 
 impl Calibration {
@@ -153,6 +216,7 @@ impl Calibration {
                 p
             }),
             hello: nav.hello.clone(),
+            h1: capture.h1.as_deref().map(H1Names::from_capture),
         })
     }
 }
@@ -160,6 +224,56 @@ impl Calibration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn one_order_serves_both_protocols() {
+        let h1 = names(&[
+            "Host",
+            "Connection",
+            "sec-ch-ua",
+            "User-Agent",
+            "Accept",
+            "Accept-Encoding",
+            "Accept-Language",
+        ]);
+        let h2 = names(&[
+            "sec-ch-ua",
+            "user-agent",
+            "accept",
+            "accept-encoding",
+            "accept-language",
+            "cookie",
+            "priority",
+        ]);
+        assert_eq!(
+            merge_order(&h1, &h2).unwrap(),
+            names(&[
+                "Host",
+                "Connection",
+                "sec-ch-ua",
+                "User-Agent",
+                "Accept",
+                "Accept-Encoding",
+                "Accept-Language",
+                "cookie",
+                "priority"
+            ])
+        );
+        let h2_first = names(&["x-first", "sec-ch-ua"]);
+        assert_eq!(
+            merge_order(&names(&["Host", "Connection", "sec-ch-ua"]), &h2_first).unwrap(),
+            names(&["Host", "Connection", "x-first", "sec-ch-ua"])
+        );
+        let crossed = names(&["accept", "user-agent"]);
+        assert_eq!(
+            merge_order(&names(&["User-Agent", "Accept"]), &crossed),
+            None
+        );
+    }
 
     fn h(k: &str, v: &str) -> (String, String) {
         (k.to_string(), v.to_string())

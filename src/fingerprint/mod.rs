@@ -18,7 +18,9 @@ pub mod residual;
 mod tap;
 pub mod tls;
 
-pub use calibration::{Calibration, Capture, NavigationProfile, Observed, RequestProfile};
+pub use calibration::{
+    Calibration, Capture, H1Names, NavigationProfile, Observed, RequestProfile, merge_order,
+};
 pub use residual::Report;
 pub use tap::{Tap, TapBuf};
 

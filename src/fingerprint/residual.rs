@@ -45,6 +45,10 @@ pub struct Report {
     pub headers_equal: bool,
     /// Same XHR header list.
     pub xhr_headers_equal: bool,
+    /// Same HTTP/1.1 header lists (names, case, order, values) for both
+    /// kinds; `None` when a capture has no HTTP/1.1 sample.
+    #[serde(default)]
+    pub h1_headers_equal: Option<bool>,
     pub residual: Vec<Difference>,
 }
 
@@ -328,6 +332,23 @@ pub fn compare(browser: &Capture, http: &Capture) -> Report {
     }
     let headers_equal = header_differences("navigation", bn, hn, &mut residual);
     let xhr_headers_equal = header_differences("xhr", &browser.xhr, &http.xhr, &mut residual);
+    let h1_headers_equal = match (&browser.h1, &http.h1) {
+        (Some(b), Some(h)) => {
+            let nav =
+                header_differences("h1.navigation", &b.navigation, &h.navigation, &mut residual);
+            let xhr = header_differences("h1.xhr", &b.xhr, &h.xhr, &mut residual);
+            Some(nav && xhr)
+        }
+        (None, None) => None,
+        (b, h) => {
+            residual.push(Difference {
+                what: "h1".into(),
+                browser: if b.is_some() { "sampled" } else { "-" }.into(),
+                http: if h.is_some() { "sampled" } else { "-" }.into(),
+            });
+            Some(false)
+        }
+    };
     Report {
         browser_ja4: ja4(bh),
         http_ja4: ja4(hh),
@@ -337,6 +358,7 @@ pub fn compare(browser: &Capture, http: &Capture) -> Report {
         h2_equal,
         headers_equal,
         xhr_headers_equal,
+        h1_headers_equal,
         residual,
     }
 }
@@ -366,6 +388,7 @@ mod tests {
         let browser = Capture {
             navigation: observed(nav.clone(), "256:1:0"),
             xhr: observed(nav.clone(), "220:1:0"),
+            h1: None,
         };
         let same = compare(&browser, &browser);
         assert!(same.residual.is_empty(), "{:?}", same.residual);
@@ -379,6 +402,7 @@ mod tests {
                 vec![h("user-agent", "UA2"), h("accept", "text/html")],
                 "256:1:0",
             ),
+            h1: None,
         };
         let r = compare(&browser, &http);
         let what: Vec<&str> = r.residual.iter().map(|d| d.what.as_str()).collect();
@@ -392,6 +416,29 @@ mod tests {
             ]
         );
         assert!(!r.h2_equal && !r.headers_equal && !r.xhr_headers_equal);
+        assert_eq!(r.h1_headers_equal, None);
+        // Over HTTP/1.1 a name's case is part of the head.
+        let h1 = |ua: &str| {
+            let o = observed(vec![h("Host", "a"), h(ua, "UA")], "");
+            Some(Box::new(Capture {
+                navigation: o.clone(),
+                xhr: o,
+                h1: None,
+            }))
+        };
+        let (mut b, mut t) = (browser.clone(), browser.clone());
+        b.h1 = h1("User-Agent");
+        t.h1 = h1("user-agent");
+        let r = compare(&b, &t);
+        let what: Vec<&str> = r.residual.iter().map(|d| d.what.as_str()).collect();
+        assert_eq!(
+            what,
+            ["headers.h1.navigation.order", "headers.h1.xhr.order"]
+        );
+        assert_eq!(r.h1_headers_equal, Some(false));
+        assert_eq!(compare(&b, &b).h1_headers_equal, Some(true));
+        t.h1 = None;
+        assert_eq!(compare(&b, &t).residual[0].what, "h1");
     }
 
     fn hello(exts: &[u16], sigs: &[u16]) -> ClientHello {
@@ -420,6 +467,7 @@ mod tests {
         Capture {
             navigation: o.clone(),
             xhr: o,
+            h1: None,
         }
     }
 

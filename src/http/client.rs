@@ -108,6 +108,9 @@ pub struct HttpClient {
     cfg: HttpConfig,
     /// The browser's XHR header set, when calibrated.
     xhr: Option<Arc<HeaderSet>>,
+    /// The browser's navigation header set, when calibrated (the
+    /// emulation's defaults hold it too; plain `http://` needs it apart).
+    nav: Option<Arc<HeaderSet>>,
 }
 
 /// One kind of request as the browser sends it: default values (not the
@@ -167,13 +170,23 @@ impl HttpClient {
         {
             set_header(&mut emulation.headers, hints, v, "sec-ch-ua")?;
         }
-        let mut xhr = None;
+        let (mut xhr, mut nav) = (None, None);
         if let Some(cal) = cal {
-            apply_navigation(&mut emulation, &cal.navigation)?;
+            let h1 = cal.h1.as_ref();
+            nav = Some(Arc::new(apply_navigation(
+                &mut emulation,
+                &cal.navigation,
+                h1.map(|h| &h.navigation[..]),
+            )?));
             if let Some(hello) = &cal.hello {
                 super::tls_match::apply(&mut emulation, hello);
             }
-            xhr = cal.xhr.as_ref().map(header_set).transpose()?.map(Arc::new);
+            xhr = cal
+                .xhr
+                .as_ref()
+                .map(|x| header_set(x, h1.map(|h| &h.xhr[..])))
+                .transpose()?
+                .map(Arc::new);
         }
         let redirect_guard = guard.clone();
         let max_redirects = cfg.max_redirects;
@@ -221,6 +234,7 @@ impl HttpClient {
             guard,
             cfg,
             xhr,
+            nav,
         })
     }
 
@@ -248,11 +262,26 @@ impl HttpClient {
         self.guard.check(&req.url).await?;
         let started = Instant::now();
         let mut builder = self.client.request(req.method.clone(), req.url.as_str());
-        if let (RequestKind::Xhr, Some(xhr)) = (req.kind, &self.xhr) {
+        // `priority` is HTTP/2's (and 3's): Chromium sends none over
+        // HTTP/1.1, which plain `http://` always is.
+        let plain = req.url.scheme() == "http";
+        let set = match req.kind {
+            RequestKind::Xhr => self.xhr.as_ref(),
+            _ if plain => self.nav.as_ref(),
+            _ => None,
+        };
+        if let Some(set) = set {
+            let mut headers = match req.kind {
+                RequestKind::Xhr => xhr_headers(set, &req)?,
+                _ => own_headers(set.defaults.clone(), &req)?,
+            };
+            if plain {
+                headers.remove(HeaderName::from_static("priority"));
+            }
             builder = builder
                 .default_headers(false)
-                .headers(xhr_headers(xhr, &req)?)
-                .orig_headers(xhr.order.clone());
+                .headers(headers)
+                .orig_headers(set.order.clone());
         } else {
             for (k, v) in &req.headers {
                 builder = builder.header(k.as_str(), v.as_str());
@@ -314,6 +343,11 @@ fn xhr_headers(xhr: &HeaderSet, req: &FetchRequest) -> Result<HeaderMap> {
     if let Ok(v) = HeaderValue::from_str(&referer) {
         headers.insert(http::header::REFERER, v);
     }
+    own_headers(headers, req)
+}
+
+/// `headers` with the request's own on top.
+fn own_headers(mut headers: HeaderMap, req: &FetchRequest) -> Result<HeaderMap> {
     for (k, v) in &req.headers {
         let name = HeaderName::from_bytes(k.as_bytes())
             .map_err(|_| Error::refused(format!("header name `{k}` is not valid")))?;
@@ -361,14 +395,15 @@ async fn read_body(resp: wreq::Response, url: &Url, limit: usize) -> Result<Byte
 }
 
 /// Replace the emulation's default headers, their order and the HEADERS
-/// priority with the browser's.
+/// priority with the browser's; the header set.
 fn apply_navigation(
     emulation: &mut wreq::Emulation,
     nav: &crate::fingerprint::NavigationProfile,
-) -> Result<()> {
-    let set = header_set(nav)?;
-    emulation.headers = set.defaults;
-    emulation.orig_headers = set.order;
+    h1: Option<&[String]>,
+) -> Result<HeaderSet> {
+    let set = header_set(nav, h1)?;
+    emulation.headers = set.defaults.clone();
+    emulation.orig_headers = set.order.clone();
     if let (Some((weight, exclusive, dep)), Some(h2)) =
         (nav.priority, emulation.http2_options.as_mut())
     {
@@ -379,18 +414,44 @@ fn apply_navigation(
             exclusive,
         ));
     }
-    Ok(())
+    Ok(set)
 }
 
 /// A captured profile as wreq takes it: every name in order, and the values
 /// that are not the request's own (the jar's cookie, the body's headers).
-fn header_set(p: &crate::fingerprint::RequestProfile) -> Result<HeaderSet> {
+/// With the browser's HTTP/1.1 names (`h1`), one order serves both
+/// protocols ([`merge_order`](crate::fingerprint::merge_order)): over
+/// HTTP/1.1 the names go out in Chromium's case and place, `Host` first and
+/// its `Connection: keep-alive` second; over HTTP/2 those two fall away.
+fn header_set(p: &crate::fingerprint::RequestProfile, h1: Option<&[String]>) -> Result<HeaderSet> {
     let mut defaults = HeaderMap::new();
     let mut order = wreq::header::OrigHeaderMap::new();
+    let h2: Vec<String> = p.headers.iter().map(|(k, _)| k.clone()).collect();
+    let merged = h1.and_then(|h1| {
+        let m = crate::fingerprint::merge_order(h1, &h2);
+        if m.is_none() {
+            tracing::debug!("calibration: HTTP/1.1 and HTTP/2 orders disagree; HTTP/2's is kept");
+        }
+        m
+    });
+    for name in merged.as_deref().unwrap_or(&h2) {
+        let lower = name.to_ascii_lowercase();
+        if lower == "connection" {
+            defaults.insert(
+                http::header::CONNECTION,
+                HeaderValue::from_static("keep-alive"),
+            );
+        }
+        if HeaderName::from_bytes(lower.as_bytes()).is_err() {
+            return Err(Error::config(format!(
+                "captured header name `{name}` is not valid"
+            )));
+        }
+        order.insert(name.clone());
+    }
     for (k, v) in &p.headers {
         let name = HeaderName::from_bytes(k.as_bytes())
             .map_err(|_| Error::config(format!("captured header name `{k}` is not valid")))?;
-        order.insert(name.clone());
         if v.is_empty() {
             continue;
         }

@@ -75,12 +75,17 @@ ensure_node_deps() {
   fi
   node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a===20&&b>=18)?0:1)' \
     || { echo "Node.js $(node --version) is too old: the MCP test clients need 20.18 or newer" >&2; exit 1; }
-  local dir=tests/mcp-js stamp=tests/mcp-js/node_modules/.idpool-lock
-  if [ ! -f "$stamp" ] || ! cmp -s "$dir/package-lock.json" "$stamp"; then
-    log "npm ci (tests/mcp-js: @modelcontextprotocol/sdk, @modelcontextprotocol/conformance)"
-    npm ci --prefix "$dir" --no-audit --no-fund
-    cp "$dir/package-lock.json" "$stamp"
-  fi
+  # tests/mcp-js: the MCP SDK and conformance suite; tests/detectors: the
+  # published bot detector the testbed serves (@fingerprintjs/botd).
+  local dir stamp
+  for dir in tests/mcp-js tests/detectors; do
+    stamp="$dir/node_modules/.idpool-lock"
+    if [ ! -f "$stamp" ] || ! cmp -s "$dir/package-lock.json" "$stamp"; then
+      log "npm ci ($dir)"
+      npm ci --prefix "$dir" --no-audit --no-fund
+      cp "$dir/package-lock.json" "$stamp"
+    fi
+  done
 }
 
 # Shell completions, the man pages and the docs for the idpool binary BIN,

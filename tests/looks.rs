@@ -240,3 +240,64 @@ async fn the_user_agent_has_its_full_version_in_the_page_and_a_worker() {
     }
     common::shutdown_and_check(&pool).await;
 }
+
+/// What BotD said in a page of `/detect/botd` (`<pre id="done">`).
+fn botd_verdict(html: &str) -> Value {
+    let at = html.find("<pre id=\"done\">").expect("BotD's verdict") + 15;
+    let json = &html[at..at + html[at..].find("</pre>").expect("end")];
+    serde_json::from_str(&json.replace("&quot;", "\"")).unwrap_or_else(|e| panic!("{e}: {json}"))
+}
+
+/// The published detector: `@fingerprintjs/botd` (pinned in
+/// `tests/detectors/package.json`, installed by `scripts/test.sh`) says the
+/// slot browser is no bot, with the default desktop profile, headless. A
+/// plain `chromium --headless=new` on the same page is caught, which shows
+/// the detector works here.
+#[tokio::test]
+async fn botd_says_the_slot_browser_is_no_bot_and_catches_plain_headless() {
+    let module =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(idpool::testbed::detect::BOTD_MODULE);
+    assert!(
+        module.is_file(),
+        "BotD is not installed at {}: run `npm ci --prefix tests/detectors` (scripts/test.sh does)",
+        module.display()
+    );
+    let env = Env::new(1).await;
+    // The control: a Chromium nobody disguised.
+    let chromium = Chromium::start(env.path("").as_path()).await;
+    let plain = format!("{}/detect/botd?via=plain", env.testbed.http_url());
+    let page = chromium.page(1280, 800, false, &plain).await;
+    let control = common::chromium::until(
+        &page,
+        "document.getElementById('done') && document.getElementById('done').textContent",
+        30,
+        "BotD's verdict in plain headless",
+    )
+    .await;
+    chromium.stop().await;
+    let control: Value = serde_json::from_str(control.as_str().unwrap_or("")).expect("json");
+    assert_eq!(
+        control["bot"], true,
+        "BotD missed plain headless: {control}"
+    );
+
+    let pool = env.pool();
+    let r = tools::scrape::run(
+        &pool,
+        json!({"url": env.url("/detect/botd?via=slot").to_string(), "mode": "browser",
+               "format": "raw_html", "wait_for": "#done"}),
+        &RunOptions::default(),
+    )
+    .await
+    .expect("scrape in the browser");
+    let verdict = botd_verdict(r["content"].as_str().unwrap_or_default());
+    assert!(
+        verdict.get("error").is_none(),
+        "BotD failed to run: {verdict}"
+    );
+    assert_eq!(
+        verdict["bot"], false,
+        "BotD caught the slot browser: {verdict}"
+    );
+    common::shutdown_and_check(&pool).await;
+}

@@ -20,16 +20,71 @@
 //! `data-typed` on input), a button (`#go`, which sets `data-clicked`), a
 //! tall body to scroll, `#bottom` at its end, and `#late`, added 300 ms
 //! after load.
+//!
+//! `/detect/botd` runs `@fingerprintjs/botd`, the published detector, as
+//! npm ships it (`tests/detectors`, installed by `scripts/test.sh`; served
+//! from there, never committed), with its remote monitoring off. Its
+//! verdict goes into `#done` and the title, and is reported back to
+//! `/detect/botd/result?via=…&r=…`, so the testbed's log has the verdict of
+//! a browser nobody drives too.
 
 use axum::Router;
-use axum::response::Html;
+use axum::http::{StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
+
+/// Where `scripts/test.sh` puts BotD's ES module; `IDPOOL_TESTBED_BOTD`
+/// names another file.
+pub const BOTD_MODULE: &str = "tests/detectors/node_modules/@fingerprintjs/botd/dist/botd.esm.js";
 
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
+        .route("/detect/botd", get(|| async { Html(BOTD) }))
+        .route("/detect/botd.esm.js", get(botd_module))
+        .route(
+            "/detect/botd/result",
+            get(|| async { StatusCode::NO_CONTENT }),
+        )
         .route("/detect/main-world", get(main_world))
         .route("/detect/screen", get(screen))
         .route("/detect/hints", get(hints))
+}
+
+const BOTD: &str = r##"<!doctype html>
+<html><head><meta charset="utf-8"><title>BotD pending</title></head><body>
+<p>BotD runs here.</p>
+<script type="module">
+const via = new URLSearchParams(location.search).get("via") || "";
+function done(r) {
+  const t = JSON.stringify(r);
+  document.title = "BotD " + t;
+  const p = document.createElement("pre");
+  p.id = "done";
+  p.textContent = t;
+  document.body.appendChild(p);
+  fetch("/detect/botd/result?" + new URLSearchParams({ via: via, r: t }));
+}
+try {
+  const { load } = await import("/detect/botd.esm.js");
+  const botd = await load({ monitoring: false });
+  done(botd.detect());
+} catch (e) {
+  done({ error: String(e) });
+}
+</script></body></html>"##;
+
+/// BotD's module from `tests/detectors` (or `IDPOOL_TESTBED_BOTD`); a 404
+/// that says how to install it when it is not there.
+async fn botd_module() -> Response {
+    let path = std::env::var("IDPOOL_TESTBED_BOTD").unwrap_or_else(|_| BOTD_MODULE.to_string());
+    match tokio::fs::read(&path).await {
+        Ok(js) => ([(header::CONTENT_TYPE, "text/javascript")], js).into_response(),
+        Err(e) => (
+            StatusCode::NOT_FOUND,
+            format!("BotD is not installed at {path} ({e}): run `npm ci --prefix tests/detectors`"),
+        )
+            .into_response(),
+    }
 }
 
 /// `/detect/hints`: `navigator.userAgentData` with its high-entropy values,

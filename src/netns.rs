@@ -3,7 +3,8 @@
 //!
 //! One thread of the daemon moves into a new network namespace
 //! (`unshare(CLONE_NEWNET)` acts on the calling thread alone), brings its `lo`
-//! up and runs a small tokio runtime there. Everything of the browsers that
+//! up, gives it a wired link that carries nothing (so that Chromium sees a
+//! machine that is online), and runs a small tokio runtime there. Everything of the browsers that
 //! touches that network runs on it: Chromium is spawned from it (a child
 //! starts in its parent thread's namespace), the DevTools connection is made
 //! from it, and each slot's egress listener is bound on it (a socket stays in
@@ -278,37 +279,203 @@ fn enter_user_namespace() -> io::Result<()> {
     write("gid_map", format!("{gid} {gid} 1"))
 }
 
-/// Move the calling thread into a new network namespace and bring `lo` up.
+/// Move the calling thread into a new network namespace, bring `lo` up and
+/// give it a wired link ([`wired_link`]).
 fn enter_new_namespace() -> io::Result<()> {
     // SAFETY: unshare with a plain flag; it affects only the calling thread.
     if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    loopback_up()
+    loopback_up()?;
+    if let Err(e) = wired_link() {
+        tracing::warn!(error = %e, "the browsers' namespace has no wired link: their pages will see navigator.onLine false and rtt 0");
+    }
+    Ok(())
 }
 
 fn loopback_up() -> io::Result<()> {
-    // SAFETY: a plain datagram socket, used for two interface ioctls, then
-    // closed; `req` is a zeroed ifreq naming "lo".
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+    set_up(b"lo", None)
+}
+
+/// The names of the namespace's wired link, a veth pair with both ends
+/// inside: `eth0` is what Chromium sees.
+const LINK: (&[u8], &[u8]) = (b"eth0", b"eth1");
+/// `eth0`'s address: a loopback one, so that nothing is ever sent anywhere
+/// through it (the browsers' one way out stays the egress on `lo`).
+const LINK_ADDR: [u8; 4] = [127, 0, 0, 9];
+
+/// A namespace with only `lo` looks offline to Chromium: no interface is up
+/// with an address, so `navigator.onLine` is false and
+/// `navigator.connection` says `rtt` 0, `downlink` 10, which no person's
+/// browser shows. A veth pair whose ends are both in the namespace, up, with
+/// a loopback address on one, is a wired link to Chromium's network-change
+/// notifier: online, and the network quality estimator's usual values.
+///
+/// The link is made settled, before any browser starts: IPv6 is off for it
+/// (the link-local addresses IPv6 would add a moment later are a network
+/// change to Chromium, which aborts its requests with
+/// `ERR_NETWORK_CHANGED`), and both ends have their carrier.
+fn wired_link() -> io::Result<()> {
+    // Interfaces made from now on in this namespace start without IPv6
+    // (`lo` keeps its `::1`). A kernel without IPv6 has no such file.
+    let _ = std::fs::write("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1");
+    add_veth(LINK.0, LINK.1)?;
+    set_up(LINK.1, None)?;
+    set_up(LINK.0, Some(LINK_ADDR))?;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while !(carrier(LINK.0)? && carrier(LINK.1)?) {
+        if std::time::Instant::now() > deadline {
+            return Err(io::Error::other("the veth pair has no carrier after 3 s"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+/// Whether interface `name` is operational (`IFF_RUNNING`: its carrier is
+/// up). Not from sysfs, which shows the namespace it was mounted in.
+fn carrier(name: &[u8]) -> io::Result<bool> {
+    flags(name).map(|f| f & libc::IFF_RUNNING != 0)
+}
+
+/// Interface `name`'s flags (SIOCGIFFLAGS).
+fn flags(name: &[u8]) -> io::Result<libc::c_int> {
+    with_ifreq(name, |fd, req| {
+        // SAFETY: SIOCGIFFLAGS fills `req`'s flags.
+        let rc = unsafe { libc::ioctl(fd, libc::SIOCGIFFLAGS, req as *mut libc::ifreq) };
+        // SAFETY: SIOCGIFFLAGS wrote the flags member.
+        (rc == 0).then(|| libc::c_int::from(unsafe { req.ifr_ifru.ifru_flags }) & 0xffff)
+    })
+}
+
+/// Bring interface `name` up; with `addr`, give it that address first
+/// (a /32).
+fn set_up(name: &[u8], addr: Option<[u8; 4]>) -> io::Result<()> {
+    with_ifreq(name, |fd, req| {
+        if let Some(ip) = addr {
+            for (op, value) in [
+                (libc::SIOCSIFADDR, u32::from_ne_bytes(ip)),
+                (libc::SIOCSIFNETMASK, u32::MAX),
+            ] {
+                let mut a = *req;
+                // SAFETY: the union's sockaddr member is written whole as a
+                // sockaddr_in (which fits in it), as these two ioctls read it.
+                unsafe {
+                    let mut sin: libc::sockaddr_in = std::mem::zeroed();
+                    sin.sin_family = libc::AF_INET as libc::sa_family_t;
+                    sin.sin_addr.s_addr = value;
+                    std::ptr::write(
+                        std::ptr::addr_of_mut!(a.ifr_ifru).cast::<libc::sockaddr_in>(),
+                        sin,
+                    );
+                    if libc::ioctl(fd, op, &a as *const libc::ifreq) != 0 {
+                        return None;
+                    }
+                }
+            }
+        }
+        // SAFETY: read the flags into `req`, add UP, write them back.
+        unsafe {
+            if libc::ioctl(fd, libc::SIOCGIFFLAGS, req as *mut libc::ifreq) != 0 {
+                return None;
+            }
+            req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            (libc::ioctl(fd, libc::SIOCSIFFLAGS, req as *const libc::ifreq) == 0).then_some(())
+        }
+    })
+}
+
+/// `f` with a datagram socket and a zeroed ifreq naming `name`; `None` from
+/// `f` is the OS error of its last call.
+fn with_ifreq<T>(
+    name: &[u8],
+    f: impl FnOnce(libc::c_int, &mut libc::ifreq) -> Option<T>,
+) -> io::Result<T> {
+    // SAFETY: a plain datagram socket of our own, closed below; the ifreq is
+    // zeroed (a valid value) and names `name`, cut to IFNAMSIZ - 1 bytes.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (i, b) in name.iter().take(libc::IFNAMSIZ - 1).enumerate() {
+        req.ifr_name[i] = *b as libc::c_char;
+    }
+    let out = f(fd, &mut req);
+    let err = io::Error::last_os_error();
+    // SAFETY: `fd` is ours and open.
+    unsafe { libc::close(fd) };
+    out.ok_or(err)
+}
+
+/// An rtnetlink attribute: type, then its payload, padded to 4 bytes.
+fn attr(out: &mut Vec<u8>, kind: u16, payload: &[u8]) {
+    let len = 4 + payload.len();
+    out.extend_from_slice(&(len as u16).to_ne_bytes());
+    out.extend_from_slice(&kind.to_ne_bytes());
+    out.extend_from_slice(payload);
+    out.resize(out.len().next_multiple_of(4), 0);
+}
+
+/// An empty `struct ifinfomsg` (family, pad, type, index, flags, change).
+const IFINFOMSG: [u8; 16] = [0; 16];
+
+/// `ip link add A type veth peer name B`, over rtnetlink.
+fn add_veth(a: &[u8], b: &[u8]) -> io::Result<()> {
+    const IFLA_INFO_KIND: u16 = 1;
+    const IFLA_INFO_DATA: u16 = 2;
+    const VETH_INFO_PEER: u16 = 1;
+    let name = |n: &[u8]| [n, b"\0"].concat();
+    let mut peer = IFINFOMSG.to_vec();
+    attr(&mut peer, libc::IFLA_IFNAME, &name(b));
+    let mut data = Vec::new();
+    attr(&mut data, VETH_INFO_PEER, &peer);
+    let mut info = Vec::new();
+    attr(&mut info, IFLA_INFO_KIND, b"veth");
+    attr(&mut info, IFLA_INFO_DATA, &data);
+    let mut body = IFINFOMSG.to_vec();
+    attr(&mut body, libc::IFLA_IFNAME, &name(a));
+    attr(&mut body, libc::IFLA_LINKINFO, &info);
+    let flags = libc::NLM_F_REQUEST | libc::NLM_F_ACK | libc::NLM_F_CREATE | libc::NLM_F_EXCL;
+    let mut msg = Vec::with_capacity(16 + body.len());
+    msg.extend_from_slice(&((16 + body.len()) as u32).to_ne_bytes());
+    msg.extend_from_slice(&libc::RTM_NEWLINK.to_ne_bytes());
+    msg.extend_from_slice(&(flags as u16).to_ne_bytes());
+    msg.extend_from_slice(&1u32.to_ne_bytes()); // sequence
+    msg.extend_from_slice(&0u32.to_ne_bytes()); // port: the kernel
+    msg.extend_from_slice(&body);
+    let mut ack = [0u8; 512];
+    // SAFETY: a netlink socket of our own, written one message and read one
+    // acknowledgement into a buffer of ours, then closed.
+    let got = unsafe {
+        let fd = libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        );
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
-        let mut req: libc::ifreq = std::mem::zeroed();
-        for (i, b) in b"lo".iter().enumerate() {
-            req.ifr_name[i] = *b as libc::c_char;
-        }
-        let mut rc = libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut req);
-        if rc == 0 {
-            req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-            rc = libc::ioctl(fd, libc::SIOCSIFFLAGS, &req);
-        }
+        let sent = libc::send(fd, msg.as_ptr().cast(), msg.len(), 0);
+        let got = if sent == msg.len() as isize {
+            libc::recv(fd, ack.as_mut_ptr().cast(), ack.len(), 0)
+        } else {
+            -1
+        };
         let err = io::Error::last_os_error();
         libc::close(fd);
-        if rc != 0 {
+        if got < 0 {
             return Err(err);
         }
+        got
+    };
+    // nlmsghdr (16 bytes), then for NLMSG_ERROR an i32: 0 or -errno.
+    let kind = u16::from_ne_bytes([ack[4], ack[5]]);
+    if got < 20 || kind != libc::NLMSG_ERROR as u16 {
+        return Err(io::Error::other("rtnetlink answered no acknowledgement"));
     }
-    Ok(())
+    match i32::from_ne_bytes([ack[16], ack[17], ack[18], ack[19]]) {
+        0 => Ok(()),
+        code => Err(io::Error::from_raw_os_error(-code)),
+    }
 }

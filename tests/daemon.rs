@@ -874,6 +874,27 @@ async fn calibration_through_the_daemon_shows_in_slots_metrics_and_events() {
         (json!(true), json!(true))
     );
     let browser_ja4 = c["browser_ja4"].as_str().expect("browser JA4").to_string();
+    // The self-check (issue 33): with the default desktop profile, headless,
+    // no signal but WebGL's software renderer on a machine without a GPU.
+    let looks = &v["slots"][0]["fidelity"]["browser"];
+    println!("self-check: {looks}");
+    let names: Vec<&str> = looks["names"]
+        .as_array()
+        .expect("the self-check's signals")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        names.iter().all(|n| *n == "webgl"),
+        "the self-check found: {looks}"
+    );
+    let gl = looks["webgl"].as_str().unwrap_or_default().to_string();
+    assert!(!gl.is_empty(), "WebGL is reported: {looks}");
+    assert_eq!(
+        names.contains(&"webgl"),
+        gl.contains("SwiftShader") || gl.contains("llvmpipe"),
+        "{looks}"
+    );
     // `idpool slots` has the fidelity line.
     let (_, table, _) = cli(&env, &["slots"], &viewer).await;
     assert!(table.contains("fidelity   calibrated"), "{table}");
@@ -885,6 +906,8 @@ async fn calibration_through_the_daemon_shows_in_slots_metrics_and_events() {
         table.contains(&format!("JA4 browser {browser_ja4}")),
         "{table}"
     );
+    assert!(table.contains("  browser    signals "), "{table}");
+    assert!(table.contains(&format!("WebGL {gl}")), "{table}");
     // /metrics has the gauges.
     let metrics = get("/metrics")
         .await
@@ -904,7 +927,21 @@ async fn calibration_through_the_daemon_shows_in_slots_metrics_and_events() {
         metrics.contains(&format!("browser_ja4=\"{browser_ja4}\"")),
         "{metrics}"
     );
-    // And the event stream told.
+    assert!(
+        metrics.contains(&format!(
+            "idpool_slot_browser_signals{{slot=\"0\"}} {}",
+            names.len()
+        )),
+        "{metrics}"
+    );
+    // And the event stream told: calibrated, and the first self-check.
+    let (recent, ev) = recent_event(&d, &viewer, "browser_signals").await;
+    assert_eq!(ev["slot"], 0, "{recent}");
+    assert_eq!(
+        ev["detail"]["signals"].as_array().map(Vec::len),
+        Some(names.len()),
+        "{recent}"
+    );
     let (recent, ev) = recent_event(&d, &viewer, "calibrated").await;
     assert_eq!(ev["slot"], 0, "{recent}");
     assert_eq!(ev["detail"]["browser_ja4"], browser_ja4.as_str());

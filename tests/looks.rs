@@ -188,6 +188,11 @@ async fn the_screen_fits_the_window_and_a_desktop_has_a_mouse() {
     );
     assert_eq!(seen["worker"]["ua"], seen["page"]["ua"], "{seen}");
     assert_eq!(seen["frame"]["ua"], seen["page"]["ua"], "{seen}");
+    // Finding 5: rtt 0 and downlink 10 came from the browsers' namespace,
+    // which had no link but `lo` (Chromium took itself for offline).
+    let c = &seen["page"]["connection"];
+    assert!(c[0].as_f64().unwrap_or(0.0) > 0.0, "rtt: {c}");
+    assert!(c[1].as_f64().unwrap_or(0.0) > 0.0, "downlink: {c}");
     common::shutdown_and_check(&pool).await;
 }
 

@@ -296,7 +296,10 @@ fn answer(
         .strip_prefix("/calibrate/")
         .and_then(|rest| rest.split_once('/'))
         .unwrap_or(("", ""));
-    let known = matches!(name, "start" | "page" | "xhr" | "h1/page" | "h1/xhr");
+    let known = matches!(
+        name,
+        "start" | "page" | "xhr" | "h1/page" | "h1/xhr" | "check" | "check/worker.js"
+    );
     let mut run = seen.lock();
     if known && !token.is_empty() && token == run.token {
         let target = req
@@ -319,13 +322,29 @@ fn answer(
         }
     }
     drop(run);
-    let (status, ctype, body) = match name {
-        "start" => (200, "text/html; charset=utf-8", "<p id=\"done\">start</p>"),
-        "page" | "h1/page" => (200, "text/html; charset=utf-8", PAGE),
-        "xhr" | "h1/xhr" => (200, "application/json", "{\"ok\":true}"),
-        _ => (404, "text/plain", "not found"),
+    let html = "text/html; charset=utf-8";
+    let (status, ctype, body): (u16, &str, Bytes) = match name {
+        "start" => (200, html, Bytes::from_static(b"<p id=\"done\">start</p>")),
+        "page" | "h1/page" => (200, html, Bytes::from_static(PAGE.as_bytes())),
+        "xhr" | "h1/xhr" => (
+            200,
+            "application/json",
+            Bytes::from_static(b"{\"ok\":true}"),
+        ),
+        "check" => (
+            200,
+            html,
+            Bytes::from(super::page::page(&check_headers(req.headers()))),
+        ),
+        "check/frame" => (200, html, Bytes::from_static(super::page::FRAME.as_bytes())),
+        "check/worker.js" => (
+            200,
+            "text/javascript",
+            Bytes::from(super::page::worker_js()),
+        ),
+        _ => (404, "text/plain", Bytes::from_static(b"not found")),
     };
-    let mut resp = hyper::Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    let mut resp = hyper::Response::new(Full::new(body));
     *resp.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or_default();
     let headers = resp.headers_mut();
     headers.insert(
@@ -345,6 +364,23 @@ fn answer(
         );
     }
     resp
+}
+
+/// The headers the self-check page compares with what the page says.
+fn check_headers(headers: &hyper::HeaderMap) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    for name in [
+        "user-agent",
+        "sec-ch-ua",
+        "sec-ch-ua-mobile",
+        "sec-ch-ua-platform",
+        "accept-language",
+    ] {
+        if let Some(v) = headers.get(name).and_then(|v| v.to_str().ok()) {
+            out.insert(name.into(), v.into());
+        }
+    }
+    serde_json::Value::Object(out)
 }
 
 #[cfg(test)]

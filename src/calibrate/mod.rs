@@ -14,7 +14,9 @@
 //! The [`Record`] is kept in `<slot>/calibration.json` and applied at the next
 //! start, so the HTTP tier is calibrated before the browser is needed again.
 
+pub mod check;
 pub mod listener;
+mod page;
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -45,6 +47,10 @@ pub struct Record {
     /// What the HTTP tier took from the browser.
     pub calibration: Calibration,
     pub report: Report,
+    /// What the browser's self-check found (`check`); `None` in records made
+    /// before it existed.
+    #[serde(default)]
+    pub browser_check: Option<check::BrowserCheck>,
 }
 
 impl Record {
@@ -183,6 +189,7 @@ impl Calibrator {
             ))
         })?;
         let browser = take(l, "browser")?;
+        let browser_check = self_check(slot, l).await;
         let ua = |c: &Capture| {
             c.navigation
                 .headers
@@ -232,8 +239,80 @@ impl Calibrator {
             http,
             calibration,
             report,
+            browser_check: Some(browser_check),
         })
     }
+}
+
+/// The browser opens the listener's self-check page and goes through a
+/// whole page operation on it: navigation, `wait_for`, a scroll, a click, a
+/// wait and the read. What it found, judged; a check that could not run is
+/// its own signal (`check`), and the calibration goes on.
+async fn self_check(slot: Subject<'_>, l: &listener::Listener) -> check::BrowserCheck {
+    let base = {
+        let run = l.seen.lock();
+        format!("https://{}:{}/calibrate/{}", l.host, l.port, run.token)
+    };
+    let expect = check::Expect {
+        mobile: slot.profile.mobile(),
+        timezone: slot.profile.timezone.clone(),
+        languages: crate::profile::language_tags(&slot.profile.accept_language),
+    };
+    let failed = |detail: String| check::BrowserCheck {
+        signals: vec![check::Signal {
+            name: "check".into(),
+            detail,
+        }],
+        webgl: None,
+        seen: serde_json::Value::Null,
+    };
+    use crate::browser::actions::{Action, Direction};
+    let req = crate::browser::BrowserRequest {
+        url: format!("{base}/check"),
+        wait_for: Some("#ready".into()),
+        cookie_domain: None,
+        actions: vec![
+            Action::Scroll {
+                direction: Direction::Down,
+                selector: None,
+            },
+            Action::Click {
+                selector: "#finish".into(),
+            },
+            Action::Wait {
+                milliseconds: None,
+                selector: Some("#done".into()),
+            },
+        ],
+        capture: Default::default(),
+    };
+    let normal = |_: &str, _: &str, _: u16| crate::browser::PageState::Normal;
+    let page = match slot.browser.turn().await {
+        Ok(mut turn) => turn.navigate(&req, None, &normal).await,
+        Err(e) => Err(e),
+    };
+    let page = match page {
+        Ok(p) => p,
+        Err(e) => return failed(format!("the self-check page failed: {}", e.message())),
+    };
+    let Some(seen) = check::result_of(&page.html) else {
+        return failed(format!(
+            "the self-check page left no result (ready: {})",
+            page.wait_for_met
+        ));
+    };
+    let worker_ua = l.seen.lock().seen.get("check/worker.js").and_then(|o| {
+        o.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case("user-agent"))
+            .map(|(_, v)| v.clone())
+    });
+    let result = tokio::task::spawn_blocking({
+        let expect = expect.clone();
+        move || check::judge(seen, worker_ua.as_deref(), &expect)
+    })
+    .await;
+    result.unwrap_or_else(|e| failed(format!("judging the self-check failed: {e}")))
 }
 
 /// What a run calibrates: one slot's browser, and the profile and HTTP

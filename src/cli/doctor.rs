@@ -150,6 +150,7 @@ async fn all(explicit: Option<&Path>, cfg: &Config) -> Vec<Check> {
     checks.push(definitions(explicit));
     checks.push(proxies(cfg, &plan).await);
     checks.push(calibration(cfg, &plan, version.as_deref()));
+    checks.push(looks(cfg, &plan));
     checks.push(daemon(cfg).await);
     checks
 }
@@ -435,6 +436,57 @@ fn calibration(cfg: &Config, plan: &[SlotPlan], installed: Option<&str>) -> Chec
         detail.push_str(&format!(
             ", {pending} not calibrated yet (at their first browser launch)"
         ));
+    }
+    ok(NAME, detail)
+}
+
+/// What each slot browser's self-check found at its last calibration:
+/// a warning names every slot with a signal beyond WebGL's (which is the
+/// machine's truth, not a lie to fix).
+fn looks(cfg: &Config, plan: &[SlotPlan]) -> Check {
+    const NAME: &str = "browser looks";
+    let mut checked = 0;
+    let mut webgl = 0;
+    let mut found = Vec::new();
+    for slot in plan {
+        let dir = cfg.pool.data_dir.join("slots").join(slot.id.to_string());
+        let Some(check) = idpool::calibrate::Record::load(&dir).and_then(|r| r.browser_check)
+        else {
+            continue;
+        };
+        checked += 1;
+        let names: Vec<&str> = check
+            .signals
+            .iter()
+            .map(|s| s.name.as_str())
+            .filter(|n| *n != "webgl")
+            .collect();
+        if check.signals.iter().any(|s| s.name == "webgl") {
+            webgl += 1;
+        }
+        if !names.is_empty() {
+            found.push(format!("slot {}: {}", slot.id, names.join(", ")));
+        }
+    }
+    if !found.is_empty() {
+        return bad(
+            Status::Warn,
+            NAME,
+            format!(
+                "the self-check found signals a person's Chromium lacks: {}",
+                found.join("; ")
+            ),
+            "`idpool slots` shows each signal's detail; docs/fidelity.md says what each means",
+        );
+    }
+    let mut detail = format!("{} without signals", n(checked, "slot"));
+    if webgl > 0 {
+        detail.push_str(&format!(
+            " ({webgl} with a software WebGL renderer: no GPU here)"
+        ));
+    }
+    if checked == 0 {
+        detail = "no self-check yet (each slot runs one at its calibration)".into();
     }
     ok(NAME, detail)
 }

@@ -322,6 +322,45 @@ fn calibration_lines(c: &Value) -> String {
         c["browser_ja4"].as_str().unwrap_or("-"),
         c["http_ja4"].as_str().unwrap_or("-")
     ));
+    out.push_str(&browser_lines(&c["browser"]));
+    out
+}
+
+/// `browser` lines: the self-check's signals by name, then WebGL.
+fn browser_lines(b: &Value) -> String {
+    if b.is_null() {
+        return String::new();
+    }
+    let names: Vec<&str> = b["names"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut out = if names.is_empty() {
+        "  browser    signals none".to_string()
+    } else {
+        format!(
+            "  browser    signals {} ({})",
+            names.len(),
+            names.join(", ")
+        )
+    };
+    if let Some(gl) = b["webgl"].as_str() {
+        out.push_str(&format!("; WebGL {gl}"));
+    }
+    out.push('\n');
+    for s in b["signals"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        out.push_str(&format!(
+            "             {}\n",
+            idpool::diag::one_line(s, 160)
+        ));
+    }
     out
 }
 

@@ -296,6 +296,12 @@ const HELP: &[(Kind, &str, Option<metrics::Unit>, &str)] = {
         ),
         (
             Gauge,
+            "idpool_slot_browser_signals",
+            None,
+            "Signals the slot browser's self-check found that a person's Chromium would not show (WebGL's software renderer among them).",
+        ),
+        (
+            Gauge,
             "idpool_calibration_info",
             None,
             "1, labelled with the slot's browser and HTTP JA4 and its Chromium version.",
@@ -465,6 +471,9 @@ fn slot_series(pool: &crate::pool::Pool, slot: &crate::pool::Slot, strategies: &
     metrics::gauge!("idpool_calibration_headers_equal", &l).set(flag(c.headers_equal));
     metrics::gauge!("idpool_calibration_xhr_headers_equal", &l).set(flag(c.xhr_headers_equal));
     metrics::gauge!("idpool_calibration_residual", &l).set(c.residual.len() as f64);
+    if let Some(b) = &c.browser {
+        metrics::gauge!("idpool_slot_browser_signals", &l).set(b.signals.len() as f64);
+    }
     if let (Some(b), Some(h)) = (c.browser_ja4, c.http_ja4) {
         let info = vec![
             ("slot", id.clone()),

@@ -29,9 +29,60 @@ pub struct CalibrationStatus {
     pub headers_equal: Option<bool>,
     pub xhr_headers_equal: Option<bool>,
     pub residual: Vec<String>,
+    /// What the browser's self-check found at the run (`None` before one).
+    pub browser: Option<BrowserSignals>,
     /// Runs since the daemon started.
     pub runs: u64,
     pub error: Option<String>,
+}
+
+/// The slot browser's self-check, for operators: every signal by name
+/// (`name: detail`), and WebGL as it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BrowserSignals {
+    pub signals: Vec<String>,
+    /// The signals' names alone, in order (`screen`, `webgl`, …).
+    pub names: Vec<String>,
+    pub webgl: Option<String>,
+}
+
+impl BrowserSignals {
+    pub fn of(c: &crate::calibrate::check::BrowserCheck) -> Self {
+        BrowserSignals {
+            signals: c.signals.iter().map(ToString::to_string).collect(),
+            names: c.signals.iter().map(|s| s.name.clone()).collect(),
+            webgl: c.webgl.clone(),
+        }
+    }
+}
+
+/// An event (and a log line) when a run's self-check signals differ from
+/// the last run's (`before`).
+pub(super) fn note_browser_signals(
+    events: &super::Events,
+    slot: usize,
+    before: Option<&crate::calibrate::Record>,
+    record: &crate::calibrate::Record,
+) {
+    let names = |r: Option<&crate::calibrate::Record>| {
+        r.and_then(|r| r.browser_check.as_ref())
+            .map(|c| c.signals.iter().map(|s| s.name.clone()).collect::<Vec<_>>())
+    };
+    let (was, now) = (names(before), names(Some(record)));
+    let Some(check) = record.browser_check.as_ref().filter(|_| now != was) else {
+        return;
+    };
+    tracing::info!(slot, signals = ?now, "the slot browser's self-check changed");
+    events.emit(
+        "browser_signals",
+        Some(slot),
+        None,
+        serde_json::json!({
+            "signals": check.signals.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "before": was,
+            "webgl": check.webgl,
+        }),
+    );
 }
 
 /// Raises a slot's `calibrating` flag for as long as it lives.

@@ -369,6 +369,12 @@ impl Slot {
                         "residual": r.residual.iter().map(|d| d.what.clone()).collect::<Vec<_>>(),
                     }),
                 );
+                super::calibration::note_browser_signals(
+                    &self.events,
+                    self.id,
+                    self.record.read().as_ref(),
+                    &record,
+                );
                 *self.record.write() = Some(record.clone());
                 Ok(record)
             }
@@ -423,6 +429,10 @@ impl Slot {
             residual: report
                 .map(|r| r.residual.iter().map(ToString::to_string).collect())
                 .unwrap_or_default(),
+            browser: record
+                .as_ref()
+                .and_then(|r| r.browser_check.as_ref())
+                .map(super::calibration::BrowserSignals::of),
             runs: self.cal_runs.load(std::sync::atomic::Ordering::Relaxed),
             error,
         }

@@ -129,6 +129,8 @@ const look = (w) => ({
   pointer: w.matchMedia("(pointer: fine)").matches, hover: w.matchMedia("(hover: hover)").matches,
   anyPointer: w.matchMedia("(any-pointer: fine)").matches, anyHover: w.matchMedia("(any-hover: hover)").matches,
   touch: w.navigator.maxTouchPoints, ua: w.navigator.userAgent,
+  connection: w.navigator.connection ? [w.navigator.connection.rtt, w.navigator.connection.downlink,
+    w.navigator.connection.effectiveType] : null,
 });
 const seen = {};
 const done = () => {

@@ -118,6 +118,7 @@ pub fn run(pool: &Pool) -> Value {
             let health = slot.health();
             let facts = slot.browser_facts();
             let fleet = pool.fleet();
+            let calibration = slot.calibration_status();
             json!({
                 "slot": slot.id,
                 "fleet_id": fleet.and_then(|f| f.fleet_id(slot.id)),
@@ -135,7 +136,8 @@ pub fn run(pool: &Pool) -> Value {
                 "browser_sessions": sessions.iter().filter(|(_, s)| *s == slot.id).count(),
                 "egress": slot.egress_facts(),
                 "versions": versions(pool, slot, &facts),
-                "calibration": slot.calibration_status(),
+                "calibration": calibration,
+                "fidelity": { "browser": calibration.browser },
                 "cookies": {
                     "count": slot.jar().count(),
                     "last_saved": slot.jar().last_saved(),

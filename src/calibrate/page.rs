@@ -1,0 +1,155 @@
+//! The coherence self-check page the calibration listener serves: it looks
+//! at the slot's browser the way a detector does, in the page, a same-origin
+//! iframe and a dedicated worker, and only collects (`check` judges).
+//!
+//! The page also wraps what detectors wrap (`document.querySelector`,
+//! `querySelectorAll`, `getElementById`, `getElementsByClassName`, the
+//! `document.readyState` getter) and counts calls with no frame of the page
+//! on their stack, while the calibration drives it through a whole page
+//! operation (navigation, `wait_for`, a scroll, a click, a wait, the read).
+
+use serde_json::Value;
+
+/// The collector both the page and its worker run: what `navigator` (and,
+/// in a window, `screen`, the window and media queries) says.
+const COLLECT: &str = r#"
+async function collect(n, w) {
+  const o = { ua: n.userAgent, platform: n.platform, language: n.language,
+    languages: Array.from(n.languages || []), webdriver: n.webdriver === true, online: n.onLine };
+  if (n.userAgentData) {
+    o.brands = n.userAgentData.brands.map(function (b) { return b.brand + ";" + b.version; });
+    o.mobile = n.userAgentData.mobile;
+    o.uaPlatform = n.userAgentData.platform;
+    try {
+      o.high = await n.userAgentData.getHighEntropyValues(["fullVersionList", "uaFullVersion",
+        "platformVersion", "architecture", "bitness", "model", "wow64", "formFactors"]);
+    } catch (e) { o.high = { error: String(e) }; }
+  }
+  const intl = Intl.DateTimeFormat().resolvedOptions();
+  o.tz = intl.timeZone;
+  o.locale = intl.locale;
+  o.offset = new Date().getTimezoneOffset();
+  if (n.connection) {
+    o.connection = { rtt: n.connection.rtt, downlink: n.connection.downlink,
+      effectiveType: n.connection.effectiveType };
+  }
+  if (w) {
+    const s = w.screen;
+    o.screen = [s.width, s.height, s.availWidth, s.availHeight, s.colorDepth];
+    o.outer = [w.outerWidth, w.outerHeight];
+    o.inner = [w.innerWidth, w.innerHeight];
+    o.dpr = w.devicePixelRatio;
+    const m = function (q) { return w.matchMedia(q).matches; };
+    o.input = { pointer: m("(pointer: fine)"), hover: m("(hover: hover)"),
+      anyPointer: m("(any-pointer: fine)"), anyHover: m("(any-hover: hover)"),
+      coarse: m("(pointer: coarse)"), touch: n.maxTouchPoints };
+    o.plugins = n.plugins.length;
+    o.mimeTypes = n.mimeTypes.length;
+    o.chrome = typeof w.chrome === "object" && w.chrome !== null;
+  }
+  return o;
+}
+"#;
+
+/// The worker: its own view, posted back.
+pub fn worker_js() -> String {
+    format!("{COLLECT}\ncollect(self.navigator, null).then(function (o) {{ postMessage(o); }});\n")
+}
+
+/// The iframe's document.
+pub const FRAME: &str =
+    "<!doctype html><html><head><title>frame</title></head><body></body></html>";
+
+/// The page, with the request's headers (`headers`, a JSON object) in it.
+pub fn page(headers: &Value) -> String {
+    let json = headers.to_string().replace('<', "\\u003c");
+    PAGE.replace("__HEADERS__", &json)
+        .replace("__COLLECT__", COLLECT)
+}
+
+const PAGE: &str = r#"<!doctype html><html><head><meta charset="utf-8"><title>idpool self-check</title>
+<script>
+// The probe first, before anything else runs.
+var PROBE = { foreign: 0, own: 0, sample: "" };
+(function () {
+  var here = location.origin + location.pathname;
+  function count() {
+    var lines = String(new Error().stack || "").split("\n").slice(2);
+    if (lines.some(function (l) { return l.indexOf(here) >= 0; })) { PROBE.own++; return; }
+    PROBE.foreign++;
+    if (!PROBE.sample) PROBE.sample = (lines[0] || "").trim().slice(0, 200);
+  }
+  [[Document.prototype, "querySelector"], [Document.prototype, "querySelectorAll"],
+   [Document.prototype, "getElementById"], [Document.prototype, "getElementsByClassName"],
+   [Element.prototype, "querySelector"], [Element.prototype, "querySelectorAll"]].forEach(function (p) {
+    var f = p[0][p[1]];
+    p[0][p[1]] = function () { count(); return f.apply(this, arguments); };
+  });
+  var rs = Object.getOwnPropertyDescriptor(Document.prototype, "readyState");
+  Object.defineProperty(document, "readyState", { configurable: true,
+    get: function () { count(); return rs.get.call(this); } });
+})();
+</script></head>
+<body style="min-height: 3000px">
+<button id="finish">finish</button>
+<iframe id="frame" src="check/frame" width="300" height="150"></iframe>
+<script>
+__COLLECT__
+var HEADERS = __HEADERS__;
+var SEEN = {};
+function webgl() {
+  try {
+    var gl = document.createElement("canvas").getContext("webgl");
+    if (!gl) return null;
+    var ext = gl.getExtension("WEBGL_debug_renderer_info");
+    return ext ? { vendor: gl.getParameter(ext.UNMASKED_VENDOR_WEBGL),
+      renderer: gl.getParameter(ext.UNMASKED_RENDERER_WEBGL) }
+      : { vendor: gl.getParameter(gl.VENDOR), renderer: gl.getParameter(gl.RENDERER) };
+  } catch (e) { return { error: String(e) }; }
+}
+function frameLoaded() {
+  return new Promise(function (ok) {
+    var f = document.getElementById("frame");
+    if (f.contentDocument && f.contentDocument.readyState === "complete" && f.contentWindow.location.href !== "about:blank") ok(f);
+    else f.addEventListener("load", function () { ok(f); });
+  });
+}
+function fromWorker() {
+  return new Promise(function (ok) {
+    try {
+      var w = new Worker("check/worker.js");
+      w.onmessage = function (e) { ok(e.data); };
+      w.onerror = function (e) { ok({ error: String(e.message || e) }); };
+    } catch (e) { ok({ error: String(e) }); }
+  });
+}
+async function notification() {
+  var o = { permission: typeof Notification === "undefined" ? null : Notification.permission };
+  try { o.query = (await navigator.permissions.query({ name: "notifications" })).state; }
+  catch (e) { o.query = "error: " + e; }
+  return o;
+}
+(async function () {
+  SEEN.headers = HEADERS;
+  SEEN.page = await collect(navigator, window);
+  var f = await frameLoaded();
+  SEEN.frame = await collect(f.contentWindow.navigator, f.contentWindow);
+  SEEN.worker = await fromWorker();
+  SEEN.notification = await notification();
+  SEEN.webgl = webgl();
+  var p = document.createElement("p");
+  p.id = "ready";
+  document.body.appendChild(p);
+})();
+document.getElementById("finish").addEventListener("click", function () {
+  SEEN.probe = PROBE;
+  var s = document.createElement("script");
+  s.type = "application/json";
+  s.id = "result";
+  s.textContent = JSON.stringify(SEEN).replace(/</g, "\\u003c");
+  document.body.appendChild(s);
+  var p = document.createElement("p");
+  p.id = "done";
+  document.body.appendChild(p);
+});
+</script></body></html>"#;

@@ -64,6 +64,43 @@ async fn doctor_passes_a_good_install_and_names_each_fault_with_its_fix() {
     assert!(line(&out, "daemon").contains("answers at"), "{out}");
     assert!(line(&out, "chromium").contains("Chromium"), "{out}");
 
+    assert!(
+        line(&out, "browser looks").contains("1 slot without signals"),
+        "the self-check of the calibration: {out}"
+    );
+    assert!(
+        line(&out, "geography").contains("no profile declares"),
+        "{out}"
+    );
+
+    // A profile that says its proxy is in Berlin, with a New York clock and
+    // English only: a warning that names all three.
+    std::fs::create_dir_all(env.path("geo-profiles")).expect("dir");
+    env.write(
+        "geo-profiles/default.toml",
+        "emulation = \"chrome_149\"\ntimezone = \"America/New_York\"\naccept_language = \"en-US,en;q=0.9\"\ngeo = { timezone = \"Europe/Berlin\", locale = \"de-DE\", country = \"DE\" }\n",
+    );
+    let config = std::fs::read_to_string(env.path("idpool.toml")).expect("config");
+    assert!(config.contains("profiles_dir = \"profiles\""), "{config}");
+    env.write(
+        "geo.toml",
+        &config.replace(
+            "profiles_dir = \"profiles\"",
+            "profiles_dir = \"geo-profiles\"",
+        ),
+    );
+    let (_, out) = doctor(&env, "geo.toml", None).await;
+    let geo = line(&out, "geography");
+    assert!(geo.starts_with("warn"), "{out}");
+    for want in [
+        "America/New_York",
+        "Europe/Berlin",
+        "lack the proxy's de-DE",
+        "en-US",
+    ] {
+        assert!(geo.contains(want), "{want}: {geo}");
+    }
+
     // The same with a proxy that answers (a real CONNECT proxy on loopback).
     let proxy = common::proxies::http_connect_proxy(Arc::default()).await;
     let config = std::fs::read_to_string(env.path("idpool.toml")).expect("config");

@@ -151,6 +151,7 @@ async fn all(explicit: Option<&Path>, cfg: &Config) -> Vec<Check> {
     checks.push(proxies(cfg, &plan).await);
     checks.push(calibration(cfg, &plan, version.as_deref()));
     checks.push(looks(cfg, &plan));
+    checks.push(geography(cfg, &plan));
     checks.push(daemon(cfg).await);
     checks
 }
@@ -438,6 +439,46 @@ fn calibration(cfg: &Config, plan: &[SlotPlan], installed: Option<&str>) -> Chec
         ));
     }
     ok(NAME, detail)
+}
+
+/// Each slot whose profile declares its proxy's geography (`geo`) has a
+/// time zone and languages that agree with it.
+fn geography(cfg: &Config, plan: &[SlotPlan]) -> Check {
+    const NAME: &str = "geography";
+    let (profiles, _) = idpool::profile::load_dir(&cfg.pool.profiles_dir);
+    let mut declared = 0;
+    for slot in plan {
+        let Some(p) = profiles.get(&slot.profile) else {
+            continue;
+        };
+        let Some(geo) = &p.geo else {
+            continue;
+        };
+        declared += 1;
+        let langs = idpool::profile::language_tags(&p.accept_language);
+        let off = geo.disagreements(p.timezone.as_deref(), &langs);
+        if !off.is_empty() {
+            return bad(
+                Status::Warn,
+                NAME,
+                format!(
+                    "slot {} (profile `{}`) disagrees with its proxy's geography: {}",
+                    slot.id,
+                    p.name,
+                    off.join("; ")
+                ),
+                "set the profile's `timezone` and `accept_language` to the proxy's (or drop them: the time zone follows `geo`)",
+            );
+        }
+    }
+    ok(
+        NAME,
+        if declared == 0 {
+            "no profile declares its proxy's geography (`geo`)".to_string()
+        } else {
+            format!("{} agree with their proxy's geography", n(declared, "slot"))
+        },
+    )
 }
 
 /// What each slot browser's self-check found at its last calibration:

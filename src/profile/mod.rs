@@ -12,8 +12,10 @@ use wreq_util::{Platform, Profile as BrowserProfile};
 
 use crate::diag::{self, Diagnostic};
 
+mod geo;
 mod proxy;
 mod screen;
+pub use geo::Geo;
 pub use proxy::{ProxyTemplate, ProxyUrl};
 pub use screen::{Pointer, Screen};
 
@@ -114,6 +116,9 @@ struct ProfileFile {
     accept_language: Option<String>,
     #[serde(default)]
     timezone: Option<String>,
+    /// The proxy's geography (`geo.rs`).
+    #[serde(default)]
+    geo: Option<Geo>,
     #[serde(default)]
     viewport: Option<Viewport>,
     /// The screen; default 1920x1080 with a 40-pixel task bar on a desktop,
@@ -137,7 +142,10 @@ pub struct Profile {
     /// The profile file sets `user_agent`: it is kept as written.
     pub user_agent_pinned: bool,
     pub accept_language: String,
+    /// The browser's time zone: the profile's, else its `geo`'s.
     pub timezone: Option<String>,
+    /// Where the profile's proxy puts it, as declared.
+    pub geo: Option<Geo>,
     pub viewport: Viewport,
     /// The screen the window sits on (it fits: checked at load).
     pub screen: Screen,
@@ -229,6 +237,7 @@ impl Profile {
                 user_agent: None,
                 accept_language: None,
                 timezone: None,
+                geo: None,
                 viewport: None,
                 screen: None,
                 proxy: None,
@@ -274,7 +283,10 @@ impl Profile {
                     .or_else(|| header(http::header::ACCEPT_LANGUAGE))
                     .unwrap_or_else(|| "en-US,en;q=0.9".into()),
             ),
-            timezone: f.timezone,
+            timezone: f
+                .timezone
+                .or_else(|| f.geo.as_ref().and_then(|g| g.timezone.clone())),
+            geo: f.geo,
             viewport,
             screen: f
                 .screen
@@ -367,6 +379,10 @@ impl Profile {
             }
         }
         let profile = Self::resolve(name, Some(path.to_path_buf()), file);
+        if let Some(why) = profile.geo.as_ref().and_then(Geo::problem) {
+            let pos = text.find("geo");
+            return Err(Diagnostic::at(path, &text, pos.map(|p| p..p), why));
+        }
         if let Some(why) = profile.screen.misfit(profile.viewport) {
             let pos = text.find("screen").or_else(|| text.find("viewport"));
             return Err(Diagnostic::at(path, &text, pos.map(|p| p..p), why));

@@ -57,7 +57,14 @@ pub(super) fn launch_spec(
         headless: env.browser.headless,
         user_agent: profile.user_agent.clone(),
         languages: profile.languages(),
-        window: (profile.viewport.width, profile.viewport.height),
+        window: {
+            let w = if profile.vary_window {
+                profile.screen.window_for_slot(profile.viewport, id)
+            } else {
+                profile.viewport
+            };
+            (w.width, w.height)
+        },
         screen: profile.screen,
         pointer: profile.pointer(),
         proxy_server: Some(egress.proxy_server()),

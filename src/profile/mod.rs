@@ -125,6 +125,9 @@ struct ProfileFile {
     /// the viewport's size on a phone.
     #[serde(default)]
     screen: Option<Screen>,
+    /// Each slot its own common window size within the screen.
+    #[serde(default)]
+    vary_window: bool,
     #[serde(default)]
     proxy: Option<ProxyUrl>,
     /// Cookies loaded into a slot's jar when the slot has no jar yet.
@@ -149,6 +152,9 @@ pub struct Profile {
     pub viewport: Viewport,
     /// The screen the window sits on (it fits: checked at load).
     pub screen: Screen,
+    /// Slots of this profile take different window sizes
+    /// ([`Screen::window_for_slot`]); a phone's window is its screen.
+    pub vary_window: bool,
     pub proxy: Option<ProxyUrl>,
     pub seed_cookies: Option<PathBuf>,
     /// The emulation's `sec-ch-ua` (Chromium-family browsers only).
@@ -240,6 +246,7 @@ impl Profile {
                 geo: None,
                 viewport: None,
                 screen: None,
+                vary_window: false,
                 proxy: None,
                 seed_cookies: None,
             },
@@ -291,6 +298,7 @@ impl Profile {
             screen: f
                 .screen
                 .unwrap_or_else(|| Screen::default_for(mobile, viewport)),
+            vary_window: f.vary_window && !mobile,
             proxy: f.proxy,
             sec_ch_ua: header(http::header::HeaderName::from_static("sec-ch-ua")),
             seed_cookies: f.seed_cookies.map(|p| match &base {

@@ -74,6 +74,33 @@ impl Screen {
         })
     }
 
+    /// Slot `slot`'s window when the profile varies it (`vary_window`):
+    /// one of the window sizes people's desktops commonly show, taken in
+    /// turn by slot number from the profile's own, each fitting this screen
+    /// less its task bar, so that eight slots do not share one size.
+    pub fn window_for_slot(&self, own: Viewport, slot: usize) -> Viewport {
+        const COMMON: [(u32, u32); 8] = [
+            (1366, 768),
+            (1536, 864),
+            (1440, 900),
+            (1280, 800),
+            (1600, 900),
+            (1280, 720),
+            (1680, 1010),
+            (1920, 1040),
+        ];
+        let mut sizes = vec![own];
+        sizes.extend(
+            COMMON
+                .iter()
+                .map(|&(width, height)| Viewport { width, height })
+                .filter(|w| {
+                    (w.width, w.height) != (own.width, own.height) && self.misfit(*w).is_none()
+                }),
+        );
+        sizes[slot % sizes.len()]
+    }
+
     /// Chromium's flag for this screen.
     pub fn chromium_arg(&self) -> String {
         format!(
@@ -109,6 +136,37 @@ impl Pointer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slots_take_windows_in_turn_and_every_one_fits() {
+        let own = Viewport {
+            width: 1366,
+            height: 768,
+        };
+        let screen = Screen::DESKTOP;
+        let windows: Vec<(u32, u32)> = (0..8)
+            .map(|n| screen.window_for_slot(own, n))
+            .map(|w| (w.width, w.height))
+            .collect();
+        assert_eq!(windows[0], (1366, 768), "slot 0 keeps the profile's own");
+        let mut distinct = windows.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 8, "{windows:?}");
+        for n in 0..20 {
+            assert!(screen.misfit(screen.window_for_slot(own, n)).is_none());
+        }
+        let small = Screen {
+            width: 1280,
+            height: 800,
+            taskbar: 40,
+        };
+        let w = Viewport {
+            width: 1280,
+            height: 720,
+        };
+        assert!((0..10).all(|n| small.misfit(small.window_for_slot(w, n)).is_none()));
+    }
 
     #[test]
     fn a_window_fits_its_screen_or_is_named() {

@@ -7,9 +7,10 @@ log() { printf '\n==> %s\n' "$*" >&2; }
 # curl is the "non-browser client" of the JA4 test; iproute2 + util-linux give the
 # loopback-only test namespace; python3 formats the demo's output; libnss3-tools
 # (certutil) writes each slot's browser trust store for security.extra_root_certs.
+# xvfb is the virtual display of browser.display = "xvfb" (headful Chromium).
 ensure_packages() {
   ensure_debs cmake clang libclang-dev chromium curl iproute2 util-linux ca-certificates python3 libnss3-tools \
-    redis-server redis-tools
+    redis-server redis-tools xvfb
 }
 
 # Install the Debian packages named when any is missing (apt-get update first).

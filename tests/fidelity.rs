@@ -253,7 +253,135 @@ async fn after_calibration_the_http_tier_sends_what_the_slots_browser_sends() {
     println!("with SNI: browser {b}\n          http    {h}");
     assert!(b.starts_with("t13d"), "{b}");
     assert_eq!((part(&b, 0), part(&b, 1)), (part(&h, 0), part(&h, 1)));
+    client_hints_a_site_asked_for(&env, &pool, &record).await;
     shutdown_and_check(&pool).await;
+}
+
+/// The calibration's `hints/` sample, then the testbed asking for two
+/// high-entropy hints (and later one critical hint): both tiers send what
+/// was asked, only that, with the same values, in the same places; a
+/// `Critical-CH` hint not yet sent makes each send the navigation again.
+async fn client_hints_a_site_asked_for(
+    env: &Env,
+    pool: &idpool::pool::Pool,
+    record: &idpool::calibrate::Record,
+) {
+    assert_eq!(
+        record.report.asked_headers_equal,
+        Some(true),
+        "the asked sample: {:?}",
+        record.report.residual
+    );
+    let asked = record.calibration.asked.as_ref().expect("an asked sample");
+    println!("hints the browser sends when asked: {:?}", asked.hints);
+    for h in [
+        "sec-ch-ua-full-version-list",
+        "sec-ch-ua-platform-version",
+        "sec-ch-ua-arch",
+    ] {
+        assert!(
+            asked.hints.iter().any(|n| n == h),
+            "{h} in {:?}",
+            asked.hints
+        );
+    }
+    let full = pool.slots()[0]
+        .browser_facts()
+        .version
+        .expect("the running Chromium's version");
+    // `Chromium 156.0.8078.114 built on ...`: the dotted number.
+    let full = full
+        .split_whitespace()
+        .find(|w| w.split('.').count() == 4 && w.split('.').all(|p| p.parse::<u32>().is_ok()))
+        .expect("a full version")
+        .to_string();
+    let both = |ask: &str, via: &str| format!("/detect/accept-ch?ask={ask}&via={via}");
+    let two = "Sec-CH-UA-Full-Version-List,Sec-CH-UA-Platform-Version";
+    pool.browse(env.url(&both(two, "browser")), None, Some(0))
+        .await
+        .expect("ask the browser");
+    pool.browse(env.url("/product/B0CH?via=browser"), None, Some(0))
+        .await
+        .expect("browser");
+    pool.fetch(FetchRequest::get(env.url(&both(two, "http"))), Some(0))
+        .await
+        .expect("ask the HTTP tier");
+    pool.fetch(
+        FetchRequest::get(env.url("/product/B0CH?via=http")),
+        Some(0),
+    )
+    .await
+    .expect("http");
+    let (b, h) = (
+        logged(env, "/product/B0CH?via=browser").header_order,
+        logged(env, "/product/B0CH?via=http").header_order,
+    );
+    let strip = |h: &[(String, String)]| -> Vec<(String, String)> {
+        h.iter().filter(|(k, _)| k != ":path").cloned().collect()
+    };
+    println!("asked, browser: {b:?}\nasked, http:    {h:?}");
+    let value = |h: &[(String, String)], name: &str| {
+        h.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    };
+    let list =
+        value(&b, "sec-ch-ua-full-version-list").expect("the browser sends the full version list");
+    assert!(
+        list.contains(&format!("v=\"{full}\"")),
+        "{list} names Chromium {full}"
+    );
+    assert!(value(&b, "sec-ch-ua-platform-version").is_some());
+    assert_eq!(value(&b, "sec-ch-ua-arch"), None, "not asked for");
+    assert_eq!(
+        strip(&h),
+        strip(&b),
+        "the HTTP tier sends what the browser sends to an origin that asked"
+    );
+    // A critical hint: the first request lacks it, so each sends it again.
+    let crit = |via: &str| {
+        format!("/detect/accept-ch?ask=Sec-CH-UA-Arch&critical=Sec-CH-UA-Arch&via={via}")
+    };
+    pool.browse(env.url(&crit("browser")), None, Some(0))
+        .await
+        .expect("critical, browser");
+    pool.fetch(FetchRequest::get(env.url(&crit("http"))), Some(0))
+        .await
+        .expect("critical, http");
+    let sent = |via: &str| -> Vec<bool> {
+        env.testbed
+            .log()
+            .into_iter()
+            .filter(|e| e.path == crit(via))
+            .map(|e| value(&e.header_order, "sec-ch-ua-arch").is_some())
+            .collect()
+    };
+    assert_eq!(
+        sent("browser"),
+        [false, true],
+        "Chromium retries with the critical hint"
+    );
+    assert_eq!(sent("http"), sent("browser"), "so does the HTTP tier");
+    // An empty Accept-CH forgets: neither sends a high-entropy hint again.
+    pool.browse(env.url(&both("", "browser")), None, Some(0))
+        .await
+        .expect("forget, browser");
+    pool.fetch(FetchRequest::get(env.url(&both("", "http"))), Some(0))
+        .await
+        .expect("forget, http");
+    pool.browse(env.url("/product/B0CH?via=browser-forgot"), None, Some(0))
+        .await
+        .expect("browser");
+    pool.fetch(
+        FetchRequest::get(env.url("/product/B0CH?via=http-forgot")),
+        Some(0),
+    )
+    .await
+    .expect("http");
+    let (b, h) = (
+        logged(env, "/product/B0CH?via=browser-forgot").header_order,
+        logged(env, "/product/B0CH?via=http-forgot").header_order,
+    );
+    assert_eq!(value(&b, "sec-ch-ua-arch"), None);
+    assert_eq!(strip(&h), strip(&b));
 }
 
 fn tiers_of(page: &serde_json::Value) -> Vec<(u64, String)> {

@@ -298,7 +298,15 @@ fn answer(
         .unwrap_or(("", ""));
     let known = matches!(
         name,
-        "start" | "page" | "xhr" | "h1/page" | "h1/xhr" | "check" | "check/worker.js"
+        "start"
+            | "page"
+            | "xhr"
+            | "h1/page"
+            | "h1/xhr"
+            | "hints/page"
+            | "hints/xhr"
+            | "check"
+            | "check/worker.js"
     );
     let mut run = seen.lock();
     if known && !token.is_empty() && token == run.token {
@@ -324,9 +332,9 @@ fn answer(
     drop(run);
     let html = "text/html; charset=utf-8";
     let (status, ctype, body): (u16, &str, Bytes) = match name {
-        "start" => (200, html, Bytes::from_static(b"<p id=\"done\">start</p>")),
-        "page" | "h1/page" => (200, html, Bytes::from_static(PAGE.as_bytes())),
-        "xhr" | "h1/xhr" => (
+        "start" | "hints/ask" => (200, html, Bytes::from_static(b"<p id=\"done\">start</p>")),
+        "page" | "h1/page" | "hints/page" => (200, html, Bytes::from_static(PAGE.as_bytes())),
+        "xhr" | "h1/xhr" | "hints/xhr" => (
             200,
             "application/json",
             Bytes::from_static(b"{\"ok\":true}"),
@@ -355,6 +363,17 @@ fn answer(
         hyper::header::CACHE_CONTROL,
         hyper::header::HeaderValue::from_static("no-store"),
     );
+    // The run's first page forgets what an earlier run asked for (an
+    // `Accept-CH` replaces what the origin asked before); `hints/ask` asks
+    // for every hint, for the `hints/` sample.
+    let asked = match name {
+        "start" => Some(""),
+        "hints/ask" => Some(crate::fingerprint::ASK_ALL),
+        _ => None,
+    };
+    if let Some(v) = asked.and_then(|v| hyper::header::HeaderValue::from_str(v).ok()) {
+        headers.insert(hyper::header::HeaderName::from_static("accept-ch"), v);
+    }
     if name == "start" {
         headers.insert(
             hyper::header::SET_COOKIE,

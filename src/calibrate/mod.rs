@@ -336,6 +336,8 @@ async fn browser_visit(browser: &SlotBrowser, base: &str) -> Result<()> {
         format!("{base}/start"),
         format!("{base}/page"),
         format!("{h1}/page"),
+        format!("{base}/hints/ask"),
+        format!("{base}/hints/page"),
     ] {
         let req = crate::browser::BrowserRequest {
             url,
@@ -387,22 +389,35 @@ fn take(l: &listener::Listener, who: &str) -> Result<Capture> {
     };
     let mut navigation = seen.remove("page").ok_or_else(|| missing("navigation"))?;
     let mut xhr = seen.remove("xhr").ok_or_else(|| missing("XHR"))?;
-    let mut h1 = match (seen.remove("h1/page"), seen.remove("h1/xhr")) {
+    let mut sample = |what: &str| match (
+        seen.remove(&format!("{what}/page")),
+        seen.remove(&format!("{what}/xhr")),
+    ) {
         (Some(navigation), Some(xhr)) => Some(Box::new(Capture {
             navigation,
             xhr,
             h1: None,
+            asked: None,
         })),
         _ => {
-            tracing::warn!(who, "calibration: no HTTP/1.1 sample reached the listener");
+            tracing::warn!(
+                who,
+                what,
+                "calibration: a sample never reached the listener"
+            );
             None
         }
     };
+    let mut h1 = sample("h1");
+    let mut asked = sample("hints");
     // Each side ran under its own token: the captures name it `{run}`, so
     // paths and referers compare equal.
     let token = run.token.clone();
     let mut all = vec![&mut navigation, &mut xhr];
-    if let Some(c) = h1.as_deref_mut() {
+    for c in [h1.as_deref_mut(), asked.as_deref_mut()]
+        .into_iter()
+        .flatten()
+    {
         all.push(&mut c.navigation);
         all.push(&mut c.xhr);
     }
@@ -417,6 +432,7 @@ fn take(l: &listener::Listener, who: &str) -> Result<Capture> {
         navigation,
         xhr,
         h1,
+        asked,
     })
 }
 
@@ -438,7 +454,14 @@ async fn http_visit(client: &HttpClient, base: &str) -> Result<()> {
     // The same two over HTTP/1.1.
     let r = client.fetch(FetchRequest::get(url("h1/page")?)).await?;
     check("h1/page", r.status)?;
-    http_xhr(client, &url, "h1/").await
+    http_xhr(client, &url, "h1/").await?;
+    // And on an origin that asked for every hint: the HTTP tier learns it
+    // from `hints/ask`'s `Accept-CH`, as the browser did.
+    for p in ["hints/ask", "hints/page"] {
+        let r = client.fetch(FetchRequest::get(url(p)?)).await?;
+        check(p, r.status)?;
+    }
+    http_xhr(client, &url, "hints/").await
 }
 
 /// The listener page's XHR, by the HTTP tier, under `prefix`.

@@ -49,7 +49,21 @@ pub struct Capture {
     /// captured, and inside this one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub h1: Option<Box<Capture>>,
+    /// Both again on an origin that asked for every client hint with
+    /// `Accept-CH` (`None` in records made before it was captured, and
+    /// inside this one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked: Option<Box<Capture>>,
 }
+
+/// The client hints the calibration asks for: every one Chromium knows. It
+/// sends those it has; the HTTP tier replays each as captured, to an origin
+/// that asked for it.
+pub const ASK_ALL: &str = "Sec-CH-UA-Arch, Sec-CH-UA-Bitness, Sec-CH-UA-Full-Version, \
+Sec-CH-UA-Full-Version-List, Sec-CH-UA-Model, Sec-CH-UA-Platform-Version, Sec-CH-UA-WoW64, \
+Sec-CH-UA-Form-Factors, Sec-CH-Prefers-Color-Scheme, Sec-CH-Prefers-Reduced-Motion, \
+Sec-CH-Prefers-Reduced-Transparency, Sec-CH-Device-Memory, Sec-CH-DPR, Sec-CH-Viewport-Width, \
+Sec-CH-Viewport-Height, Device-Memory, DPR, Viewport-Width, RTT, Downlink, ECT";
 
 /// One kind of request as the HTTP tier should send it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,6 +151,65 @@ pub struct Calibration {
     /// order, `Host` and `Connection` included).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub h1: Option<H1Names>,
+    /// On an origin that asked for client hints (`Accept-CH`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asked: Option<Asked>,
+}
+
+/// What the HTTP tier sends to an origin that asked for client hints:
+/// Chromium's header lists there (their order is not the unasked one), and
+/// which names are the hints, each sent only where it was asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Asked {
+    pub navigation: RequestProfile,
+    pub xhr: Option<RequestProfile>,
+    /// Lower case: the names the asked navigation or XHR carries and the
+    /// unasked one does not.
+    pub hints: Vec<String>,
+}
+
+impl Asked {
+    fn from_capture(
+        asked: &Capture,
+        navigation: &RequestProfile,
+        xhr: Option<&RequestProfile>,
+    ) -> Option<Self> {
+        let nav = RequestProfile::from_capture(
+            &asked.navigation.headers,
+            asked.navigation.priority.as_deref(),
+        )?;
+        let ax = RequestProfile::from_capture(&asked.xhr.headers, asked.xhr.priority.as_deref())
+            .map(xhr_default_accept);
+        let mut hints: Vec<String> = Vec::new();
+        let added = |p: &RequestProfile, base: Option<&RequestProfile>, hints: &mut Vec<String>| {
+            for (k, _) in &p.headers {
+                let known = base.is_some_and(|b| b.headers.iter().any(|(bk, _)| bk == k));
+                if !known && !hints.contains(k) {
+                    hints.push(k.clone());
+                }
+            }
+        };
+        added(&nav, Some(navigation), &mut hints);
+        if let Some(ax) = &ax {
+            added(ax, xhr, &mut hints);
+        }
+        Some(Asked {
+            navigation: nav,
+            xhr: ax,
+            hints,
+        })
+    }
+}
+
+/// The place is the browser's; the value is the browser's own default
+/// unless the request (the strategy) sets one.
+fn xhr_default_accept(mut p: RequestProfile) -> RequestProfile {
+    for (k, v) in &mut p.headers {
+        if k == "accept" {
+            *v = XHR_DEFAULT_ACCEPT.to_string();
+        }
+    }
+    p
 }
 
 /// Chromium's HTTP/1.1 header names, as sent, per request kind.
@@ -199,24 +272,20 @@ impl Calibration {
     /// user agent.
     pub fn from_browser(capture: &Capture) -> Option<Self> {
         let nav = &capture.navigation;
+        let navigation = RequestProfile::from_capture(&nav.headers, nav.priority.as_deref())?;
+        let xhr =
+            RequestProfile::from_capture(&capture.xhr.headers, capture.xhr.priority.as_deref())
+                .map(xhr_default_accept);
+        let asked = capture
+            .asked
+            .as_deref()
+            .and_then(|a| Asked::from_capture(a, &navigation, xhr.as_ref()));
         Some(Calibration {
-            navigation: RequestProfile::from_capture(&nav.headers, nav.priority.as_deref())?,
-            xhr: RequestProfile::from_capture(
-                &capture.xhr.headers,
-                capture.xhr.priority.as_deref(),
-            )
-            .map(|mut p| {
-                // The place is the browser's; the value is the browser's own
-                // default unless the request (the strategy) sets one.
-                for (k, v) in &mut p.headers {
-                    if k == "accept" {
-                        *v = XHR_DEFAULT_ACCEPT.to_string();
-                    }
-                }
-                p
-            }),
+            navigation,
+            xhr,
             hello: nav.hello.clone(),
             h1: capture.h1.as_deref().map(H1Names::from_capture),
+            asked,
         })
     }
 }

@@ -19,7 +19,8 @@ mod tap;
 pub mod tls;
 
 pub use calibration::{
-    Calibration, Capture, H1Names, NavigationProfile, Observed, RequestProfile, merge_order,
+    ASK_ALL, Asked, Calibration, Capture, H1Names, NavigationProfile, Observed, RequestProfile,
+    merge_order,
 };
 pub use residual::Report;
 pub use tap::{Tap, TapBuf};

@@ -49,6 +49,10 @@ pub struct Report {
     /// kinds; `None` when a capture has no HTTP/1.1 sample.
     #[serde(default)]
     pub h1_headers_equal: Option<bool>,
+    /// Same header lists for both kinds on an origin that asked for every
+    /// client hint; `None` when a capture has no such sample.
+    #[serde(default)]
+    pub asked_headers_equal: Option<bool>,
     pub residual: Vec<Difference>,
 }
 
@@ -332,23 +336,8 @@ pub fn compare(browser: &Capture, http: &Capture) -> Report {
     }
     let headers_equal = header_differences("navigation", bn, hn, &mut residual);
     let xhr_headers_equal = header_differences("xhr", &browser.xhr, &http.xhr, &mut residual);
-    let h1_headers_equal = match (&browser.h1, &http.h1) {
-        (Some(b), Some(h)) => {
-            let nav =
-                header_differences("h1.navigation", &b.navigation, &h.navigation, &mut residual);
-            let xhr = header_differences("h1.xhr", &b.xhr, &h.xhr, &mut residual);
-            Some(nav && xhr)
-        }
-        (None, None) => None,
-        (b, h) => {
-            residual.push(Difference {
-                what: "h1".into(),
-                browser: if b.is_some() { "sampled" } else { "-" }.into(),
-                http: if h.is_some() { "sampled" } else { "-" }.into(),
-            });
-            Some(false)
-        }
-    };
+    let h1_headers_equal = sample("h1", &browser.h1, &http.h1, &mut residual);
+    let asked_headers_equal = sample("asked", &browser.asked, &http.asked, &mut residual);
     Report {
         browser_ja4: ja4(bh),
         http_ja4: ja4(hh),
@@ -359,7 +348,39 @@ pub fn compare(browser: &Capture, http: &Capture) -> Report {
         headers_equal,
         xhr_headers_equal,
         h1_headers_equal,
+        asked_headers_equal,
         residual,
+    }
+}
+
+/// A second sample's header lists (`h1`, `asked`): equal or not, `None`
+/// when neither side has one.
+fn sample(
+    what: &str,
+    b: &Option<Box<Capture>>,
+    h: &Option<Box<Capture>>,
+    residual: &mut Vec<Difference>,
+) -> Option<bool> {
+    match (b, h) {
+        (Some(b), Some(h)) => {
+            let nav = header_differences(
+                &format!("{what}.navigation"),
+                &b.navigation,
+                &h.navigation,
+                residual,
+            );
+            let xhr = header_differences(&format!("{what}.xhr"), &b.xhr, &h.xhr, residual);
+            Some(nav && xhr)
+        }
+        (None, None) => None,
+        (b, h) => {
+            residual.push(Difference {
+                what: what.into(),
+                browser: if b.is_some() { "sampled" } else { "-" }.into(),
+                http: if h.is_some() { "sampled" } else { "-" }.into(),
+            });
+            Some(false)
+        }
     }
 }
 
@@ -389,6 +410,7 @@ mod tests {
             navigation: observed(nav.clone(), "256:1:0"),
             xhr: observed(nav.clone(), "220:1:0"),
             h1: None,
+            asked: None,
         };
         let same = compare(&browser, &browser);
         assert!(same.residual.is_empty(), "{:?}", same.residual);
@@ -403,6 +425,7 @@ mod tests {
                 "256:1:0",
             ),
             h1: None,
+            asked: None,
         };
         let r = compare(&browser, &http);
         let what: Vec<&str> = r.residual.iter().map(|d| d.what.as_str()).collect();
@@ -424,6 +447,7 @@ mod tests {
                 navigation: o.clone(),
                 xhr: o,
                 h1: None,
+                asked: None,
             }))
         };
         let (mut b, mut t) = (browser.clone(), browser.clone());
@@ -468,6 +492,7 @@ mod tests {
             navigation: o.clone(),
             xhr: o,
             h1: None,
+            asked: None,
         }
     }
 

@@ -5,100 +5,18 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
-use http::header::{
-    ACCEPT_LANGUAGE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, SET_COOKIE, USER_AGENT,
-};
+use http::header::{ACCEPT_LANGUAGE, HeaderMap, HeaderName, HeaderValue, SET_COOKIE, USER_AGENT};
 use url::Url;
 
 use super::Guard;
 use super::cert::RootStore;
+use super::headers::{AskedSets, HeaderSet, own_headers, xhr_headers};
+use super::hints::Memory;
+pub use super::request::{FetchRequest, FetchResponse, RequestKind, utf8_text};
 use crate::config::HttpConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::jar::Jar;
 use crate::profile::Profile;
-
-/// What a request stands for in a browser, which decides its default headers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RequestKind {
-    /// A top-level page load (tier 2).
-    #[default]
-    Navigation,
-    /// A page's own fetch/XHR call to its site (tier 1).
-    Xhr,
-}
-
-/// One request.
-#[derive(Debug, Clone)]
-pub struct FetchRequest {
-    pub method: http::Method,
-    pub url: Url,
-    pub headers: Vec<(String, String)>,
-    pub body: Option<Bytes>,
-    pub kind: RequestKind,
-    /// The page an XHR comes from (its `referer`; a calibrated slot sends it
-    /// in its browser's place).
-    pub referer: Option<Url>,
-}
-
-impl FetchRequest {
-    pub fn get(url: Url) -> Self {
-        FetchRequest {
-            method: http::Method::GET,
-            url,
-            headers: Vec::new(),
-            body: None,
-            kind: RequestKind::Navigation,
-            referer: None,
-        }
-    }
-}
-
-/// A complete response: the body has been read to the end.
-#[derive(Debug, Clone)]
-pub struct FetchResponse {
-    pub status: u16,
-    pub final_url: Url,
-    pub headers: HeaderMap,
-    pub body: Bytes,
-    /// Names of the cookies this response set (browser tier: the browser's
-    /// cookies for the strategy's cookie domain after the page).
-    pub cookies_set: Vec<String>,
-    pub elapsed: Duration,
-    pub http_version: String,
-}
-
-impl FetchResponse {
-    /// The body as text (lossy UTF-8).
-    pub fn text(&self) -> String {
-        self.text_ref().into_owned()
-    }
-
-    /// The body as text, borrowed when it is valid UTF-8 (the usual case).
-    pub fn text_ref(&self) -> std::borrow::Cow<'_, str> {
-        utf8_text(&self.body)
-    }
-
-    /// The `Content-Type` header, when it is text.
-    pub fn content_type(&self) -> Option<&str> {
-        self.headers
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-    }
-
-    pub fn retry_after(&self) -> Option<&str> {
-        self.headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok())
-    }
-}
-
-/// `bytes` as text: borrowed when valid UTF-8, else lossy. `str::from_utf8`
-/// checks ASCII a word at a time; the lossy decoder goes byte by byte, which
-/// cost more than the HTTP/2 stack on a tier-1 call.
-pub fn utf8_text(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
-    match std::str::from_utf8(bytes) {
-        Ok(s) => std::borrow::Cow::Borrowed(s),
-        Err(_) => String::from_utf8_lossy(bytes),
-    }
-}
 
 /// A slot's HTTP client. Cheap to share; concurrent requests need no lock.
 #[derive(Clone)]
@@ -111,13 +29,12 @@ pub struct HttpClient {
     /// The browser's navigation header set, when calibrated (the
     /// emulation's defaults hold it too; plain `http://` needs it apart).
     nav: Option<Arc<HeaderSet>>,
-}
-
-/// One kind of request as the browser sends it: default values (not the
-/// per-request headers, whose values are empty in the profile) and order.
-struct HeaderSet {
-    defaults: HeaderMap,
-    order: wreq::header::OrigHeaderMap,
+    /// Both on an origin that asked for client hints, when calibrated
+    /// with such a sample.
+    asked: Option<Arc<AskedSets>>,
+    /// Which origins asked for which hints (the slot's, shared by every
+    /// client it builds).
+    hints: Arc<Memory>,
 }
 
 impl HttpClient {
@@ -170,23 +87,13 @@ impl HttpClient {
         {
             set_header(&mut emulation.headers, hints, v, "sec-ch-ua")?;
         }
-        let (mut xhr, mut nav) = (None, None);
+        let (mut xhr, mut nav, mut asked) = (None, None, None);
         if let Some(cal) = cal {
-            let h1 = cal.h1.as_ref();
-            nav = Some(Arc::new(apply_navigation(
-                &mut emulation,
-                &cal.navigation,
-                h1.map(|h| &h.navigation[..]),
-            )?));
+            let sets = super::headers::Sets::apply(&mut emulation, cal)?;
+            (nav, xhr, asked) = (Some(sets.nav), sets.xhr, sets.asked);
             if let Some(hello) = &cal.hello {
                 super::tls_match::apply(&mut emulation, hello);
             }
-            xhr = cal
-                .xhr
-                .as_ref()
-                .map(|x| header_set(x, h1.map(|h| &h.xhr[..])))
-                .transpose()?
-                .map(Arc::new);
         }
         let redirect_guard = guard.clone();
         let max_redirects = cfg.max_redirects;
@@ -235,7 +142,20 @@ impl HttpClient {
             cfg,
             xhr,
             nav,
+            asked,
+            hints: Arc::new(Memory::in_memory()),
         })
+    }
+
+    /// The same client, remembering client hints in `hints` (the slot's).
+    pub fn with_hints(mut self, hints: Arc<Memory>) -> Self {
+        self.hints = hints;
+        self
+    }
+
+    /// Which origins asked this client for which client hints.
+    pub fn hints(&self) -> &Arc<Memory> {
+        &self.hints
     }
 
     /// The same client without the SSRF guard, trusting `extra_pem` too: for
@@ -258,25 +178,60 @@ impl HttpClient {
     }
 
     /// Send `req` and read the whole body (so the connection can be reused).
+    /// A navigation's `Accept-CH` is remembered for its origin; when its
+    /// `Critical-CH` names a hint the origin now asks for and this request
+    /// lacked, it is sent again once, as Chromium does.
     pub async fn fetch(&self, req: FetchRequest) -> Result<FetchResponse> {
         self.guard.check(&req.url).await?;
+        let (resp, sent) = self.send(&req).await?;
+        if req.kind != RequestKind::Navigation || !self.hints.learn(&resp.final_url, &resp.headers)
+        {
+            return Ok(resp);
+        }
+        let sendable: Vec<String> = match (&self.asked, self.hints.asked(&resp.final_url)) {
+            (Some(a), Some(asked)) => asked
+                .into_iter()
+                .filter(|h| a.hints.iter().any(|n| n.as_str() == h))
+                .collect(),
+            _ => return Ok(resp),
+        };
+        if resp.final_url != req.url || !super::hints::retry_for(&resp.headers, &sendable, &sent) {
+            return Ok(resp);
+        }
+        tracing::debug!(url = %req.url, "Critical-CH: the navigation goes again with the hints asked for");
+        Ok(self.send(&req).await?.0)
+    }
+
+    /// One request as the browser would send it to its origin now; the
+    /// client hints it carried.
+    async fn send(&self, req: &FetchRequest) -> Result<(FetchResponse, Vec<String>)> {
         let started = Instant::now();
         let mut builder = self.client.request(req.method.clone(), req.url.as_str());
         // `priority` is HTTP/2's (and 3's): Chromium sends none over
         // HTTP/1.1, which plain `http://` always is.
         let plain = req.url.scheme() == "http";
-        let set = match req.kind {
-            RequestKind::Xhr => self.xhr.as_ref(),
-            _ if plain => self.nav.as_ref(),
+        let asked = self
+            .asked
+            .as_ref()
+            .and_then(|a| Some((a, self.hints.asked(&req.url)?)));
+        let set = match (req.kind, &asked) {
+            (RequestKind::Xhr, Some((a, _))) => a.xhr.as_ref().or(self.xhr.as_deref()),
+            (RequestKind::Xhr, None) => self.xhr.as_deref(),
+            (_, Some((a, _))) => Some(&a.nav),
+            _ if plain => self.nav.as_deref(),
             _ => None,
         };
+        let mut sent = Vec::new();
         if let Some(set) = set {
             let mut headers = match req.kind {
-                RequestKind::Xhr => xhr_headers(set, &req)?,
-                _ => own_headers(set.defaults.clone(), &req)?,
+                RequestKind::Xhr => xhr_headers(set, req)?,
+                _ => own_headers(set.defaults.clone(), req)?,
             };
             if plain {
                 headers.remove(HeaderName::from_static("priority"));
+            }
+            if let Some((a, names)) = &asked {
+                sent = a.keep_asked(&mut headers, names);
             }
             builder = builder
                 .default_headers(false)
@@ -313,7 +268,7 @@ impl HttpClient {
                         format!("reading the body of {} timed out", req.url),
                     )
                 })??;
-        Ok(FetchResponse {
+        let resp = FetchResponse {
             status,
             final_url,
             headers,
@@ -321,41 +276,9 @@ impl HttpClient {
             cookies_set,
             elapsed: started.elapsed(),
             http_version,
-        })
+        };
+        Ok((resp, sent))
     }
-}
-
-/// The browser's XHR headers instead of the navigation defaults: its origin
-/// (on a request with a body) and referer, and the request's own headers
-/// replacing default values in place.
-fn xhr_headers(xhr: &HeaderSet, req: &FetchRequest) -> Result<HeaderMap> {
-    let mut headers = xhr.defaults.clone();
-    let origin = req.url.origin().ascii_serialization();
-    if !matches!(req.method, http::Method::GET | http::Method::HEAD)
-        && let Ok(v) = HeaderValue::from_str(&origin)
-    {
-        headers.insert(http::header::ORIGIN, v);
-    }
-    let referer = req
-        .referer
-        .as_ref()
-        .map_or_else(|| format!("{origin}/"), Url::to_string);
-    if let Ok(v) = HeaderValue::from_str(&referer) {
-        headers.insert(http::header::REFERER, v);
-    }
-    own_headers(headers, req)
-}
-
-/// `headers` with the request's own on top.
-fn own_headers(mut headers: HeaderMap, req: &FetchRequest) -> Result<HeaderMap> {
-    for (k, v) in &req.headers {
-        let name = HeaderName::from_bytes(k.as_bytes())
-            .map_err(|_| Error::refused(format!("header name `{k}` is not valid")))?;
-        let value = HeaderValue::from_str(v)
-            .map_err(|_| Error::refused(format!("header `{k}` has an invalid value")))?;
-        headers.insert(name, value);
-    }
-    Ok(headers)
 }
 
 /// The whole body, refused past `limit` bytes. A body that arrives in one
@@ -392,74 +315,6 @@ async fn read_body(resp: wreq::Response, url: &Url, limit: usize) -> Result<Byte
         Some(one) => one,
         None => body.freeze(),
     })
-}
-
-/// Replace the emulation's default headers, their order and the HEADERS
-/// priority with the browser's; the header set.
-fn apply_navigation(
-    emulation: &mut wreq::Emulation,
-    nav: &crate::fingerprint::NavigationProfile,
-    h1: Option<&[String]>,
-) -> Result<HeaderSet> {
-    let set = header_set(nav, h1)?;
-    emulation.headers = set.defaults.clone();
-    emulation.orig_headers = set.order.clone();
-    if let (Some((weight, exclusive, dep)), Some(h2)) =
-        (nav.priority, emulation.http2_options.as_mut())
-    {
-        let weight = u8::try_from(weight.clamp(1, 256) - 1).unwrap_or(u8::MAX);
-        h2.headers_stream_dependency = Some(wreq::http2::StreamDependency::new(
-            wreq::http2::StreamId::from(dep),
-            weight,
-            exclusive,
-        ));
-    }
-    Ok(set)
-}
-
-/// A captured profile as wreq takes it: every name in order, and the values
-/// that are not the request's own (the jar's cookie, the body's headers).
-/// With the browser's HTTP/1.1 names (`h1`), one order serves both
-/// protocols ([`merge_order`](crate::fingerprint::merge_order)): over
-/// HTTP/1.1 the names go out in Chromium's case and place, `Host` first and
-/// its `Connection: keep-alive` second; over HTTP/2 those two fall away.
-fn header_set(p: &crate::fingerprint::RequestProfile, h1: Option<&[String]>) -> Result<HeaderSet> {
-    let mut defaults = HeaderMap::new();
-    let mut order = wreq::header::OrigHeaderMap::new();
-    let h2: Vec<String> = p.headers.iter().map(|(k, _)| k.clone()).collect();
-    let merged = h1.and_then(|h1| {
-        let m = crate::fingerprint::merge_order(h1, &h2);
-        if m.is_none() {
-            tracing::debug!("calibration: HTTP/1.1 and HTTP/2 orders disagree; HTTP/2's is kept");
-        }
-        m
-    });
-    for name in merged.as_deref().unwrap_or(&h2) {
-        let lower = name.to_ascii_lowercase();
-        if lower == "connection" {
-            defaults.insert(
-                http::header::CONNECTION,
-                HeaderValue::from_static("keep-alive"),
-            );
-        }
-        if HeaderName::from_bytes(lower.as_bytes()).is_err() {
-            return Err(Error::config(format!(
-                "captured header name `{name}` is not valid"
-            )));
-        }
-        order.insert(name.clone());
-    }
-    for (k, v) in &p.headers {
-        let name = HeaderName::from_bytes(k.as_bytes())
-            .map_err(|_| Error::config(format!("captured header name `{k}` is not valid")))?;
-        if v.is_empty() {
-            continue;
-        }
-        let value = HeaderValue::from_str(v)
-            .map_err(|_| Error::config(format!("captured header `{k}` has an invalid value")))?;
-        defaults.append(name, value);
-    }
-    Ok(HeaderSet { defaults, order })
 }
 
 fn set_header(map: &mut HeaderMap, name: HeaderName, value: &str, field: &str) -> Result<()> {

@@ -6,6 +6,9 @@
 pub mod cert;
 mod client;
 mod guard;
+mod headers;
+pub mod hints;
+mod request;
 mod tls_match;
 
 pub use cert::RootStore;

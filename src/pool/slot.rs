@@ -127,6 +127,9 @@ impl Slot {
             .filter(|r| r.user_agent == profile.user_agent);
         let mut record = record;
         let mut calibration = record.as_ref().map(|r| r.calibration.clone());
+        let hints = Arc::new(crate::http::hints::Memory::open(
+            &dir.join("client_hints.json"),
+        ));
         let http = match HttpClient::calibrated(
             &profile,
             jar.clone(),
@@ -135,7 +138,7 @@ impl Slot {
             env.guard.clone(),
             calibration.as_ref(),
         ) {
-            Ok(c) => c,
+            Ok(c) => c.with_hints(hints),
             Err(e) if calibration.is_some() => {
                 tracing::warn!(slot = id, error = %e, "saved calibration not usable; the slot recalibrates at its next browser launch");
                 (record, calibration) = (None, None);
@@ -146,6 +149,7 @@ impl Slot {
                     env.roots,
                     env.guard.clone(),
                 )?
+                .with_hints(hints)
             }
             Err(e) => return Err(e),
         };
@@ -204,7 +208,8 @@ impl Slot {
             roots,
             guard.clone(),
             cal.as_ref(),
-        )?;
+        )?
+        .with_hints(self.http.read().hints().clone());
         *self.http.write() = client;
         *self.calibration.write() = cal;
         Ok(())
@@ -467,8 +472,8 @@ impl Slot {
         self.upstream.read().clone()
     }
 
-    /// A new identity: the browser closed, the jar, Chromium profile and
-    /// calibration moved to `retired/<generation>/`, a new session (and the
+    /// A new identity: the browser closed, the jar, Chromium profile,
+    /// calibration and client hints moved to `retired/<generation>/`, a new session (and the
     /// proxy rendered for it, on both tiers), recalibration at the next
     /// launch. The slot keeps its number. (The pool's `retire` owns the
     /// rest: breakers, events, old generations.)
@@ -478,13 +483,14 @@ impl Slot {
         let aside = self.dir.join("retired").join(old.generation.to_string());
         crate::fsutil::create_private_dir(&aside)?;
         self.jar.retire(&aside.join("cookies.json"))?;
-        for name in ["chromium", "calibration.json"] {
+        for name in ["chromium", "calibration.json", "client_hints.json"] {
             let from = self.dir.join(name);
             if from.exists() {
                 std::fs::rename(&from, aside.join(name))
                     .map_err(|e| Error::io(format!("cannot move {} aside", from.display()), e))?;
             }
         }
+        self.http.read().hints().clear();
         let new = SlotIdentity::fresh(old.generation + 1);
         self.take_identity(&new)?;
         *self.record.write() = None;

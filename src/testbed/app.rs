@@ -82,7 +82,9 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/reach-out", get(reach_out))
         .route("/storage", get(|| async { Html(html::storage()) }))
         .merge(super::hostile::routes())
-        .merge(super::detect::routes())
+        .merge(
+            super::detect::routes().layer(middleware::from_fn_with_state(shared.clone(), logged)),
+        )
         .merge(super::control::routes())
         .with_state(shared)
 }

@@ -21,6 +21,10 @@
 //! tall body to scroll, `#bottom` at its end, and `#late`, added 300 ms
 //! after load.
 //!
+//! `/detect/accept-ch?ask=A,B&critical=C` answers `Accept-CH: A,B` (and
+//! `Critical-CH: C` when given): the origin asks for client hints from then
+//! on. Without `ask` it answers an empty `Accept-CH`, which forgets them.
+//!
 //! `/detect/botd` runs `@fingerprintjs/botd`, the published detector, as
 //! npm ships it (`tests/detectors`, installed by `scripts/test.sh`; served
 //! from there, never committed), with its remote monitoring off. Its
@@ -48,6 +52,34 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route("/detect/main-world", get(main_world))
         .route("/detect/screen", get(screen))
         .route("/detect/hints", get(hints))
+        .route("/detect/accept-ch", get(accept_ch))
+}
+
+#[derive(serde::Deserialize)]
+struct Ask {
+    #[serde(default)]
+    ask: String,
+    critical: Option<String>,
+}
+
+async fn accept_ch(axum::extract::Query(q): axum::extract::Query<Ask>) -> Response {
+    let mut resp =
+        Html("<!doctype html><title>asked</title><p id=\"done\">asked</p>").into_response();
+    let h = resp.headers_mut();
+    if let Ok(v) = header::HeaderValue::from_str(&q.ask) {
+        h.insert(header::HeaderName::from_static("accept-ch"), v);
+    }
+    if let Some(v) = q
+        .critical
+        .and_then(|c| header::HeaderValue::from_str(&c).ok())
+    {
+        h.insert(header::HeaderName::from_static("critical-ch"), v);
+    }
+    h.insert(
+        header::CACHE_CONTROL,
+        header::HeaderValue::from_static("no-store"),
+    );
+    resp
 }
 
 const BOTD: &str = r##"<!doctype html>

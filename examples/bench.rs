@@ -444,6 +444,7 @@ async fn cdp(a: &Args) -> Result<Value> {
         user_data_dir: dir.path().to_path_buf(),
         pid_file: dir.path().join("chromium.pid"),
         headless: true,
+        xvfb: false,
         user_agent: "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) \
                      Chrome/149.0.0.0 Safari/537.36"
             .into(),

@@ -295,6 +295,7 @@ async fn launch_bare_chromium(env: &Env, pool: &idpool::pool::Pool, url: &str, v
         user_data_dir: dir.join("chromium"),
         pid_file: dir.join("chromium.pid"),
         headless: true,
+        xvfb: false,
         user_agent: pool.slots()[0].profile.user_agent.clone(),
         languages: pool.slots()[0].profile.languages(),
         window: (1280, 800),

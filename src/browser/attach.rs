@@ -22,10 +22,11 @@ impl SlotBrowser {
         started: launcher::Started,
     ) -> Result<Running> {
         let launcher::Started {
-            mut child,
+            child,
             pid,
             ws_url,
             outside_group,
+            display,
         } = started;
         let handler_cfg = HandlerConfig {
             // Certificate checks stay on: extra roots are pinned by SPKI instead.
@@ -70,8 +71,7 @@ impl SlotBrowser {
         let (browser, handler) = match connected {
             Some(Ok(pair)) => pair,
             failed => {
-                process::kill_and_reap(&mut child).await;
-                process::end_outside(&outside_group).await;
+                abandon(child, &outside_group, display).await;
                 return Err(match failed {
                     Some(Err(e)) => e,
                     _ => Error::new(
@@ -96,6 +96,7 @@ impl SlotBrowser {
                 child,
                 pid_file: spec.pid_file.clone(),
                 outside_group,
+                display,
             },
             handler,
             stop_rx,
@@ -115,5 +116,19 @@ impl SlotBrowser {
             supervisor,
             last_used: Instant::now(),
         })
+    }
+}
+
+/// End a Chromium that could not be attached to, with its crashpad
+/// handlers and its display.
+async fn abandon(
+    mut child: tokio::process::Child,
+    outside_group: &[u32],
+    display: Option<super::display::Xvfb>,
+) {
+    process::kill_and_reap(&mut child).await;
+    process::end_outside(outside_group).await;
+    if let Some(d) = display {
+        d.end().await;
     }
 }

@@ -29,6 +29,9 @@ pub struct LaunchSpec {
     pub user_data_dir: PathBuf,
     pub pid_file: PathBuf,
     pub headless: bool,
+    /// Headful on a virtual display of the slot's own (`browser.display =
+    /// "xvfb"`, [`super::display`]); `headless` is then off.
+    pub xvfb: bool,
     pub user_agent: String,
     /// The profile's languages in order, without q-values (`de-DE,de,en`):
     /// `--accept-lang`, so that Chromium itself makes Accept-Language (in its
@@ -94,10 +97,16 @@ impl LaunchSpec {
         a.push(format!("--window-size={},{}", self.window.0, self.window.1));
         a.push(self.screen.chromium_arg());
         a.push(self.pointer.chromium_arg().into());
-        if self.headless {
+        if self.headless && !self.xvfb {
             a.push("--headless=new".into());
             a.push("--hide-scrollbars".into());
             a.push("--mute-audio".into());
+        }
+        if self.xvfb {
+            // Without a GPU, headful Chromium has no WebGL at all unless it
+            // may render it in software, as headless does by default: the
+            // same real (SwiftShader) WebGL in both modes, never a made-up one.
+            a.push("--enable-unsafe-swiftshader".into());
         }
         if let Some(p) = &self.proxy_server {
             a.push(format!("--proxy-server={p}"));
@@ -187,6 +196,8 @@ pub struct Started {
     /// Crashpad handlers it started: they leave its process group, so they are
     /// ended and reaped separately.
     pub outside_group: Vec<u32>,
+    /// Its virtual display, when it has one.
+    pub display: Option<super::display::Xvfb>,
 }
 
 /// `<slot dir>/xdg`: the slot's private XDG config and cache homes.
@@ -295,6 +306,7 @@ pub async fn start(spec: &LaunchSpec) -> Result<Started> {
     let home = xdg_dir(spec).join("home");
     super::trust::prepare(spec.slot, &home, &spec.trust_roots).await;
     cmd.env("HOME", &home);
+    let display = display_for(spec, &mut cmd).await?;
     // systemd's notify socket and watchdog are the daemon's, not Chromium's.
     for var in [
         "NOTIFY_SOCKET",
@@ -305,18 +317,24 @@ pub async fn start(spec: &LaunchSpec) -> Result<Started> {
     ] {
         cmd.env_remove(var);
     }
-    let mut child = cmd.spawn().map_err(|e| {
-        Error::new(
-            ErrorKind::Io,
-            format!(
-                "slot {}: cannot start {}",
-                spec.slot,
-                spec.executable.display()
-            ),
-        )
-        .with_source(e)
-        .retryable(false)
-    })?;
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(d) = display {
+                d.end().await;
+            }
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "slot {}: cannot start {}",
+                    spec.slot,
+                    spec.executable.display()
+                ),
+            )
+            .with_source(e)
+            .retryable(false));
+        }
+    };
     let pid = child.id().unwrap_or(0);
     // Before Chromium's first connection: its tree alone may use the egress.
     if let Some(peers) = &spec.egress_peers {
@@ -335,12 +353,16 @@ pub async fn start(spec: &LaunchSpec) -> Result<Started> {
                 pid,
                 ws_url,
                 outside_group,
+                display,
             })
         }
         Err(e) => {
             let outside = crashpad_of(spec);
             kill_and_reap(&mut child).await;
             end_outside(&outside).await;
+            if let Some(d) = display {
+                d.end().await;
+            }
             if let Some(peers) = &spec.egress_peers {
                 peers.forget_browser(pid);
             }
@@ -348,6 +370,26 @@ pub async fn start(spec: &LaunchSpec) -> Result<Started> {
             Err(e)
         }
     }
+}
+
+/// The slot's virtual display, started for a headful Chromium and named in
+/// its environment (the cookie file's path, never the cookie); `None`
+/// without `xvfb`. Any display without one is not the slot's: unset.
+async fn display_for(spec: &LaunchSpec, cmd: &mut Command) -> Result<Option<super::display::Xvfb>> {
+    if !spec.xvfb {
+        return Ok(None);
+    }
+    let d = super::display::start(
+        spec.slot,
+        &spec.user_data_dir,
+        spec.screen,
+        spec.launch_timeout,
+    )
+    .await?;
+    cmd.env("DISPLAY", &d.name);
+    cmd.env("XAUTHORITY", &d.auth);
+    cmd.env_remove("WAYLAND_DISPLAY");
+    Ok(Some(d))
 }
 
 async fn started(spec: &LaunchSpec, child: &mut Child) -> Result<String> {
@@ -441,8 +483,10 @@ pub async fn end_stale(spec: &LaunchSpec) -> Option<u32> {
         // Its parent died with the earlier run; as subreaper we may have inherited it.
         reap(&group).await;
     }
+    // Its display, after it (a Chromium that lost its display exits anyway).
+    let display = super::display::end_stale(&spec.user_data_dir).await;
     if stale.is_empty() {
-        return None;
+        return display;
     }
     remove_singleton_locks(&spec.user_data_dir);
     stale.first().copied()
@@ -481,6 +525,7 @@ mod tests {
             user_data_dir: "/d/slots/1/chromium".into(),
             pid_file: "/d/slots/1/chromium.pid".into(),
             headless: true,
+            xvfb: false,
             user_agent: "UA/1.0".into(),
             languages: "de-DE,de,en".into(),
             window: (1280, 800),

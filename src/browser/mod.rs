@@ -19,6 +19,7 @@
 pub mod actions;
 mod attach;
 mod capture;
+pub mod display;
 mod hang;
 pub mod launcher;
 pub mod live;

@@ -33,6 +33,8 @@ pub struct Watched {
     pub pid_file: std::path::PathBuf,
     /// Its crashpad handlers (outside its process group).
     pub outside_group: Vec<u32>,
+    /// Its virtual display: ended after it; its exit ends Chromium.
+    pub display: Option<super::display::Xvfb>,
 }
 
 /// Run until Chromium exits or `stop` fires; always reaps the child.
@@ -48,6 +50,7 @@ pub async fn supervise(
         mut child,
         pid_file,
         outside_group,
+        mut display,
     } = watched;
     let pid = child.id().unwrap_or(0);
     let mut handler_open = true;
@@ -60,6 +63,13 @@ pub async fn supervise(
             },
             status = child.wait() => break Some(status),
             _ = &mut stop => break None,
+            gone = display_exit(&mut display) => {
+                let why = format!("the slot's virtual display (Xvfb) exited ({gone}); Chromium was ended with it");
+                tracing::warn!(slot, "{why}");
+                *flags.ended_because.lock() = Some(why);
+                process::kill_and_reap(&mut child).await;
+                break Some(child.wait().await);
+            }
         }
     };
     match exit {
@@ -84,6 +94,9 @@ pub async fn supervise(
         }
     }
     process::end_outside(&outside_group).await;
+    if let Some(d) = display {
+        d.end().await;
+    }
     // A pid file that names a reaped process would only confuse the next start.
     if std::fs::read_to_string(&pid_file).is_ok_and(|p| p.trim() == pid.to_string()) {
         let _ = std::fs::remove_file(&pid_file);
@@ -93,5 +106,16 @@ pub async fn supervise(
     if f.pid == Some(pid) {
         f.pid = None;
         f.running = false;
+    }
+}
+
+/// When the display exits, how; never without one.
+async fn display_exit(display: &mut Option<super::display::Xvfb>) -> String {
+    match display {
+        Some(d) => match d.exited().await {
+            Ok(s) => s.to_string(),
+            Err(e) => e.to_string(),
+        },
+        None => std::future::pending().await,
     }
 }

@@ -140,6 +140,11 @@ pub struct BrowserConfig {
     pub executable: Option<PathBuf>,
     /// Run without a window (set false for `refresh-cookies --headful`-style debugging).
     pub headless: bool,
+    /// Where a headful Chromium draws: `"none"` (headless, or the
+    /// operator's `$DISPLAY` with `headless = false`), or `"xvfb"`: each
+    /// slot's Chromium headful on a virtual display of its own that the
+    /// daemon starts, supervises and ends with it (`headless` is then off).
+    pub display: Display,
     /// Open a fresh tab and close the old ones after this many browser operations.
     pub recycle_after: u32,
     /// Close a browser nobody used for this long (0: never).
@@ -175,6 +180,7 @@ impl Default for BrowserConfig {
         BrowserConfig {
             executable: None,
             headless: true,
+            display: Display::None,
             recycle_after: 200,
             idle_close_secs: 600,
             max_rss_mb: 1024,
@@ -186,6 +192,15 @@ impl Default for BrowserConfig {
             sandbox: true,
         }
     }
+}
+
+/// `browser.display`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Display {
+    #[default]
+    None,
+    Xvfb,
 }
 
 /// A slot as resolved from the config: its number and profile name.

@@ -55,6 +55,7 @@ pub(super) fn launch_spec(
         user_data_dir: dir.join("chromium"),
         pid_file: dir.join("chromium.pid"),
         headless: env.browser.headless,
+        xvfb: env.browser.display == crate::config::Display::Xvfb,
         user_agent: profile.user_agent.clone(),
         languages: profile.languages(),
         window: {

@@ -22,6 +22,8 @@ use tokio_tungstenite::tungstenite::Message;
 #[tokio::test]
 async fn a_person_signs_a_slot_in_through_the_live_view() {
     let env = shop(2).await;
+    // Issue 33: the main-world probe in every page the person sees.
+    env.testbed.set_modes(|m| m.probe = true);
     let admin = add_key(&env, "root", "admin").await;
     let operator = add_key(&env, "agent", "operator").await;
     let viewer = add_key(&env, "phone", "viewer").await;
@@ -150,6 +152,18 @@ async fn a_person_signs_a_slot_in_through_the_live_view() {
         "{rest}"
     );
     assert_eq!(env.testbed.shared.accounts.signins(), 1);
+    // The live view (screencast, input, the sign-in check) never read the
+    // page in its own world.
+    let reports = common::probe_reports(&env);
+    assert!(
+        reports.iter().any(|(_, own, _)| *own > 0),
+        "the probe ran: {reports:?}"
+    );
+    let foreign: Vec<_> = reports.iter().filter(|(f, _, _)| *f > 0).collect();
+    assert!(
+        foreign.is_empty(),
+        "the page saw the live view's reads: {foreign:?}"
+    );
 
     let slots: Value = http
         .get(d.url("/api/v1/slots"))

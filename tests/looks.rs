@@ -153,6 +153,57 @@ async fn a_driver_reading_the_main_world_is_counted_and_idpool_never_is() {
     common::shutdown_and_check(&pool).await;
 }
 
+/// A tier-3 `get_reviews` page (the JavaScript-rendered reviews, waited
+/// for and extracted in the browser) with the probe in it: the page counts
+/// its own reads and none of idpool's.
+#[tokio::test]
+async fn a_tier_3_get_reviews_page_never_sees_idpool_in_its_world() {
+    let env = common::shop(1).await;
+    env.testbed.set_modes(|m| m.probe = true);
+    let pool = env.pool();
+    let r = tools::get_reviews::run(
+        &pool,
+        json!({"item": "B0PROBE", "strategy": "testshop", "pages": 2}),
+        RunOptions {
+            only_tiers: Some(vec![3]),
+            ..RunOptions::default()
+        },
+    )
+    .await
+    .expect("get_reviews on tier 3");
+    let pages = r["pages"].as_array().expect("pages");
+    assert!(
+        !pages.is_empty() && pages.iter().all(|p| p["tier"] == 3),
+        "{r}"
+    );
+    assert!(!r["reviews"].as_array().expect("reviews").is_empty(), "{r}");
+    // The last report of a page comes as a beacon: let it land.
+    let mut reports = Vec::new();
+    for _ in 0..50 {
+        reports = common::probe_reports(&env);
+        if reports
+            .iter()
+            .any(|(_, own, p)| *own > 0 && p.contains("/js-reviews/"))
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    println!("probe reports: {reports:?}");
+    assert!(
+        reports
+            .iter()
+            .any(|(_, own, p)| *own > 0 && p.contains("/js-reviews/")),
+        "the probe ran on the review page: {reports:?}"
+    );
+    let foreign: Vec<_> = reports.iter().filter(|(f, _, _)| *f > 0).collect();
+    assert!(
+        foreign.is_empty(),
+        "the page saw idpool's reads: {foreign:?}"
+    );
+    common::shutdown_and_check(&pool).await;
+}
+
 /// Issue 33, findings 3 and 4: a window larger than its screen (headless's
 /// 800×600 behind a 1366×768 window) and no pointing device.
 #[tokio::test]

@@ -110,6 +110,7 @@ async fn main() -> ExitCode {
             challenge: args.challenge,
             consistency: args.consistency,
             layout_change: args.layout_change,
+            probe: false,
             rate_limit,
             site_limit,
             fault: None,

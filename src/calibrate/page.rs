@@ -131,6 +131,12 @@ async function notification() {
 }
 (async function () {
   SEEN.headers = HEADERS;
+  // Read once the page has loaded: while it parses, Chromium may not have
+  // told it its window's size yet (outer 0×0 on some navigations, a race
+  // a person's Chromium has too), where detectors look later.
+  await new Promise(function (ok) {
+    if (document.readyState === "complete") ok(); else addEventListener("load", ok);
+  });
   SEEN.page = await collect(navigator, window);
   var f = await frameLoaded();
   SEEN.frame = await collect(f.contentWindow.navigator, f.contentWindow);

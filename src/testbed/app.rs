@@ -176,6 +176,36 @@ fn log_entry(conn: &Conn, req: &Request, at_ms: u64) -> LogEntry {
     }
 }
 
+/// The answer as the modes change it: the layout change, the probe.
+async fn rewritten(mut resp: Response, modes: &super::state::Modes) -> Response {
+    if modes.layout_change {
+        resp = relayout(resp).await;
+    }
+    if modes.probe {
+        resp = with_probe(resp).await;
+    }
+    resp
+}
+
+/// The main-world probe in an HTML answer.
+async fn with_probe(resp: Response) -> Response {
+    let html = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("text/html"));
+    if !html {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 64 << 20).await else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "body too large to probe").into_response();
+    };
+    let text = super::detect::inject_probe(&String::from_utf8_lossy(&bytes));
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(text))
+}
+
 /// The layout change: the review rating's class renamed in the answer.
 async fn relayout(resp: Response) -> Response {
     let (mut parts, body) = resp.into_parts();
@@ -279,9 +309,7 @@ async fn gate(
         }
         None => next.run(req).await,
     };
-    if modes.layout_change {
-        resp = relayout(resp).await;
-    }
+    resp = rewritten(resp, &modes).await;
     if let Some(sid) = new_sid
         && let Ok(v) = HeaderValue::from_str(&format!(
             "tb_sid={sid}; Path=/; Max-Age=31536000; HttpOnly; SameSite=Lax"

@@ -21,6 +21,13 @@
 //! tall body to scroll, `#bottom` at its end, and `#late`, added 300 ms
 //! after load.
 //!
+//! The same probe goes into every page of the shop with the `probe` mode
+//! (`inject_probe`), quietly: it reports what it counted to
+//! `/detect/main-world/report?foreign=N&own=M&page=…` (a beacon, in the
+//! testbed's log) on every foreign call and once after load, so a test
+//! finds idpool's reads of pages it only extracts from (a tier-3
+//! `get_reviews` page, the live view's sign-in page).
+//!
 //! `/detect/accept-ch?ask=A,B&critical=C` answers `Accept-CH: A,B` (and
 //! `Critical-CH: C` when given): the origin asks for client hints from then
 //! on. Without `ask` it answers an empty `Accept-CH`, which forgets them.
@@ -53,6 +60,10 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route("/detect/screen", get(screen))
         .route("/detect/hints", get(hints))
         .route("/detect/accept-ch", get(accept_ch))
+        .route(
+            "/detect/main-world/report",
+            get(|| async { StatusCode::NO_CONTENT }).post(|| async { StatusCode::NO_CONTENT }),
+        )
 }
 
 #[derive(serde::Deserialize)]
@@ -165,14 +176,20 @@ const look = (w) => ({
     w.navigator.connection.effectiveType] : null,
 });
 const seen = {};
+// While the page parses, Chromium may not have told it the window's size
+// yet (outer 0×0 on some navigations, headless or not): kept apart, and the
+// page is read again once it has loaded, when detectors usually look.
+seen.parseOuter = [outerWidth, outerHeight];
 const done = () => {
-  if (!seen.page || !seen.frame || !seen.worker) return;
+  if (!seen.loaded || !seen.frameLoaded || !seen.worker) return;
+  seen.page = look(window);
+  seen.frame = look(f.contentWindow);
   document.getElementById("out").textContent = JSON.stringify(seen);
   const p = document.createElement("p"); p.id = "done"; document.body.appendChild(p);
 };
-seen.page = look(window);
+addEventListener("load", () => { seen.loaded = true; done(); });
 const f = document.getElementById("f");
-const fromFrame = () => { seen.frame = look(f.contentWindow); done(); };
+const fromFrame = () => { seen.frameLoaded = true; done(); };
 if (f.contentDocument && f.contentDocument.readyState === "complete") fromFrame(); else f.addEventListener("load", fromFrame);
 const src = "postMessage({hardware: navigator.hardwareConcurrency, ua: navigator.userAgent})";
 const worker = new Worker(URL.createObjectURL(new Blob([src], {type: "text/javascript"})));
@@ -184,10 +201,11 @@ async fn screen() -> Html<&'static str> {
     Html(SCREEN)
 }
 
-const MAIN_WORLD: &str = r##"<!doctype html>
-<html><head><title>Main-world probe</title>
-<script>
-(() => {
+/// The probe itself: wraps what a detector wraps and counts who calls it.
+/// On `/detect/main-world` it also sets the title; injected into the shop's
+/// pages (`Modes::probe`, `data-quiet="1"`) it only reports.
+pub const PROBE_JS: &str = r##"(() => {
+  const quiet = document.currentScript && document.currentScript.dataset.quiet === "1";
   const root = document.documentElement;
   const setAttr = Element.prototype.setAttribute;
   const origin = location.origin;
@@ -205,8 +223,17 @@ const MAIN_WORLD: &str = r##"<!doctype html>
       setAttr.call(root, "data-foreign", String(foreign));
       if (foreign === 1) setAttr.call(root, "data-sample", (frames[0] || "").trim());
     }
-    document.title = "Probe foreign=" + foreign + " own=" + own;
+    if (!quiet) document.title = "Probe foreign=" + foreign + " own=" + own;
+    if (foreign > 0) report();
   };
+  // What it counted, to the testbed's log (a page idpool only extracts
+  // from never shows its title to a test): on every foreign call, and
+  // once after load.
+  const report = () => navigator.sendBeacon("/detect/main-world/report?" + new URLSearchParams({
+    foreign: String(foreign), own: String(own), page: location.pathname + location.search,
+    sample: root.getAttribute("data-sample") || "",
+  }));
+  addEventListener("load", () => setTimeout(() => { document.getElementById("probe-own"); report(); }, 0));
   for (const name of ["querySelector", "querySelectorAll", "getElementById", "getElementsByClassName"]) {
     const orig = Document.prototype[name];
     document[name] = function (...args) { note(); return orig.apply(this, args); };
@@ -219,7 +246,13 @@ const MAIN_WORLD: &str = r##"<!doctype html>
     set(v) { outer.set.call(this, v); },
   });
 })();
-</script></head>
+"##;
+
+const MAIN_WORLD_HEAD: &str = r##"<!doctype html>
+<html><head><title>Main-world probe</title>
+<script>"##;
+
+const MAIN_WORLD: &str = r##"</script></head>
 <body>
 <h1>A page that counts who reads it</h1>
 <input id="q" name="q">
@@ -244,6 +277,16 @@ const MAIN_WORLD: &str = r##"<!doctype html>
 </body></html>
 "##;
 
-async fn main_world() -> Html<&'static str> {
-    Html(MAIN_WORLD)
+async fn main_world() -> Html<String> {
+    Html(format!("{MAIN_WORLD_HEAD}{PROBE_JS}{MAIN_WORLD}"))
+}
+
+/// `html` with the probe first in its head (before the page's own scripts).
+pub fn inject_probe(html: &str) -> String {
+    let tag = format!("<script data-quiet=\"1\">{PROBE_JS}</script>");
+    let at = html
+        .find("<head")
+        .and_then(|h| html[h..].find('>').map(|e| h + e + 1))
+        .unwrap_or(0);
+    format!("{}{tag}{}", &html[..at], &html[at..])
 }

@@ -136,6 +136,10 @@ pub struct Modes {
     /// of `review-rating` on every page and AJAX answer (selector drift).
     #[serde(default)]
     pub layout_change: bool,
+    /// The main-world probe in every HTML page of the shop
+    /// ([`super::detect::inject_probe`]).
+    #[serde(default)]
+    pub probe: bool,
     pub rate_limit: Option<RateLimit>,
     #[serde(default)]
     pub site_limit: Option<SiteLimit>,

@@ -313,3 +313,26 @@ pub async fn sign_in(env: &Env) -> String {
         .expect("tb_account=…");
     token.to_string()
 }
+
+/// The probe's reports in the testbed's log (`foreign`, `own`, `page`).
+pub fn probe_reports(env: &Env) -> Vec<(u64, u64, String)> {
+    env.testbed
+        .log()
+        .into_iter()
+        .filter(|e| e.path.starts_with("/detect/main-world/report?"))
+        .map(|e| {
+            let q = url::Url::parse(&format!("https://x.test{}", e.path)).expect("url");
+            let get = |k: &str| {
+                q.query_pairs()
+                    .find(|(n, _)| n == k)
+                    .map(|(_, v)| v.to_string())
+                    .unwrap_or_default()
+            };
+            (
+                get("foreign").parse().unwrap_or(0),
+                get("own").parse().unwrap_or(0),
+                get("page") + " " + &get("sample"),
+            )
+        })
+        .collect()
+}

@@ -247,6 +247,37 @@ async fn the_screen_fits_the_window_and_a_desktop_has_a_mouse() {
     common::shutdown_and_check(&pool).await;
 }
 
+/// Issue 33, step 4, the other way round: a phone has a coarse pointer
+/// without hover and a touch screen, in the page and its iframe.
+#[tokio::test]
+async fn a_phone_has_a_touch_screen_and_no_mouse() {
+    let env = Env::new(1).await;
+    env.write(
+        "profiles/default.toml",
+        "emulation = \"chrome_149\"\nplatform = \"android\"\nviewport = { width = 412, height = 915 }\n",
+    );
+    let pool = env.pool();
+    let seen = probe(&env, &pool, "/detect/screen").await;
+    println!("phone: {seen}");
+    for world in ["page", "frame"] {
+        let w = &seen[world];
+        for k in ["pointer", "hover", "anyPointer", "anyHover"] {
+            assert_eq!(w[k], false, "{world}: {k}: {w}");
+        }
+        assert!(
+            w["touch"].as_u64().unwrap_or(0) >= 1,
+            "{world}: no touch screen: {w}"
+        );
+    }
+    assert!(
+        seen["page"]["ua"]
+            .as_str()
+            .is_some_and(|u| u.contains("Android")),
+        "{seen}"
+    );
+    common::shutdown_and_check(&pool).await;
+}
+
 /// The JSON the probe page at `path` wrote into `#out`, scraped in the
 /// browser once it says `#done`.
 async fn probe(env: &Env, pool: &idpool::pool::Pool, path: &str) -> Value {

@@ -27,6 +27,9 @@ pub struct Identity {
     /// UA client hints (`sec-ch-ua` brands, platform, mobile); `None` for browsers
     /// that send none (Firefox, Safari).
     pub hints: Option<ClientHints>,
+    /// A touch screen's points (`navigator.maxTouchPoints`, touch events):
+    /// 0 on a desktop, where the pointer is a mouse.
+    pub touch_points: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -135,6 +138,16 @@ pub async fn prepare(page: &Page, id: &Identity) -> Result<()> {
     page.execute(UserAgentOverride::new(params, &full))
         .await
         .map_err(cdp("set the user agent"))?;
+    if id.touch_points > 0 {
+        let touch =
+            chromiumoxide::cdp::browser_protocol::emulation::SetTouchEmulationEnabledParams {
+                enabled: true,
+                max_touch_points: Some(i64::from(id.touch_points)),
+            };
+        page.execute(touch)
+            .await
+            .map_err(cdp("give the tab its touch screen"))?;
+    }
     Ok(())
 }
 

@@ -98,6 +98,11 @@ pub(super) fn identity(profile: &Profile) -> Identity {
         user_agent: profile.user_agent.clone(),
         navigator_platform: profile.navigator_platform().to_string(),
         hints,
+        // A phone's touch screen takes five fingers, as Android reports.
+        touch_points: match profile.pointer() {
+            crate::profile::Pointer::Coarse => 5,
+            crate::profile::Pointer::Fine => 0,
+        },
     }
 }
 

@@ -491,18 +491,20 @@ class Bench:
         raw = self.tool("cdp", "--url", url, "-n", str(n))
         return raw
 
-    def browser_idpool_warm(self):
+    def browser_idpool_warm(self, daemon=None):
+        daemon = daemon or self.d1
         url = f"http://127.0.0.1:{self.plain}/product-reviews/{ITEM}.html"
         args = {"url": url, "mode": "browser", "format": "html"}
         # Warm: one call first (launch, calibration), then c=1 for the window.
-        self.tool("mcp-once", "--url", f"http://127.0.0.1:{self.d1.port}/mcp", "--tool", "scrape",
+        self.tool("mcp-once", "--url", f"http://127.0.0.1:{daemon.port}/mcp", "--tool", "scrape",
                   "--args", json.dumps(args))
-        return self.mcp(self.d1, "scrape", args, 1)
+        return self.mcp(daemon, "scrape", args, 1)
 
-    def browser_cold(self):
+    def browser_cold(self, build=None):
         """A fresh daemon (empty data dir, so it calibrates): its first browser call."""
-        name = f"cold{len(self.samples.get('browser_idpool_cold', []))}"
-        d = self.daemon(name, 1, 19440)
+        key = "old_browser_idpool_cold" if build else "browser_idpool_cold"
+        name = f"{key}{len(self.samples.get(key, []))}"
+        d = self.daemon(name, 1, 19440, build)
         try:
             url = f"http://127.0.0.1:{self.plain}/product-reviews/{ITEM}.html"
             r = self.tool("mcp-once", "--url", f"http://127.0.0.1:{d.port}/mcp", "--tool",
@@ -576,6 +578,11 @@ class Bench:
             ("browser_idpool_warm", self.browser_idpool_warm),
             ("browser_idpool_cold", self.browser_cold),
         ]
+        if self.old:
+            browser_rows += [
+                ("old_browser_idpool_warm", lambda: self.browser_idpool_warm(self.o1)),
+                ("old_browser_idpool_cold", lambda: self.browser_cold(self.old)),
+            ]
         # Idle memory before any call.
         time.sleep(1)
         self.busy = 0.0
@@ -769,6 +776,31 @@ def versus(S):
             f"{fmt(ra / rb if ra and rb else None, '×', 2)} | {fmt(med(b, 'p50_ms'), ' ms', 2)} | "
             f"{fmt(med(a, 'p50_ms'), ' ms', 2)} | {fmt(cpu_per_call(b), ' µs')} | "
             f"{fmt(cpu_per_call(a), ' µs')} | {spread(b)} | {spread(a)} |")
+    if S.get("old_browser_idpool_warm") or S.get("old_browser_idpool_cold"):
+        raw = med(S.get("browser_raw", []), "p50_ms")
+        raw_cold = med(S.get("browser_raw", []), "cold_ms")
+
+        def p50s(xs, key):
+            v = sorted(x[key] for x in xs if x.get(key) is not None)
+            return f"{v[0]:,.1f}–{v[-1]:,.1f}" if v else "–"
+        lines += ["", "The browser rows, before and after in the same rounds (raw chromiumoxide "
+                  "measured in those rounds too):", "",
+                  "| browser | before | after | after ÷ before | raw chromiumoxide | "
+                  "before ÷ raw | after ÷ raw | spread before | spread after |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for label, key, field, base in [
+                ("warm `scrape` p50", "browser_idpool_warm", "p50_ms", raw),
+                ("first call of a fresh daemon", "browser_idpool_cold", "ms", raw_cold)]:
+            b, a = med(S.get(f"old_{key}", []), field), med(S.get(key, []), field)
+            lines.append(
+                f"| {label} | {fmt(b, ' ms', 2)} | {fmt(a, ' ms', 2)} | "
+                f"{fmt(a / b if a and b else None, '×', 2)} | {fmt(base, ' ms', 2)} | "
+                f"{fmt(b / base if b and base else None, '×', 2)} | "
+                f"{fmt(a / base if a and base else None, '×', 2)} | "
+                f"{p50s(S.get(f'old_{key}', []), field)} | {p50s(S.get(key, []), field)} |")
+        b, a = S.get("old_browser_idpool_warm", []), S.get("browser_idpool_warm", [])
+        lines.append(f"| warm `scrape` daemon CPU per call | {fmt(cpu_per_call(b), ' µs')} | "
+                     f"{fmt(cpu_per_call(a), ' µs')} | | | | | | |")
     return lines
 
 

@@ -215,6 +215,39 @@ async fn the_egress_leaves_the_browsers_fingerprint_alone() {
     let raw = raw.expect("a fresh handshake of the bare Chromium");
     assert!(raw.starts_with('t'), "{raw}");
     assert_eq!(egress, raw, "the egress changed the browser's ClientHello");
+    // Nor does anything else idpool gives its Chromium (issue 33: screen,
+    // pointer, languages, the user-agent override, the namespace's link):
+    // a Chromium started with none of idpool's flags has the same JA4 and
+    // HTTP/2 fingerprint.
+    let plain = common::chromium::Chromium::start(env.path("").as_path()).await;
+    let mut bare = None;
+    for n in 0..3 {
+        let via = format!("plain{n}");
+        let page = plain.browser.new_page("about:blank").await.expect("tab");
+        page.goto(env.url(&format!("/product/B0JA4?via={via}")).to_string())
+            .await
+            .expect("plain Chromium navigates");
+        bare = fresh_ja4(&via);
+        let _ = page.close().await;
+        if bare.is_some() {
+            break;
+        }
+    }
+    plain.stop().await;
+    assert_eq!(
+        bare.as_deref(),
+        Some(egress.as_str()),
+        "JA4 of a Chromium without idpool"
+    );
+    let akamai = |prefix: &str| {
+        env.testbed
+            .log()
+            .into_iter()
+            .find(|e| e.path.contains(&format!("via={prefix}")))
+            .and_then(|e| e.akamai)
+    };
+    assert_eq!(akamai("egress"), akamai("plain"), "HTTP/2 fingerprint");
+    assert!(akamai("plain").is_some());
     shutdown_and_check(&pool).await;
 }
 

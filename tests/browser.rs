@@ -231,13 +231,14 @@ async fn tabs_recycle_while_process_and_cookies_survive() {
             .expect("fetch");
         sids.push(sid_in(&f.response.text()).expect("tb_sid sent"));
     }
-    // The calibration behind the first call navigates four times too (its
-    // HTTP/2 pages, its HTTP/1.1 page and the self-check): 16 operations.
+    // The calibration behind the first call navigates six times too (its
+    // HTTP/2 pages, its HTTP/1.1 page, the origin that asks for client
+    // hints and its page, and the self-check): 18 operations.
     pool.slots()[0].calibration_settled().await;
     let facts = pool.slots()[0].browser_facts();
     assert_eq!(
         (facts.total_ops, facts.recycles, facts.ops_since_recycle),
-        (16, 3, 1),
+        (18, 3, 3),
         "{facts:?}"
     );
     assert_eq!(facts.pid, Some(pid), "recycling restarted the process");

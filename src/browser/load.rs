@@ -25,7 +25,7 @@ pub(super) async fn load(
     if let Some((jar, domain)) = sync {
         page::push_cookies(tab, &jar.export_for_domain(domain)).await?;
     }
-    let mut result = page::navigate(
+    let mut result = super::settle::navigate(
         tab,
         &req.url,
         req.wait_for.as_deref(),

@@ -27,6 +27,7 @@ mod load;
 pub mod page;
 pub mod process;
 mod relay;
+pub mod settle;
 mod storage;
 mod supervisor;
 pub mod tab;

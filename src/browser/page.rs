@@ -2,18 +2,15 @@
 //! jar, navigation with the main document's real status (from CDP Network events),
 //! waiting for a selector or for a challenge to pass.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chromiumoxide::cdp::browser_protocol::emulation::{
     SetUserAgentOverrideParams, UserAgentBrandVersion, UserAgentMetadata,
 };
 use chromiumoxide::cdp::browser_protocol::network::{
-    CookieParam, CookieSameSite, EventResponseReceived, ResourceType, SetCookiesParams,
-    TimeSinceEpoch,
+    CookieParam, CookieSameSite, SetCookiesParams, TimeSinceEpoch,
 };
-use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
 use chromiumoxide::{Browser, Page};
-use futures_util::{FutureExt, StreamExt};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::jar::PortableCookie;
@@ -277,211 +274,6 @@ pub enum PageState {
 /// Judges a page from its HTML, URL and the main document's HTTP status.
 pub type Probe<'a> = dyn Fn(&str, &str, u16) -> PageState + Send + Sync + 'a;
 
-/// Navigate `page` to `url`, then wait for `wait_for` (polling) and for any
-/// challenge to pass, until `deadline`; a blocked page ends the wait at once.
-pub async fn navigate(
-    page: &Page,
-    url: &str,
-    wait_for: Option<&str>,
-    probe: &Probe<'_>,
-    deadline: Instant,
-    limit: usize,
-) -> Result<PageResult> {
-    let started = Instant::now();
-    let mut doc = MainDocument::navigate(page, url).await?;
-    let settled = settle(page, wait_for, probe, deadline, limit, &mut doc).await?;
-    doc.drain();
-    let final_url = page
-        .url()
-        .await
-        .map_err(cdp("read the URL"))?
-        .unwrap_or_else(|| url.to_string());
-    let (status, headers) = doc.last.unwrap_or((0, Vec::new()));
-    Ok(PageResult {
-        status,
-        headers,
-        final_url,
-        html: settled.html,
-        cut_from: settled.cut_from,
-        wait_for_met: settled.wait_for_met,
-        challenge_left: settled.challenge_left,
-        elapsed: started.elapsed(),
-        cookies: Vec::new(),
-        captured: Default::default(),
-    })
-}
-
-/// The main document's responses as they arrive (redirects, a challenge's
-/// reload): the last one's status and headers are the page's.
-struct MainDocument {
-    responses: chromiumoxide::listeners::EventStream<EventResponseReceived>,
-    frame: chromiumoxide::cdp::browser_protocol::page::FrameId,
-    last: Option<(u16, Vec<(String, String)>)>,
-}
-
-impl MainDocument {
-    /// Start navigating `page` to `url`, listening to its responses first.
-    async fn navigate(page: &Page, url: &str) -> Result<MainDocument> {
-        let responses = page
-            .event_listener::<EventResponseReceived>()
-            .await
-            .map_err(cdp("listen to network events"))?;
-        let nav = page.execute(NavigateParams::new(url)).await.map_err(|e| {
-            Error::new(
-                ErrorKind::Network,
-                format!("browser navigation to {url} failed"),
-            )
-            .with_source(e)
-        })?;
-        if let Some(err) = &nav.result.error_text {
-            return Err(Error::new(
-                ErrorKind::Network,
-                format!("browser navigation to {url} failed: {err}"),
-            ));
-        }
-        let mut doc = MainDocument {
-            responses,
-            frame: nav.result.frame_id.clone(),
-            last: None,
-        };
-        doc.drain();
-        Ok(doc)
-    }
-
-    /// Take in the responses that arrived so far.
-    fn drain(&mut self) {
-        while let Some(Some(ev)) = self.responses.next().now_or_never() {
-            let is_main = ev.frame_id.as_ref().is_none_or(|f| *f == self.frame);
-            if ev.r#type == ResourceType::Document && is_main {
-                let headers = ev
-                    .response
-                    .headers
-                    .inner()
-                    .as_object()
-                    .map(|m| {
-                        m.iter()
-                            .map(|(k, v)| {
-                                (k.to_ascii_lowercase(), v.as_str().unwrap_or("").to_string())
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                self.last = Some((u16::try_from(ev.response.status).unwrap_or(0), headers));
-            }
-        }
-    }
-
-    fn status(&self) -> u16 {
-        self.last.as_ref().map_or(0, |d| d.0)
-    }
-}
-
-/// The page as it settled.
-struct Settled {
-    html: String,
-    cut_from: Option<usize>,
-    challenge_left: bool,
-    wait_for_met: bool,
-}
-
-/// Poll until the document is complete, no challenge is left, and `wait_for`
-/// is met (or the page is a block page, where nothing more will come), or
-/// the deadline passes. A challenge page solves itself and reloads; a
-/// `wait_for` element may arrive late.
-async fn settle(
-    page: &Page,
-    wait_for: Option<&str>,
-    probe: &Probe<'_>,
-    deadline: Instant,
-    limit: usize,
-    doc: &mut MainDocument,
-) -> Result<Settled> {
-    let mut settled = Settled {
-        html: String::new(),
-        cut_from: None,
-        challenge_left: false,
-        wait_for_met: wait_for.is_none(),
-    };
-    let mut last_err: Option<Error>;
-    let mut poll = Duration::from_millis(5);
-    loop {
-        doc.drain();
-        // While the page reloads, CDP calls can fail ("Cannot find context"):
-        // that only means "not settled yet".
-        match look(page, wait_for, probe, doc.status(), limit).await {
-            Ok(l) => {
-                last_err = None;
-                let done = l.ready && !l.challenge && (l.met || l.state == PageState::Blocked);
-                settled = Settled {
-                    html: l.html,
-                    cut_from: l.cut_from,
-                    challenge_left: l.challenge,
-                    wait_for_met: l.met,
-                };
-                if done {
-                    break;
-                }
-            }
-            Err(e) => last_err = Some(e),
-        }
-        if Instant::now() >= deadline {
-            break;
-        }
-        // Most pages are complete at the first or second look: look again
-        // soon, then back off to every 100 ms for pages that take their time.
-        tokio::time::sleep(poll).await;
-        poll = (poll * 2).min(Duration::from_millis(100));
-    }
-    match last_err {
-        Some(e) => Err(e),
-        None => Ok(settled),
-    }
-}
-
-/// One look at the page.
-struct Look {
-    ready: bool,
-    html: String,
-    cut_from: Option<usize>,
-    state: PageState,
-    challenge: bool,
-    met: bool,
-}
-
-async fn look(
-    page: &Page,
-    wait_for: Option<&str>,
-    probe: &Probe<'_>,
-    status: u16,
-    limit: usize,
-) -> Result<Look> {
-    let ready = document_complete(page).await?;
-    let (html, cut_from) = content(page, limit).await?;
-    let here = page.url().await.ok().flatten().unwrap_or_default();
-    let state = probe(&html, &here, status);
-    let challenge = state == PageState::Challenge;
-    let met = match (challenge, wait_for) {
-        (true, _) => false,
-        (false, Some(sel)) => selector_present(page, sel).await?,
-        (false, None) => true,
-    };
-    // The selector may have appeared after the snapshot above: take the
-    // page again so what we return contains what we waited for.
-    let (html, cut_from) = if met && wait_for.is_some() {
-        content(page, limit).await?
-    } else {
-        (html, cut_from)
-    };
-    Ok(Look {
-        ready,
-        html,
-        cut_from,
-        state,
-        challenge,
-        met,
-    })
-}
-
 /// The page's HTML, measured in the page first: at most `limit` UTF-16
 /// units cross CDP (a script can build a page of any size; what is over
 /// the limit never leaves the browser). The page's own length when it was
@@ -508,24 +300,6 @@ pub async fn content(page: &Page, limit: usize) -> Result<(String, Option<usize>
         .with_source(e)
     })?;
     Ok((h.html, (h.len > limit).then_some(h.len)))
-}
-
-async fn document_complete(page: &Page) -> Result<bool> {
-    let r = super::world::eval(page, "document.readyState === 'complete'")
-        .await
-        .map_err(cdp("query the page"))?;
-    Ok(r.into_value::<bool>().unwrap_or(false))
-}
-
-async fn selector_present(page: &Page, selector: &str) -> Result<bool> {
-    let js = format!(
-        "document.querySelector({}) !== null",
-        serde_json::to_string(selector).unwrap_or_else(|_| "\"\"".into())
-    );
-    let r = super::world::eval(page, js)
-        .await
-        .map_err(cdp("query the page"))?;
-    Ok(r.into_value::<bool>().unwrap_or(false))
 }
 
 /// Map a CDP failure to a network error that names what we were doing.

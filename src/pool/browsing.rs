@@ -211,7 +211,7 @@ impl Pool {
                 session.hosts.lock().insert(host);
                 let normal = |_: &str, _: &str, _: u16| crate::browser::PageState::Normal;
                 let limit = slot.browser().page_limit();
-                crate::browser::page::navigate(t, url.as_str(), None, &normal, deadline, limit)
+                crate::browser::settle::navigate(t, url.as_str(), None, &normal, deadline, limit)
                     .await?;
                 let here = t
                     .url()

@@ -125,8 +125,12 @@ pub struct SlotBrowser {
 /// When, of which pid, (RSS, PSS) in MiB.
 type MemorySample = (Instant, u32, (u64, u64));
 
-/// An RSS sample younger than this is reused.
-const RSS_FRESH: Duration = Duration::from_secs(1);
+/// An RSS sample younger than this is reused. Reading `smaps_rollup` of a
+/// Chromium tree costs the kernel about 15 ms (its address spaces are
+/// large): once a second that was the daemon's largest cost per warm browser
+/// call (`perf`: 15 % of its CPU at 12 calls/s). A new browser (pid) is
+/// always sampled afresh, so `max_rss_mb` still acts after its first page.
+const RSS_FRESH: Duration = Duration::from_secs(10);
 
 impl std::fmt::Debug for SlotBrowser {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

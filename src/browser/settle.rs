@@ -155,25 +155,32 @@ impl MainDocument {
     }
 
     /// Until the document has loaded or `until` passes: the lifecycle
-    /// event, else (every [`LOAD_CHECK`]) `document.readyState`.
-    async fn wait_loaded(&mut self, page: &Page, until: Instant) {
+    /// event, else (every [`LOAD_CHECK`]) `document.readyState`. An error
+    /// when the tab's events end: its browser or the tab is gone.
+    async fn wait_loaded(&mut self, page: &Page, until: Instant) -> Result<()> {
         while !self.loaded && Instant::now() < until {
             let wait = LOAD_CHECK.min(until.saturating_duration_since(Instant::now()));
             match tokio::time::timeout(wait, self.lifecycle.next()).await {
                 Ok(Some(ev)) => self.note(&ev),
-                Ok(None) | Err(_) => {
-                    // No event in time (or the listener closed): ask.
-                    if document_complete(page).await.unwrap_or(false) && self.judged.is_none() {
-                        self.loaded = true;
-                    }
-                    if self.judged.is_some() {
-                        // A challenge that solves itself without a new
-                        // document: look again at this pace.
-                        self.loaded = true;
-                    }
+                Ok(None) => {
+                    return Err(Error::new(
+                        ErrorKind::Network,
+                        "browser: the tab's events ended while its page loaded (the browser or the tab is gone)",
+                    ));
+                }
+                Err(_) if self.judged.is_some() => {
+                    // A challenge that solves itself without a new
+                    // document: look again at this pace.
+                    self.loaded = true;
+                }
+                Err(_) => {
+                    // No event in time: ask (a failure here, as while a
+                    // page reloads, only means "not yet").
+                    self.loaded = document_complete(page).await.unwrap_or(false);
                 }
             }
         }
+        Ok(())
     }
 
     fn status(&self) -> u16 {
@@ -213,7 +220,7 @@ pub(super) async fn settle(
     let mut poll = Duration::from_millis(5);
     loop {
         doc.drain();
-        doc.wait_loaded(page, deadline).await;
+        doc.wait_loaded(page, deadline).await?;
         let out_of_time = Instant::now() >= deadline;
         if !doc.loaded && looked {
             break;

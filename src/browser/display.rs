@@ -22,7 +22,7 @@ use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
 
-use super::process::{all_pids, cmdline, kill_and_reap, pid_alive, reap};
+use super::process::{all_pids, cmdline, kill_and_reap, pid_alive, reap, signal_group};
 use crate::error::{Error, ErrorKind, Result};
 
 /// Where Debian's `xvfb` package puts it; else `$PATH`.
@@ -191,8 +191,8 @@ pub async fn end_stale(user_data_dir: &Path) -> Option<u32> {
     let stale: Vec<u32> = all_pids().into_iter().filter(|p| ours(*p)).collect();
     for &pid in &stale {
         tracing::warn!(pid, "ending an Xvfb left by an earlier run");
-        // SAFETY: kill(2) on a pid whose command line we just read.
-        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        // Started as its own process group's leader.
+        signal_group(pid, libc::SIGKILL);
         for _ in 0..100 {
             if !pid_alive(pid) {
                 break;

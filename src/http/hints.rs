@@ -97,13 +97,14 @@ impl Memory {
     /// Take in a navigation response's `Accept-CH` (from `final_url`):
     /// whether what the origin asked for changed.
     pub fn learn(self: &Arc<Self>, final_url: &Url, headers: &HeaderMap) -> bool {
-        let Some(origin) = secure_origin(final_url) else {
-            return false;
-        };
+        // Most responses carry none: nothing is allocated for them.
         let mut values = headers.get_all("accept-ch").iter().peekable();
         if values.peek().is_none() {
             return false;
         }
+        let Some(origin) = secure_origin(final_url) else {
+            return false;
+        };
         let tokens: Vec<&str> = values
             .filter_map(|v| v.to_str().ok())
             .flat_map(|v| v.split(','))

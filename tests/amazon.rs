@@ -1,299 +1,267 @@
-//! The bundled `amazon` strategy against HTML fixtures written to follow Amazon's
-//! public page structure (strategies/fixtures/amazon/). Not the live site.
+//! The bundled `amazon` strategy against its fixtures, which reproduce the
+//! structure of real Amazon pages others saved in public repositories (each
+//! fixture's header names its source; the text and numbers are ours). Not
+//! the live site.
+//!
+//! Every fixture passes; and the judge fails, with a readable diff, when the
+//! strategy is changed back to each mistake the real pages exposed.
 
-use std::path::Path;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 
-use idpool::strategy::{Body, Outcome, Strategy, TomlStrategy, classify};
-use serde_json::{Value, json};
+use idpool::strategy::fixture::{self, Loaded};
+use idpool::strategy::{Strategy, TomlStrategy};
+use serde_json::{Map, Value, json};
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn fixture(name: &str) -> String {
-    std::fs::read_to_string(root().join("strategies/fixtures/amazon").join(name)).expect("fixture")
+fn source() -> String {
+    std::fs::read_to_string(root().join("strategies/amazon.toml")).expect("amazon.toml")
 }
 
-fn amazon() -> TomlStrategy {
-    TomlStrategy::load(&root().join("strategies/amazon.toml")).expect("amazon strategy loads")
+fn parse(text: &str) -> TomlStrategy {
+    TomlStrategy::parse(&root().join("strategies/amazon.toml"), text).expect("strategy parses")
 }
 
-fn page_url() -> url::Url {
-    url::Url::parse("https://www.amazon.com/product-reviews/B0ACMEKTL1/?pageNumber=1").expect("url")
+fn fixtures() -> Vec<Loaded> {
+    let (loaded, broken) = fixture::load_dir(&root().join("strategies/fixtures/amazon"));
+    assert!(broken.is_empty(), "broken fixtures: {broken:?}");
+    loaded
 }
 
-#[test]
-fn reviews_fields_from_the_review_list() {
-    let s = amazon();
-    let op = &s.operations()["reviews"];
-    let tier2 = op.tiers.iter().find(|t| t.number == 2).expect("tier 2");
-    let got = tier2
-        .extractor
-        .extract(&fixture("reviews-page1.html"), None, &page_url())
-        .expect("extracts");
-    let items: Vec<Value> = got.items.into_iter().map(Value::Object).collect();
-    assert_eq!(
-        items,
-        vec![
-            json!({"id": "R1A2B3C4D5E6F7", "author": "Jane D.", "rating": 5, "title": "Boils fast, looks great",
-                   "body": "Water boils in under three minutes. The handle stays cool.", "date": "March 3, 2024",
-                   "country": "the United States", "verified": true, "helpful": "12"}),
-            json!({"id": "R2B3C4D5E6F7G8", "author": "Marco", "rating": 2, "title": "Lid broke after a month",
-                   "body": "The hinge of the lid snapped. Customer service was slow.", "date": "February 14, 2024",
-                   "country": "the United Kingdom", "verified": false, "helpful": "One"}),
-            json!({"id": "R3C4D5E6F7G8H9", "author": "K. Tanaka", "rating": 4, "title": "Good value",
-                   "body": "Does the job. A bit loud.", "date": "January 5, 2024", "country": "Japan", "verified": true, "helpful": null}),
-        ]
-    );
-    assert!(got.has_more);
-    assert_eq!(
-        got.next_url.as_deref(),
-        Some(
-            "https://www.amazon.com/product-reviews/B0ACMEKTL1/ref=cm_cr_arp_d_paging_btm_next_2?pageNumber=2"
-        )
-    );
+fn one(name: &str) -> Loaded {
+    fixtures()
+        .into_iter()
+        .find(|l| l.name == name)
+        .unwrap_or_else(|| panic!("no fixture {name}"))
+}
 
-    let last = tier2
-        .extractor
-        .extract(&fixture("reviews-page2.html"), None, &page_url())
-        .expect("last page");
-    assert_eq!((last.items.len(), last.has_more), (1, false));
-    let empty = tier2
-        .extractor
-        .extract(&fixture("reviews-empty.html"), None, &page_url())
-        .expect("empty page");
-    assert!(empty.items.is_empty() && empty.empty);
-    assert_eq!(
-        classify(
-            s.markers(),
-            200,
-            page_url().as_str(),
-            &Body::new(&fixture("reviews-empty.html"), Some("text/html"))
-        ),
-        Outcome::Empty
-    );
+/// `text` with `from` replaced by `to` (which must be there).
+fn changed(text: &str, from: &str, to: &str) -> String {
+    assert!(text.contains(from), "amazon.toml no longer holds {from}");
+    text.replacen(from, to, 1)
 }
 
 #[test]
-fn product_fields() {
-    let s = amazon();
-    let op = &s.operations()["product"];
-    let got = op.tiers[0]
-        .extractor
-        .extract(&fixture("product.html"), None, &page_url())
-        .expect("extracts");
-    // A plain product page: the details it lacks come back null (A+: false).
-    let mut item = got.items[0].clone();
-    item.retain(|_, v| !v.is_null());
-    assert_eq!(
-        Value::Object(item),
-        json!({"title": "Acme Electric Kettle, 1.7 L, Stainless Steel", "brand": "Visit the Acme Store", "price": "39.99",
-               "rating": 4.3, "ratings": 12345, "availability": "In Stock", "aplus": false})
-    );
-    // Its details: bullets, description, A+ content, fulfilment, seller, ranks.
-    let got = op.tiers[0]
-        .extractor
-        .extract(&fixture("product-details.html"), None, &page_url())
-        .expect("extracts");
-    let d = &got.items[0];
-    assert_eq!(d["aplus"], true);
-    assert_eq!(d["fulfilled_by"], "Amazon");
-    assert_eq!(
-        (&d["seller"], &d["seller_id"]),
-        (&json!("Acme Home Goods"), &json!("A1B2C3D4E5F6G7"))
-    );
-    assert_eq!(
-        (&d["best_sellers_rank"], &d["best_sellers_category"]),
-        (&json!(1234), &json!("Home & Kitchen"))
-    );
-    assert_eq!(
-        (&d["sub_category_rank"], &d["sub_category"]),
-        (&json!(3), &json!("Electric Kettles"))
-    );
-    assert!(
-        d["bullets"]
-            .as_str()
-            .is_some_and(|b| b.starts_with("FAST BOIL") && b.contains("BPA-FREE"))
-    );
-}
-
-#[test]
-fn captcha_is_a_hard_block_sign_in_a_login_wall_and_urls_give_the_asin() {
-    let s = amazon();
-    assert_eq!(
-        classify(
-            s.markers(),
-            200,
-            "https://www.amazon.com/errors/validateCaptcha",
-            &Body::new(&fixture("captcha.html"), Some("text/html"))
-        ),
-        Outcome::HardBlock
-    );
-    // The sign-in wall is no ban: the slot is signed out, its breaker untouched.
-    assert_eq!(
-        classify(
-            s.markers(),
-            200,
-            "https://www.amazon.com/ap/signin?openid=x",
-            &Body::new("<html></html>", None)
-        ),
-        Outcome::LoginRequired
-    );
-    assert_eq!(
-        classify(
-            s.markers(),
-            200,
-            "https://www.amazon.com/product-reviews/B0ACMEKTL1/",
-            &Body::new(&fixture("signin.html"), Some("text/html"))
-        ),
-        Outcome::LoginRequired
-    );
-    // A captcha page is not mistaken for an empty review list.
-    let tier2 = s.operations()["reviews"]
-        .tiers
+fn every_fixture_passes_and_they_cover_the_strategy() {
+    let s = parse(&source());
+    let all = fixtures();
+    let mut failed = Vec::new();
+    for l in &all {
+        let problems = fixture::test(&s, l);
+        if !problems.is_empty() {
+            failed.push(format!("{}: {}", l.name, problems.join("; ")));
+        }
+    }
+    assert!(failed.is_empty(), "{failed:#?}");
+    // Every operation has fixtures; the set spans marketplaces and both
+    // sign-in states, and names where its structure comes from.
+    let ops: BTreeSet<&str> = all.iter().map(|l| l.fixture.operation.as_str()).collect();
+    for op in s.operations().keys() {
+        assert!(ops.contains(op.as_str()), "no fixture for {op}");
+    }
+    let markets: BTreeSet<&str> = all
         .iter()
-        .find(|t| t.number == 2)
-        .expect("tier 2");
+        .filter_map(|l| l.fixture.expect.marketplace.as_deref())
+        .collect();
+    assert!(markets.len() >= 6, "marketplaces: {markets:?}");
+    let logins: BTreeSet<&str> = all
+        .iter()
+        .filter_map(|l| l.fixture.expect.login.as_deref())
+        .collect();
+    assert!(logins.contains("logged_in") && logins.contains("logged_out"));
+    let real = all
+        .iter()
+        .filter(|l| l.body.starts_with("<!-- Structure after"))
+        .count();
+    assert!(real >= 30, "{real} fixtures name the real page they follow");
+}
+
+/// The problems of fixture `name` under the strategy changed by `from → to`.
+fn problems_with(name: &str, from: &str, to: &str) -> Vec<String> {
+    let s = parse(&changed(&source(), from, to));
+    fixture::test(&s, &one(name))
+}
+
+fn has(problems: &[String], want: &str) -> bool {
+    problems.iter().any(|p| p.contains(want))
+}
+
+#[test]
+fn a_signed_in_page_judged_signed_out_fails() {
+    // The old rule: `data-nav-role=signin`, which signed-in bars carry too.
+    let p = problems_with(
+        "product-jp-2024-signed-in",
+        "[session.logged_out]\nselector = \"",
+        "[session.logged_out]\nselector = \"#nav-link-accountList[data-nav-role=signin], ",
+    );
     assert!(
-        tier2
-            .extractor
-            .extract(&fixture("captcha.html"), None, &page_url())
-            .is_err()
+        has(&p, "login: expected logged_in, got logged_out"),
+        "{p:?}"
     );
-    let op = &s.operations()["reviews"];
-    assert_eq!(
-        op.item_id_from(
-            "https://www.amazon.com/Acme-Kettle/dp/B0ACMEKTL1/ref=sr_1_1?keywords=kettle"
-        )
-        .as_deref(),
-        Some("B0ACMEKTL1")
+    // ... and an operation that needs a signed-in identity is refused.
+    let p = problems_with(
+        "reviews-de-2025-signed-in-translated",
+        "[session.logged_out]\nselector = \"",
+        "[session.logged_out]\nselector = \"#nav-link-accountList[data-nav-role=signin], #nav-link-accountList > a[data-nav-role=signin], ",
     );
+    assert!(has(&p, "outcome: expected ok, got login_required"), "{p:?}");
+}
+
+#[test]
+fn a_price_from_outside_the_buy_box_fails() {
+    // The first `.a-price` of the page is a similar-items strip's.
+    let p = problems_with(
+        "product-us-2024-signed-out",
+        "price = { css = [\"#corePriceDisplay_desktop_feature_div .priceToPay\"",
+        "price = { css = [\".a-price .a-offscreen\", \"#corePriceDisplay_desktop_feature_div .priceToPay\"",
+    );
+    assert!(
+        p.iter()
+            .any(|x| x.starts_with("item 0 `price`: expected 34.99, got ")),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn a_german_rating_read_in_english_fails() {
+    let p = problems_with(
+        "review-counts-de-2025-signed-in",
+        "[marketplaces.\"amazon.de\"]\nlocale = \"de-DE\"",
+        "[marketplaces.\"amazon.de\"]\nlocale = \"en-US\"",
+    );
+    assert!(has(&p, "item 0 `rating`: expected 4.4, got 4"), "{p:?}");
+    // Read as German, "92.284" is 92284 and "4,4" is 4.4.
+    let de = idpool::strategy::locale::Locale::parse("de-DE").expect("de-DE");
+    assert_eq!(de.number("4,4 von 5 Sternen"), Some(4.4));
+    assert_eq!(de.number("92.284 Sternebewertungen"), Some(92284.0));
     assert_eq!(
-        op.item_id_from("https://www.amazon.de/product-reviews/B0ACMEKTL1/")
+        de.date("Rezension aus Deutschland vom 12. März 2024")
             .as_deref(),
-        Some("B0ACMEKTL1")
+        Some("2024-03-12")
     );
-    assert!(s.covers("www.amazon.co.uk") && !s.covers("amazon.evil.test"));
 }
 
-fn extract(s: &TomlStrategy, op: &str, file: &str) -> Vec<Value> {
-    let operation = &s.operations()[op];
-    let tier2 = operation
-        .tiers
-        .iter()
-        .find(|t| t.number == 2)
-        .expect("tier 2");
-    let body = fixture(file);
-    s.extract(
-        operation,
-        tier2,
-        &Body::new(&body, Some("text/html")),
-        &page_url(),
-    )
-    .unwrap_or_else(|e| panic!("{op} on {file}: {e}"))
-    .items
-    .into_iter()
-    .map(Value::Object)
-    .collect()
-}
-
-/// Amazon marks a review up as `div[data-hook=review]` on some pages and
-/// `li[data-hook=review]` on others: both extract.
 #[test]
-fn reviews_in_li_and_div_markup() {
-    let s = amazon();
-    let li = extract(&s, "reviews", "reviews-page-li.html");
-    assert_eq!(
-        li,
-        vec![
-            json!({"id": "R7LIST1A2B3C4D", "author": "Ana G.", "rating": 4, "title": "Solid kettle",
-                   "body": "Heats fast. The cord is short.", "date": "May 1, 2024",
-                   "country": "the United States", "verified": true, "helpful": null}),
-            json!({"id": "R7LIST2B3C4D5E", "author": "Ben K.", "rating": 1, "title": "Leaks",
-                   "body": "Started leaking at the base after two weeks.", "date": "April 20, 2024",
-                   "country": "Canada", "verified": false, "helpful": null}),
-        ]
+fn a_review_body_with_script_text_fails() {
+    let p = problems_with(
+        "reviews-us-2025-signed-in-page1",
+        "body = { css = [\"[data-hook=review-body] .cr-original-review-content\", \"[data-hook=review-body]\", \"[data-hook=reviewRichContentContainer]\", \"[data-hook=reviewText]\"] }",
+        "body = { css = [\"[data-hook=review-body] .cr-original-review-content\", \"[data-hook=review-body]\", \"[data-hook=reviewRichContentContainer]\", \"[data-hook=reviewText]\"], all_text = true }",
     );
-    assert_eq!(
-        extract(&s, "reviews", "reviews-page1.html").len(),
-        3,
-        "div markup"
-    );
-    let op = &s.operations()["reviews"];
-    assert!(op.requires_login);
-    assert_eq!(op.fallback.as_deref(), Some("top_reviews"));
-}
-
-/// The product page's own review section, signed in (div markup) or not
-/// (li markup): what a signed-out slot can still read.
-#[test]
-fn top_reviews_from_the_product_page() {
-    let s = amazon();
-    let want = vec![
-        json!({"id": "R9TOPA1B2C3D4E", "author": "Priya S.", "rating": 5, "title": "Quiet and quick",
-               "body": "Boils a full jug in four minutes and barely makes a sound.", "date": "April 2, 2024",
-               "country": "the United States", "verified": true}),
-        json!({"id": "R9TOPB2C3D4E5F", "author": "Tom W.", "rating": 3, "title": "Fine, but the lid sticks",
-               "body": "Works well; the lid needs a firm push to open.", "date": "March 28, 2024",
-               "country": "the United States", "verified": false}),
-    ];
-    assert_eq!(extract(&s, "top_reviews", "product-signed-out.html"), want);
-    assert_eq!(extract(&s, "top_reviews", "product-signed-in.html"), want);
-    assert!(!s.operations()["top_reviews"].requires_login);
-}
-
-/// Global ratings, written reviews and their ratio, from the review page's
-/// header (the predecessor's `get_review_count`).
-#[test]
-fn review_counts_and_their_ratio() {
-    let s = amazon();
-    assert_eq!(
-        extract(&s, "review_counts", "reviews-page-li.html"),
-        vec![json!({"global_ratings": 12345, "written_reviews": 1234, "ratio": 0.1})]
-    );
-    assert_eq!(
-        extract(&s, "review_counts", "reviews-page1.html"),
-        vec![json!({"global_ratings": 4, "written_reviews": 4, "ratio": 1.0})]
-    );
-    assert!(s.operations()["review_counts"].requires_login);
-}
-
-/// The `[session]` markers tell a signed-in page from a signed-out one and
-/// from the sign-in page.
-#[test]
-fn session_markers_classify_signed_in_and_out() {
-    use idpool::strategy::LoginState;
-    let s = amazon();
-    let state = |file: &str, url: &str| {
-        s.login_state(200, url, &Body::new(&fixture(file), Some("text/html")))
-            .map(|(state, _)| state)
-    };
-    let dp = "https://www.amazon.com/dp/B0ACMEKTL1";
-    assert_eq!(
-        state("product-signed-in.html", dp),
-        Some(LoginState::LoggedIn)
-    );
-    assert_eq!(
-        state("product-signed-out.html", dp),
-        Some(LoginState::LoggedOut)
-    );
-    assert_eq!(
-        state("reviews-page-li.html", dp),
-        Some(LoginState::LoggedIn)
-    );
-    assert_eq!(
-        state(
-            "signin.html",
-            "https://www.amazon.com/ap/signin?openid.mode=checkid_setup"
-        ),
-        Some(LoginState::LoggedOut)
-    );
-    let rules = s.login().expect("[session]");
     assert!(
-        rules
-            .login_url
-            .as_ref()
-            .is_some_and(|u| u.path() == "/ap/signin")
+        p.iter()
+            .any(|x| x.contains("`body`: expected") && x.contains("P.when(")),
+        "{p:?}"
     );
-    assert!(rules.probe_url.is_some());
+}
+
+#[test]
+fn a_2026_search_result_without_its_url_fails() {
+    // 2026 puts the h2 inside the link: `h2 a` finds nothing.
+    let p = problems_with(
+        "search-in-2026-page1",
+        "url = { css = [\"[data-cy=title-recipe] a:has(h2)\", \"h2 a\", \"a:has(h2)\", \"[data-cy=title-recipe] a.a-link-normal\"]",
+        "url = { css = [\"h2 a\"]",
+    );
+    assert!(
+        p.iter().any(
+            |x| x.starts_with("item 0 `url`: expected \"https://www.amazon.in/")
+                && x.ends_with("got null")
+        ),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn marketplaces_have_their_own_base_url_cookie_domain_warmup_and_locale() {
+    let s = parse(&source());
+    let want = [
+        "amazon.com",
+        "amazon.co.uk",
+        "amazon.de",
+        "amazon.fr",
+        "amazon.it",
+        "amazon.es",
+        "amazon.ca",
+        "amazon.com.au",
+        "amazon.co.jp",
+        "amazon.in",
+        "amazon.ae",
+        "amazon.sa",
+        "amazon.com.mx",
+        "amazon.com.br",
+        "amazon.nl",
+    ];
+    for m in want {
+        assert!(s.marketplaces().iter().any(|x| x == m), "{m} missing");
+    }
+    let de = s
+        .variants()
+        .iter()
+        .find(|v| v.marketplace() == Some("amazon.de"))
+        .expect("amazon.de");
+    assert_eq!(de.name(), "amazon@amazon.de");
+    assert_eq!(de.base_url(), Some("https://www.amazon.de"));
+    assert_eq!(de.cookie_domain(), "amazon.de");
+    assert_eq!(
+        de.warmup_url().map(|u| u.as_str()),
+        Some("https://www.amazon.de/")
+    );
+    assert_eq!(de.locale().decimal, ',');
+    assert!(de.covers("www.amazon.de") && !de.covers("www.amazon.com"));
+    assert_eq!(
+        de.login()
+            .and_then(|l| l.probe_url.as_ref())
+            .map(|u| u.host_str()),
+        Some(Some("www.amazon.de"))
+    );
+    // An item URL on any marketplace gives its ASIN.
+    let op = &s.operations()["reviews"];
+    for m in want {
+        let url = format!("https://www.{m}/Some-Kettle/dp/B0ACMEKTL1/ref=sr_1_1");
+        assert_eq!(
+            op.item_id_from(&url).as_deref(),
+            Some("B0ACMEKTL1"),
+            "{url}"
+        );
+    }
+}
+
+#[test]
+fn past_month_sales_takes_at_most_twenty_asins() {
+    let s = parse(&source());
+    let op = &s.operations()["past_month_sales"];
+    let asins = |n: usize| {
+        (0..n)
+            .map(|i| format!("B0TEST{i:04}"))
+            .collect::<Vec<_>>()
+            .join("|")
+    };
+    let args = |v: String| -> Map<String, Value> {
+        json!({"asins": v}).as_object().cloned().unwrap_or_default()
+    };
+    assert!(op.bind(args(asins(20))).is_ok());
+    let e = op.bind(args(asins(21))).expect_err("21 ASINs");
+    assert!(
+        e.to_string()
+            .contains("parameter `asins` takes at most 20 items joined with `|`, got 21"),
+        "{e}"
+    );
+    let e = op
+        .bind(args("B0TEST0001|not-an-asin".into()))
+        .expect_err("bad item");
+    assert!(e.to_string().contains("item `not-an-asin`"), "{e}");
+}
+
+/// The fixtures' bodies stay small enough to read, and none is a whole page.
+#[test]
+fn fixtures_are_reproductions_not_saved_pages() {
+    for l in fixtures() {
+        let path: PathBuf = l.path.with_file_name(&l.fixture.body);
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        assert!(size < 160_000, "{} is {size} bytes", path.display());
+    }
 }

@@ -17,7 +17,7 @@ pub fn to_json(spec: &Spec, pool: &Pool) -> Value {
     {
         let names: Vec<String> = pool
             .registry()
-            .iter()
+            .all()
             .map(|s| s.name().to_string())
             .collect();
         p["enum"] = json!(names);

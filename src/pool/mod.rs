@@ -259,7 +259,7 @@ impl Pool {
         self.inner
             .guard
             .set_hosts(guard_hosts(&registry, &self.inner.allowed_hosts));
-        for s in registry.iter() {
+        for s in registry.all() {
             self.inner.drift.forget(s.name());
         }
         *self.inner.registry.write() = Arc::new(registry);
@@ -541,7 +541,7 @@ fn open_fleet(cfg: &Config, all: usize) -> Result<Option<fleet::Fleet>> {
 
 /// Host patterns the SSRF guard admits: every strategy's plus `allowed_hosts`.
 fn guard_hosts(registry: &Registry, allowed: &[String]) -> Vec<String> {
-    let mut hosts: Vec<String> = registry.iter().flat_map(|s| s.hosts().to_vec()).collect();
+    let mut hosts: Vec<String> = registry.all().flat_map(|s| s.hosts().to_vec()).collect();
     hosts.extend(allowed.iter().cloned());
     hosts
 }

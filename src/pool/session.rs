@@ -187,7 +187,7 @@ impl Pool {
     ) -> BTreeMap<String, crate::strategy::LoginState> {
         let mut out = BTreeMap::new();
         let registry = self.registry();
-        for s in registry.iter() {
+        for s in registry.all() {
             let Some(url) = s.login().and_then(|l| l.probe_url.clone()) else {
                 continue;
             };

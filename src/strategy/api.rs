@@ -7,9 +7,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::extract::Extracted;
+use super::locale::Locale;
 use super::operation::{Operation, Tier};
 use super::{Body, LoginRules, LoginState, Markers, Outcome, Politeness, classify, host_matches};
 use crate::browser::PageState;
+
+static EN_US: std::sync::LazyLock<Locale> = std::sync::LazyLock::new(Locale::default);
 
 /// Everything the pool, the cascade and the tools need from a strategy.
 pub trait Strategy: Send + Sync + std::fmt::Debug {
@@ -36,6 +39,27 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
     /// Where it came from, for messages.
     fn source(&self) -> Option<&Path> {
         None
+    }
+    /// The strategy file's name: a marketplace's strategy (`amazon@amazon.de`)
+    /// belongs to the family `amazon`.
+    fn family(&self) -> &str {
+        self.name()
+    }
+    /// This strategy's marketplace, when its file serves several.
+    fn marketplace(&self) -> Option<&str> {
+        None
+    }
+    /// Every marketplace of the family, the default first (empty: one site).
+    fn marketplaces(&self) -> &[String] {
+        &[]
+    }
+    /// The default marketplace's strategy holds the others.
+    fn variants(&self) -> &[std::sync::Arc<dyn Strategy>] {
+        &[]
+    }
+    /// How the site writes numbers and dates (default: `en-US`).
+    fn locale(&self) -> &Locale {
+        &EN_US
     }
 
     /// Whether this strategy covers `host`.
@@ -86,9 +110,12 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
         body: &Body<'_>,
         page_url: &url::Url,
     ) -> Result<Extracted, String> {
-        let mut ex = tier
-            .extractor
-            .extract_body(body, tier.html_pointer.as_deref(), page_url)?;
+        let mut ex = tier.extractor.extract_body(
+            body,
+            tier.html_pointer.as_deref(),
+            page_url,
+            self.locale(),
+        )?;
         super::derive::apply(&op.derive, &mut ex.items);
         Ok(ex)
     }
@@ -124,5 +151,20 @@ impl Strategy for super::TomlStrategy {
     }
     fn source(&self) -> Option<&Path> {
         self.source.as_deref()
+    }
+    fn locale(&self) -> &Locale {
+        &self.locale
+    }
+    fn family(&self) -> &str {
+        &self.family
+    }
+    fn marketplace(&self) -> Option<&str> {
+        self.marketplace.as_deref()
+    }
+    fn marketplaces(&self) -> &[String] {
+        &self.marketplaces
+    }
+    fn variants(&self) -> &[std::sync::Arc<dyn Strategy>] {
+        &self.variants
     }
 }

@@ -33,6 +33,13 @@ pub struct Expect {
     /// The exact items, in order (what `idpool strategy record` saw).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub items: Option<Vec<Map<String, Value>>>,
+    /// Fixtures only: what the `[session]` markers say of the page
+    /// (`logged_in`, `logged_out`, `unknown`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub login: Option<String>,
+    /// Fixtures only: the marketplace the page's URL is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marketplace: Option<String>,
 }
 
 /// Rules for one field of every item.
@@ -82,6 +89,13 @@ impl Expect {
     /// Check the rules' own sense (a pattern that compiles); `Err` names
     /// the field.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(l) = &self.login
+            && !matches!(l.as_str(), "logged_in" | "logged_out" | "unknown")
+        {
+            return Err(format!(
+                "login: `{l}` is not logged_in, logged_out or unknown"
+            ));
+        }
         for (name, rule) in &self.fields {
             if let Some(p) = &rule.pattern {
                 regex::Regex::new(p).map_err(|e| format!("fields.{name}.pattern: {e}"))?;

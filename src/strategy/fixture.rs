@@ -54,6 +54,8 @@ pub struct Judged {
     pub outcome: Outcome,
     /// The items, when the outcome is content; or why extraction failed.
     pub extracted: Result<Extracted, String>,
+    /// What the `[session]` markers say of the page, and by which marker.
+    pub login: Option<(super::LoginState, String)>,
 }
 
 /// The folder of `strategy`'s fixtures under `strategies_dir`.
@@ -177,6 +179,7 @@ pub fn judge(
         Body::new(text, content_type)
     };
     let mut outcome = strategy.classify(status, final_url, &body);
+    let login = strategy.login_state(status, final_url, &body);
     if matches!(outcome, Outcome::Ok | Outcome::Empty)
         && t.block
             .as_ref()
@@ -184,10 +187,22 @@ pub fn judge(
     {
         outcome = Outcome::TierBlock;
     }
+    // As the cascade does: an operation that needs a signed-in identity
+    // got a signed-out page.
+    if op.requires_login
+        && matches!(&login, Some((super::LoginState::LoggedOut, _)))
+        && !matches!(
+            outcome,
+            Outcome::HardBlock | Outcome::RateLimited | Outcome::Challenge
+        )
+    {
+        outcome = Outcome::LoginRequired;
+    }
     if !matches!(outcome, Outcome::Ok | Outcome::Empty) {
         return Ok(Judged {
             outcome,
             extracted: Err(format!("not content: {}", outcome.as_str())),
+            login,
         });
     }
     let page_url =
@@ -198,13 +213,37 @@ pub fn judge(
         Ok(_) => Outcome::Ok,
         Err(_) => Outcome::Failed,
     };
-    Ok(Judged { outcome, extracted })
+    Ok(Judged {
+        outcome,
+        extracted,
+        login,
+    })
+}
+
+/// The strategy of `strategy`'s family whose marketplace `url` is on
+/// (the strategy itself when it has none, or the URL is on none).
+pub fn marketplace_of<'a>(strategy: &'a dyn Strategy, url: &str) -> &'a dyn Strategy {
+    let host = url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string));
+    let Some(host) = host else { return strategy };
+    if strategy.covers(&host) {
+        return strategy;
+    }
+    strategy
+        .variants()
+        .iter()
+        .find(|v| v.covers(&host))
+        .map_or(strategy, |v| v.as_ref())
 }
 
 /// Judge a loaded fixture under `strategy` and check it against its
 /// expectation: the problems, one line each (empty: it passes).
 pub fn test(strategy: &dyn Strategy, l: &Loaded) -> Vec<String> {
     let f = &l.fixture;
+    // Judged as the marketplace its URL is on would be (its locale, its
+    // sign-in markers).
+    let strategy = marketplace_of(strategy, &f.final_url);
     let Some(op) = strategy.operations().get(&f.operation) else {
         return vec![format!(
             "no operation `{}` in strategy {}",
@@ -217,6 +256,21 @@ pub fn test(strategy: &dyn Strategy, l: &Loaded) -> Vec<String> {
         Err(e) => vec![e],
         Ok(j) => {
             let mut problems = Vec::new();
+            if let Some(want) = &f.expect.marketplace {
+                let got = strategy.marketplace().unwrap_or("(none)");
+                if want != got {
+                    problems.push(format!("marketplace: expected {want}, got {got}"));
+                }
+            }
+            if let Some(want) = &f.expect.login {
+                let (got, why) = match &j.login {
+                    Some((state, why)) => (state.as_str(), format!(" ({why})")),
+                    None => ("unknown", " (no [session] marker matched)".to_string()),
+                };
+                if want != got {
+                    problems.push(format!("login: expected {want}, got {got}{why}"));
+                }
+            }
             if let Err(e) = &j.extracted
                 && j.outcome == Outcome::Failed
             {

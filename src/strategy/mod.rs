@@ -10,14 +10,20 @@ mod coerce;
 pub mod derive;
 pub mod expect;
 pub mod extract;
+mod field;
 pub mod fixture;
+pub mod locale;
 mod login;
 mod markers;
+pub mod market;
 pub mod operation;
 pub mod outcome;
+mod params;
 pub mod pii;
+mod pointer;
 mod registry;
 pub mod template;
+mod text;
 
 pub use api::Strategy;
 pub use body::{Body, BodyKind};
@@ -126,6 +132,15 @@ struct StrategyFile {
     /// Prefix of the site's URLs, `{base_url}` in templates (e.g. "https://shop.example").
     #[serde(default)]
     base_url: Option<Spanned<String>>,
+    /// How the site writes numbers and dates (`en-US`, `de-DE`, ...).
+    #[serde(default)]
+    locale: Option<Spanned<locale::LocaleFile>>,
+    /// The default marketplace's name, when the strategy has several.
+    #[serde(default)]
+    marketplace: Option<Spanned<String>>,
+    /// The other marketplaces.
+    #[serde(default)]
+    marketplaces: BTreeMap<String, market::MarketFile>,
     /// Named operations.
     #[serde(default)]
     operations: BTreeMap<String, operation::OperationFile>,
@@ -148,7 +163,17 @@ pub struct TomlStrategy {
     /// `{base_url}` in operation templates.
     pub base_url: Option<String>,
     pub operations: BTreeMap<String, operation::Operation>,
+    /// How the site writes numbers and dates.
+    pub locale: locale::Locale,
     pub source: Option<PathBuf>,
+    /// The strategy file's name (a marketplace's strategy is `NAME@MARKET`).
+    pub family: String,
+    /// This strategy's marketplace, when the file has several.
+    pub marketplace: Option<String>,
+    /// Every marketplace of the file, the default first.
+    pub marketplaces: Vec<String>,
+    /// The default marketplace's: the others, each a strategy.
+    pub variants: Vec<std::sync::Arc<dyn Strategy>>,
 }
 
 impl TomlStrategy {
@@ -192,23 +217,11 @@ impl TomlStrategy {
             validate_host_pattern(&host).map_err(|m| err(h.span(), m))?;
             hosts.push(host);
         }
-        let warmup_url = match &f.warmup_url {
-            Some(u) => {
-                let parsed = url::Url::parse(u.get_ref())
-                    .map_err(|e| err(u.span(), format!("warmup_url is not a valid URL ({e})")))?;
-                if !matches!(parsed.scheme(), "http" | "https") {
-                    return Err(err(u.span(), "warmup_url must be http or https".into()));
-                }
-                if !parsed.host_str().is_some_and(|h| host_matches(&hosts, h)) {
-                    return Err(err(
-                        u.span(),
-                        "warmup_url's host is not one of this strategy's hosts".into(),
-                    ));
-                }
-                Some(parsed)
-            }
-            None => None,
-        };
+        let warmup_url = f
+            .warmup_url
+            .as_ref()
+            .map(|u| site_url("warmup_url", u, &hosts, &err, true))
+            .transpose()?;
         let cookie_domain = f
             .cookie_domain
             .clone()
@@ -219,20 +232,14 @@ impl TomlStrategy {
             return Err(err(pos..pos, problem.into()));
         }
         let markers = f.markers(path, text)?;
-        let base_url = match &f.base_url {
-            Some(b) => {
-                let u = url::Url::parse(b.get_ref())
-                    .map_err(|e| err(b.span(), format!("base_url is not a valid URL ({e})")))?;
-                if !u.host_str().is_some_and(|h| host_matches(&hosts, h)) {
-                    return Err(err(
-                        b.span(),
-                        "base_url's host is not one of this strategy's hosts".into(),
-                    ));
-                }
-                Some(b.get_ref().trim_end_matches('/').to_string())
-            }
-            None => None,
-        };
+        let base_url = f
+            .base_url
+            .as_ref()
+            .map(|b| {
+                site_url("base_url", b, &hosts, &err, false)
+                    .map(|_| b.get_ref().trim_end_matches('/').to_string())
+            })
+            .transpose()?;
         let login = match &f.session {
             Some(l) => Some(l.compile(path, text, &hosts, base_url.as_deref())?),
             None => None,
@@ -243,7 +250,16 @@ impl TomlStrategy {
             operations.insert(name, compiled);
         }
         login::check_logins(&operations, login.is_some(), path, text)?;
-        Ok(TomlStrategy {
+        let locale = match &f.locale {
+            Some(l) => l.get_ref().compile().map_err(|m| err(l.span(), m))?,
+            None => locale::Locale::default(),
+        };
+        let mut strategy = TomlStrategy {
+            family: name.clone(),
+            marketplace: None,
+            marketplaces: Vec::new(),
+            variants: Vec::new(),
+            locale,
             name,
             hosts,
             warmup_url,
@@ -254,7 +270,14 @@ impl TomlStrategy {
             base_url,
             operations,
             source: Some(path.to_path_buf()),
-        })
+        };
+        let src = market::Src {
+            path,
+            text,
+            session: f.session.as_ref(),
+        };
+        market::attach(&mut strategy, f.marketplace.as_ref(), &f.marketplaces, &src)?;
+        Ok(strategy)
     }
 }
 
@@ -275,6 +298,28 @@ impl StrategyFile {
             login: self.login.compile(path, text, "login", &[])?,
         })
     }
+}
+
+/// A URL of the strategy's own hosts (`warmup_url`, `base_url`).
+fn site_url(
+    field: &str,
+    u: &Spanned<String>,
+    hosts: &[String],
+    err: &dyn Fn(std::ops::Range<usize>, String) -> Diagnostic,
+    http_only: bool,
+) -> Result<url::Url, Diagnostic> {
+    let parsed = url::Url::parse(u.get_ref())
+        .map_err(|e| err(u.span(), format!("{field} is not a valid URL ({e})")))?;
+    if http_only && !matches!(parsed.scheme(), "http" | "https") {
+        return Err(err(u.span(), format!("{field} must be http or https")));
+    }
+    if !parsed.host_str().is_some_and(|h| host_matches(hosts, h)) {
+        return Err(err(
+            u.span(),
+            format!("{field}'s host is not one of this strategy's hosts"),
+        ));
+    }
+    Ok(parsed)
 }
 
 fn validate_host_pattern(host: &str) -> Result<(), String> {

@@ -16,39 +16,8 @@ use crate::diag::Diagnostic;
 use crate::error::{Error, Result};
 
 pub use super::coerce::ParamKind;
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ParamFile {
-    #[serde(rename = "type")]
-    kind: ParamKind,
-    #[serde(default)]
-    required: bool,
-    #[serde(default)]
-    default: Option<toml::Value>,
-    #[serde(default)]
-    description: String,
-    /// Allowed values of an `enum`.
-    #[serde(default)]
-    values: Vec<String>,
-    #[serde(default)]
-    minimum: Option<i64>,
-    #[serde(default)]
-    maximum: Option<i64>,
-}
-
-/// One declared parameter.
-#[derive(Debug, Clone)]
-pub struct Param {
-    pub name: String,
-    pub kind: ParamKind,
-    pub required: bool,
-    pub default: Option<Value>,
-    pub description: String,
-    pub values: Vec<String>,
-    pub minimum: Option<i64>,
-    pub maximum: Option<i64>,
-}
+pub use super::params::{BUILTIN_VARS, Param, Parts, toml_to_json};
+use super::params::{ParamFile, compile_params};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -153,9 +122,6 @@ pub struct Operation {
     pub expect: Option<super::expect::Expect>,
 }
 
-/// Template variables every operation has besides its parameters.
-pub const BUILTIN_VARS: &[&str] = &["base_url"];
-
 /// Where a strategy file's text is, for diagnostics at a span of it.
 #[derive(Clone, Copy)]
 struct Src<'a> {
@@ -177,7 +143,7 @@ impl OperationFile {
         text: &str,
     ) -> std::result::Result<Operation, Diagnostic> {
         let src = Src { path, text };
-        let params = compile_params(&self.params, name, src)?;
+        let params = compile_params(&self.params, name, src.path, src.text)?;
         let item_id_from_url = match &self.item_id_from_url {
             Some(r) => Some(compile_item_id(r, name, src)?),
             None => None,
@@ -233,48 +199,6 @@ impl OperationFile {
             expect,
         })
     }
-}
-
-fn compile_params(
-    files: &BTreeMap<String, Spanned<ParamFile>>,
-    name: &str,
-    src: Src<'_>,
-) -> std::result::Result<Vec<Param>, Diagnostic> {
-    let mut params = Vec::new();
-    for (pname, p) in files {
-        let span = p.span();
-        let p = p.get_ref();
-        if BUILTIN_VARS.contains(&pname.as_str()) {
-            let why = format!("operations.{name}.params.{pname}: `{pname}` is reserved");
-            return Err(src.at(span, format!("{why} (the strategy's own base_url)")));
-        }
-        if p.kind == ParamKind::Enum && p.values.is_empty() {
-            return Err(src.at(
-                span,
-                format!("operations.{name}.params.{pname}: an enum needs `values`"),
-            ));
-        }
-        let default = match &p.default {
-            Some(v) => Some(coerce(p, pname, &toml_to_json(v)).map_err(|e| {
-                src.at(
-                    span.clone(),
-                    format!("operations.{name}.params.{pname}: default {e}"),
-                )
-            })?),
-            None => None,
-        };
-        params.push(Param {
-            name: pname.clone(),
-            kind: p.kind,
-            required: p.required,
-            default,
-            description: p.description.clone(),
-            values: p.values.clone(),
-            minimum: p.minimum,
-            maximum: p.maximum,
-        });
-    }
-    Ok(params)
 }
 
 /// `item_id_from_url`: a regex with exactly one capture group.
@@ -437,27 +361,6 @@ impl TierFile {
     }
 }
 
-/// TOML value to JSON.
-pub fn toml_to_json(v: &toml::Value) -> Value {
-    match v {
-        toml::Value::String(s) => Value::String(s.clone()),
-        toml::Value::Integer(i) => json!(i),
-        toml::Value::Float(f) => json!(f),
-        toml::Value::Boolean(b) => Value::Bool(*b),
-        toml::Value::Datetime(d) => Value::String(d.to_string()),
-        toml::Value::Array(a) => Value::Array(a.iter().map(toml_to_json).collect()),
-        toml::Value::Table(t) => Value::Object(
-            t.iter()
-                .map(|(k, v)| (k.clone(), toml_to_json(v)))
-                .collect(),
-        ),
-    }
-}
-
-fn coerce(p: &ParamFile, _name: &str, v: &Value) -> std::result::Result<Value, String> {
-    super::coerce::coerce_kind(p.kind, &p.values, p.minimum, p.maximum, v)
-}
-
 impl Operation {
     /// Parse one operation from TOML (the body of an `[operations.NAME]` table);
     /// for compiled strategies that declare their requests the declarative way.
@@ -531,6 +434,15 @@ impl Operation {
                             )
                             .retryable(false)
                         })?;
+                    if let (Some(parts), Some(s)) = (&p.parts, v.as_str())
+                        && let Some(why) = parts.problem(s)
+                    {
+                        return Err(Error::new(
+                            crate::ErrorKind::InvalidArgument,
+                            format!("parameter `{}` {why}", p.name),
+                        )
+                        .retryable(false));
+                    }
                     out.insert(p.name.clone(), v);
                 }
                 None => match (&p.default, p.required) {

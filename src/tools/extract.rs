@@ -67,11 +67,11 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         slot,
         sticky,
     } = parse("extract", args)?;
+    let market = params.get("marketplace").and_then(Value::as_str);
     let strategy = pool
         .registry()
-        .get(&name)
-        .cloned()
-        .ok_or_else(|| invalid(format!("unknown strategy `{name}`")))?;
+        .pick(&name, market, None)
+        .map_err(invalid)?;
     let op = strategy.operations().get(&op_name).ok_or_else(|| {
         invalid(format!(
             "strategy `{name}` has no operation `{op_name}` (it has: {})",
@@ -91,7 +91,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     };
     let r = tiers::run(pool, &strategy, op, &bound, &opts).await?;
     let mut out = json!({
-        "strategy": name,
+        "strategy": strategy.family(),
         "operation": op_name,
         "has_more": r.extracted.has_more,
         "slot": r.slot,
@@ -100,6 +100,9 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         "requests": r.requests,
         "attempts": r.attempts,
     });
+    if let Some(m) = strategy.marketplace() {
+        out["marketplace"] = json!(m);
+    }
     if let Some(f) = &r.fallback {
         out["fallback"] = json!(f);
     }

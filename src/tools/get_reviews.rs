@@ -143,7 +143,8 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
             "argument `pages` must be between 1 and {MAX_PAGES}"
         )));
     }
-    let strategy = resolve(pool, strategy_name.as_deref(), &item)?;
+    let market = args.get("marketplace").and_then(Value::as_str);
+    let strategy = resolve(pool, strategy_name.as_deref(), &item, market)?;
     let op = strategy.operations().get("reviews").ok_or_else(|| {
         invalid(format!(
             "strategy `{}` has no `reviews` operation",
@@ -201,9 +202,51 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
             break;
         }
     }
+    let done = Done {
+        strategy: strategy.as_ref(),
+        item_id,
+        reviews,
+        has_more,
+        masked,
+        fallback,
+        warnings,
+        slots_used,
+    };
+    let mut out = done.into_map();
+    out.insert("pages".into(), Value::Array(provenance));
+    Ok(Value::Object(out))
+}
+
+/// What the pages gave, for the result.
+struct Done<'a> {
+    strategy: &'a dyn Strategy,
+    item_id: String,
+    reviews: Vec<Value>,
+    has_more: bool,
+    masked: Vec<String>,
+    fallback: Option<tiers::Fallback>,
+    warnings: Vec<String>,
+    slots_used: Vec<usize>,
+}
+
+impl Done<'_> {
+    fn into_map(self) -> Map<String, Value> {
+        let Done {
+            strategy,
+            item_id,
+            reviews,
+            has_more,
+            mut masked,
+            fallback,
+            warnings,
+            slots_used,
+        } = self;
     // Moved into place: `json!` would copy every review through serde.
-    let mut out = serde_json::Map::new();
-    out.insert("strategy".into(), json!(strategy.name()));
+    let mut out = Map::new();
+    out.insert("strategy".into(), json!(strategy.family()));
+    if let Some(m) = strategy.marketplace() {
+        out.insert("marketplace".into(), json!(m));
+    }
     out.insert("item".into(), Value::String(item_id));
     out.insert("count".into(), json!(reviews.len()));
     out.insert("reviews".into(), Value::Array(reviews));
@@ -222,8 +265,8 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     if let [one] = slots_used[..] {
         out.insert("slot".into(), json!(one));
     }
-    out.insert("pages".into(), Value::Array(provenance));
-    Ok(Value::Object(out))
+        out
+    }
 }
 
 /// The item id: `item` itself, or found in an item URL.
@@ -238,21 +281,33 @@ fn item_id(op: &crate::strategy::operation::Operation, item: &str, strategy: &st
     })
 }
 
-fn resolve(pool: &Pool, name: Option<&str>, item: &str) -> Result<Arc<dyn Strategy>> {
+/// The strategy (and marketplace) a call means: `name` on the `marketplace`
+/// given or the one an item URL is on; without `name`, the URL's host.
+fn resolve(
+    pool: &Pool,
+    name: Option<&str>,
+    item: &str,
+    marketplace: Option<&str>,
+) -> Result<Arc<dyn Strategy>> {
+    let url = item.contains("://").then_some(item);
     if let Some(n) = name {
-        return pool
-            .registry()
-            .get(n)
-            .cloned()
-            .ok_or_else(|| invalid(format!("unknown strategy `{n}`")));
+        return pool.registry().pick(n, marketplace, url).map_err(invalid);
     }
     let url = url::Url::parse(item)
         .map_err(|_| invalid("give `strategy`, or an item URL whose host picks one"))?;
     let host = url.host_str().unwrap_or_default();
-    pool.registry()
+    let found = pool
+        .registry()
         .for_host(host)
         .cloned()
-        .ok_or_else(|| Error::refused(format!("no strategy covers host `{host}`")).retryable(false))
+        .ok_or_else(|| Error::refused(format!("no strategy covers host `{host}`")).retryable(false))?;
+    match marketplace {
+        Some(_) => pool
+            .registry()
+            .pick(found.family(), marketplace, Some(item))
+            .map_err(invalid),
+        None => Ok(found),
+    }
 }
 
 

@@ -71,6 +71,8 @@ struct Args {
     max_pages: usize,
     /// Use only this slot (identity).
     slot: Option<usize>,
+    /// The strategy's marketplace (e.g. amazon.de; default: its first).
+    marketplace: Option<String>,
 }
 
 fn default_strategy() -> String {
@@ -153,9 +155,8 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     }
     let strategy = pool
         .registry()
-        .get(&a.strategy)
-        .cloned()
-        .ok_or_else(|| invalid(format!("unknown strategy `{}`", a.strategy)))?;
+        .pick(&a.strategy, a.marketplace.as_deref(), None)
+        .map_err(invalid)?;
     let op = strategy.operations().get(&a.operation).ok_or_else(|| {
         invalid(format!("strategy `{}` has no operation `{}`", a.strategy, a.operation))
     })?;

@@ -20,6 +20,7 @@ pub const SPEC: Spec = Spec {
             json!({"strategies": {"type": "array", "items": {"type": "object", "properties": {
                 "name": {"type": "string"}, "hosts": {"type": "array", "items": {"type": "string"}},
                 "operations": {"type": "object"},
+                "marketplaces": {"type": "array", "items": {"type": "object"}, "description": "The storefronts one strategy serves (amazon.com, amazon.de, ...), each with its own hosts, base URL, cookies and site state; pick one with an operation's `marketplace` parameter."},
             }}}}),
             &["strategies"],
         )
@@ -48,7 +49,20 @@ pub fn run(pool: &Pool) -> Value {
                     )
                 })
                 .collect();
-            json!({"name": s.name(), "hosts": s.hosts(), "operations": ops})
+            let mut out = json!({"name": s.name(), "hosts": s.hosts(), "operations": ops});
+            if !s.marketplaces().is_empty() {
+                // Each marketplace: its hosts and base URL (`marketplace` in
+                // the operations' parameters picks one).
+                let markets: Vec<Value> = std::iter::once(s)
+                    .chain(s.variants().iter())
+                    .map(|m| {
+                        json!({"name": m.marketplace(), "strategy": m.name(), "hosts": m.hosts(),
+                               "base_url": m.base_url(), "locale": m.locale().tag})
+                    })
+                    .collect();
+                out["marketplaces"] = Value::Array(markets);
+            }
+            out
         })
         .collect();
     json!({ "strategies": strategies })

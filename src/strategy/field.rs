@@ -1,0 +1,388 @@
+//! One field of an extraction: where it is (a CSS selector or a priority
+//! list of them, inside a `within` container, or a JSON pointer), what of it
+//! is read (the visible text, an attribute) and how that becomes a value (a
+//! list of patterns, a `map` of words, a number or a date in the page's
+//! locale, an absolute URL). An empty value is `null`, never `""`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use scraper::{ElementRef, Selector};
+use serde::Deserialize;
+use serde_json::Value;
+use toml::Spanned;
+
+use super::locale::Locale;
+use super::pointer::JsonPointer;
+use super::text::Visibility;
+use crate::diag::Diagnostic;
+
+/// Where the rules are written, to compile their locators with diagnostics.
+pub(super) struct Locate<'a> {
+    pub(super) path: &'a Path,
+    pub(super) text: &'a str,
+    pub(super) label: &'a str,
+}
+
+impl Locate<'_> {
+    pub(super) fn at(&self, span: std::ops::Range<usize>, msg: String) -> Diagnostic {
+        Diagnostic::at(self.path, self.text, Some(span), msg)
+    }
+
+    fn css_str(
+        &self,
+        css: &str,
+        span: std::ops::Range<usize>,
+        what: &str,
+    ) -> Result<Selector, Diagnostic> {
+        crate::dom::selector::parse(css).map_err(|why| {
+            self.at(
+                span,
+                format!(
+                    "{}.{what} `{}` {why}",
+                    self.label,
+                    crate::dom::selector::shown(css),
+                ),
+            )
+        })
+    }
+
+    pub(super) fn css(&self, s: &Spanned<String>, what: &str) -> Result<Selector, Diagnostic> {
+        self.css_str(s.get_ref(), s.span(), what)
+    }
+
+    /// A selector, or a priority list of them.
+    pub(super) fn css_list(
+        &self,
+        v: &Spanned<toml::Value>,
+        what: &str,
+    ) -> Result<Vec<Selector>, Diagnostic> {
+        strings(v, &format!("{}.{what}", self.label), "a CSS selector", self)?
+            .iter()
+            .map(|s| self.css_str(s, v.span(), what))
+            .collect()
+    }
+
+    pub(super) fn ptr(&self, s: &Spanned<String>, what: &str) -> Result<JsonPointer, Diagnostic> {
+        if JsonPointer::ok(s.get_ref()) {
+            Ok(JsonPointer::new(s.get_ref()))
+        } else {
+            Err(self.at(
+                s.span(),
+                format!(
+                    "{}.{what} `{}` is not a JSON pointer (use \"\" or \"/a/0/b\")",
+                    self.label,
+                    s.get_ref()
+                ),
+            ))
+        }
+    }
+}
+
+/// A string or a non-empty list of strings.
+fn strings(
+    v: &Spanned<toml::Value>,
+    label: &str,
+    kind: &str,
+    l: &Locate<'_>,
+) -> Result<Vec<String>, Diagnostic> {
+    let bad = || {
+        l.at(
+            v.span(),
+            format!("{label} must be {kind} or a list of them"),
+        )
+    };
+    match v.get_ref() {
+        toml::Value::String(s) => Ok(vec![s.clone()]),
+        toml::Value::Array(a) if !a.is_empty() => a
+            .iter()
+            .map(|x| x.as_str().map(str::to_string).ok_or_else(bad))
+            .collect(),
+        _ => Err(bad()),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FieldFile {
+    /// A CSS selector (a comma inside it keeps document order), or a
+    /// priority list: the first selector that yields a value wins.
+    #[serde(default)]
+    css: Option<Spanned<toml::Value>>,
+    /// A container (or priority list of them) inside the item; `css` is
+    /// looked for in the first one found.
+    #[serde(default)]
+    within: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    pointer: Option<Spanned<String>>,
+    #[serde(default)]
+    attr: Option<String>,
+    /// A regex, or a list: the first that matches; its first capture group
+    /// that took part (else the whole match) is the value.
+    #[serde(default)]
+    regex: Option<Spanned<toml::Value>>,
+    /// Words read as values after the regex ("One" → 1).
+    #[serde(default)]
+    map: BTreeMap<String, toml::Value>,
+    /// The value when nothing yields one (e.g. `false`).
+    #[serde(default)]
+    default: Option<toml::Value>,
+    #[serde(default)]
+    number: bool,
+    /// A date in the page's languages, as `YYYY-MM-DD`.
+    #[serde(default)]
+    date: bool,
+    /// A link resolved against the page's URL.
+    #[serde(default)]
+    url: bool,
+    #[serde(default)]
+    exists: bool,
+    /// Keep script, style and hidden text.
+    #[serde(default)]
+    all_text: bool,
+    /// Personal data (a reviewer's name, a profile link): masked for callers
+    /// below `security.pii_role`.
+    #[serde(default)]
+    pii: bool,
+}
+
+/// A compiled field.
+#[derive(Debug, Clone)]
+pub(super) struct Field {
+    pub(super) name: String,
+    /// Empty: the item (or its `within` container) itself.
+    css: Vec<Selector>,
+    within: Vec<Selector>,
+    /// JSON tiers (`None`: the item value itself).
+    pub(super) pointer: Option<JsonPointer>,
+    attr: Option<String>,
+    regex: Vec<regex::Regex>,
+    map: Vec<(String, Value)>,
+    default: Option<Value>,
+    number: bool,
+    date: bool,
+    url: bool,
+    pub(super) exists: bool,
+    all_text: bool,
+    pub(super) pii: bool,
+    /// JSON tiers: no other field reads this value, so it can be moved out
+    /// of the parsed response instead of copied.
+    pub(super) sole_reader: bool,
+}
+
+/// What reading a value needs besides the field.
+#[derive(Clone, Copy)]
+pub(super) struct Ctx<'a> {
+    pub(super) skip: Option<&'a Selector>,
+    pub(super) locale: &'a Locale,
+    pub(super) page_url: &'a url::Url,
+}
+
+impl FieldFile {
+    /// One field: `css` for html tiers, `pointer` for json ones, never both.
+    pub(super) fn compile(
+        &self,
+        name: &str,
+        html: bool,
+        l: &Locate<'_>,
+    ) -> Result<Field, Diagnostic> {
+        let label = format!("{}.fields.{name}", l.label);
+        if let (Some(_), Some(p)) = (&self.css, &self.pointer) {
+            return Err(l.at(
+                p.span(),
+                format!("{label}: give `css` or `pointer`, not both"),
+            ));
+        }
+        if let (false, Some(c)) = (html, &self.css) {
+            return Err(l.at(
+                c.span(),
+                format!("{label}: a json tier reads fields by `pointer`, not `css`"),
+            ));
+        }
+        if let (false, Some(c)) = (html, &self.within) {
+            return Err(l.at(c.span(), format!("{label}: `within` is for html tiers")));
+        }
+        if let (true, Some(p)) = (html, &self.pointer) {
+            return Err(l.at(
+                p.span(),
+                format!("{label}: an html tier reads fields by `css`, not `pointer`"),
+            ));
+        }
+        let what = format!("fields.{name}");
+        let css = match &self.css {
+            Some(c) => l.css_list(c, &what)?,
+            None => Vec::new(),
+        };
+        let within = match &self.within {
+            Some(c) => l.css_list(c, &format!("{what}.within"))?,
+            None => Vec::new(),
+        };
+        let pointer = self.pointer.as_ref().map(|p| l.ptr(p, &what)).transpose()?;
+        let regex = match &self.regex {
+            Some(r) => strings(r, &format!("{label}.regex"), "a regex", l)?
+                .iter()
+                .map(|x| {
+                    regex::Regex::new(x).map_err(|e| {
+                        l.at(
+                            r.span(),
+                            format!("{label}.regex `{x}` is not a valid regex ({e})"),
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+            None => Vec::new(),
+        };
+        let kinds = [self.number, self.date, self.url, self.exists]
+            .iter()
+            .filter(|b| **b)
+            .count();
+        if kinds > 1 {
+            let pos = l.text.find(&format!("{name} =")).unwrap_or(0);
+            return Err(l.at(
+                pos..pos,
+                format!("{label}: give one of number, date, url, exists"),
+            ));
+        }
+        let map = self
+            .map
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.to_lowercase(),
+                    serde_json::to_value(v).unwrap_or(Value::Null),
+                )
+            })
+            .collect();
+        Ok(Field {
+            name: name.to_string(),
+            css,
+            within,
+            pointer,
+            attr: self.attr.clone(),
+            regex,
+            map,
+            default: self
+                .default
+                .as_ref()
+                .map(|v| serde_json::to_value(v).unwrap_or(Value::Null)),
+            number: self.number,
+            date: self.date,
+            url: self.url,
+            exists: self.exists,
+            all_text: self.all_text,
+            pii: self.pii,
+            sole_reader: false,
+        })
+    }
+}
+
+impl Field {
+    pub(super) fn reads_raw(&self) -> bool {
+        !self.regex.is_empty() || !self.map.is_empty() || self.number || self.date || self.url
+    }
+
+    /// This field of one HTML item (its `default` when it yields nothing).
+    pub(super) fn html(&self, item: ElementRef<'_>, cx: &Ctx<'_>) -> Value {
+        match self.html_value(item, cx) {
+            Value::Null => self.default.clone().unwrap_or(Value::Null),
+            v => v,
+        }
+    }
+
+    fn html_value(&self, item: ElementRef<'_>, cx: &Ctx<'_>) -> Value {
+        let vis = Visibility {
+            skip: cx.skip,
+            all: self.all_text,
+        };
+        let scope = if self.within.is_empty() {
+            Some(item)
+        } else {
+            self.within
+                .iter()
+                .find_map(|s| item.select(s).find(|e| !vis.hidden_within(*e, item)))
+        };
+        let Some(scope) = scope else {
+            return if self.exists {
+                Value::Bool(false)
+            } else {
+                Value::Null
+            };
+        };
+        if self.css.is_empty() {
+            return if self.exists {
+                Value::Bool(true)
+            } else {
+                self.finish(self.raw(scope, &vis), cx)
+            };
+        }
+        for sel in &self.css {
+            let mut found = scope.select(sel).filter(|e| !vis.hidden_within(*e, item));
+            if self.exists {
+                if found.next().is_some() {
+                    return Value::Bool(true);
+                }
+                continue;
+            }
+            if let Some(v) = found
+                .map(|e| self.finish(self.raw(e, &vis), cx))
+                .find(|v| !v.is_null())
+            {
+                return v;
+            }
+        }
+        if self.exists {
+            Value::Bool(false)
+        } else {
+            Value::Null
+        }
+    }
+
+    fn raw(&self, e: ElementRef<'_>, vis: &Visibility<'_>) -> Option<String> {
+        match &self.attr {
+            Some(a) => e.value().attr(a).map(str::to_string),
+            None => Some(vis.text(e)),
+        }
+    }
+
+    /// The value of a raw string: patterns, words, number, date or URL.
+    pub(super) fn finish(&self, raw: Option<String>, cx: &Ctx<'_>) -> Value {
+        let Some(raw) = raw else { return Value::Null };
+        let mut s = raw.trim().to_string();
+        if !self.regex.is_empty() {
+            let Some(c) = self.regex.iter().find_map(|re| re.captures(&s)) else {
+                return Value::Null;
+            };
+            let m = (1..c.len()).find_map(|i| c.get(i)).or_else(|| c.get(0));
+            s = m.map(|m| m.as_str().trim().to_string()).unwrap_or_default();
+        }
+        if s.is_empty() {
+            return Value::Null;
+        }
+        let lower = s.to_lowercase();
+        if let Some((_, v)) = self.map.iter().find(|(k, _)| *k == lower) {
+            return v.clone();
+        }
+        if self.number {
+            return cx.locale.number(&s).map_or(Value::Null, |f| {
+                // "4.0 out of 5" is the integer 4; "4.5" stays a float.
+                if f.fract() == 0.0 && f.abs() < 9.0e15 {
+                    Value::from(f as i64)
+                } else {
+                    Value::from(f)
+                }
+            });
+        }
+        if self.date {
+            return cx.locale.date(&s).map_or(Value::Null, Value::String);
+        }
+        if self.url {
+            return cx
+                .page_url
+                .join(&s)
+                .ok()
+                .filter(|u| matches!(u.scheme(), "http" | "https"))
+                .map_or(Value::Null, |u| Value::String(u.to_string()));
+        }
+        Value::String(s)
+    }
+}

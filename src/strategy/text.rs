@@ -1,0 +1,204 @@
+//! The text a person sees in an element: no `<script>`, `<style>`,
+//! `<template>` or `<noscript>`, nothing `hidden` or `display:none`, and
+//! nothing the strategy says the site hides (`skip`, e.g. Amazon's
+//! `.aok-hidden` translation spans). Whitespace is collapsed.
+
+use scraper::{ElementRef, Node, Selector};
+
+/// What text extraction leaves out.
+#[derive(Debug, Clone, Copy)]
+pub struct Visibility<'a> {
+    /// The extraction's `skip` selector.
+    pub skip: Option<&'a Selector>,
+    /// `all_text = true`: keep everything (the old behaviour).
+    pub all: bool,
+}
+
+impl Visibility<'_> {
+    /// Whether this element (not its ancestors) is left out.
+    pub fn hides(&self, e: ElementRef<'_>) -> bool {
+        if self.all {
+            return false;
+        }
+        let v = e.value();
+        matches!(v.name(), "script" | "style" | "template" | "noscript")
+            || v.attr("hidden").is_some()
+            || v.attr("style").is_some_and(display_none)
+            || self.skip.is_some_and(|s| s.matches(&e))
+    }
+
+    /// Whether `e` or an ancestor of it below `root` is left out.
+    pub fn hidden_within(&self, e: ElementRef<'_>, root: ElementRef<'_>) -> bool {
+        if self.all {
+            return false;
+        }
+        let mut node = Some(e);
+        while let Some(n) = node {
+            if self.hides(n) {
+                return true;
+            }
+            if n.id() == root.id() {
+                return false;
+            }
+            node = n.parent().and_then(ElementRef::wrap);
+        }
+        false
+    }
+
+    /// The visible text of `e` as a browser's `innerText` runs it
+    /// together: inline elements join as written (`<b>4</b>.<i>5</i>` is
+    /// "4.5"), block elements and `<br>` break words; whitespace collapsed.
+    pub fn text(&self, e: ElementRef<'_>) -> String {
+        let mut raw = String::new();
+        // Depth-first without recursion; children pushed in reverse, with a
+        // break after each block element.
+        enum Step<'a> {
+            Node(ego_tree::NodeRef<'a, Node>),
+            Break,
+        }
+        let mut stack = vec![Step::Node(*e)];
+        while let Some(step) = stack.pop() {
+            let node = match step {
+                Step::Break => {
+                    raw.push(' ');
+                    continue;
+                }
+                Step::Node(n) => n,
+            };
+            match node.value() {
+                Node::Text(t) => raw.push_str(t),
+                Node::Element(el) => {
+                    if let Some(er) = ElementRef::wrap(node)
+                        && er.id() != e.id()
+                        && self.hides(er)
+                    {
+                        continue;
+                    }
+                    let block = is_block(el.name());
+                    if block {
+                        raw.push(' ');
+                        stack.push(Step::Break);
+                    }
+                    let children: Vec<_> = node.children().collect();
+                    stack.extend(children.into_iter().rev().map(Step::Node));
+                }
+                _ => {}
+            }
+        }
+        let mut out = String::with_capacity(raw.len());
+        for word in raw.split_whitespace() {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(word);
+        }
+        out
+    }
+}
+
+/// Elements `innerText` puts on a line of their own (or that break one).
+fn is_block(name: &str) -> bool {
+    matches!(
+        name,
+        "address"
+            | "article"
+            | "aside"
+            | "blockquote"
+            | "br"
+            | "dd"
+            | "details"
+            | "dialog"
+            | "div"
+            | "dl"
+            | "dt"
+            | "fieldset"
+            | "figcaption"
+            | "figure"
+            | "footer"
+            | "form"
+            | "h1"
+            | "h2"
+            | "h3"
+            | "h4"
+            | "h5"
+            | "h6"
+            | "header"
+            | "hr"
+            | "li"
+            | "main"
+            | "nav"
+            | "ol"
+            | "p"
+            | "pre"
+            | "section"
+            | "summary"
+            | "table"
+            | "tbody"
+            | "td"
+            | "tfoot"
+            | "th"
+            | "thead"
+            | "tr"
+            | "ul"
+            | "option"
+            | "caption"
+            | "img"
+            | "input"
+            | "button"
+            | "select"
+            | "textarea"
+    )
+}
+
+/// `display: none` in an inline style.
+fn display_none(style: &str) -> bool {
+    let compact: String = style
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect::<String>()
+        .to_ascii_lowercase();
+    compact.contains("display:none")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scraper::Html;
+
+    #[test]
+    fn scripts_and_hidden_parts_are_not_text() {
+        let doc = Html::parse_fragment(
+            "<div id=r><span>Good <b>kettle</b></span><script>var x = 1;</script>\
+             <style>.a{}</style><span class='aok-hidden'>Guter Kessel</span>\
+             <span hidden>h</span><span style='display : none'>n</span><noscript>ns</noscript>\
+             <template>t</template> fast.</div>",
+        );
+        let root = doc.select(&Selector::parse("#r").unwrap()).next().unwrap();
+        let skip = Selector::parse(".aok-hidden").unwrap();
+        let v = Visibility {
+            skip: Some(&skip),
+            all: false,
+        };
+        assert_eq!(v.text(root), "Good kettle fast.");
+        let price = Html::parse_fragment(
+            "<section><span class=p><span>AED</span><span>55<span>.</span></span><span>00</span></span>\
+             <span>x</span><div>a</div><div>b</div>c<br>d</section>",
+        );
+        let p = price
+            .select(&Selector::parse("section").unwrap())
+            .next()
+            .unwrap();
+        assert_eq!(v.text(p), "AED55.00x a b c d");
+        let all = Visibility {
+            skip: None,
+            all: true,
+        };
+        assert!(all.text(root).contains("var x = 1;"));
+        let hidden = doc
+            .select(&Selector::parse(".aok-hidden").unwrap())
+            .next()
+            .unwrap();
+        assert!(v.hidden_within(hidden, root));
+        assert!(!all.hidden_within(hidden, root));
+    }
+}

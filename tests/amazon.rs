@@ -265,3 +265,63 @@ fn fixtures_are_reproductions_not_saved_pages() {
         assert!(size < 160_000, "{} is {size} bytes", path.display());
     }
 }
+
+/// A layout change on the live site shows as drifting fields and broken
+/// `expect` rules, not as silent nulls: twenty pages of the 2026 search
+/// layout, then pages where the URL selector misses (the pre-2026 `h2 a`).
+#[test]
+fn a_layout_change_shows_as_drift_and_broken_expect_rules() {
+    let good = parse(&source());
+    let stale = parse(&changed(
+        &source(),
+        "url = { css = [\"[data-cy=title-recipe] a:has(h2)\", \"h2 a\", \"a:has(h2)\", \"[data-cy=title-recipe] a.a-link-normal\"]",
+        "url = { css = [\"h2 a\"]",
+    ));
+    let page = one("search-in-2026-page1");
+    let items = |s: &TomlStrategy| {
+        let j = fixture::judge(
+            fixture::marketplace_of(s, &page.fixture.final_url),
+            &s.operations()["search"],
+            2,
+            200,
+            &page.fixture.final_url,
+            Some("text/html"),
+            &page.body,
+        )
+        .expect("judged");
+        j.extracted.expect("extracted")
+    };
+    let (fresh, moved) = (items(&good), items(&stale));
+    let expect = good.operations()["search"]
+        .expect
+        .as_ref()
+        .expect("search has expect rules");
+    assert!(expect.check("ok", Some(&fresh)).is_empty());
+    let broken = expect.check("ok", Some(&moved));
+    assert!(
+        broken
+            .iter()
+            .any(|b| b.contains("`url`") && b.contains("required")),
+        "{broken:?}"
+    );
+    let drift = idpool::pool::Drift::default();
+    for _ in 0..20 {
+        drift.page("amazon@amazon.in", "search", Some(&fresh.items));
+    }
+    let mut warnings = Vec::new();
+    for _ in 0..10 {
+        warnings = drift
+            .page("amazon@amazon.in", "search", Some(&moved.items))
+            .1;
+    }
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("field `url` of amazon@amazon.in/search is drifting")),
+        "{warnings:?}"
+    );
+    assert!(
+        !warnings.iter().any(|w| w.contains("field `title`")),
+        "{warnings:?}"
+    );
+}

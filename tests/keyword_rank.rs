@@ -1,9 +1,11 @@
-//! `keyword_rank` reads the amazon strategy's `search` pages until it finds
-//! the items: here the fixture search pages (strategies/fixtures/amazon/,
-//! written from Amazon's public page structure), served on loopback to a copy
-//! of the strategy aimed there. The target sits on page 2.
+//! The amazon strategy's fixture pages served on loopback to a copy of the
+//! strategy aimed there: `keyword_rank` reads the `search` pages until it
+//! finds the items (the target sits on page 2); `bsr_categories` and
+//! `seller_products` answer through MCP, the REST face and `idpool call`.
 
 mod common;
+
+use common::daemon::{Daemon, Mcp, add_key, idpool};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,12 +33,17 @@ async fn fixture_server(hits: Arc<AtomicUsize>) -> u16 {
                     .rsplit("page=")
                     .next()
                     .and_then(|p| p.parse::<u32>().ok());
-                let body = match page {
-                    Some(p) if path.starts_with("/s?") => {
-                        std::fs::read(dir.join(format!("search-page{p}.html"))).ok()
+                let file = match page {
+                    _ if path.starts_with("/s?me=") => {
+                        Some("seller-products-in-2026-over.html".into())
                     }
+                    _ if path.starts_with("/gp/bestsellers/") => {
+                        Some("bsr-categories-es-2026-node.html".into())
+                    }
+                    Some(p) if path.starts_with("/s?") => Some(format!("search-page{p}.html")),
                     _ => None,
                 };
+                let body = file.and_then(|f: String| std::fs::read(dir.join(f)).ok());
                 hits.fetch_add(1, Ordering::SeqCst);
                 let (status, body) = match body {
                     Some(b) => ("200 OK", b),
@@ -54,13 +61,11 @@ async fn fixture_server(hits: Arc<AtomicUsize>) -> u16 {
     port
 }
 
-#[tokio::test]
-async fn keyword_rank_finds_a_target_on_page_two_of_the_search_results() {
+/// An env whose only strategy is amazon aimed at the fixture server on `port`.
+async fn local_amazon(port: u16) -> common::Env {
     let env = common::Env::new(1).await;
     let _ = std::fs::remove_file(env.path("strategies/testbed.toml"));
     let _ = std::fs::remove_file(env.path("strategies/alt.toml"));
-    let hits = Arc::new(AtomicUsize::new(0));
-    let port = fixture_server(hits.clone()).await;
     let amazon = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("strategies/amazon.toml"),
     )
@@ -86,6 +91,14 @@ async fn keyword_rank_finds_a_target_on_page_two_of_the_search_results() {
         .collect::<Vec<_>>()
         .join("\n");
     env.write("strategies/amazon.toml", &local);
+    env
+}
+
+#[tokio::test]
+async fn keyword_rank_finds_a_target_on_page_two_of_the_search_results() {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let port = fixture_server(hits.clone()).await;
+    let env = local_amazon(port).await;
     let pool = env.pool();
     let r = idpool::tools::keyword_rank::run(
         &pool,
@@ -124,4 +137,67 @@ async fn keyword_rank_finds_a_target_on_page_two_of_the_search_results() {
     .expect_err("no items");
     assert!(e.to_string().contains("`items` must hold 1 to 20"), "{e}");
     common::shutdown_and_check(&pool).await;
+}
+
+/// The new operations through every face: MCP, `POST /api/v1/tools/extract`
+/// and `idpool call`.
+#[tokio::test]
+async fn bsr_categories_and_seller_products_answer_through_mcp_rest_and_the_cli() {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let port = fixture_server(hits.clone()).await;
+    let env = local_amazon(port).await;
+    let key = add_key(&env, "cli", "operator").await;
+    let d = Daemon::start(&env, 1, "keys_file = \"keys.toml\"").await;
+    let tree =
+        json!({"strategy": "amazon", "operation": "bsr_categories", "params": {"category": "hpc"}});
+    let store = json!({"strategy": "amazon", "operation": "seller_products", "params": {"seller": "AFIXSELLER01"}});
+
+    let mut mcp = Mcp::new(&d, Some(&key));
+    assert!(mcp.initialize().await.status.is_success());
+    let r = mcp.tool(2, "extract", tree.clone()).await;
+    let items = &r["result"]["structuredContent"]["items"];
+    assert_eq!(items.as_array().map(Vec::len), Some(10), "{r}");
+    assert!(
+        items[0]["node"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("hpc/")),
+        "{r}"
+    );
+    assert!(
+        items[0]["node_id"]
+            .as_str()
+            .is_some_and(|n| n.chars().all(|c| c.is_ascii_digit())),
+        "{r}"
+    );
+
+    let rest = reqwest::Client::new()
+        .post(d.url("/api/v1/tools/extract"))
+        .bearer_auth(&key)
+        .json(&store)
+        .send()
+        .await
+        .expect("POST /api/v1/tools/extract");
+    assert!(rest.status().is_success(), "{}", rest.status());
+    let v: serde_json::Value = rest.json().await.expect("json");
+    assert_eq!(
+        v["items"],
+        json!([{"results": 2000, "results_over": true}]),
+        "{v}"
+    );
+
+    let out = idpool(&env)
+        .args(["call", "extract", "--args", &tree.to_string()])
+        .args(["--url", &d.url("/mcp"), "--key", &key])
+        .output()
+        .await
+        .expect("idpool call runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["items"], *items);
+    assert_eq!(v["operation"], "bsr_categories");
+    d.stop().await;
 }

@@ -42,6 +42,7 @@ pub use browse::BrowseOptions;
 pub use budget::{Budget, BudgetReport, Change};
 pub use calibration::CalibrationStatus;
 pub use circuit::{Admission, Breaker, BreakerState, Cause, Verdict};
+pub use drift::Drift;
 pub use events::{Events, SlotEvent};
 pub use fleet::Fleet;
 pub use identity::SlotIdentity;
@@ -272,12 +273,12 @@ impl Pool {
         Ok(n)
     }
 
-    /// Every strategy name, then the open-web hosts the pool has routed
-    /// to ([`web_key`]), sorted.
+    /// Every strategy name (each marketplace's too), then the open-web
+    /// hosts the pool has routed to ([`web_key`]), sorted.
     pub fn strategy_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self
             .registry()
-            .iter()
+            .all()
             .map(|s| s.name().to_string())
             .collect();
         let mut web: Vec<String> = (self.inner.router.lock().sites.keys())

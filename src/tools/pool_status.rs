@@ -83,7 +83,7 @@ pub fn run(pool: &Pool) -> Value {
     // Login states only for strategies that can tell (a `[session]` table).
     let with_accounts: Vec<String> = pool
         .registry()
-        .iter()
+        .all()
         .filter(|s| s.login().is_some())
         .map(|s| s.name().to_string())
         .collect();

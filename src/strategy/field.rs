@@ -115,8 +115,10 @@ pub(super) struct FieldFile {
     within: Option<Spanned<toml::Value>>,
     #[serde(default)]
     pointer: Option<Spanned<String>>,
+    /// An attribute instead of the text, or a list of them: the first the
+    /// element has with a value.
     #[serde(default)]
-    attr: Option<String>,
+    attr: Option<Spanned<toml::Value>>,
     /// A regex, or a list: the first that matches; its first capture group
     /// that took part (else the whole match) is the value.
     #[serde(default)]
@@ -155,7 +157,8 @@ pub(super) struct Field {
     within: Vec<Selector>,
     /// JSON tiers (`None`: the item value itself).
     pub(super) pointer: Option<JsonPointer>,
-    attr: Option<String>,
+    /// Empty: the text.
+    attr: Vec<String>,
     regex: Vec<regex::Regex>,
     map: Vec<(String, Value)>,
     default: Option<Value>,
@@ -218,6 +221,10 @@ impl FieldFile {
             None => Vec::new(),
         };
         let pointer = self.pointer.as_ref().map(|p| l.ptr(p, &what)).transpose()?;
+        let attr = match &self.attr {
+            Some(a) => strings(a, &format!("{label}.attr"), "an attribute name", l)?,
+            None => Vec::new(),
+        };
         let regex = match &self.regex {
             Some(r) => strings(r, &format!("{label}.regex"), "a regex", l)?
                 .iter()
@@ -258,7 +265,7 @@ impl FieldFile {
             css,
             within,
             pointer,
-            attr: self.attr.clone(),
+            attr,
             regex,
             map,
             default: self
@@ -338,9 +345,13 @@ impl Field {
     }
 
     fn raw(&self, e: ElementRef<'_>, vis: &Visibility<'_>) -> Option<String> {
-        match &self.attr {
-            Some(a) => e.value().attr(a).map(str::to_string),
-            None => Some(vis.text(e)),
+        match self.attr.as_slice() {
+            [] => Some(vis.text(e)),
+            names => names
+                .iter()
+                .filter_map(|a| e.value().attr(a))
+                .find(|v| !v.trim().is_empty())
+                .map(str::to_string),
         }
     }
 

@@ -16,6 +16,10 @@ pub enum ErrorKind {
     Network,
     /// A network wait passed its deadline.
     Timeout,
+    /// Every identity that may serve the call stayed busy (politeness
+    /// limits, in-flight bounds) past the queue limit: try again later, or
+    /// (in a fleet) on another daemon.
+    Busy,
     /// Local I/O (data dir, jar files).
     Io,
     /// A caller asked for something that does not exist (slot, strategy).
@@ -29,12 +33,13 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 9] = [
+    pub const ALL: [ErrorKind; 10] = [
         ErrorKind::Config,
         ErrorKind::InvalidArgument,
         ErrorKind::Refused,
         ErrorKind::Network,
         ErrorKind::Timeout,
+        ErrorKind::Busy,
         ErrorKind::Io,
         ErrorKind::NotFound,
         ErrorKind::Unavailable,
@@ -49,11 +54,40 @@ impl ErrorKind {
             ErrorKind::Refused => "refused",
             ErrorKind::Network => "network",
             ErrorKind::Timeout => "timeout",
+            ErrorKind::Busy => "busy",
             ErrorKind::Io => "io",
             ErrorKind::NotFound => "not_found",
             ErrorKind::Unavailable => "unavailable",
             ErrorKind::Internal => "internal",
         }
+    }
+
+    /// The kind named `name`; an unknown name (a newer peer's) is
+    /// `unavailable`, the kind a caller treats as "try again later".
+    pub fn named(name: &str) -> ErrorKind {
+        ErrorKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == name)
+            .unwrap_or(ErrorKind::Unavailable)
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for ErrorKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ErrorKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Ok(ErrorKind::named(&name))
     }
 }
 
@@ -77,7 +111,10 @@ impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Error {
             kind,
-            retryable: matches!(kind, ErrorKind::Network | ErrorKind::Timeout),
+            retryable: matches!(
+                kind,
+                ErrorKind::Network | ErrorKind::Timeout | ErrorKind::Busy
+            ),
             message: message.into(),
             retry_after: None,
             source: None,

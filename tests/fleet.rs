@@ -279,6 +279,25 @@ async fn three_daemons_share_one_budget_see_each_others_breakers_and_forward() {
             .all(|l| l["hop"] != json!("to a") && l["hop"] != json!("to c"))
     );
 
+    // An item URL and no `strategy`: routed by the strategy its host picks,
+    // as the tool resolves it, and forwarded the same way.
+    let item_url = env.url("/product/B0HOPURL").to_string();
+    let (code, v) = rest(&c, "get_reviews", json!({"item": item_url})).await;
+    assert_eq!(code, 200, "an item URL from c: {v}");
+    assert_eq!(v["strategy"], json!("testshop"), "{v}");
+    let reviews = v["reviews"].as_array().expect("reviews");
+    assert_eq!(
+        reviews[..],
+        common::masked_truth("B0HOPURL")[..reviews.len()],
+        "the forwarded call's reviews by URL"
+    );
+    let by_url = audit(&env, "c")
+        .into_iter()
+        .rev()
+        .find(|l| l["tool"] == json!("get_reviews"))
+        .expect("c audited the URL call");
+    assert_eq!(by_url["hop"], json!("to b"), "{by_url}");
+
     // The operator's view of the fleet, from any daemon.
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_idpool"))
         .arg("--config")

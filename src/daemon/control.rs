@@ -50,7 +50,7 @@ pub fn routes(control: Arc<Control>) -> Router {
 fn failed(f: &crate::mcp::Failure) -> Response {
     let mut body = f.to_json();
     body["error"] = json!(f.message);
-    let status = if f.retry_after.is_some() {
+    let status = if f.retry_after.is_some() || f.kind == crate::error::ErrorKind::Busy {
         StatusCode::SERVICE_UNAVAILABLE
     } else {
         StatusCode::BAD_GATEWAY

@@ -22,7 +22,7 @@ use super::control::{Control, Refusal, error, gate, refuse};
 use crate::auth::{Principal, Role};
 use crate::cluster::{FORWARDED_TOOLS, is_forwarded};
 use crate::mcp::CallContext;
-use crate::mcp::forward::{HOP_HEADER, KEY_HEADER, MAX_FORWARDED_ROLE};
+use crate::mcp::forward::{Forwarded, HOP_HEADER, KEY_HEADER, MAX_FORWARDED_ROLE};
 
 pub fn routes(control: Arc<Control>) -> Router {
     Router::new()
@@ -113,39 +113,34 @@ async fn call(
             .unwrap_or("unknown"),
         64,
     );
-    let v: Value = match serde_json::from_slice(&body) {
+    let v: Forwarded = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
             return error(
                 StatusCode::BAD_REQUEST,
-                format!("the body is not JSON: {e}"),
+                format!("the forwarded call is not readable: {e}"),
             );
         }
     };
-    let Some(claimed) = v["role"].as_str().and_then(|r| r.parse::<Role>().ok()) else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "the forwarded call names no valid role",
-        );
-    };
     // Whatever the body says: the key is a fleet's, not an admin's.
+    let claimed = v.role;
     let role = claimed.min(MAX_FORWARDED_ROLE);
-    let name = crate::diag::one_line(v["principal"].as_str().unwrap_or("unknown"), 64);
+    let name = crate::diag::one_line(&v.principal, 64);
     if role != claimed {
         tracing::info!(principal = %name, from = %from, claimed = %claimed, "a forwarded call claimed a role above operator: it runs as operator");
     }
     let ctx = CallContext {
         principal: Principal::new(name, role, "fleet"),
-        session: v["session"].as_str().map(str::to_string),
+        session: v.session,
         hop: Some(from),
     };
-    let args = match v.get("args") {
-        Some(a @ Value::Object(_)) => a.clone(),
+    let args = match v.args {
+        a @ Value::Object(_) => a,
         _ => serde_json::json!({}),
     };
     let end = c
         .core
         .call_tool(&ctx, &tool, args, None, CancellationToken::new())
         .await;
-    axum::Json(end.to_fleet_json()).into_response()
+    axum::Json(end.to_fleet()).into_response()
 }

@@ -36,12 +36,12 @@ pub enum CallEnd {
 }
 
 /// Why a call failed: the message, its kind, and when trying again can help.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Failure {
     pub message: String,
-    /// [`ErrorKind::as_str`].
-    pub kind: &'static str,
+    pub kind: ErrorKind,
     /// Seconds until trying again can help (every identity resting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<f64>,
 }
 
@@ -49,7 +49,7 @@ impl Failure {
     fn of(e: &crate::error::Error) -> Self {
         Failure {
             message: crate::diag::one_line(&e.to_string(), crate::diag::ERROR_CHARS),
-            kind: e.kind().as_str(),
+            kind: e.kind(),
             retry_after: e
                 .retry_after()
                 .map(|d| (d.as_secs_f64() * 10.0).ceil() / 10.0),
@@ -59,7 +59,7 @@ impl Failure {
     fn internal(message: String) -> Self {
         Failure {
             message,
-            kind: ErrorKind::Unavailable.as_str(),
+            kind: ErrorKind::Unavailable,
             retry_after: None,
         }
     }
@@ -408,7 +408,10 @@ impl Core {
         after_local: bool,
     ) -> Option<(String, CallEnd)> {
         let fleet = self.pool.fleet()?;
-        let (strategy, login) = tools::route_of(&self.pool, tool, args)?;
+        let tools::Route {
+            key: strategy,
+            login,
+        } = tools::route_of(&self.pool, tool, args)?;
         let resting = self.pool.all_resting(&strategy).is_some();
         let signed_out = login && self.pool.may_be_signed_in(&strategy).is_empty();
         if !(resting || signed_out || after_local) {
@@ -417,18 +420,12 @@ impl Core {
         let target = self.pool.forward_target(&strategy, login).await?;
         let who = super::forward::OnBehalf {
             principal: &ctx.principal.name,
-            role: ctx.principal.role.to_string(),
+            role: ctx.principal.role,
             session: ctx.session.as_deref(),
         };
         let end =
             match super::forward::call(fleet.cluster(), &target.advertise, who, tool, args).await {
-                Ok(v) => CallEnd::from_fleet_json(&v).unwrap_or_else(|| {
-                    CallEnd::Failed(Failure::internal(format!(
-                        "forwarding `{tool}` to {}: {}",
-                        target.node,
-                        crate::diag::one_line(&v.to_string(), 300)
-                    )))
-                }),
+                Ok(end) => end.into(),
                 Err(m) => CallEnd::Failed(Failure::internal(m)),
             };
         Some((target.node, end))
@@ -474,46 +471,49 @@ impl Core {
 
 /// A call that waited for a slot here past `http.max_queue_wait_secs`.
 fn queue_full(f: &Failure) -> bool {
-    f.kind == ErrorKind::Timeout.as_str() && f.message.starts_with("no slot became free")
+    f.kind == ErrorKind::Busy
+}
+
+/// A forwarded call's end on the wire between daemons (the answer of
+/// `POST /api/v1/fleet/call/{tool}`).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "end", rename_all = "snake_case")]
+pub enum FleetEnd {
+    Ok { result: Value },
+    Failed(Failure),
+    Invalid(Failure),
+    InvalidParams { message: String },
 }
 
 impl CallEnd {
     /// How the fleet endpoint answers a forwarded call.
-    pub fn to_fleet_json(&self) -> Value {
-        let failure = |kind: &str, f: &Failure| serde_json::json!({"end": kind, "kind": f.kind, "message": f.message, "retry_after": f.retry_after});
+    pub fn to_fleet(&self) -> FleetEnd {
+        let failed = |kind, message: String| {
+            FleetEnd::Failed(Failure {
+                message,
+                kind,
+                retry_after: None,
+            })
+        };
         match self {
-            CallEnd::Ok(v) => serde_json::json!({"end": "ok", "result": v}),
-            CallEnd::Failed(f) => failure("failed", f),
-            CallEnd::Invalid(f) => failure("invalid", f),
-            CallEnd::InvalidParams(m) => serde_json::json!({"end": "invalid_params", "message": m}),
-            CallEnd::Denied(d) => {
-                serde_json::json!({"end": "failed", "kind": "refused", "message": d.to_string()})
-            }
-            CallEnd::Cancelled => {
-                serde_json::json!({"end": "failed", "kind": "unavailable", "message": "cancelled"})
-            }
+            CallEnd::Ok(v) => FleetEnd::Ok { result: v.clone() },
+            CallEnd::Failed(f) => FleetEnd::Failed(f.clone()),
+            CallEnd::Invalid(f) => FleetEnd::Invalid(f.clone()),
+            CallEnd::InvalidParams(m) => FleetEnd::InvalidParams { message: m.clone() },
+            CallEnd::Denied(d) => failed(ErrorKind::Refused, d.to_string()),
+            CallEnd::Cancelled => failed(ErrorKind::Unavailable, "cancelled".into()),
         }
     }
+}
 
-    /// A forwarded call's end from the other daemon's answer.
-    pub fn from_fleet_json(v: &Value) -> Option<CallEnd> {
-        let kind = v["kind"].as_str().unwrap_or("unavailable");
-        let failure = || Failure {
-            message: v["message"].as_str().unwrap_or("").to_string(),
-            kind: ErrorKind::ALL
-                .into_iter()
-                .map(ErrorKind::as_str)
-                .find(|k| *k == kind)
-                .unwrap_or(ErrorKind::Unavailable.as_str()),
-            retry_after: v["retry_after"].as_f64(),
-        };
-        Some(match v["end"].as_str()? {
-            "ok" => CallEnd::Ok(v["result"].clone()),
-            "failed" => CallEnd::Failed(failure()),
-            "invalid" => CallEnd::Invalid(failure()),
-            "invalid_params" => CallEnd::InvalidParams(v["message"].as_str()?.to_string()),
-            _ => return None,
-        })
+impl From<FleetEnd> for CallEnd {
+    fn from(end: FleetEnd) -> CallEnd {
+        match end {
+            FleetEnd::Ok { result } => CallEnd::Ok(result),
+            FleetEnd::Failed(f) => CallEnd::Failed(f),
+            FleetEnd::Invalid(f) => CallEnd::Invalid(f),
+            FleetEnd::InvalidParams { message } => CallEnd::InvalidParams(message),
+        }
     }
 }
 
@@ -527,5 +527,46 @@ fn provenance(v: &Value) -> (Option<u64>, Option<u64>) {
             .map(from)
             .unwrap_or((None, None)),
         found => found,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forwarded_end_crosses_the_wire_typed() {
+        let busy = CallEnd::Failed(Failure {
+            message: "no slot became free".into(),
+            kind: ErrorKind::Busy,
+            retry_after: Some(1.5),
+        });
+        let wire = serde_json::to_value(busy.to_fleet()).expect("serialize");
+        assert_eq!(
+            wire,
+            serde_json::json!({"end": "failed", "message": "no slot became free", "kind": "busy", "retry_after": 1.5})
+        );
+        let back: FleetEnd = serde_json::from_value(wire).expect("deserialize");
+        let CallEnd::Failed(f) = CallEnd::from(back) else {
+            panic!("not a failure");
+        };
+        assert!(queue_full(&f), "judged by its kind: {f:?}");
+        // A kind this daemon does not know (a newer peer's) is `unavailable`.
+        let newer: FleetEnd = serde_json::from_value(
+            serde_json::json!({"end": "invalid", "message": "m", "kind": "from_the_future"}),
+        )
+        .expect("deserialize");
+        let CallEnd::Invalid(f) = CallEnd::from(newer) else {
+            panic!("not invalid");
+        };
+        assert_eq!(f.kind, ErrorKind::Unavailable);
+        let ok: FleetEnd =
+            serde_json::from_value(serde_json::json!({"end": "ok", "result": {"n": 1}}))
+                .expect("ok");
+        assert!(matches!(CallEnd::from(ok), CallEnd::Ok(v) if v["n"] == 1));
+        assert!(
+            serde_json::from_value::<FleetEnd>(serde_json::json!({"end": "maybe"})).is_err(),
+            "an unknown end is refused"
+        );
     }
 }

@@ -10,7 +10,8 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::auth::Role;
 use crate::cluster::{Cluster, FORWARDED_TOOLS, is_forwarded};
@@ -39,22 +40,37 @@ fn client() -> Option<&'static wreq::Client> {
 /// Who a forwarded call runs for: the caller's key name, role and session.
 pub struct OnBehalf<'a> {
     pub principal: &'a str,
-    pub role: String,
+    pub role: Role,
     pub session: Option<&'a str>,
+}
+
+/// A forwarded call on the wire: the arguments and who it runs for.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Forwarded {
+    #[serde(default = "no_args")]
+    pub args: Value,
+    pub principal: String,
+    pub role: Role,
+    #[serde(default)]
+    pub session: Option<String>,
+}
+
+fn no_args() -> Value {
+    Value::Object(serde_json::Map::new())
 }
 
 /// The most a forwarded call may do: what an operator may.
 pub const MAX_FORWARDED_ROLE: Role = Role::Operator;
 
 /// Run `tool` on the daemon at `advertise`: the answer of its fleet
-/// endpoint (see [`super::CallEnd::to_fleet_json`]), or why none came.
+/// endpoint (see [`super::CallEnd::to_fleet`]), or why none came.
 pub async fn call(
     cluster: &Cluster,
     advertise: &str,
     who: OnBehalf<'_>,
     tool: &str,
     args: &Value,
-) -> Result<Value, String> {
+) -> Result<super::FleetEnd, String> {
     if !is_forwarded(tool) {
         return Err(format!(
             "`{tool}` is not forwarded in a fleet (only {})",
@@ -69,17 +85,14 @@ pub async fn call(
     })?;
     let http = client().ok_or("cannot build the fleet's HTTP client")?;
     let url = format!("{}/api/v1/fleet/call/{tool}", to.base);
-    let role = who
-        .role
-        .parse::<Role>()
-        .map_err(|_| format!("forwarding `{tool}`: the caller's role is unknown"))?
-        .min(MAX_FORWARDED_ROLE);
-    let body = json!({
-        "args": args,
-        "principal": who.principal,
-        "role": role,
-        "session": who.session,
-    });
+    let body = Forwarded {
+        args: args.clone(),
+        principal: who.principal.to_string(),
+        role: who.role.min(MAX_FORWARDED_ROLE),
+        session: who.session.map(str::to_string),
+    };
+    let body = serde_json::to_vec(&body)
+        .map_err(|e| format!("forwarding `{tool}`: the call cannot be written: {e}"))?;
     let advertise = &to.host;
     let resp = http
         .post(&url)
@@ -87,7 +100,7 @@ pub async fn call(
         .header(KEY_HEADER, key)
         .header(HOP_HEADER, cluster.node())
         .header("content-type", "application/json")
-        .body(body.to_string())
+        .body(body)
         .send()
         .await
         .map_err(|e| format!("forwarding `{tool}` to {advertise} failed: {e}"))?;

@@ -16,5 +16,5 @@ pub mod server;
 pub mod sse;
 pub mod stdio;
 
-pub use dispatch::{CallContext, CallEnd, Core, Failure};
+pub use dispatch::{CallContext, CallEnd, Core, Failure, FleetEnd};
 pub use server::McpServer;

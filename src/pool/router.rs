@@ -345,7 +345,7 @@ impl Pool {
             };
             if now >= deadline {
                 return Err(Error::new(
-                    ErrorKind::Timeout,
+                    ErrorKind::Busy,
                     format!(
                         "no slot became free for strategy `{strategy}` within {}s (politeness limits)",
                         self.inner.max_wait.as_secs()

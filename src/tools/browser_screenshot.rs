@@ -28,6 +28,7 @@ pub const SPEC: Spec = Spec {
     },
     annotations: Annotations::READS_SITES,
     progress: false,
+    route: None,
     run: |pool, args, opts| Box::pin(run(pool, args, opts)),
 };
 

@@ -25,6 +25,7 @@ macro_rules! step_spec {
             output: $crate::tools::browsing::step_schema,
             annotations: $crate::tools::Annotations::$annotations,
             progress: false,
+            route: None,
             run: |pool, args, opts| Box::pin(run(pool, args, opts)),
         };
     };

@@ -38,6 +38,7 @@ pub const SPEC: Spec = Spec {
     output: || result_schema(result_properties(), &["id", "status", "pages"]),
     annotations: Annotations::READS_SITES,
     progress: true,
+    route: None,
     run: |pool, args, opts| Box::pin(run(pool, args, opts)),
 };
 

@@ -26,6 +26,7 @@ pub const SPEC: Spec = Spec {
     output: || result_schema(result_properties(), &["id", "status", "pages"]),
     annotations: Annotations::READS_POOL,
     progress: false,
+    route: None,
     run: |pool, args, opts| Box::pin(run(pool, args, opts)),
 };
 

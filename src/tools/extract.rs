@@ -37,6 +37,7 @@ pub const SPEC: Spec = Spec {
     },
     annotations: Annotations::READS_SITES,
     progress: true,
+    route: Some(route),
     run: |pool, args, opts| Box::pin(run(pool, args, opts.clone())),
 };
 
@@ -56,6 +57,19 @@ struct Args {
     /// while the site admits it; `false`: round-robin.
     #[serde(default = "super::spec::yes")]
     sticky: bool,
+}
+
+/// The operation's strategy on the marketplace its `params` name.
+fn route(pool: &Pool, args: &Value) -> Option<super::Route> {
+    let market = args["params"]["marketplace"].as_str();
+    let strategy = pool
+        .registry()
+        .pick(args["strategy"].as_str()?, market, None)
+        .ok()?;
+    Some(super::spec::route_to(
+        strategy.as_ref(),
+        args["operation"].as_str()?,
+    ))
 }
 
 /// Arguments: `strategy`, `operation`, `params` (object), optional `slot`.

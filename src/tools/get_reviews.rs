@@ -63,6 +63,7 @@ pub const SPEC: Spec = Spec {
     },
     annotations: Annotations::READS_SITES,
     progress: true,
+    route: Some(route),
     run: |pool, args, opts| Box::pin(run(pool, args, opts.clone())),
 };
 
@@ -279,6 +280,19 @@ fn item_id(op: &crate::strategy::operation::Operation, item: &str, strategy: &st
             "no item id found in `{item}` for strategy `{strategy}`"
         ))
     })
+}
+
+/// The strategy its `item` (an id or an item URL), `strategy` and
+/// `marketplace` pick, resolved as the run resolves them.
+fn route(pool: &Pool, args: &Value) -> Option<super::Route> {
+    let strategy = resolve(
+        pool,
+        args["strategy"].as_str(),
+        args["item"].as_str()?,
+        args["marketplace"].as_str(),
+    )
+    .ok()?;
+    Some(super::spec::route_to(strategy.as_ref(), "reviews"))
 }
 
 /// The strategy (and marketplace) a call means: `name` on the `marketplace`

@@ -46,6 +46,7 @@ pub const SPEC: Spec = Spec {
     },
     annotations: Annotations::READS_SITES,
     progress: true,
+    route: Some(route),
     run: |pool, args, opts| Box::pin(run(pool, args, opts.clone())),
 };
 
@@ -78,8 +79,9 @@ struct Args {
 fn default_strategy() -> String {
     "amazon".into()
 }
+const DEFAULT_OPERATION: &str = "search";
 fn default_operation() -> String {
-    "search".into()
+    DEFAULT_OPERATION.into()
 }
 fn default_id() -> String {
     "asin".into()
@@ -143,6 +145,19 @@ impl Ranks {
             .collect();
         (json!(self.found), missing)
     }
+}
+
+/// The search operation's strategy on the marketplace it names.
+fn route(pool: &Pool, args: &Value) -> Option<super::Route> {
+    let name = args["strategy"]
+        .as_str()
+        .map_or_else(default_strategy, str::to_string);
+    let strategy = pool
+        .registry()
+        .pick(&name, args["marketplace"].as_str(), None)
+        .ok()?;
+    let op = args["operation"].as_str().unwrap_or(DEFAULT_OPERATION);
+    Some(super::spec::route_to(strategy.as_ref(), op))
 }
 
 pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {

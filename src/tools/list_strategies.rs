@@ -27,6 +27,7 @@ pub const SPEC: Spec = Spec {
     },
     annotations: Annotations::READS_POOL,
     progress: false,
+    route: None,
     run: |pool, args, _| no_args("list_strategies", pool, args, run),
 };
 

@@ -43,6 +43,7 @@ pub const SPEC: Spec = Spec {
     },
     annotations: Annotations::READS_SITES,
     progress: true,
+    route: None,
     run: |pool, args, opts| Box::pin(run(pool, args, opts)),
 };
 

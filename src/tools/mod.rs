@@ -9,7 +9,9 @@
 mod browsing;
 mod spec;
 
-pub use spec::{Annotations, Description, NoArgs, Role, Run, Spec, input_schema, invalid, parse};
+pub use spec::{
+    Annotations, Description, NoArgs, Role, Route, RouteOf, Run, Spec, input_schema, invalid, parse,
+};
 
 use serde_json::{Value, json};
 
@@ -56,34 +58,11 @@ pub fn find(name: &str) -> Option<&'static Spec> {
     ALL.iter().copied().find(|s| s.name == name)
 }
 
-/// What a call of `tool` with `args` would lease identities for: the
-/// routing key (its `strategy`, else the strategy or open-web host of its
-/// `url`) and whether its operation needs a signed-in identity. Only for
-/// the tools that use identities for one call and hold nothing after it
-/// (`scrape`, `get_reviews`, `extract`); `None` for the others and for
-/// arguments that name none.
-pub fn route_of(pool: &crate::pool::Pool, tool: &str, args: &Value) -> Option<(String, bool)> {
-    let op = match tool {
-        "get_reviews" => "reviews",
-        "extract" => args["operation"].as_str()?,
-        "scrape" => "",
-        _ => return None,
-    };
-    let strategy = match args["strategy"].as_str() {
-        Some(s) => pool.registry().get(s)?.clone(),
-        None => {
-            let url = url::Url::parse(args["url"].as_str()?).ok()?;
-            match pool.strategy_for(&url) {
-                Some(s) => s,
-                None => return Some((crate::pool::web_key(url.host_str()?), false)),
-            }
-        }
-    };
-    let login = strategy
-        .operations()
-        .get(op)
-        .is_some_and(|o| o.requires_login);
-    Some((strategy.name().to_string(), login))
+/// What a call of `tool` with `args` would lease identities for (see
+/// [`Spec::route`]); `None` for tools that route nothing and for arguments
+/// that name nothing to route by.
+pub fn route_of(pool: &crate::pool::Pool, tool: &str, args: &Value) -> Option<Route> {
+    (find(tool)?.route?)(pool, args)
 }
 
 /// Every tier a cascade tried, as results report them.

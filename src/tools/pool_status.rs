@@ -62,6 +62,7 @@ pub const SPEC: Spec = Spec {
     },
     annotations: Annotations::READS_POOL,
     progress: false,
+    route: None,
     run: |pool, args, _| {
         Box::pin(async move {
             let a: Args = parse("pool_status", args)?;

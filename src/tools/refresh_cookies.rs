@@ -41,6 +41,7 @@ pub const SPEC: Spec = Spec {
         open_world: true,
     },
     progress: true,
+    route: None,
     run: |pool, args, opts| Box::pin(run(pool, args, opts)),
 };
 

@@ -39,6 +39,7 @@ pub const SPEC: Spec = Spec {
         open_world: false,
     },
     progress: false,
+    route: None,
     run: |pool, args, _| Box::pin(run(pool, args)),
 };
 

@@ -56,6 +56,7 @@ pub const SPEC: Spec = Spec {
     },
     annotations: Annotations::READS_SITES,
     progress: true,
+    route: Some(route),
     run: |pool, args, opts| Box::pin(run(pool, args, opts)),
 };
 
@@ -318,6 +319,21 @@ struct Read {
     pieces: serde_json::Map<String, Value>,
     data: Option<Value>,
     cut: crate::dom::Cut,
+}
+
+/// The strategy covering `url` (`strategy` may name it), else its host.
+fn route(pool: &Pool, args: &Value) -> Option<super::Route> {
+    if let Some(name) = args["strategy"].as_str() {
+        return Some(super::spec::route_to(pool.registry().get(name)?.as_ref(), ""));
+    }
+    let url = url::Url::parse(args["url"].as_str()?).ok()?;
+    Some(match pool.strategy_for(&url) {
+        Some(s) => super::spec::route_to(s.as_ref(), ""),
+        None => super::Route {
+            key: crate::pool::web_key(url.host_str()?),
+            login: false,
+        },
+    })
 }
 
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {

@@ -85,7 +85,35 @@ pub struct Spec {
     pub annotations: Annotations,
     /// Sends `notifications/progress` when given a progress token.
     pub progress: bool,
+    /// Where a call would lease identities, for the fleet to forward it
+    /// when none here is admitted; `None` for tools that hold nothing
+    /// site-bound or hold it past the call.
+    pub route: Option<RouteOf>,
     pub run: Run,
+}
+
+/// A call's routing key: the strategy (a marketplace's own name where the
+/// call picks one) or the open-web host it leases identities for, and
+/// whether its operation needs a signed-in identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub key: String,
+    pub login: bool,
+}
+
+/// How a tool finds its [`Route`] in raw arguments: the same resolution its
+/// run uses; `None` for arguments that name none (the run reports why).
+pub type RouteOf = fn(&Pool, &Value) -> Option<Route>;
+
+/// The route of `op` on `strategy`.
+pub fn route_to(strategy: &dyn crate::strategy::Strategy, op: &str) -> Route {
+    Route {
+        key: strategy.name().to_string(),
+        login: strategy
+            .operations()
+            .get(op)
+            .is_some_and(|o| o.requires_login),
+    }
 }
 
 impl std::fmt::Debug for Spec {

@@ -4,7 +4,7 @@
 # session files, the SSE stream, JSON-RPC messages) with cargo-fuzz under
 # nightly, SECONDS per target (default 60). Prints executions and coverage per
 # target; a crash stops the script and leaves its input in fuzz/artifacts/
-# (turn it into a case in tests/properties.rs).
+# (turn it into a case in tests/offline/properties.rs).
 #
 #   ./scripts/fuzz.sh            # 60 s per target
 #   ./scripts/fuzz.sh 600 h2_frames

@@ -62,9 +62,9 @@ ensure_venv() {
 MCP_PY_VERSION=2.3.0
 ensure_py_mcp() { ensure_venv .idpool/mcp-py-venv "mcp==$MCP_PY_VERSION" tests/mcp-py; }
 
-# kubernetes-validate (Kubernetes' own schemas, offline) for tests/deploy.rs.
+# kubernetes-validate (Kubernetes' own schemas, offline) for tests/offline/deploy.rs.
 KUBE_VALIDATE_VERSION=1.37.0
-ensure_py_kube() { ensure_venv .idpool/kube-venv "kubernetes-validate==$KUBE_VALIDATE_VERSION" tests/deploy.rs; }
+ensure_py_kube() { ensure_venv .idpool/kube-venv "kubernetes-validate==$KUBE_VALIDATE_VERSION" tests/offline/deploy.rs; }
 
 ensure_node_deps() {
   local sudo=""

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 ensure_packages
-# Only the tests need these: Prometheus and promtool (tests/operator.rs loads
+# Only the tests need these: Prometheus and promtool (tests/daemon/operator.rs loads
 # deploy/prometheus/alerts.yml and the Grafana dashboard's queries into it).
 ensure_debs prometheus man-db
 ensure_cargo

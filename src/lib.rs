@@ -3,7 +3,7 @@
 //! # Layout
 //!
 //! Layers, lowest first: a module imports only from its own layer and the
-//! ones above it in this list (`tests/layers.rs` checks it, and that the
+//! ones above it in this list (`tests/offline/layers.rs` checks it, and that the
 //! files of one module form no import cycle).
 //!
 //! ```text

@@ -63,14 +63,14 @@ fn no_args() -> Value {
 pub const MAX_FORWARDED_ROLE: Role = Role::Operator;
 
 /// Run `tool` on the daemon at `advertise`: the answer of its fleet
-/// endpoint (see [`super::CallEnd::to_fleet`]), or why none came.
+/// endpoint (see [`super::end::CallEnd::to_fleet`]), or why none came.
 pub async fn call(
     cluster: &Cluster,
     advertise: &str,
     who: OnBehalf<'_>,
     tool: &str,
     args: &Value,
-) -> Result<super::FleetEnd, String> {
+) -> Result<super::end::FleetEnd, String> {
     if !is_forwarded(tool) {
         return Err(format!(
             "`{tool}` is not forwarded in a fleet (only {})",

@@ -8,6 +8,7 @@ mod bounds;
 pub mod catalog;
 pub mod client;
 pub mod dispatch;
+pub mod end;
 pub mod forward;
 pub mod gate;
 pub mod http;
@@ -16,5 +17,6 @@ pub mod server;
 pub mod sse;
 pub mod stdio;
 
-pub use dispatch::{CallContext, CallEnd, Core, Failure, FleetEnd};
+pub use dispatch::{CallContext, Core};
+pub use end::{CallEnd, Failure, FleetEnd};
 pub use server::McpServer;

@@ -16,7 +16,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 
-use super::dispatch::{CallContext, CallEnd, Core};
+use super::dispatch::{CallContext, Core};
+use super::end::CallEnd;
 use crate::auth::{Principal, Role};
 use crate::tiers::Progress;
 

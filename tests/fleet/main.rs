@@ -1,0 +1,6 @@
+//! A fleet on a real redis-server.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod fleet;

@@ -1,0 +1,998 @@
+//! The library's import rules, read from the source: each folder of `src/`
+//! imports only what its allow-list names ([`ALLOWED`]), and the parts of a
+//! folder (its files, its subfolders and its own `mod.rs`) form no import
+//! cycle, at every depth. Imports are read as the compiler resolves them:
+//! `use` trees (grouped, nested, renamed), `crate::`, `super::` and `self::`
+//! paths inside code, a child module named without `self::`, and items a
+//! `mod.rs` re-exports (an import of `super::Lease` is an import of the file
+//! that defines it). Tests' own modules (`#[cfg(test)] mod tests`) are left
+//! out: they are not the architecture.
+//!
+//! Where the tree does not yet keep a rule, the exception is listed here
+//! ([`KNOWN_IMPORTS`], [`KNOWN_CYCLES`], [`KNOWN_ROADS`]) and the check fails
+//! both on a new violation and on a listed one that is gone, so the lists
+//! only shrink.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Every folder above [`FOUNDATION`] may import these.
+const BASE: &[&str] = &["error", "diag", "fsutil"];
+
+/// The modules under everything, whose lists are all they may import.
+const FOUNDATION: &[&str] = &["error", "diag", "fsutil", "dom"];
+
+/// What each top-level module of the library may import (besides [`BASE`]
+/// and itself). The binary's side (`cli/`, `main.rs`, `bin/`) may use the
+/// whole library.
+const ALLOWED: &[(&str, &[&str])] = &[
+    ("error", &[]),
+    ("diag", &["dom", "error"]),
+    ("fsutil", &["error"]),
+    ("dom", &["error"]),
+    ("profile", &[]),
+    ("config", &["profile"]),
+    ("jar", &[]),
+    ("session", &["jar"]),
+    ("fingerprint", &[]),
+    ("http", &["config", "fingerprint", "jar", "profile"]),
+    ("netns", &[]),
+    ("egress", &["http", "netns", "profile"]),
+    (
+        "browser",
+        &["config", "egress", "jar", "netns", "profile", "session"],
+    ),
+    ("strategy", &["dom", "http", "profile"]),
+    ("web", &["dom"]),
+    (
+        "calibrate",
+        &["browser", "config", "fingerprint", "http", "profile"],
+    ),
+    ("cluster", &["config", "http"]),
+    (
+        "pool",
+        &[
+            "browser",
+            "calibrate",
+            "cluster",
+            "config",
+            "dom",
+            "egress",
+            "fingerprint",
+            "http",
+            "jar",
+            "netns",
+            "profile",
+            "session",
+            "strategy",
+            "web",
+        ],
+    ),
+    ("tiers", &["config", "http", "pool", "strategy"]),
+    (
+        "tools",
+        &["config", "dom", "pool", "strategy", "tiers", "web"],
+    ),
+    ("auth", &["config", "pool"]),
+    (
+        "mcp",
+        &["auth", "cluster", "config", "pool", "tiers", "tools"],
+    ),
+    (
+        "daemon",
+        &[
+            "auth", "browser", "cluster", "config", "mcp", "pool", "profile", "tools",
+        ],
+    ),
+    ("testbed", &["fingerprint"]),
+];
+
+/// Imports the allow-lists do not grant that the tree still has
+/// (`importer -> imported`).
+const KNOWN_IMPORTS: &[&str] = &[
+    "strategy -> browser",
+    "tools -> browser",
+    "tools -> http",
+    "tools -> session",
+];
+
+/// Folders whose parts still import each other in a cycle (most: a
+/// `mod.rs` that defines what its files use and uses them back).
+const KNOWN_CYCLES: &[&str] = &[
+    "browser",
+    "cluster",
+    "config",
+    "egress",
+    "jar",
+    "pool",
+    "profile",
+    "session",
+    "strategy",
+    "strategy/locale",
+    "tiers",
+];
+
+/// Where a request reaches a site: a browser navigation or an HTTP send.
+/// Only the modules in [`ROAD_OWNERS`] may call these.
+const ROADS: &[&str] = &[".goto(", "settle::navigate(", ".navigate(", ".fetch("];
+
+/// The modules that define the roads or are the one road (the lease).
+/// (`calibrate/` talks only to the daemon's own loopback listener.)
+const ROAD_OWNERS: &[&str] = &["browser/", "http/", "calibrate/", "pool/lease.rs"];
+
+/// Files outside [`ROAD_OWNERS`] that still call a road themselves.
+const KNOWN_ROADS: &[&str] = &[
+    "pool/browsing.rs",
+    "pool/live.rs",
+    "pool/robots.rs",
+    "pool/slot.rs",
+    "tools/map.rs",
+];
+
+fn allowed(module: &str) -> Option<&'static [&'static str]> {
+    ALLOWED.iter().find(|(m, _)| *m == module).map(|(_, a)| *a)
+}
+
+/// Whether `module` may import `other`: its allow-list, and [`BASE`] above
+/// the foundation.
+fn grants(module: &str, other: &str) -> bool {
+    allowed(module).is_some_and(|a| a.contains(&other))
+        || (!FOUNDATION.contains(&module) && BASE.contains(&other))
+}
+
+/// A source file: its path under `src/` and its text.
+struct Source {
+    rel: String,
+    text: String,
+}
+
+fn sources(root: &Path) -> Vec<Source> {
+    fn walk(dir: &Path, root: &Path, out: &mut Vec<Source>) {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .expect("read src")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, root, out);
+            } else if p.extension().is_some_and(|e| e == "rs") {
+                let rel = p
+                    .strip_prefix(root)
+                    .expect("under src")
+                    .to_string_lossy()
+                    .into_owned();
+                let text = std::fs::read_to_string(&p).expect("read source");
+                out.push(Source { rel, text });
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// The module a file is (`pool/lease.rs` → `pool::lease`, `pool/mod.rs` →
+/// `pool`, `lib.rs` → the root); the binary's files are under `bin`.
+fn module_of(rel: &str) -> Vec<String> {
+    let no_ext = rel.trim_end_matches(".rs");
+    let mut parts: Vec<String> = no_ext.split('/').map(str::to_string).collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    if parts == ["lib"] {
+        parts.clear();
+    }
+    parts
+}
+
+/// The file's code: tests' modules cut off, comments and string
+/// literals blanked (line numbers kept).
+fn code_of(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &text[..i],
+        None => text,
+    };
+    let mut out = String::with_capacity(text.len());
+    let b: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == '/' && b.get(i + 1) == Some(&'/') {
+            while i < b.len() && b[i] != '\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if c == '/' && b.get(i + 1) == Some(&'*') {
+            i += 2;
+            while i < b.len() && !(b[i] == '*' && b.get(i + 1) == Some(&'/')) {
+                if b[i] == '\n' {
+                    out.push('\n');
+                }
+                i += 1;
+            }
+            i += 2;
+            continue;
+        }
+        // A raw string r"…" / r#"…"#.
+        if c == 'r'
+            && matches!(b.get(i + 1), Some('"' | '#'))
+            && !(i > 0 && (b[i - 1].is_alphanumeric() || b[i - 1] == '_'))
+        {
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while b.get(j) == Some(&'#') {
+                hashes += 1;
+                j += 1;
+            }
+            if b.get(j) == Some(&'"') {
+                j += 1;
+                loop {
+                    match b.get(j) {
+                        None => break,
+                        Some('"') if (1..=hashes).all(|k| b.get(j + k) == Some(&'#')) => {
+                            j += 1 + hashes;
+                            break;
+                        }
+                        Some('\n') => out.push('\n'),
+                        _ => {}
+                    }
+                    j += 1;
+                }
+                out.push_str("\"\"");
+                i = j;
+                continue;
+            }
+        }
+        if c == '"' {
+            i += 1;
+            while i < b.len() && b[i] != '"' {
+                if b[i] == '\\' {
+                    i += 1;
+                }
+                if b.get(i) == Some(&'\n') {
+                    out.push('\n');
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push_str("\"\"");
+            continue;
+        }
+        // A char literal ('x', '\n', '"'), not a lifetime.
+        if c == '\'' {
+            let close = if b.get(i + 1) == Some(&'\\') {
+                (i + 3..i + 12).find(|&j| b.get(j) == Some(&'\''))
+            } else {
+                (b.get(i + 2) == Some(&'\'')).then_some(i + 2)
+            };
+            if let Some(end) = close {
+                out.push_str("' '");
+                i = end + 1;
+                continue;
+            }
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// The paths a `use` tree names: `a::{b, c::{d as e}, f::*}` →
+/// `a::b`, `a::c::d`, `a::f::*`.
+fn expand_use(tree: &str) -> Vec<Vec<String>> {
+    fn parse(s: &[char], i: &mut usize, prefix: &[String], out: &mut Vec<Vec<String>>) {
+        let mut path: Vec<String> = prefix.to_vec();
+        loop {
+            while *i < s.len() && s[*i].is_whitespace() {
+                *i += 1;
+            }
+            if *i >= s.len() {
+                break;
+            }
+            if s[*i] == '{' {
+                *i += 1;
+                loop {
+                    parse(s, i, &path, out);
+                    while *i < s.len() && s[*i].is_whitespace() {
+                        *i += 1;
+                    }
+                    match s.get(*i) {
+                        Some(',') => *i += 1,
+                        Some('}') => {
+                            *i += 1;
+                            break;
+                        }
+                        _ => break,
+                    }
+                    while *i < s.len() && s[*i].is_whitespace() {
+                        *i += 1;
+                    }
+                    if s.get(*i) == Some(&'}') {
+                        *i += 1;
+                        break;
+                    }
+                }
+                return;
+            }
+            if s[*i] == '*' {
+                *i += 1;
+                path.push("*".into());
+                out.push(path);
+                return;
+            }
+            let start = *i;
+            while *i < s.len() && is_ident(s[*i]) {
+                *i += 1;
+            }
+            if start == *i {
+                break;
+            }
+            let word: String = s[start..*i].iter().collect();
+            path.push(word);
+            while *i < s.len() && s[*i].is_whitespace() {
+                *i += 1;
+            }
+            if s.get(*i) == Some(&':') && s.get(*i + 1) == Some(&':') {
+                *i += 2;
+                continue;
+            }
+            // `as alias`: the path is what it names.
+            if s[*i..].starts_with(&['a', 's']) && s.get(*i + 2).is_some_and(|c| c.is_whitespace())
+            {
+                *i += 2;
+                while *i < s.len() && s[*i].is_whitespace() {
+                    *i += 1;
+                }
+                while *i < s.len() && is_ident(s[*i]) {
+                    *i += 1;
+                }
+            }
+            break;
+        }
+        if path.len() > prefix.len() {
+            out.push(path);
+        }
+    }
+    let s: Vec<char> = tree.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    parse(&s, &mut i, &[], &mut out);
+    // `a::{self, b}`: `self` is `a`.
+    for p in &mut out {
+        if p.last().is_some_and(|l| l == "self") {
+            p.pop();
+        }
+    }
+    out
+}
+
+/// One path a file names: the line, whether it is a `pub use` (a
+/// re-export), and its segments as written.
+struct Named {
+    line: usize,
+    reexport: bool,
+    path: Vec<String>,
+}
+
+/// Every `use` path and every `crate::`/`super::`/`self::` path in `code`.
+fn named_paths(code: &str) -> Vec<Named> {
+    let mut out = Vec::new();
+    let chars: Vec<char> = code.chars().collect();
+    let line_at = |pos: usize| chars[..pos].iter().filter(|&&c| c == '\n').count() + 1;
+    let mut i = 0;
+    while i < chars.len() {
+        let at_word = i == 0 || !is_ident(chars[i - 1]) && chars[i - 1] != ':';
+        // `use …;`
+        if at_word
+            && chars[i..].starts_with(&['u', 's', 'e'])
+            && chars.get(i + 3).is_some_and(|c| c.is_whitespace())
+        {
+            let end = (i..chars.len())
+                .find(|&j| chars[j] == ';')
+                .unwrap_or(chars.len());
+            let before: String = chars[..i]
+                .iter()
+                .rev()
+                .take(40)
+                .collect::<String>()
+                .chars()
+                .rev()
+                .collect();
+            let stmt_start = before
+                .rfind([';', '{', '}', '\n'])
+                .map_or(before.as_str(), |k| &before[k + 1..]);
+            let reexport = stmt_start.trim_start().starts_with("pub");
+            let tree: String = chars[i + 3..end].iter().collect();
+            let line = line_at(i);
+            for path in expand_use(&tree) {
+                out.push(Named {
+                    line,
+                    reexport,
+                    path,
+                });
+            }
+            i = end;
+            continue;
+        }
+        // A path in code: `crate::a::b`, `super::x`, `child::f` (what a
+        // bare first segment is, `resolve` decides).
+        if at_word && is_ident(chars[i]) && !chars[i].is_ascii_digit() {
+            let mut j = i;
+            let mut path = Vec::new();
+            loop {
+                let start = j;
+                while j < chars.len() && is_ident(chars[j]) {
+                    j += 1;
+                }
+                if start == j {
+                    break;
+                }
+                path.push(chars[start..j].iter().collect::<String>());
+                if chars.get(j) == Some(&':')
+                    && chars.get(j + 1) == Some(&':')
+                    && chars.get(j + 2).is_some_and(|c| is_ident(*c))
+                {
+                    j += 2;
+                } else {
+                    break;
+                }
+            }
+            if path.len() > 1 {
+                out.push(Named {
+                    line: line_at(i),
+                    reexport: false,
+                    path,
+                });
+            }
+            i = j.max(i + 1);
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The modules of the tree: module path → the names of its child modules.
+type Tree = BTreeMap<Vec<String>, BTreeSet<String>>;
+
+fn tree_of(files: &[Source]) -> Tree {
+    let mut tree: Tree = BTreeMap::new();
+    for f in files {
+        let m = module_of(&f.rel);
+        tree.entry(m.clone()).or_default();
+        if let Some((last, parent)) = m.split_last() {
+            tree.entry(parent.to_vec())
+                .or_default()
+                .insert(last.clone());
+        }
+    }
+    tree
+}
+
+/// `path` as written in module `at`, made absolute; `None` for another
+/// crate's path.
+fn resolve(at: &[String], path: &[String], tree: &Tree) -> Option<Vec<String>> {
+    let (first, rest) = path.split_first()?;
+    match first.as_str() {
+        "crate" => Some(rest.to_vec()),
+        "self" => Some([at, rest].concat()),
+        "super" => {
+            let mut base = at.to_vec();
+            let mut rest = path;
+            while rest.first().is_some_and(|s| s == "super") {
+                base.pop()?;
+                rest = &rest[1..];
+            }
+            Some([base.as_slice(), rest].concat())
+        }
+        // A child module named without `self::`.
+        _ if tree.get(at).is_some_and(|c| c.contains(first)) => Some([at, path].concat()),
+        _ => None,
+    }
+}
+
+/// One import between two modules of the crate.
+struct Import {
+    file: String,
+    line: usize,
+    from: Vec<String>,
+    to: Vec<String>,
+}
+
+/// Every import of the crate whose files are `files`; re-exports (`pub use`)
+/// of each module, item name → the absolute path it stands for.
+fn imports(files: &[Source]) -> (Vec<Import>, BTreeMap<Vec<String>, String>, Tree) {
+    let tree = tree_of(files);
+    let mut all = Vec::new();
+    let mut reexports: BTreeMap<Vec<String>, String> = BTreeMap::new();
+    for f in files {
+        let at = module_of(&f.rel);
+        for n in named_paths(&code_of(&f.text)) {
+            let Some(to) = resolve(&at, &n.path, &tree) else {
+                continue;
+            };
+            if n.reexport
+                && let Some(name) = to.last()
+                && name != "*"
+            {
+                let mut key = at.clone();
+                key.push(name.clone());
+                if key != to {
+                    reexports.insert(key, to.join("::"));
+                }
+            }
+            all.push(Import {
+                file: f.rel.clone(),
+                line: n.line,
+                from: at.clone(),
+                to,
+            });
+        }
+    }
+    (all, reexports, tree)
+}
+
+/// Imports between top-level modules that their allow-lists do not grant:
+/// `importer -> imported` with where each is.
+fn forbidden(files: &[Source]) -> BTreeMap<String, Vec<String>> {
+    let (all, _, _) = imports(files);
+    let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for i in all {
+        let (Some(a), Some(b)) = (i.from.first(), i.to.first()) else {
+            continue;
+        };
+        // Not the library's (the binary's side), or not a module.
+        if a == b || allowed(a).is_none() || allowed(b).is_none() {
+            continue;
+        }
+        if !grants(a, b) {
+            found
+                .entry(format!("{a} -> {b}"))
+                .or_default()
+                .push(format!("src/{}:{}", i.file, i.line));
+        }
+    }
+    found
+}
+
+/// The part of `folder` that `path` (under it) lies in: a child module's
+/// name, or `mod.rs` for the folder's own file, following re-exports.
+fn part_of(
+    folder: &[String],
+    path: &[String],
+    tree: &Tree,
+    reexports: &BTreeMap<Vec<String>, String>,
+) -> String {
+    let own = if folder.is_empty() {
+        "lib.rs"
+    } else {
+        "mod.rs"
+    };
+    let Some(next) = path.get(folder.len()) else {
+        return own.into();
+    };
+    if tree.get(folder).is_some_and(|c| c.contains(next)) {
+        return next.clone();
+    }
+    let key: Vec<String> = path[..=folder.len()].to_vec();
+    match reexports.get(&key) {
+        Some(target) => {
+            let target: Vec<String> = target.split("::").map(str::to_string).collect();
+            if target.starts_with(folder) && target.len() > folder.len() && target != key {
+                part_of(folder, &target, tree, reexports)
+            } else {
+                own.into()
+            }
+        }
+        None => own.into(),
+    }
+}
+
+/// Each folder whose parts import each other in a cycle, with the parts.
+fn cycles(files: &[Source]) -> BTreeMap<String, Vec<BTreeSet<String>>> {
+    let (all, reexports, tree) = imports(files);
+    // folder → part → parts it imports
+    let mut graphs: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for i in &all {
+        let k = i.from.iter().zip(&i.to).take_while(|(a, b)| a == b).count();
+        let folder = &i.from[..k];
+        if !tree.contains_key(folder) || tree[folder].is_empty() {
+            continue;
+        }
+        let own = if folder.is_empty() {
+            "lib.rs"
+        } else {
+            "mod.rs"
+        };
+        let a = i.from.get(k).cloned().unwrap_or_else(|| own.into());
+        let b = part_of(folder, &i.to, &tree, &reexports);
+        if a != b {
+            graphs
+                .entry(folder.to_vec())
+                .or_default()
+                .entry(a)
+                .or_default()
+                .insert(b);
+        }
+    }
+    let mut found = BTreeMap::new();
+    for (folder, g) in graphs {
+        let sccs: Vec<BTreeSet<String>> = strongly_connected(&g)
+            .into_iter()
+            .filter(|c| c.len() > 1)
+            .collect();
+        if !sccs.is_empty() {
+            let name = if folder.is_empty() {
+                "src".to_string()
+            } else {
+                folder.join("/")
+            };
+            found.insert(name, sccs);
+        }
+    }
+    found
+}
+
+/// Tarjan's strongly connected components of `g`.
+fn strongly_connected(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<BTreeSet<String>> {
+    struct State<'a> {
+        g: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        out: Vec<BTreeSet<String>>,
+    }
+    fn visit<'a>(s: &mut State<'a>, v: &'a str) {
+        let n = s.index.len();
+        s.index.insert(v, n);
+        s.low.insert(v, n);
+        s.stack.push(v);
+        s.on.insert(v);
+        let next: Vec<&'a str> =
+            s.g.get(v)
+                .map(|e| e.iter().map(String::as_str).collect())
+                .unwrap_or_default();
+        for w in next {
+            if !s.index.contains_key(w) {
+                visit(s, w);
+                let lw = s.low[w];
+                let lv = s.low.get_mut(v).expect("visited");
+                *lv = (*lv).min(lw);
+            } else if s.on.contains(w) {
+                let iw = s.index[w];
+                let lv = s.low.get_mut(v).expect("visited");
+                *lv = (*lv).min(iw);
+            }
+        }
+        if s.low[v] == s.index[v] {
+            let mut c = BTreeSet::new();
+            while let Some(w) = s.stack.pop() {
+                s.on.remove(w);
+                c.insert(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            s.out.push(c);
+        }
+    }
+    let mut s = State {
+        g,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for v in g.keys() {
+        if !s.index.contains_key(v.as_str()) {
+            visit(&mut s, v);
+        }
+    }
+    s.out
+}
+
+/// Files outside [`ROAD_OWNERS`] that call a road: file → the lines.
+fn roads(files: &[Source]) -> BTreeMap<String, Vec<usize>> {
+    let mut found: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for f in files {
+        if ROAD_OWNERS.iter().any(|o| f.rel.starts_with(o))
+            || module_of(&f.rel)
+                .first()
+                .is_some_and(|m| allowed(m).is_none())
+        {
+            continue;
+        }
+        for (n, line) in code_of(&f.text).lines().enumerate() {
+            if ROADS.iter().any(|r| line.contains(r)) {
+                found.entry(f.rel.clone()).or_default().push(n + 1);
+            }
+        }
+    }
+    found
+}
+
+fn library() -> Vec<Source> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    sources(&src)
+        .into_iter()
+        .filter(|f| !(f.rel.starts_with("cli/") || f.rel.starts_with("bin/") || f.rel == "main.rs"))
+        .collect()
+}
+
+/// `found` holds exactly `known`: a new entry is a violation, a listed one
+/// that is gone must leave its list.
+fn ratchet(what: &str, found: &BTreeMap<String, String>, known: &[&str]) {
+    let new: Vec<String> = found
+        .iter()
+        .filter(|(k, _)| !known.contains(&k.as_str()))
+        .map(|(k, v)| format!("{k}: {v}"))
+        .collect();
+    assert!(new.is_empty(), "{what}:\n{}", new.join("\n"));
+    let gone: Vec<&&str> = known.iter().filter(|k| !found.contains_key(**k)).collect();
+    assert!(
+        gone.is_empty(),
+        "{what}: listed in tests/offline/layers.rs but no longer in the tree (remove them): {gone:?}"
+    );
+}
+
+#[test]
+fn each_folder_imports_only_what_its_allow_list_names() {
+    let files = library();
+    let tops = tree_of(&files)
+        .get(&Vec::new())
+        .cloned()
+        .unwrap_or_default();
+    for t in &tops {
+        assert!(
+            allowed(t).is_some(),
+            "src/{t}: no allow-list in tests/offline/layers.rs"
+        );
+    }
+    let found: BTreeMap<String, String> = forbidden(&files)
+        .into_iter()
+        .map(|(k, at)| (k, at.join(", ")))
+        .collect();
+    ratchet("imports no allow-list grants", &found, KNOWN_IMPORTS);
+}
+
+#[test]
+fn the_allow_lists_form_no_cycle() {
+    let g: BTreeMap<String, BTreeSet<String>> = ALLOWED
+        .iter()
+        .map(|(m, _)| {
+            let to = ALLOWED
+                .iter()
+                .map(|(o, _)| *o)
+                .filter(|o| o != m && grants(m, o))
+                .map(str::to_string)
+                .collect();
+            (m.to_string(), to)
+        })
+        .collect();
+    let loops: Vec<_> = strongly_connected(&g)
+        .into_iter()
+        .filter(|c| c.len() > 1)
+        .collect();
+    assert!(loops.is_empty(), "the allow-lists allow a cycle: {loops:?}");
+}
+
+#[test]
+fn no_folder_has_an_import_cycle_at_any_depth() {
+    let found: BTreeMap<String, String> = cycles(&library())
+        .into_iter()
+        .map(|(folder, sccs)| {
+            let parts: Vec<String> = sccs
+                .iter()
+                .map(|c| c.iter().cloned().collect::<Vec<_>>().join(" <-> "))
+                .collect();
+            (folder, parts.join("; "))
+        })
+        .collect();
+    ratchet("import cycles (folder: parts)", &found, KNOWN_CYCLES);
+}
+
+#[test]
+fn only_the_lease_reaches_a_site() {
+    let found: BTreeMap<String, String> = roads(&library())
+        .into_iter()
+        .map(|(f, lines)| {
+            let lines: Vec<String> = lines.iter().map(ToString::to_string).collect();
+            (f, format!("lines {}", lines.join(", ")))
+        })
+        .collect();
+    ratchet(
+        "a browser navigation or an HTTP send outside the lease",
+        &found,
+        KNOWN_ROADS,
+    );
+}
+
+#[test]
+fn the_layout_map_in_lib_rs_names_every_folder() {
+    let lib = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lib.rs"))
+        .expect("lib.rs");
+    let listed: BTreeSet<&str> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(|w| w.trim_end_matches('/').trim_end_matches(".rs"))
+        .collect();
+    for (m, _) in ALLOWED {
+        assert!(listed.contains(m), "src/lib.rs's layout map lacks `{m}`");
+    }
+}
+
+fn file(rel: &str, text: &str) -> Source {
+    Source {
+        rel: rel.into(),
+        text: text.into(),
+    }
+}
+
+#[test]
+fn the_check_catches_each_kind_of_violation() {
+    // A folder importing what its allow-list does not name (an upward
+    // import included: `browser` may not import `pool`), grouped or not.
+    let bad = [
+        file("browser/mod.rs", "use crate::{pool::Slot, jar::Jar};\n"),
+        file(
+            "pool/mod.rs",
+            "// a comment naming crate::mcp is fine\nlet s = \"crate::mcp\";\n",
+        ),
+        file("tools/scrape.rs", "fn f() { crate::http::send(); }\n"),
+    ];
+    let f = forbidden(&bad);
+    assert_eq!(
+        f.keys().collect::<Vec<_>>(),
+        ["browser -> pool", "tools -> http"],
+        "{f:?}"
+    );
+    assert_eq!(f["browser -> pool"], ["src/browser/mod.rs:1"]);
+
+    // A cycle through mod.rs: the folder's file uses a child, the child
+    // uses an item the folder's file defines.
+    let through_mod = [
+        file(
+            "pool/mod.rs",
+            "mod lease;\npub struct Inner;\nfn f() { lease::Lease::new(); }\n",
+        ),
+        file("pool/lease.rs", "use super::Inner;\npub struct Lease;\n"),
+    ];
+    assert_eq!(
+        cycles(&through_mod)
+            .get("pool")
+            .map(|c| c[0].iter().cloned().collect::<Vec<_>>()),
+        Some(vec!["lease".to_string(), "mod.rs".to_string()])
+    );
+    // … but a re-export is the file that defines it: no cycle.
+    let reexported = [
+        file(
+            "pool/mod.rs",
+            "mod lease;\nmod slot;\npub use slot::Slot;\npub use lease::Lease;\n",
+        ),
+        file("pool/lease.rs", "use super::Slot;\npub struct Lease;\n"),
+        file("pool/slot.rs", "pub struct Slot;\n"),
+    ];
+    assert!(cycles(&reexported).is_empty(), "{:?}", cycles(&reexported));
+
+    // A grouped `use super::{…}` cycle between two siblings.
+    let grouped = [
+        file("mcp/mod.rs", "mod http;\nmod sse;\n"),
+        file(
+            "mcp/http.rs",
+            "use super::{gate, sse::{Sessions, Stream as S}};\n",
+        ),
+        file("mcp/sse.rs", "use super::http::McpHttp;\n"),
+        file("mcp/gate.rs", "pub fn reject() {}\n"),
+    ];
+    assert_eq!(
+        cycles(&grouped)
+            .get("mcp")
+            .map(|c| c[0].iter().cloned().collect::<Vec<_>>()),
+        Some(vec!["http".to_string(), "sse".to_string()])
+    );
+
+    // Third level, through `crate::` paths and `super::super`.
+    let deep = [
+        file("pool/mod.rs", "mod fleet;\n"),
+        file("pool/fleet/mod.rs", "mod a;\nmod b;\n"),
+        file(
+            "pool/fleet/a.rs",
+            "fn f() { crate::pool::fleet::b::g(); }\n",
+        ),
+        file("pool/fleet/b.rs", "use super::super::fleet::a::f;\n"),
+    ];
+    assert!(
+        cycles(&deep).contains_key("pool/fleet"),
+        "{:?}",
+        cycles(&deep).keys()
+    );
+
+    // Strings, comments and tests' modules are not imports.
+    let fine = [
+        file(
+            "pool/mod.rs",
+            "mod lease;\nuse crate::browser::SlotBrowser;\nfn f() { lease::go() }\n",
+        ),
+        file(
+            "pool/lease.rs",
+            "// super::Inner\nlet x = r#\"super::Inner\"#;\n#[cfg(test)]\nmod tests {\n    use super::super::Inner;\n}\n",
+        ),
+        file("mcp/http.rs", "use super::gate::reject;\n"),
+        file("mcp/gate.rs", "use crate::auth::Role;\n"),
+    ];
+    assert!(forbidden(&fine).is_empty(), "{:?}", forbidden(&fine));
+    assert!(cycles(&fine).is_empty(), "{:?}", cycles(&fine));
+
+    // A road outside the lease.
+    let road = [
+        file(
+            "pool/live.rs",
+            "async fn f(tab: &Tab) { tab.goto(url).await; }\n",
+        ),
+        file(
+            "pool/lease.rs",
+            "async fn f(tab: &Tab) { tab.goto(url).await; }\n",
+        ),
+        file("tools/map.rs", "// pool.fetch(req) in a comment\n"),
+    ];
+    assert_eq!(
+        roads(&road).into_iter().collect::<Vec<_>>(),
+        [("pool/live.rs".to_string(), vec![1])]
+    );
+}
+
+/// `cargo build --release` (no features) compiles no testbed code: the
+/// `testbed` feature, which alone declares the module, is on only for the
+/// tests (a dev-dependency) or when asked for.
+#[test]
+fn the_daemon_builds_without_the_testbed() {
+    let features = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO"))
+            .args(["tree", "--offline", "--locked", "--prefix", "none"])
+            .args([
+                "-e",
+                "features,normal,build",
+                "-p",
+                "idpool",
+                "-i",
+                "idpool",
+            ])
+            .args(extra)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("cargo tree");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let plain = features(&[]);
+    assert!(plain.contains("idpool feature \"default\""), "{plain}");
+    assert!(
+        !plain.contains("\"testbed\""),
+        "a normal build enables the testbed:\n{plain}"
+    );
+    let asked = features(&["--features", "testbed"]);
+    assert!(asked.contains("idpool feature \"testbed\""), "{asked}");
+    let lib = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/lib.rs"))
+        .expect("lib.rs");
+    assert!(lib.contains("#[cfg(feature = \"testbed\")]\npub mod testbed;"));
+    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+        .expect("Cargo.toml");
+    let bin = manifest
+        .split("[[bin]]")
+        .find(|b| b.contains("name = \"idpool-testbed\""))
+        .expect("the testbed binary");
+    assert!(bin.contains("required-features = [\"testbed\"]"), "{bin}");
+}

@@ -1,0 +1,13 @@
+//! Strategies against their fixtures and the testbed: amazon and its marketplaces, fixture tests, a compiled strategy, extraction, drift, keyword rank, PII.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod amazon;
+mod compiled_strategy;
+mod drift;
+mod extract;
+mod keyword_rank;
+mod marketplaces;
+mod pii;
+mod strategy_fixtures;

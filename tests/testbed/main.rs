@@ -1,0 +1,6 @@
+//! The testbed itself.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod testbed;

@@ -1,0 +1,8 @@
+//! The cascade and the tools on it: three tiers, `scrape`, the open web.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod cascade;
+mod scrape;
+mod web;

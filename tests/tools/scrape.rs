@@ -1,0 +1,309 @@
+//! `scrape`: formats, paging through a huge page, auto mode, and the SSRF guard.
+
+use crate::common;
+
+use common::{Env, shutdown_and_check};
+use idpool::testbed::{Fault, FaultKind, data};
+use idpool::tools;
+use serde_json::json;
+
+#[tokio::test]
+async fn markdown_text_and_links_of_a_testbed_page() {
+    let env = Env::new(1).await;
+    let pool = env.pool();
+    let url = env.url("/product/B0MD");
+    let md = tools::scrape::run(&pool, json!({"url": url.as_str()}), &Default::default())
+        .await
+        .expect("markdown");
+    let content = md["content"].as_str().expect("content");
+    assert!(
+        content.contains(&format!("# {}", data::product_name("B0MD"))),
+        "{content}"
+    );
+    // Links come out absolute.
+    assert!(
+        content.contains(&format!(
+            "[See all reviews]({})",
+            env.url("/product-reviews/B0MD?page=1")
+        )),
+        "{content}"
+    );
+    assert_eq!(
+        (
+            md["via"].as_str(),
+            md["tier"].as_u64(),
+            md["status"].as_u64()
+        ),
+        (Some("http"), Some(2), Some(200))
+    );
+    let text = tools::scrape::run(
+        &pool,
+        json!({"url": url.as_str(), "format": "text"}),
+        &Default::default(),
+    )
+    .await
+    .expect("text");
+    assert!(
+        text["content"]
+            .as_str()
+            .expect("text")
+            .contains(&data::product_name("B0MD"))
+    );
+    let links = tools::scrape::run(
+        &pool,
+        json!({"url": url.as_str(), "format": "links"}),
+        &Default::default(),
+    )
+    .await
+    .expect("links");
+    assert_eq!(
+        links["content"],
+        format!(
+            "- [Hello, sign in]({})\n- [See all reviews]({})",
+            env.url("/signin"),
+            env.url("/product-reviews/B0MD?page=1")
+        )
+    );
+    let e = tools::scrape::run(
+        &pool,
+        json!({"url": url.as_str(), "format": "docx"}),
+        &Default::default(),
+    )
+    .await
+    .expect_err("bad format");
+    assert!(e.to_string().contains("invalid scrape arguments"), "{e}");
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn start_index_pages_through_a_huge_page_without_gap_or_overlap() {
+    let env = Env::new(1).await;
+    env.testbed.set_modes(|m| {
+        m.fault = Some(Fault {
+            kind: FaultKind::Huge,
+            path_prefix: Some("/product/HUGE".into()),
+            remaining: None,
+            delay_ms: 0,
+            status: 200,
+            size_mb: 1,
+        })
+    });
+    let pool = env.pool();
+    let url = env.url("/product/HUGE1");
+    let full = tools::scrape::run(
+        &pool,
+        json!({"url": url.as_str(), "max_chars": 2_000_000}),
+        &Default::default(),
+    )
+    .await
+    .expect("whole");
+    let total = full["total_chars"].as_u64().expect("total") as usize;
+    assert!(total > 500_000, "{total}");
+    let mut joined = String::new();
+    let mut start = Some(0u64);
+    let mut calls = 0;
+    while let Some(s) = start {
+        let piece = tools::scrape::run(
+            &pool,
+            json!({"url": url.as_str(), "max_chars": 100_000, "start_index": s}),
+            &Default::default(),
+        )
+        .await
+        .expect("piece");
+        joined.push_str(piece["content"].as_str().expect("content"));
+        start = piece["next_start_index"].as_u64();
+        calls += 1;
+    }
+    assert_eq!(calls, total.div_ceil(100_000));
+    assert_eq!(joined, full["content"].as_str().expect("content"));
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn auto_mode_falls_back_to_the_browser_on_a_challenge() {
+    let env = Env::new(1).await;
+    env.testbed.set_modes(|m| m.challenge = true);
+    let pool = env.pool();
+    let r = tools::scrape::run(
+        &pool,
+        json!({"url": env.url("/product/B0AUTO").as_str()}),
+        &Default::default(),
+    )
+    .await
+    .expect("auto");
+    assert_eq!(
+        (r["via"].as_str(), r["tier"].as_u64()),
+        (Some("browser"), Some(3))
+    );
+    assert!(
+        r["content"]
+            .as_str()
+            .expect("content")
+            .contains(&data::product_name("B0AUTO"))
+    );
+    let e = tools::scrape::run(
+        &pool,
+        json!({"url": env.url("/product/B0AUTO2").as_str(), "mode": "http", "slot": 0}),
+        &Default::default(),
+    )
+    .await
+    .map(|r| r["via"].clone());
+    assert_eq!(
+        e.expect("the slot passed the challenge in auto mode"),
+        "http"
+    );
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn the_guard_refuses_foreign_hosts_private_addresses_files_and_private_redirects() {
+    let env = Env::new(1).await;
+    // The open web (the default): a name that does not resolve says so;
+    // with a closed list, only strategy hosts and allowed_hosts are fetched.
+    for (public_web, says) in [
+        (true, "cannot resolve `no-strategy.test`"),
+        (
+            false,
+            "host `no-strategy.test` is not covered by any strategy or security.allowed_hosts (security.public_web is off)",
+        ),
+    ] {
+        env.write_config(1, true);
+        let cfg = std::fs::read_to_string(env.path("idpool.toml")).expect("cfg");
+        let cfg = cfg.replace(
+            "[security]\n",
+            &format!("[security]\npublic_web = {public_web}\n"),
+        );
+        env.write("idpool.toml", &cfg);
+        let pool = env.pool();
+        let e = tools::scrape::run(
+            &pool,
+            json!({"url": "https://no-strategy.test/page"}),
+            &Default::default(),
+        )
+        .await
+        .expect_err("refused");
+        assert!(e.to_string().contains(says), "{e}");
+        if public_web {
+            shutdown_and_check(&pool).await;
+            continue;
+        }
+        let e = tools::scrape::run(
+            &pool,
+            json!({"url": "file:///etc/passwd"}),
+            &Default::default(),
+        )
+        .await
+        .expect_err("file");
+        assert!(
+            e.to_string().contains("scheme `file` is not allowed"),
+            "{e}"
+        );
+        shutdown_and_check(&pool).await;
+    }
+
+    // Guard on: 127.0.0.1 is allowed by name but refused as a private address.
+    env.write_config_with(1, true, common::free_base_port(1), "");
+    let cfg = std::fs::read_to_string(env.path("idpool.toml"))
+        .expect("cfg")
+        .replace(
+            "allow_private_networks = true",
+            "allow_private_networks = false",
+        );
+    env.write("idpool.toml", &cfg);
+    let pool = env.pool();
+    let e = tools::scrape::run(
+        &pool,
+        json!({"url": env.url("/").as_str()}),
+        &Default::default(),
+    )
+    .await
+    .expect_err("private");
+    assert!(
+        e.to_string()
+            .contains("is a private, loopback or link-local address"),
+        "{e}"
+    );
+    for mode in ["http", "browser"] {
+        let e = tools::scrape::run(
+            &pool,
+            json!({"url": env.url("/").as_str(), "mode": mode}),
+            &Default::default(),
+        )
+        .await
+        .expect_err("private");
+        assert!(e.to_string().contains("private"), "{mode}: {e}");
+    }
+    shutdown_and_check(&pool).await;
+
+    // Only the testbed's address is allowed: a redirect to another private address is refused.
+    let cfg = cfg.replace(
+        "allow_private_networks = false",
+        "allow_private_networks = [\"127.0.0.1\"]\nallowed_hosts = [\"127.0.0.3\", \"127.0.0.2\"]",
+    );
+    env.write("idpool.toml", &cfg);
+    let pool = env.pool();
+    tools::scrape::run(
+        &pool,
+        json!({"url": env.url("/").as_str(), "mode": "http"}),
+        &Default::default(),
+    )
+    .await
+    .expect("the testbed itself is allowed");
+    for target in ["http://127.0.0.3/admin", "http://127.0.0.2:1/"] {
+        let url = env.url(&format!("/redirect?to={target}"));
+        let e = tools::scrape::run(
+            &pool,
+            json!({"url": url.as_str(), "mode": "http"}),
+            &Default::default(),
+        )
+        .await
+        .expect_err("private redirect");
+        let msg = format!("{e}");
+        assert!(
+            msg.contains("redirect") && msg.contains("private"),
+            "{target}: {msg}"
+        );
+    }
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn hosts_in_allowed_hosts_work_without_a_strategy() {
+    let env = Env::new(1).await;
+    let _ = std::fs::remove_file(env.path("strategies/alt.toml"));
+    let cfg = std::fs::read_to_string(env.path("idpool.toml"))
+        .expect("cfg")
+        .replace(
+            "[security]\n",
+            "[security]\nallowed_hosts = [\"localhost\"]\n",
+        );
+    env.write("idpool.toml", &cfg);
+    let pool = env.pool();
+    let r = tools::scrape::run(
+        &pool,
+        json!({"url": env.alt_url("/product/B0GEN").as_str()}),
+        &Default::default(),
+    )
+    .await
+    .expect("generic fallback");
+    assert_eq!(r["outcome"], "ok");
+    // The generic markers still recognise a captcha page.
+    env.testbed
+        .set_modes(|m| m.rate_limit = Some(idpool::testbed::RateLimit::captcha(1, 600, 600)));
+    tools::scrape::run(
+        &pool,
+        json!({"url": env.alt_url("/product/B0GEN").as_str(), "mode": "http"}),
+        &Default::default(),
+    )
+    .await
+    .expect("first request of the new window");
+    let e = tools::scrape::run(
+        &pool,
+        json!({"url": env.alt_url("/product/B0GEN").as_str(), "mode": "http"}),
+        &Default::default(),
+    )
+    .await
+    .expect_err("captcha");
+    assert!(e.to_string().contains("hard_block"), "{e}");
+    shutdown_and_check(&pool).await;
+}

@@ -437,7 +437,7 @@ async fn cdp(a: &Args) -> Result<Value> {
     let started = Instant::now();
     // The flags idpool's launcher gives a slot's Chromium (its own list, so
     // the two rows cannot drift apart); port 0: Chromium picks one.
-    let spec = idpool::browser::launcher::LaunchSpec {
+    let spec = idpool::identity::browser::launcher::LaunchSpec {
         slot: 0,
         executable: exe.clone().into(),
         port: 0,
@@ -450,8 +450,8 @@ async fn cdp(a: &Args) -> Result<Value> {
             .into(),
         languages: "en-US,en".into(),
         window: (1366, 768),
-        screen: idpool::profile::Screen::DESKTOP,
-        pointer: idpool::profile::Pointer::Fine,
+        screen: idpool::identity::profile::Screen::DESKTOP,
+        pointer: idpool::identity::profile::Pointer::Fine,
         proxy_server: None,
         spki: a.ca.iter().cloned().collect(),
         trust_roots: Vec::new(),

@@ -2,41 +2,42 @@
 //!
 //! # Layout
 //!
-//! Layers, lowest first: a module imports only from its own layer and the
-//! ones above it in this list (`tests/offline/layers.rs` checks it, and that the
-//! files of one module form no import cycle).
+//! Each folder imports only what its allow-list in `tests/offline/layers.rs`
+//! names, and the parts of a folder form no import cycle. Lowest first:
 //!
 //! ```text
 //! error.rs      the library's typed errors
 //! diag.rs       `file:line: what is wrong` diagnostics
-//! dom/          hostile HTML within bounds: depth-capped parse, checked selectors, the off-runtime pool
 //! fsutil.rs     files the daemon owns: atomic writes, private folders
-//! config.rs     idpool.toml: resolution order, every key
-//! profile.rs    profiles/*.toml: emulation, user agent, language, proxy, seed cookies
-//! jar.rs        a slot's cookie jar (shared by its HTTP client and its browser)
-//! session/      sessions in and out: Netscape cookies.txt, Cookie-Editor JSON,
-//!               Playwright storageState (cookies and localStorage)
-//! fingerprint/  what a client looks like on the wire: the TLS ClientHello
+//! dom/          hostile HTML within bounds: depth-capped parse, checked selectors, the off-runtime pool
+//! config/       idpool.toml: resolution order, every key
+//! wire/         the network, knowing no slot:
+//! wire/fingerprint/  what a client looks like on the wire: the TLS ClientHello
 //!               (JA4 and its parts), HTTP/2 frames (Akamai fingerprint,
 //!               HEADERS priority) and header order; calibration profiles and
 //!               the residual between two captures
-//! http/         the HTTP tier: a wreq client impersonating the slot's browser,
+//! wire/http/    the HTTP tier: a wreq client impersonating the slot's browser,
 //!               certificates (trusted roots, SPKI pins), and the SSRF guard
-//! netns.rs      the browsers' network namespace (loopback only) and the
+//! wire/netns.rs the browsers' network namespace (loopback only) and the
 //!               runtime thread inside it
-//! egress/       the browser's one way out: a guarded forward proxy per slot
+//! wire/egress/  the browser's one way out: a guarded forward proxy per slot
 //!               (CONNECT and plain HTTP), resolving and checking every
 //!               address, chaining to the slot's upstream proxy
-//! browser/      the browser tier: each slot's lazily launched, supervised
-//!               Chromium (launcher, processes, supervisor, page operations)
+//! identity/     what one identity is made of:
+//! identity/profile/  profiles/*.toml: emulation, user agent, language, proxy, seed cookies
+//! identity/jar/ a slot's cookie jar (shared by its HTTP client and its browser)
+//! identity/session/  sessions in and out: Netscape cookies.txt, Cookie-Editor JSON,
+//!               Playwright storageState (cookies and localStorage)
+//! identity/browser/  each slot's lazily launched, supervised Chromium
+//!               (launcher, processes, supervisor, page operations)
+//! identity/calibrate/  a slot's HTTP tier calibrated against its own Chromium
+//!               through a loopback listener inside the daemon
 //! strategy/     strategies/*.toml: hosts, warm-up, block/challenge/empty markers,
 //!               politeness, operations (typed params, tier templates, extraction
 //!               rules); the `Strategy` trait (TOML and compiled plugins); the
 //!               registry; classifying a response into an Outcome
 //! web/          the open web page by page: robots.txt rules, sitemaps, a
 //!               page as markdown (main content), HTML, text, links, fields
-//! calibrate/    a slot's HTTP tier calibrated against its own Chromium
-//!               through a loopback listener inside the daemon
 //! cluster/      the fleet's shared store on Redis/Valkey: leases, identity
 //!               records and jars, site states, atomic budgets, events
 //! pool/         slots (identity + jar + client + browser), the router that
@@ -64,29 +65,22 @@
 //! binaries' side (`src/main.rs` and its `src/cli/`, `src/bin/`).
 
 pub mod auth;
-pub mod browser;
-pub mod calibrate;
 pub mod cluster;
 pub mod config;
 pub mod daemon;
 pub mod diag;
 pub mod dom;
-pub mod egress;
 pub mod error;
-pub mod fingerprint;
 pub mod fsutil;
-pub mod http;
-pub mod jar;
+pub mod identity;
 pub mod mcp;
-pub mod netns;
 pub mod pool;
-pub mod profile;
-pub mod session;
 pub mod strategy;
 #[cfg(feature = "testbed")]
 pub mod testbed;
 pub mod tiers;
 pub mod tools;
 pub mod web;
+pub mod wire;
 
 pub use error::{Error, ErrorKind, Result};

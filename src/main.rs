@@ -30,7 +30,7 @@ fn main() -> ExitCode {
         // Before any thread exists: a daemon run as its own user enters a
         // user namespace of its own here, so that its browsers can be locked
         // into a network namespace later (docs/configuration.md, "Browsers locked away").
-        idpool::netns::prepare();
+        idpool::wire::netns::prepare();
     }
     idpool::diag::init_tracing(cli.log_json || cli.log_format == cli::LogFormat::Json);
     let runtime = match tokio::runtime::Builder::new_multi_thread()

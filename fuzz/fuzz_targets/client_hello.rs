@@ -1,4 +1,4 @@
 #![no_main]
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    let _ = idpool::fingerprint::tls::parse_client_hello(data);
+    let _ = idpool::wire::fingerprint::tls::parse_client_hello(data);
 });

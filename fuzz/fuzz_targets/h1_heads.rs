@@ -1,4 +1,4 @@
 #![no_main]
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    let _ = idpool::fingerprint::h1::parse(data);
+    let _ = idpool::wire::fingerprint::h1::parse(data);
 });

@@ -4,5 +4,5 @@ const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let mut b = PREFACE.to_vec();
     b.extend_from_slice(data);
-    let _ = idpool::fingerprint::h2::parse(&b);
+    let _ = idpool::wire::fingerprint::h2::parse(&b);
 });

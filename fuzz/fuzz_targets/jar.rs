@@ -4,8 +4,8 @@
 //! tier calls it), and as a session file imported into the jar. Whatever
 //! goes in, nothing panics and no cookie the jar holds has a public suffix
 //! as its Domain.
-use idpool::jar::{Jar, is_public_suffix};
-use idpool::session::{self, Format};
+use idpool::identity::jar::{Jar, is_public_suffix};
+use idpool::identity::session::{self, Format};
 use wreq::cookie::CookieStore as _;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {

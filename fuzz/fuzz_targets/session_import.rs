@@ -1,5 +1,5 @@
 #![no_main]
-use idpool::session::{self, Format};
+use idpool::identity::session::{self, Format};
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use idpool::config::{self, Config};
 use idpool::diag::Diagnostic;
-use idpool::profile;
+use idpool::identity::profile;
 use idpool::strategy::Registry;
 
 pub fn run(explicit: Option<&Path>) -> ExitCode {
@@ -101,7 +101,7 @@ pub(super) fn check(explicit: Option<&Path>) -> CheckReport {
         let parsed = std::fs::read_to_string(file)
             .map_err(|e| format!("[[pool.slot]] session: cannot read ({e})"))
             .and_then(|t| {
-                idpool::session::parse(&t, idpool::session::Format::Auto)
+                idpool::identity::session::parse(&t, idpool::identity::session::Format::Auto)
                     .map_err(|e| e.message().to_string())
             });
         if let Err(why) = parsed {

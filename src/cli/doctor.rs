@@ -13,8 +13,8 @@ use std::time::Duration;
 use clap::Args;
 use serde::Serialize;
 
-use idpool::browser::launcher;
 use idpool::config::{Config, SlotPlan};
+use idpool::identity::browser::launcher;
 
 mod isolation;
 mod ports;
@@ -369,7 +369,7 @@ fn definitions(explicit: Option<&Path>) -> Check {
 /// Every slot's upstream proxy answers a TCP connection within 3 s.
 async fn proxies(cfg: &Config, plan: &[SlotPlan]) -> Check {
     const NAME: &str = "proxies";
-    let (profiles, _) = idpool::profile::load_dir(&cfg.pool.profiles_dir);
+    let (profiles, _) = idpool::identity::profile::load_dir(&cfg.pool.profiles_dir);
     let mut seen = std::collections::BTreeMap::new();
     for slot in plan {
         let url = match &slot.proxy {
@@ -413,7 +413,7 @@ fn calibration(cfg: &Config, plan: &[SlotPlan], installed: Option<&str>) -> Chec
     let mut pending = 0;
     for slot in plan {
         let dir = cfg.pool.data_dir.join("slots").join(slot.id.to_string());
-        match idpool::calibrate::Record::load(&dir) {
+        match idpool::identity::calibrate::Record::load(&dir) {
             None => pending += 1,
             Some(r) if installed.is_empty() || r.chromium == installed => current += 1,
             Some(r) => {
@@ -445,7 +445,7 @@ fn calibration(cfg: &Config, plan: &[SlotPlan], installed: Option<&str>) -> Chec
 /// time zone and languages that agree with it.
 fn geography(cfg: &Config, plan: &[SlotPlan]) -> Check {
     const NAME: &str = "geography";
-    let (profiles, _) = idpool::profile::load_dir(&cfg.pool.profiles_dir);
+    let (profiles, _) = idpool::identity::profile::load_dir(&cfg.pool.profiles_dir);
     let mut declared = 0;
     for slot in plan {
         let Some(p) = profiles.get(&slot.profile) else {
@@ -455,7 +455,7 @@ fn geography(cfg: &Config, plan: &[SlotPlan]) -> Check {
             continue;
         };
         declared += 1;
-        let langs = idpool::profile::language_tags(&p.accept_language);
+        let langs = idpool::identity::profile::language_tags(&p.accept_language);
         let off = geo.disagreements(p.timezone.as_deref(), &langs);
         if !off.is_empty() {
             return bad(
@@ -491,7 +491,8 @@ fn looks(cfg: &Config, plan: &[SlotPlan]) -> Check {
     let mut found = Vec::new();
     for slot in plan {
         let dir = cfg.pool.data_dir.join("slots").join(slot.id.to_string());
-        let Some(check) = idpool::calibrate::Record::load(&dir).and_then(|r| r.browser_check)
+        let Some(check) =
+            idpool::identity::calibrate::Record::load(&dir).and_then(|r| r.browser_check)
         else {
             continue;
         };

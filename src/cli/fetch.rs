@@ -7,8 +7,8 @@ use anyhow::Context;
 use clap::Args;
 
 use idpool::config::Config;
-use idpool::http::FetchRequest;
 use idpool::pool::Pool;
+use idpool::wire::http::FetchRequest;
 
 #[derive(Debug, Args)]
 pub struct FetchArgs {

@@ -46,7 +46,7 @@ pub fn refused_address(ip: IpAddr) -> Option<&'static str> {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
     };
-    if !crate::http::is_private(ip) {
+    if !crate::wire::http::is_private(ip) {
         return Some("a public address (list it in cluster.peers to forward there)");
     }
     let nowhere = match ip {

@@ -13,10 +13,12 @@ use crate::diag::{self, Diagnostic};
 
 mod cluster;
 mod pool;
+mod proxy;
 mod security;
 mod server;
 pub use cluster::{ClusterConfig, PeerAddr, PeerHost, redact as redact_redis_url, shown_addr};
 pub use pool::{PoolConfig, RetireConfig, SlotDecl};
+pub use proxy::{ProxyTemplate, ProxyUrl};
 pub use security::{PrivateNetworks, SecurityConfig, WebConfig};
 pub use server::ServerConfig;
 
@@ -210,7 +212,7 @@ pub struct SlotPlan {
     pub profile: String,
     /// The slot's upstream proxy when the config names one (else the
     /// profile's, if any).
-    pub proxy: Option<crate::profile::ProxyTemplate>,
+    pub proxy: Option<ProxyTemplate>,
 }
 
 /// Where the config came from (for `check-config` and logs).

@@ -21,7 +21,7 @@ pub struct PoolConfig {
     /// Upstream proxies given to the slots in order (slot n gets entry
     /// n mod len), over the profile's `proxy`; `{slot}` and `{session}` may
     /// appear in the user name. A `[[pool.slot]] proxy` wins over this list.
-    pub proxies: Vec<crate::profile::ProxyTemplate>,
+    pub proxies: Vec<super::ProxyTemplate>,
     /// Failures in a row to reach a slot's proxy that make it `proxy_down`.
     pub proxy_failures: u32,
     /// How often a `proxy_down` slot's proxy is probed, in seconds.
@@ -89,7 +89,7 @@ pub struct SlotDecl {
     pub profile: Spanned<String>,
     /// This slot's upstream proxy (over `pool.proxies` and the profile's).
     #[serde(default)]
-    pub proxy: Option<crate::profile::ProxyTemplate>,
+    pub proxy: Option<super::ProxyTemplate>,
     /// A session file (cookies.txt, Cookie-Editor JSON or storageState)
     /// imported at start when it changed since its last import.
     #[serde(default)]

@@ -25,7 +25,7 @@ use serde_json::json;
 
 use super::control::{Control, Refusal, error, gate, refuse};
 use crate::auth::{AuditRecord, Principal, Role};
-use crate::browser::live::Input;
+use crate::identity::browser::live::Input;
 use crate::mcp::Core;
 use crate::pool::{LiveSession, LoginLimits};
 

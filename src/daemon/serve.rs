@@ -368,7 +368,7 @@ fn check_profiles(core: &Core, config: Option<&std::path::Path>) {
     let Ok(cfg) = Config::load(config) else {
         return;
     };
-    let (profiles, problems) = crate::profile::load_dir(&cfg.pool.profiles_dir);
+    let (profiles, problems) = crate::identity::profile::load_dir(&cfg.pool.profiles_dir);
     for p in &problems {
         tracing::error!("reload: {p} (the slot keeps its profile)");
     }

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use super::Pool;
 use super::fleet_state::{IdentityRecord, SiteSnap};
 use crate::error::{Error, ErrorKind, Result};
-use crate::jar::PortableCookie;
+use crate::identity::jar::PortableCookie;
 
 impl Pool {
     /// Adopt every lapsed identity of the spare profile there is room for.

@@ -19,7 +19,7 @@ impl Pool {
         let weak = Arc::downgrade(&self.inner);
         let stop = self.inner.stop.clone();
         rt.spawn(async move {
-            let mut last: Vec<crate::browser::BrowserFacts> = Vec::new();
+            let mut last: Vec<crate::identity::browser::BrowserFacts> = Vec::new();
             let mut interval = interval(Duration::from_millis(500));
             let (mut zombies, mut ticks) = (std::collections::HashSet::new(), 0u32);
             while let Some(inner) = tick(&mut interval, &stop, &weak).await {
@@ -31,7 +31,7 @@ impl Pool {
                         .iter()
                         .filter_map(|s| s.browser_facts().pid)
                         .collect();
-                    crate::browser::process::sweep_zombies(&mut zombies, &mains);
+                    crate::identity::browser::process::sweep_zombies(&mut zombies, &mains);
                 }
                 let now: Vec<_> = inner.slots.iter().map(|s| s.browser_facts()).collect();
                 for (i, (old, new)) in last.iter().zip(&now).enumerate() {

@@ -9,8 +9,8 @@ pub struct BrowseOptions {
     /// CSS selector to wait for.
     pub wait_for: Option<String>,
     /// Steps on the page before it is read.
-    pub actions: Vec<crate::browser::actions::Action>,
-    pub capture: crate::browser::Capture,
+    pub actions: Vec<crate::identity::browser::actions::Action>,
+    pub capture: crate::identity::browser::Capture,
 }
 
 /// The main document's response headers, as the browser reported them.
@@ -32,10 +32,10 @@ pub(super) fn page_headers(pairs: &[(String, String)]) -> http::HeaderMap {
 /// the egress's `403` would otherwise read as a block, its failed tunnel as a
 /// network error.
 pub(super) fn refused_main_document(
-    page: Result<crate::browser::PageResult>,
-    refusals: &[crate::egress::Refusal],
-) -> Result<crate::browser::PageResult> {
-    let refusal = |what: &str, r: &crate::egress::Refusal| {
+    page: Result<crate::identity::browser::PageResult>,
+    refusals: &[crate::wire::egress::Refusal],
+) -> Result<crate::identity::browser::PageResult> {
+    let refusal = |what: &str, r: &crate::wire::egress::Refusal| {
         Error::refused(format!("{what}; the browser's egress refused {r}")).retryable(false)
     };
     match page {

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Pool;
-use crate::browser::tab::{self, Snapshot, Until};
 use crate::error::{Error, ErrorKind, Result};
+use crate::identity::browser::tab::{self, Snapshot, Until};
 
 /// Sessions per slot, and in all.
 pub const MAX_PER_SLOT: usize = 2;
@@ -209,10 +209,17 @@ impl Pool {
                 let cookies = slot.jar().export_for_domain(&host);
                 turn.push_cookies(t, &cookies).await?;
                 session.hosts.lock().insert(host);
-                let normal = |_: &str, _: &str, _: u16| crate::browser::PageState::Normal;
+                let normal = |_: &str, _: &str, _: u16| crate::identity::browser::PageState::Normal;
                 let limit = slot.browser().page_limit();
-                crate::browser::settle::navigate(t, url.as_str(), None, &normal, deadline, limit)
-                    .await?;
+                crate::identity::browser::settle::navigate(
+                    t,
+                    url.as_str(),
+                    None,
+                    &normal,
+                    deadline,
+                    limit,
+                )
+                .await?;
                 let here = t
                     .url()
                     .await
@@ -245,9 +252,9 @@ impl Pool {
             }
             Step::WaitFor(until) => tab::wait_for(t, &until, deadline).await?,
             Step::Screenshot { full_page } => {
-                let shot = crate::browser::actions::capture(
+                let shot = crate::identity::browser::actions::capture(
                     t,
-                    crate::browser::Capture {
+                    crate::identity::browser::Capture {
                         screenshot: Some(full_page),
                         pdf: false,
                     },

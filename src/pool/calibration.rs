@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
-use crate::profile::Profile;
+use crate::identity::profile::Profile;
 
 /// How a slot's HTTP tier compares with its browser, for operators.
 #[derive(Debug, Clone, Serialize)]
@@ -47,7 +47,7 @@ pub struct BrowserSignals {
 }
 
 impl BrowserSignals {
-    pub fn of(c: &crate::calibrate::check::BrowserCheck) -> Self {
+    pub fn of(c: &crate::identity::calibrate::check::BrowserCheck) -> Self {
         BrowserSignals {
             signals: c.signals.iter().map(ToString::to_string).collect(),
             names: c.signals.iter().map(|s| s.name.clone()).collect(),
@@ -61,10 +61,10 @@ impl BrowserSignals {
 pub(super) fn note_browser_signals(
     events: &super::Events,
     slot: usize,
-    before: Option<&crate::calibrate::Record>,
-    record: &crate::calibrate::Record,
+    before: Option<&crate::identity::calibrate::Record>,
+    record: &crate::identity::calibrate::Record,
 ) {
-    let names = |r: Option<&crate::calibrate::Record>| {
+    let names = |r: Option<&crate::identity::calibrate::Record>| {
         r.and_then(|r| r.browser_check.as_ref())
             .map(|c| c.signals.iter().map(|s| s.name.clone()).collect::<Vec<_>>())
     };

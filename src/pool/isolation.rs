@@ -1,5 +1,5 @@
 //! Where the slots' browsers run: in the daemon's loopback-only network
-//! namespace (`crate::netns`), or — only when `browser.isolate = false` says
+//! namespace (`crate::wire::netns`), or — only when `browser.isolate = false` says
 //! so — beside the daemon on the machine's shared loopback. A pool that
 //! wants the namespace and cannot make one does not start: running the
 //! browsers where every local user can reach their DevTools ports is a
@@ -33,8 +33,8 @@ pub struct Isolation {
 pub(super) fn isolate(
     browser: &BrowserConfig,
     base_port: u16,
-) -> Result<(Option<Arc<crate::netns::Netns>>, Isolation)> {
-    let sandbox = browser.sandbox && !crate::browser::launcher::running_as_root();
+) -> Result<(Option<Arc<crate::wire::netns::Netns>>, Isolation)> {
+    let sandbox = browser.sandbox && !crate::identity::browser::launcher::running_as_root();
     if !browser.sandbox {
         tracing::info!(
             "browser.sandbox = false: the slots' browsers run with --no-sandbox (the container is the sandbox)"
@@ -45,7 +45,7 @@ pub(super) fn isolate(
         );
     }
     if !browser.isolate {
-        let exposes = crate::netns::shared_exposure(base_port);
+        let exposes = crate::wire::netns::shared_exposure(base_port);
         tracing::warn!(
             "browser.isolate = false: the slots' Chromium share the daemon's network: {exposes}"
         );
@@ -60,14 +60,14 @@ pub(super) fn isolate(
             },
         ));
     }
-    match crate::netns::Netns::create() {
+    match crate::wire::netns::Netns::create() {
         Ok(ns) => Ok((
             Some(Arc::new(ns)),
             Isolation {
                 isolated: true,
-                via: Some(crate::netns::Netns::how()),
+                via: Some(crate::wire::netns::Netns::how()),
                 reason: None,
-                exposes: crate::netns::ISOLATED_EXPOSURE.to_string(),
+                exposes: crate::wire::netns::ISOLATED_EXPOSURE.to_string(),
                 sandbox,
             },
         )),
@@ -82,6 +82,6 @@ fn not_isolated(reason: &str, base_port: u16) -> Error {
         "browser.isolate = true, but {reason}. The pool does not start with its browsers on the \
          machine's network unless told to: give the daemon CAP_SYS_ADMIN or allow unprivileged \
          user namespaces (`idpool doctor` checks), or set `isolate = false` under [browser] to accept this exposure: {}",
-        crate::netns::shared_exposure(base_port)
+        crate::wire::netns::shared_exposure(base_port)
     ))
 }

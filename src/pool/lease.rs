@@ -17,8 +17,8 @@ use tokio::time::Instant;
 use super::circuit::{Admission, BreakerState, Verdict};
 use super::{Inner, Slot};
 use crate::error::{Error, ErrorKind, Result};
-use crate::http::{FetchRequest, FetchResponse, RequestKind};
 use crate::strategy::{self, Body, Markers, Outcome, Politeness, Strategy};
+use crate::wire::http::{FetchRequest, FetchResponse, RequestKind};
 
 /// Which tier served a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -50,7 +50,7 @@ pub struct Fetched {
     /// strategy's `[session]` markers, or a `[login]` wall), and why.
     pub login: Option<(crate::strategy::LoginState, String)>,
     /// The screenshot and PDF a browser call asked for.
-    pub captured: crate::browser::Captured,
+    pub captured: crate::identity::browser::Captured,
     /// What of the answer was left out, in words (a browser page longer
     /// than `http.max_body_bytes`).
     pub cut: Vec<String>,
@@ -181,7 +181,7 @@ impl Lease {
         // A big page is read without holding up the runtime thread's
         // other tasks (the parse is bounded; this keeps it off their time).
         let (fetched, seen) = crate::dom::offload::heavy(raw.len(), || {
-            let text = crate::http::utf8_text(&raw);
+            let text = crate::wire::http::utf8_text(&raw);
             let body = Body::new(&text, response.content_type());
             let outcome = self.classify(response.status, response.final_url.as_str(), &body);
             super::record_request(
@@ -245,7 +245,7 @@ impl Lease {
         });
         let html = bytes::Bytes::from(page.html);
         let (fetched, seen) = crate::dom::offload::heavy(html.len(), || {
-            let text = crate::http::utf8_text(&html);
+            let text = crate::wire::http::utf8_text(&html);
             let body = Body::html_page(&text);
             let outcome = self.classify(page.status, final_url.as_str(), &body);
             super::record_request(
@@ -294,16 +294,16 @@ impl Lease {
         &self,
         url: url::Url,
         opts: &super::BrowseOptions,
-    ) -> Result<(crate::browser::PageResult, url::Url, Vec<String>)> {
+    ) -> Result<(crate::identity::browser::PageResult, url::Url, Vec<String>)> {
         self.inner.guard.check(&url).await?;
         let rules = self.rules.as_deref();
         let markers = rules.is_none().then(Markers::generic);
         let probe = |html: &str, url: &str, status: u16| match (rules, &markers) {
             (Some(s), _) => s.page_state(html, url, status),
             (None, Some(m)) => m.page_state(html, url, status),
-            (None, None) => crate::browser::PageState::Normal,
+            (None, None) => crate::identity::browser::PageState::Normal,
         };
-        let req = crate::browser::BrowserRequest {
+        let req = crate::identity::browser::BrowserRequest {
             url: url.to_string(),
             wait_for: opts.wait_for.clone(),
             cookie_domain: rules

@@ -26,8 +26,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::Pool;
 use super::slot::Slot;
-use crate::browser::live::{self, Input};
 use crate::error::{Error, ErrorKind, Result};
+use crate::identity::browser::live::{self, Input};
 use crate::strategy::{Body, LoginState, Strategy};
 
 /// One screencast frame.
@@ -239,7 +239,7 @@ impl Pool {
     ) -> Result<&'static str> {
         self.inner.guard.check(&url).await?;
         let mut turn = slot.browser().turn().await?;
-        let req = crate::browser::BrowserRequest {
+        let req = crate::identity::browser::BrowserRequest {
             url: url.to_string(),
             wait_for: None,
             cookie_domain: Some(strategy.cookie_domain().to_string()),
@@ -259,7 +259,7 @@ impl Pool {
         {
             tab.goto(url.as_str())
                 .await
-                .map_err(crate::browser::page::cdp("open the sign-in page"))?;
+                .map_err(crate::identity::browser::page::cdp("open the sign-in page"))?;
         }
         let mut frames = live::start(&tab, 1280).await?;
         me.set("waiting", false, None);
@@ -289,7 +289,7 @@ impl Pool {
                     me.counts.1.fetch_add(1, Ordering::Relaxed);
                 },
                 _ = check.tick() => {
-                    let html = crate::browser::page::content(&tab, slot.browser().page_limit())
+                    let html = crate::identity::browser::page::content(&tab, slot.browser().page_limit())
                         .await
                         .map(|(html, _)| html)
                         .unwrap_or_default();
@@ -311,7 +311,8 @@ impl Pool {
         };
         live::stop(&tab).await;
         // Whatever the end, what the site set goes into the jar.
-        let cookies = crate::browser::page::pull_cookies(browser, strategy.cookie_domain()).await?;
+        let cookies =
+            crate::identity::browser::page::pull_cookies(browser, strategy.cookie_domain()).await?;
         slot.jar().import(&cookies);
         slot.jar().save()?;
         end

@@ -71,9 +71,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{BreakerConfig, Config};
 use crate::error::{Error, ErrorKind, Result};
-use crate::http::{FetchRequest, Guard, RootStore};
-use crate::profile;
+use crate::identity::profile;
 use crate::strategy::{Outcome, Registry, Strategy};
+use crate::wire::http::{FetchRequest, Guard, RootStore};
 
 /// The identity pool. Cheap to clone.
 #[derive(Clone)]
@@ -100,7 +100,7 @@ struct Inner {
     browsing: browsing::Sessions,
     guard: Arc<Guard>,
     events: Arc<Events>,
-    calibrator: Option<Arc<crate::calibrate::Calibrator>>,
+    calibrator: Option<Arc<crate::identity::calibrate::Calibrator>>,
     breaker: BreakerConfig,
     cascade: crate::config::CascadeConfig,
     max_wait: Duration,
@@ -110,7 +110,7 @@ struct Inner {
     /// Whether the browsers run in their own network namespace, and why not.
     isolation: Isolation,
     /// Held for the pool's life (the browsers' namespace and its thread).
-    _netns: Option<Arc<crate::netns::Netns>>,
+    _netns: Option<Arc<crate::wire::netns::Netns>>,
     retire: crate::config::RetireConfig,
     /// Woken whenever a lease is released.
     released: Notify,
@@ -139,7 +139,7 @@ impl Pool {
     /// Like [`Pool::open`], with compiled Rust strategies registered besides the
     /// TOML ones.
     pub fn open_with(cfg: &Config, compiled: Vec<Arc<dyn Strategy>>) -> Result<Pool> {
-        crate::browser::process::become_subreaper();
+        crate::identity::browser::process::become_subreaper();
         let lock = lock::DataDirLock::acquire(&cfg.pool.data_dir)?;
         let (profiles, problems) = profile::load_dir(&cfg.pool.profiles_dir);
         for p in &problems {
@@ -155,10 +155,10 @@ impl Pool {
         let hosts = guard_hosts(&registry, &cfg.security.allowed_hosts);
         let guard = Arc::new(Guard::from_config(hosts, &cfg.security));
         let roots = RootStore::new(&cfg.security.extra_root_certs)?;
-        let mut spki = crate::http::cert::spki_hashes(&cfg.security.extra_root_certs)?;
-        let trust_roots = crate::http::cert::root_ders(&cfg.security.extra_root_certs)?;
+        let mut spki = crate::wire::http::cert::spki_hashes(&cfg.security.extra_root_certs)?;
+        let trust_roots = crate::wire::http::cert::root_ders(&cfg.security.extra_root_certs)?;
         let calibrator = if cfg.browser.calibrate {
-            let c = Arc::new(crate::calibrate::Calibrator::new()?);
+            let c = Arc::new(crate::identity::calibrate::Calibrator::new()?);
             spki.push(c.spki().to_string());
             Some(c)
         } else {
@@ -175,7 +175,7 @@ impl Pool {
             guard: guard.clone(),
             browser: &cfg.browser,
             spki: &spki,
-            proxy_tls: Arc::new(crate::egress::ProxyTls::new(trust_roots.clone())),
+            proxy_tls: Arc::new(crate::wire::egress::ProxyTls::new(trust_roots.clone())),
             trust_roots: &trust_roots,
             calibrator: calibrator.clone(),
             events: events.clone(),
@@ -188,7 +188,8 @@ impl Pool {
         };
         // The user agent claims the Chromium that will run (unless a
         // profile pins one), from the first HTTP request on.
-        let chromium = crate::browser::launcher::installed_major(cfg.browser.executable.as_deref());
+        let chromium =
+            crate::identity::browser::launcher::installed_major(cfg.browser.executable.as_deref());
         let slots = open_slots(cfg, &profiles, &env, chromium)?;
         let fleet = open_fleet(cfg, slots.len())?;
         let pool = Pool {
@@ -444,7 +445,7 @@ impl Pool {
 
     /// The browsers' namespace (for tests that check what can be reached
     /// from inside it).
-    pub fn netns(&self) -> Option<&Arc<crate::netns::Netns>> {
+    pub fn netns(&self) -> Option<&Arc<crate::wire::netns::Netns>> {
         self.inner._netns.as_ref()
     }
 

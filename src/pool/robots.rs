@@ -13,8 +13,8 @@ use tokio::time::Instant;
 use super::slot::Slot;
 use crate::config::WebConfig;
 use crate::error::{Error, Result};
-use crate::http::FetchRequest;
 use crate::web::Robots;
+use crate::wire::http::FetchRequest;
 
 /// Origins whose file is kept; past this, expired ones go, then all.
 const MAX_ORIGINS: usize = 1024;

@@ -1,5 +1,5 @@
 //! Sessions in and out of a slot: its jar's cookies and its browser's
-//! `localStorage`, from and to the files of `crate::session`.
+//! `localStorage`, from and to the files of `crate::identity::session`.
 //!
 //! An import parses the whole file first (a bad one changes nothing),
 //! merges the cookies into the jar and saves it atomically, sets them in
@@ -18,7 +18,7 @@ use serde_json::json;
 use super::Pool;
 use super::slot::Slot;
 use crate::error::{Error, ErrorKind, Result};
-use crate::session::{self, Format, Session};
+use crate::identity::session::{self, Format, Session};
 
 /// What an import did.
 #[derive(Debug, Clone, Serialize)]
@@ -34,7 +34,7 @@ pub struct Imported {
     pub rejected: usize,
     /// Each cookie the jar refused: its position among the file's cookies,
     /// name, domain and reason (never its value).
-    pub refused: Vec<crate::jar::Refusal>,
+    pub refused: Vec<crate::identity::jar::Refusal>,
     /// `localStorage` items per origin, written into the slot's Chromium.
     pub local_storage: BTreeMap<String, usize>,
     /// The cookies went into the running browser as well.
@@ -198,14 +198,14 @@ impl Pool {
             let covered = parsed
                 .cookies
                 .iter()
-                .any(|c| crate::jar::domains_related(&c.domain, &domain));
+                .any(|c| crate::identity::jar::domains_related(&c.domain, &domain));
             if !covered {
                 continue;
             }
             let Ok(lease) = self.next_slot(s.name(), Some(slot)).await else {
                 continue;
             };
-            let req = crate::http::FetchRequest::get(url);
+            let req = crate::wire::http::FetchRequest::get(url);
             let outcome = match lease.http(req, |f, _| f.outcome).await {
                 Ok((_, o)) => o,
                 Err(_) => crate::strategy::Outcome::Failed,

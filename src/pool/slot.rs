@@ -13,15 +13,15 @@ use super::calibration::{CALIBRATION_TIMEOUT, Calibrating, CalibrationStatus, ch
 use super::events::Events;
 use super::identity::SlotIdentity;
 use super::slot_env::{SlotEnv, identity, launch_spec, start_egress};
-use crate::browser::{BrowserFacts, SlotBrowser};
-use crate::calibrate::{Calibrator, Record};
 use crate::config::HttpConfig;
-use crate::egress::{Egress, EgressFacts};
 use crate::error::{Error, Result};
-use crate::fingerprint::Calibration;
-use crate::http::{FetchRequest, FetchResponse, Guard, HttpClient, RootStore};
-use crate::jar::{Jar, OpenNote};
-use crate::profile::{Profile, ProxyTemplate};
+use crate::identity::browser::{BrowserFacts, SlotBrowser};
+use crate::identity::calibrate::{Calibrator, Record};
+use crate::identity::jar::{Jar, OpenNote};
+use crate::identity::profile::{Profile, ProxyTemplate};
+use crate::wire::egress::{Egress, EgressFacts};
+use crate::wire::fingerprint::Calibration;
+use crate::wire::http::{FetchRequest, FetchResponse, Guard, HttpClient, RootStore};
 
 /// Health counters of a slot, for status output.
 #[derive(Debug, Clone, Default)]
@@ -67,7 +67,7 @@ pub struct Slot {
     identity: parking_lot::RwLock<SlotIdentity>,
     /// The upstream both tiers use now (rendered from `proxy` for the
     /// current session, else the profile's).
-    upstream: parking_lot::RwLock<Option<crate::profile::ProxyUrl>>,
+    upstream: parking_lot::RwLock<Option<crate::identity::profile::ProxyUrl>>,
     /// The configured proxy, re-rendered for each new session.
     proxy: Option<ProxyTemplate>,
     /// What retirement policy counts.
@@ -106,7 +106,7 @@ impl Slot {
         let (jar, note) = Jar::open(&dir.join("cookies.json"))?;
         match (note, &profile.seed_cookies) {
             (OpenNote::Fresh, Some(seed)) => {
-                let n = crate::session::seed(&jar, seed)?;
+                let n = crate::identity::session::seed(&jar, seed)?;
                 tracing::info!(
                     slot = id,
                     cookies = n,
@@ -127,11 +127,11 @@ impl Slot {
             .filter(|r| r.user_agent == profile.user_agent);
         let mut record = record;
         let mut calibration = record.as_ref().map(|r| r.calibration.clone());
-        let hints = Arc::new(crate::http::hints::Memory::open(
+        let hints = Arc::new(crate::wire::http::hints::Memory::open(
             &dir.join("client_hints.json"),
         ));
         let http = match HttpClient::calibrated(
-            &profile,
+            &profile.persona(),
             jar.clone(),
             env.http,
             env.roots,
@@ -143,7 +143,7 @@ impl Slot {
                 tracing::warn!(slot = id, error = %e, "saved calibration not usable; the slot recalibrates at its next browser launch");
                 (record, calibration) = (None, None);
                 HttpClient::new(
-                    &profile,
+                    &profile.persona(),
                     jar.clone(),
                     env.http,
                     env.roots,
@@ -202,7 +202,7 @@ impl Slot {
         let mut profile = self.profile.clone();
         profile.proxy = self.upstream();
         let client = HttpClient::calibrated(
-            &profile,
+            &profile.persona(),
             self.jar.clone(),
             *cfg,
             roots,
@@ -230,9 +230,9 @@ impl Slot {
     /// calibrated if this Chromium (its version) has not been yet.
     pub(super) async fn browse(
         self: &Arc<Self>,
-        req: &crate::browser::BrowserRequest,
-        probe: &crate::browser::Probe<'_>,
-    ) -> Result<crate::browser::PageResult> {
+        req: &crate::identity::browser::BrowserRequest,
+        probe: &crate::identity::browser::Probe<'_>,
+    ) -> Result<crate::identity::browser::PageResult> {
         self.wear.used();
         let result = self.browser.navigate(req, Some(&self.jar), probe).await;
         self.save_jar().await;
@@ -322,7 +322,7 @@ impl Slot {
         self.cal_runs
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let run = async {
-            let subject = crate::calibrate::Subject {
+            let subject = crate::identity::calibrate::Subject {
                 id: self.id,
                 browser: &self.browser,
                 profile: &self.profile,
@@ -468,7 +468,7 @@ impl Slot {
 
     /// The upstream proxy both tiers use now (credentials inside: display
     /// it redacted).
-    pub fn upstream(&self) -> Option<crate::profile::ProxyUrl> {
+    pub fn upstream(&self) -> Option<crate::identity::profile::ProxyUrl> {
         self.upstream.read().clone()
     }
 

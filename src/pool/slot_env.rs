@@ -6,13 +6,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::events::Events;
-use crate::browser::{ClientHints, Identity, LaunchSpec};
-use crate::calibrate::Calibrator;
 use crate::config::{BrowserConfig, HttpConfig};
-use crate::egress::{Egress, EgressConfig, UpstreamHealth};
 use crate::error::Result;
-use crate::http::{Guard, RootStore};
-use crate::profile::Profile;
+use crate::identity::browser::{ClientHints, Identity, LaunchSpec};
+use crate::identity::calibrate::Calibrator;
+use crate::identity::profile::Profile;
+use crate::wire::egress::{Egress, EgressConfig, UpstreamHealth};
+use crate::wire::http::{Guard, RootStore};
 
 /// Everything a slot needs from the pool to open.
 pub struct SlotEnv<'a> {
@@ -29,13 +29,13 @@ pub struct SlotEnv<'a> {
     /// through its own NSS database.
     pub trust_roots: &'a [Vec<u8>],
     /// TLS to `https://` upstream proxies, for every slot's egress.
-    pub proxy_tls: Arc<crate::egress::ProxyTls>,
+    pub proxy_tls: Arc<crate::wire::egress::ProxyTls>,
     pub calibrator: Option<Arc<Calibrator>>,
     pub events: Arc<Events>,
     /// The pool's shutdown signal (the slot's egress ends with it).
     pub stop: &'a tokio_util::sync::CancellationToken,
     /// The browsers' namespace, when they are isolated.
-    pub netns: Option<Arc<crate::netns::Netns>>,
+    pub netns: Option<Arc<crate::wire::netns::Netns>>,
     /// `pool.proxy_failures` and `pool.proxy_probe_secs`.
     pub proxy_health: (u32, std::time::Duration),
 }
@@ -84,7 +84,7 @@ pub(super) fn identity(profile: &Profile) -> Identity {
     let brands = profile
         .sec_ch_ua
         .as_deref()
-        .map(crate::browser::page::parse_sec_ch_ua)
+        .map(crate::identity::browser::page::parse_sec_ch_ua)
         .unwrap_or_default();
     let hints = (!brands.is_empty()).then(|| ClientHints {
         brands,
@@ -100,8 +100,8 @@ pub(super) fn identity(profile: &Profile) -> Identity {
         hints,
         // A phone's touch screen takes five fingers, as Android reports.
         touch_points: match profile.pointer() {
-            crate::profile::Pointer::Coarse => 5,
-            crate::profile::Pointer::Fine => 0,
+            crate::identity::profile::Pointer::Coarse => 5,
+            crate::identity::profile::Pointer::Fine => 0,
         },
     }
 }

@@ -24,7 +24,7 @@ use toml::Spanned;
 use super::Body;
 use super::markers::{MarkerFile, MarkerSet};
 use crate::diag::Diagnostic;
-use crate::http::host_matches;
+use crate::wire::http::host_matches;
 
 /// Whether a slot is signed in on a site.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

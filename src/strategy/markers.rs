@@ -239,19 +239,24 @@ impl Markers {
     }
 
     /// How a page in the browser looks, from its HTML, URL and main-document status.
-    pub fn page_state(&self, html: &str, url: &str, status: u16) -> crate::browser::PageState {
+    pub fn page_state(
+        &self,
+        html: &str,
+        url: &str,
+        status: u16,
+    ) -> crate::identity::browser::PageState {
         let body = Body::html_page(html);
         if self.challenge.matches(status, url, &body) {
-            crate::browser::PageState::Challenge
+            crate::identity::browser::PageState::Challenge
         } else if self.block.matches(status, url, &body)
             || self.login.matches(status, url, &body)
             || self.rate_limit.matches(status, url, &body)
             || status >= 400
         {
             // An error page will not grow the element we wait for either.
-            crate::browser::PageState::Blocked
+            crate::identity::browser::PageState::Blocked
         } else {
-            crate::browser::PageState::Normal
+            crate::identity::browser::PageState::Normal
         }
     }
 }

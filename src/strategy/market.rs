@@ -28,7 +28,7 @@ use super::locale::LocaleFile;
 use super::operation::{Param, ParamKind};
 use super::{Strategy, TomlStrategy};
 use crate::diag::Diagnostic;
-use crate::http::host_matches;
+use crate::wire::http::host_matches;
 
 /// `[marketplaces.NAME]` as written.
 #[derive(Debug, Deserialize)]

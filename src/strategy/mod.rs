@@ -40,7 +40,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::diag::{self, Diagnostic};
-use crate::http::host_matches;
+use crate::wire::http::host_matches;
 
 /// How hard a strategy may use one identity, and the site as a whole.
 #[derive(Debug, Clone, Deserialize)]

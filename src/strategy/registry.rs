@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::{Strategy, TomlStrategy};
 use crate::diag::Diagnostic;
-use crate::profile::toml_files;
+use crate::identity::profile::toml_files;
 
 /// All loaded strategies.
 #[derive(Debug, Default, Clone)]

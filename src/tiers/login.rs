@@ -10,10 +10,10 @@ use serde_json::{Map, Value};
 
 use super::{Attempt, CascadeResult, RunOptions};
 use crate::error::{Error, ErrorKind, Result};
-use crate::http::FetchRequest;
 use crate::pool::{Lease, Pool};
 use crate::strategy::operation::Operation;
 use crate::strategy::{LoginState, Outcome, Strategy};
+use crate::wire::http::FetchRequest;
 
 /// The result came from the fallback operation.
 #[derive(Debug, Clone, Serialize)]

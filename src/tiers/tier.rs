@@ -7,12 +7,12 @@ use serde_json::{Map, Value};
 use crate::error::ErrorKind;
 
 use super::{TierEnd, TierRun};
-use crate::http::{FetchRequest, RequestKind};
 use crate::pool::{Fetched, Lease};
 use crate::strategy::extract::Extracted;
 use crate::strategy::operation::{Operation, Tier};
 use crate::strategy::template::{render, render_json};
 use crate::strategy::{Body, Outcome, Strategy};
+use crate::wire::http::{FetchRequest, RequestKind};
 
 /// One tier on the lease's slot: the request built from the tier's
 /// template, sent through the lease, and judged from one parse of its body.

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::spec::{Annotations, Description, Role, Spec, input_schema, invalid, parse, result_schema};
 use crate::error::{Error, ErrorKind, Result};
-use crate::http::FetchRequest;
+use crate::wire::http::FetchRequest;
 use crate::pool::Pool;
 use crate::tiers::RunOptions;
 use crate::web::{Page, sitemap};

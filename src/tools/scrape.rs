@@ -13,10 +13,10 @@ use serde_json::{Value, json};
 use super::spec::{
     Annotations, Description, Role, Spec, input_schema, invalid, parse, result_schema,
 };
-use crate::browser::actions::Action;
-use crate::browser::{Capture, Captured};
+use crate::identity::browser::actions::Action;
+use crate::identity::browser::{Capture, Captured};
 use crate::error::{Error, ErrorKind, Result};
-use crate::http::FetchRequest;
+use crate::wire::http::FetchRequest;
 use crate::pool::{BrowseOptions, Fetched, Pool, Via};
 use crate::strategy::{Body, Extractor, Outcome};
 use crate::tiers::RunOptions;
@@ -183,7 +183,7 @@ struct Args {
     /// Steps on the page before it is captured (browser): click, type,
     /// press, scroll, wait.
     #[serde(default)]
-    #[schemars(length(max = crate::browser::actions::MAX_ACTIONS))]
+    #[schemars(length(max = crate::identity::browser::actions::MAX_ACTIONS))]
     actions: Vec<Action>,
     /// Extra request headers (HTTP tier; the browser sends its own).
     #[serde(default)]
@@ -254,10 +254,10 @@ fn plan(a: &Args) -> Result<Plan> {
     if formats.is_empty() {
         return Err(invalid("`format` lists no format"));
     }
-    if a.actions.len() > crate::browser::actions::MAX_ACTIONS {
+    if a.actions.len() > crate::identity::browser::actions::MAX_ACTIONS {
         return Err(invalid(format!(
             "at most {} actions",
-            crate::browser::actions::MAX_ACTIONS
+            crate::identity::browser::actions::MAX_ACTIONS
         )));
     }
     for (i, act) in a.actions.iter().enumerate() {

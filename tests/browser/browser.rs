@@ -6,10 +6,10 @@ use crate::common;
 use std::time::Duration;
 
 use common::{Env, chromium_browsers_under, shutdown_and_check};
-use idpool::http::FetchRequest;
 use idpool::pool::Via;
 use idpool::strategy::Outcome;
 use idpool::testbed::{Fault, FaultKind};
+use idpool::wire::http::FetchRequest;
 
 #[tokio::test]
 async fn lazy_launch_one_chromium_on_its_slot_port_and_dir() {
@@ -138,7 +138,7 @@ async fn both_tiers_send_the_same_user_agent_and_language() {
         b.user_agent, b.accept_language, b.sec_ch_ua, b.sec_ch_ua_platform
     );
     // Both tiers claim the Chromium that runs, not the emulation's 149.
-    let major = idpool::browser::launcher::installed_major(None).expect("chromium");
+    let major = idpool::identity::browser::launcher::installed_major(None).expect("chromium");
     let chrome = format!("Chrome/{major}.0.0.0");
     assert!(
         h.user_agent
@@ -281,7 +281,7 @@ async fn a_killed_chromium_is_reaped_counted_and_relaunched() {
             .is_some_and(|e| e.contains("exited unexpectedly")),
         "{facts:?}"
     );
-    assert!(!idpool::browser::process::pid_alive(old));
+    assert!(!idpool::identity::browser::process::pid_alive(old));
     shutdown_and_check(&pool).await;
 }
 
@@ -417,14 +417,14 @@ async fn chromium_of_a_killed_pool_is_ended_at_the_next_start() {
     child.kill().await.expect("SIGKILL the pool process");
     child.wait().await.expect("reap it");
     assert!(
-        idpool::browser::process::pid_alive(stale),
+        idpool::identity::browser::process::pid_alive(stale),
         "Chromium should survive its SIGKILLed owner"
     );
 
     let pool = env.pool();
     let ended = pool.end_stale_browsers().await;
     assert_eq!(ended, vec![(0, stale)]);
-    assert!(!idpool::browser::process::pid_alive(stale));
+    assert!(!idpool::identity::browser::process::pid_alive(stale));
     let f = pool
         .browse(env.url("/product/B0HOLD"), None, Some(0))
         .await
@@ -531,7 +531,7 @@ async fn the_browser_environment_matches_the_profile() {
     assert_eq!(v["platform"], "Win32");
     assert_eq!(v["ua_platform"], "Windows");
     // The JavaScript engine's user agent and brands name the running Chromium.
-    let major = idpool::browser::launcher::installed_major(None).expect("chromium");
+    let major = idpool::identity::browser::launcher::installed_major(None).expect("chromium");
     assert!(
         v["user_agent"].as_str().is_some_and(
             |ua| ua.contains(&format!("Chrome/{major}.0.0.0")) && !ua.contains("Headless")
@@ -569,7 +569,7 @@ async fn a_pinned_user_agent_is_kept() {
     );
     let pool = env.pool();
     pool.fetch(
-        idpool::http::FetchRequest::get(env.url("/product/B0PIN?tier=http")),
+        idpool::wire::http::FetchRequest::get(env.url("/product/B0PIN?tier=http")),
         Some(0),
     )
     .await
@@ -663,7 +663,7 @@ async fn idle_browsers_close_and_big_ones_restart() {
     let facts = pool.slots()[0].browser_facts();
     assert!(!facts.running, "idle browser was not closed");
     assert_eq!(facts.crashes, 0, "an idle close is not a crash");
-    assert!(!idpool::browser::process::pid_alive(pid));
+    assert!(!idpool::identity::browser::process::pid_alive(pid));
     pool.browse(env.url("/product/B0IDLE"), None, Some(0))
         .await
         .expect("relaunch");
@@ -807,7 +807,7 @@ async fn a_launch_that_fails_part_way_kills_and_reaps_its_child() {
         .parse()
         .expect("pid");
     assert!(
-        !idpool::browser::process::pid_alive(pid),
+        !idpool::identity::browser::process::pid_alive(pid),
         "the failed launch left its child running"
     );
     assert_eq!(pool.slots()[0].browser_facts().launches, 0);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::shop;
-use idpool::browser::process::pid_alive;
+use idpool::identity::browser::process::pid_alive;
 use idpool::pool::Pool;
 use idpool::strategy::Strategy;
 use idpool::tiers::{self, RunOptions};

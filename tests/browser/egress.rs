@@ -321,9 +321,9 @@ async fn a_plain_http_request_reaches_the_site_as_the_browser_wrote_it() {
 /// saw it.
 async fn launch_bare_chromium(env: &Env, pool: &idpool::pool::Pool, url: &str, via: &str) {
     let dir = env.path(&format!("bare/{via}"));
-    let spec = idpool::browser::LaunchSpec {
+    let spec = idpool::identity::browser::LaunchSpec {
         slot: 9,
-        executable: idpool::browser::launcher::find_executable(None).expect("chromium"),
+        executable: idpool::identity::browser::launcher::find_executable(None).expect("chromium"),
         port: free_base_port(1),
         user_data_dir: dir.join("chromium"),
         pid_file: dir.join("chromium.pid"),
@@ -332,10 +332,10 @@ async fn launch_bare_chromium(env: &Env, pool: &idpool::pool::Pool, url: &str, v
         user_agent: pool.slots()[0].profile.user_agent.clone(),
         languages: pool.slots()[0].profile.languages(),
         window: (1280, 800),
-        screen: idpool::profile::Screen::DESKTOP,
-        pointer: idpool::profile::Pointer::Fine,
+        screen: idpool::identity::profile::Screen::DESKTOP,
+        pointer: idpool::identity::profile::Pointer::Fine,
         proxy_server: None,
-        spki: idpool::http::cert::spki_hashes(std::slice::from_ref(&env.testbed.ca_path))
+        spki: idpool::wire::http::cert::spki_hashes(std::slice::from_ref(&env.testbed.ca_path))
             .expect("spki"),
         trust_roots: Vec::new(),
         timezone: None,
@@ -371,7 +371,7 @@ async fn launch_bare_chromium(env: &Env, pool: &idpool::pool::Pool, url: &str, v
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    idpool::browser::process::kill_and_reap(&mut child).await;
+    idpool::identity::browser::process::kill_and_reap(&mut child).await;
 }
 
 /// Browsers locked away (issue 15, item 2): each slot's Chromium runs in a

@@ -174,7 +174,7 @@ pub async fn shutdown_and_check(pool: &Pool) {
     pool.shutdown().await;
     for pid in pids {
         assert!(
-            !idpool::browser::process::pid_alive(pid),
+            !idpool::identity::browser::process::pid_alive(pid),
             "Chromium pid {pid} outlived the pool"
         );
     }
@@ -189,7 +189,7 @@ pub async fn shutdown_and_check(pool: &Pool) {
 
 /// Pids of Chromium browser processes (not helpers) using a user-data-dir under `dir`.
 pub fn chromium_browsers_under(dir: &Path) -> Vec<(u32, Vec<String>)> {
-    use idpool::browser::process::{all_pids, cmdline, pid_alive};
+    use idpool::identity::browser::process::{all_pids, cmdline, pid_alive};
     let needle = format!("--user-data-dir={}", dir.display());
     all_pids()
         .into_iter()

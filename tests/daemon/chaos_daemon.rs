@@ -57,7 +57,7 @@ fn audit_lines_are_whole(env: &common::Env, round: usize) -> usize {
 }
 
 fn jars_load(env: &common::Env, slots: usize, round: usize) {
-    use idpool::jar::{Jar, OpenNote};
+    use idpool::identity::jar::{Jar, OpenNote};
     for s in 0..slots {
         let path = env.path(&format!("data/slots/{s}/cookies.json"));
         if !path.exists() {

@@ -4,11 +4,11 @@
 use crate::common;
 
 use common::{Env, shop, shutdown_and_check};
-use idpool::fingerprint::tls::ja4_c;
-use idpool::http::FetchRequest;
 use idpool::testbed::LogEntry;
 use idpool::tiers::RunOptions;
 use idpool::tools;
+use idpool::wire::fingerprint::tls::ja4_c;
+use idpool::wire::http::FetchRequest;
 use serde_json::json;
 
 fn logged(env: &Env, path: &str) -> LogEntry {
@@ -264,7 +264,7 @@ async fn after_calibration_the_http_tier_sends_what_the_slots_browser_sends() {
 async fn client_hints_a_site_asked_for(
     env: &Env,
     pool: &idpool::pool::Pool,
-    record: &idpool::calibrate::Record,
+    record: &idpool::identity::calibrate::Record,
 ) {
     assert_eq!(
         record.report.asked_headers_equal,
@@ -496,7 +496,7 @@ async fn consistency_mode_accepts_the_calibrated_http_tier_and_refuses_it_uncali
 /// A Chromium "executable" that reports `version` and runs the real one.
 fn write_wrapper(env: &Env, version: &str) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let real = idpool::browser::launcher::find_executable(None).expect("chromium");
+    let real = idpool::identity::browser::launcher::find_executable(None).expect("chromium");
     let path = env.path("chromium-wrapper");
     let tmp = env.path("chromium-wrapper.tmp");
     std::fs::write(

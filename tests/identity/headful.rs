@@ -14,7 +14,7 @@ const XVFB: &str = "[browser]\ndisplay = \"xvfb\"\n";
 
 /// Xvfb processes serving a slot under `data`: their pids.
 fn displays_under(data: &std::path::Path) -> Vec<u32> {
-    use idpool::browser::process::{all_pids, cmdline, pid_alive};
+    use idpool::identity::browser::process::{all_pids, cmdline, pid_alive};
     let prefix = data.join("slots").display().to_string();
     all_pids()
         .into_iter()
@@ -66,7 +66,10 @@ fn probe_of(scraped: &Value) -> Value {
 
 async fn gone(pids: &[u32]) -> bool {
     for _ in 0..100 {
-        if !pids.iter().any(|p| idpool::browser::process::pid_alive(*p)) {
+        if !pids
+            .iter()
+            .any(|p| idpool::identity::browser::process::pid_alive(*p))
+        {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -85,7 +88,8 @@ async fn xvfb_mode_runs_headful_and_leaves_nothing_after_sigterm_or_sigkill() {
     let chromium = slot["browser"]["pid"].as_u64().expect("a running browser") as u32;
     let displays = displays_under(&data);
     assert_eq!(displays.len(), 1, "one display for the slot");
-    let args = idpool::browser::process::cmdline(chromium).expect("Chromium's command line");
+    let args =
+        idpool::identity::browser::process::cmdline(chromium).expect("Chromium's command line");
     assert!(
         !args.iter().any(|a| a.starts_with("--headless")),
         "headful: {args:?}"
@@ -143,7 +147,8 @@ async fn xvfb_mode_runs_headful_and_leaves_nothing_after_sigterm_or_sigkill() {
     d.child.wait().await.expect("reap it");
     drop(d);
     assert!(
-        idpool::browser::process::pid_alive(chromium) && displays_under(&data) == displays,
+        idpool::identity::browser::process::pid_alive(chromium)
+            && displays_under(&data) == displays,
         "both outlive a SIGKILLed daemon"
     );
     let d = Daemon::start_with(&env, 1, "", XVFB, &[]).await;

@@ -5,8 +5,8 @@ use crate::common;
 
 use std::time::Duration;
 
-use idpool::http::FetchRequest;
-use idpool::jar::{Jar, OpenNote};
+use idpool::identity::jar::{Jar, OpenNote};
+use idpool::wire::http::FetchRequest;
 
 #[tokio::test]
 async fn cookies_survive_a_pool_restart() {

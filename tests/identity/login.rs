@@ -8,7 +8,7 @@ use crate::common;
 
 use common::daemon::{Daemon, Mcp, add_key};
 use common::{Env, shop, shutdown_and_check};
-use idpool::session::Format;
+use idpool::identity::session::Format;
 use idpool::strategy::{LoginState, Outcome};
 use idpool::testbed::accounts;
 use idpool::tiers::RunOptions;

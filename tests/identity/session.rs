@@ -9,8 +9,8 @@ use crate::common;
 
 use common::Env;
 use common::daemon::{Daemon, add_key, idpool};
-use idpool::http::FetchRequest;
-use idpool::session::Format;
+use idpool::identity::session::Format;
+use idpool::wire::http::FetchRequest;
 use serde_json::{Value, json};
 
 const HOST: &str = "127.0.0.1";
@@ -132,7 +132,7 @@ async fn every_format_imports_and_an_export_round_trips_into_a_fresh_slot() {
     for f in [Format::Netscape, Format::Json] {
         let text = pool.export_session(1, f, Some(HOST)).await.expect("export");
         assert!(text.contains("from_state"), "{f:?}: {text}");
-        let back = idpool::session::parse(&text, Format::Auto).expect("parses back");
+        let back = idpool::identity::session::parse(&text, Format::Auto).expect("parses back");
         assert!(back.cookies.len() >= 4, "{f:?}: {back:?}");
     }
     common::shutdown_and_check(&pool).await;

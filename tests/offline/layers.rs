@@ -22,53 +22,52 @@ const BASE: &[&str] = &["error", "diag", "fsutil"];
 /// The modules under everything, whose lists are all they may import.
 const FOUNDATION: &[&str] = &["error", "diag", "fsutil", "dom"];
 
-/// What each top-level module of the library may import (besides [`BASE`]
-/// and itself). The binary's side (`cli/`, `main.rs`, `bin/`) may use the
-/// whole library.
+/// What each folder of the library may import (besides [`BASE`] and
+/// itself), by its path under `src/`; a folder's entry covers the folders
+/// under it that have none of their own, and naming a folder grants what is
+/// under it. The binary's side (`cli/`, `main.rs`, `bin/`) may use the whole
+/// library.
 const ALLOWED: &[(&str, &[&str])] = &[
     ("error", &[]),
     ("diag", &["dom", "error"]),
     ("fsutil", &["error"]),
     ("dom", &["error"]),
-    ("profile", &[]),
-    ("config", &["profile"]),
-    ("jar", &[]),
-    ("session", &["jar"]),
-    ("fingerprint", &[]),
-    ("http", &["config", "fingerprint", "jar", "profile"]),
-    ("netns", &[]),
-    ("egress", &["http", "netns", "profile"]),
+    ("config", &[]),
+    // The network: knows no slot.
+    ("wire", &[]),
+    ("wire/fingerprint", &[]),
+    ("wire/http", &["config", "wire/fingerprint"]),
+    ("wire/netns", &[]),
+    ("wire/egress", &["config", "wire/http", "wire/netns"]),
+    // What one identity is made of.
+    ("identity", &[]),
+    ("identity/profile", &["config", "wire/http"]),
+    ("identity/jar", &[]),
+    ("identity/session", &["identity/jar"]),
     (
-        "browser",
-        &["config", "egress", "jar", "netns", "profile", "session"],
+        "identity/browser",
+        &[
+            "config",
+            "wire",
+            "identity/jar",
+            "identity/profile",
+            "identity/session",
+        ],
     ),
-    ("strategy", &["dom", "http", "profile"]),
+    (
+        "identity/calibrate",
+        &["config", "wire", "identity/browser", "identity/profile"],
+    ),
+    ("strategy", &["dom", "wire/http", "identity/profile"]),
     ("web", &["dom"]),
-    (
-        "calibrate",
-        &["browser", "config", "fingerprint", "http", "profile"],
-    ),
-    ("cluster", &["config", "http"]),
+    ("cluster", &["config", "wire/http"]),
     (
         "pool",
         &[
-            "browser",
-            "calibrate",
-            "cluster",
-            "config",
-            "dom",
-            "egress",
-            "fingerprint",
-            "http",
-            "jar",
-            "netns",
-            "profile",
-            "session",
-            "strategy",
-            "web",
+            "cluster", "config", "dom", "identity", "strategy", "web", "wire",
         ],
     ),
-    ("tiers", &["config", "http", "pool", "strategy"]),
+    ("tiers", &["config", "pool", "strategy", "wire/http"]),
     (
         "tools",
         &["config", "dom", "pool", "strategy", "tiers", "web"],
@@ -81,35 +80,42 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "daemon",
         &[
-            "auth", "browser", "cluster", "config", "mcp", "pool", "profile", "tools",
+            "auth",
+            "cluster",
+            "config",
+            "identity/browser",
+            "identity/profile",
+            "mcp",
+            "pool",
+            "tools",
         ],
     ),
-    ("testbed", &["fingerprint"]),
+    ("testbed", &["wire/fingerprint"]),
 ];
 
 /// Imports the allow-lists do not grant that the tree still has
 /// (`importer -> imported`).
 const KNOWN_IMPORTS: &[&str] = &[
-    "strategy -> browser",
-    "tools -> browser",
-    "tools -> http",
-    "tools -> session",
+    "strategy -> identity/browser",
+    "tools -> identity/browser",
+    "tools -> identity/session",
+    "tools -> wire/http",
 ];
 
 /// Folders whose parts still import each other in a cycle (most: a
 /// `mod.rs` that defines what its files use and uses them back).
 const KNOWN_CYCLES: &[&str] = &[
-    "browser",
     "cluster",
     "config",
-    "egress",
-    "jar",
+    "identity/browser",
+    "identity/jar",
+    "identity/profile",
+    "identity/session",
     "pool",
-    "profile",
-    "session",
     "strategy",
     "strategy/locale",
     "tiers",
+    "wire/egress",
 ];
 
 /// Where a request reaches a site: a browser navigation or an HTTP send.
@@ -118,7 +124,12 @@ const ROADS: &[&str] = &[".goto(", "settle::navigate(", ".navigate(", ".fetch("]
 
 /// The modules that define the roads or are the one road (the lease).
 /// (`calibrate/` talks only to the daemon's own loopback listener.)
-const ROAD_OWNERS: &[&str] = &["browser/", "http/", "calibrate/", "pool/lease.rs"];
+const ROAD_OWNERS: &[&str] = &[
+    "identity/browser/",
+    "wire/http/",
+    "identity/calibrate/",
+    "pool/lease.rs",
+];
 
 /// Files outside [`ROAD_OWNERS`] that still call a road themselves.
 const KNOWN_ROADS: &[&str] = &[
@@ -129,14 +140,31 @@ const KNOWN_ROADS: &[&str] = &[
     "tools/map.rs",
 ];
 
-fn allowed(module: &str) -> Option<&'static [&'static str]> {
-    ALLOWED.iter().find(|(m, _)| *m == module).map(|(_, a)| *a)
+fn allowed(key: &str) -> Option<&'static [&'static str]> {
+    ALLOWED.iter().find(|(m, _)| *m == key).map(|(_, a)| *a)
 }
 
-/// Whether `module` may import `other`: its allow-list, and [`BASE`] above
-/// the foundation.
+/// `path` is `folder` or under it.
+fn under(path: &str, folder: &str) -> bool {
+    path == folder || path.starts_with(&format!("{folder}/"))
+}
+
+/// The allow-list entry a module falls under: the longest that is its
+/// path or a folder above it.
+fn key_of(module: &[String]) -> Option<&'static str> {
+    let path = module.join("/");
+    ALLOWED
+        .iter()
+        .map(|(k, _)| *k)
+        .filter(|k| under(&path, k))
+        .max_by_key(|k| k.len())
+}
+
+/// Whether `module` may import `other` (allow-list keys): the same folder or
+/// one above it, its allow-list, and [`BASE`] above the foundation.
 fn grants(module: &str, other: &str) -> bool {
-    allowed(module).is_some_and(|a| a.contains(&other))
+    under(module, other)
+        || allowed(module).is_some_and(|a| a.iter().any(|g| under(other, g)))
         || (!FOUNDATION.contains(&module) && BASE.contains(&other))
 }
 
@@ -544,20 +572,17 @@ fn forbidden(files: &[Source]) -> BTreeMap<String, Vec<String>> {
     let (all, _, _) = imports(files);
     let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for i in all {
-        let (Some(a), Some(b)) = (i.from.first(), i.to.first()) else {
+        // Not the library's (the binary's side), or not a module.
+        let (Some(a), Some(b)) = (key_of(&i.from), key_of(&i.to)) else {
             continue;
         };
-        // Not the library's (the binary's side), or not a module.
-        if a == b || allowed(a).is_none() || allowed(b).is_none() {
-            continue;
-        }
-        if !grants(a, b) {
-            found
-                .entry(format!("{a} -> {b}"))
-                .or_default()
-                .push(format!("src/{}:{}", i.file, i.line));
+        let at = format!("src/{}:{}", i.file, i.line);
+        let seen = found.entry(format!("{a} -> {b}")).or_default();
+        if !grants(a, b) && !seen.contains(&at) {
+            seen.push(at);
         }
     }
+    found.retain(|_, at| !at.is_empty());
     found
 }
 
@@ -627,6 +652,15 @@ fn cycles(files: &[Source]) -> BTreeMap<String, Vec<BTreeSet<String>>> {
             .into_iter()
             .filter(|c| c.len() > 1)
             .collect();
+        if !sccs.is_empty() && std::env::var_os("LAYERS_EDGES").is_some() {
+            for (a, bs) in &g {
+                for b in bs {
+                    if sccs.iter().any(|c| c.contains(a) && c.contains(b)) {
+                        eprintln!("{}: {a} -> {b}", folder.join("/"));
+                    }
+                }
+            }
+        }
         if !sccs.is_empty() {
             let name = if folder.is_empty() {
                 "src".to_string()
@@ -842,20 +876,26 @@ fn the_check_catches_each_kind_of_violation() {
     // A folder importing what its allow-list does not name (an upward
     // import included: `browser` may not import `pool`), grouped or not.
     let bad = [
-        file("browser/mod.rs", "use crate::{pool::Slot, jar::Jar};\n"),
+        file(
+            "identity/browser/mod.rs",
+            "use crate::{pool::Slot, identity::jar::Jar};\n",
+        ),
         file(
             "pool/mod.rs",
             "// a comment naming crate::mcp is fine\nlet s = \"crate::mcp\";\n",
         ),
-        file("tools/scrape.rs", "fn f() { crate::http::send(); }\n"),
+        file("tools/scrape.rs", "fn f() { crate::wire::http::send(); }\n"),
     ];
     let f = forbidden(&bad);
     assert_eq!(
         f.keys().collect::<Vec<_>>(),
-        ["browser -> pool", "tools -> http"],
+        ["identity/browser -> pool", "tools -> wire/http"],
         "{f:?}"
     );
-    assert_eq!(f["browser -> pool"], ["src/browser/mod.rs:1"]);
+    assert_eq!(
+        f["identity/browser -> pool"],
+        ["src/identity/browser/mod.rs:1"]
+    );
 
     // A cycle through mod.rs: the folder's file uses a child, the child
     // uses an item the folder's file defines.
@@ -920,7 +960,7 @@ fn the_check_catches_each_kind_of_violation() {
     let fine = [
         file(
             "pool/mod.rs",
-            "mod lease;\nuse crate::browser::SlotBrowser;\nfn f() { lease::go() }\n",
+            "mod lease;\nuse crate::identity::browser::SlotBrowser;\nfn f() { lease::go() }\n",
         ),
         file(
             "pool/lease.rs",

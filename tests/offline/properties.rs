@@ -11,10 +11,10 @@ use crate::common;
 
 use std::path::Path;
 
-use idpool::fingerprint::{h1, h2, tls};
+use idpool::identity::session::{self, Format};
 use idpool::mcp::client::SseParser;
-use idpool::session::{self, Format};
 use idpool::strategy::{Strategy as _, TomlStrategy};
+use idpool::wire::fingerprint::{h1, h2, tls};
 use proptest::prelude::*;
 
 fn config() -> ProptestConfig {
@@ -410,7 +410,7 @@ proptest! {
             prop_oneof![Just("http"), Just("https")],
         ), 1..12),
     ) {
-        let jar = idpool::jar::Jar::in_memory();
+        let jar = idpool::identity::jar::Jar::in_memory();
         for (name, prefix, domain, attrs, scheme) in &lines {
             let url = url::Url::parse(&format!("{scheme}://a.site.test/p")).expect("url");
             let domain = if domain.is_empty() { String::new() } else { format!("; Domain={domain}") };
@@ -419,7 +419,7 @@ proptest! {
         for c in jar.export_all() {
             let bare = c.domain.trim_matches('.');
             prop_assert!(
-                c.host_only || !idpool::jar::is_public_suffix(bare),
+                c.host_only || !idpool::identity::jar::is_public_suffix(bare),
                 "a cookie for the public suffix `{}` got in", c.domain
             );
             prop_assert!(
@@ -434,7 +434,7 @@ proptest! {
             }
         }
         // Secure cookies only from https: replay the http lines alone.
-        let plain = idpool::jar::Jar::in_memory();
+        let plain = idpool::identity::jar::Jar::in_memory();
         let url = url::Url::parse("http://a.site.test/p").expect("url");
         for (name, prefix, _, attrs, _) in &lines {
             let _ = plain.set_cookie(&format!("{prefix}{name}=v{attrs}"), &url);

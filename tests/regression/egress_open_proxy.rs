@@ -59,7 +59,7 @@ async fn without_the_namespace_the_egress_is_no_open_proxy() {
         1,
         "",
         "[browser]\nisolate = false\n",
-        &[("RUST_LOG", "info,idpool::egress=trace".to_string())],
+        &[("RUST_LOG", "info,idpool::wire::egress=trace".to_string())],
     )
     .await;
     let mut c = Mcp::new(&d, None);

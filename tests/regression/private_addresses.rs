@@ -6,7 +6,7 @@
 
 use idpool::config::{PrivateNetworks, SecurityConfig};
 use idpool::error::ErrorKind;
-use idpool::http::Guard;
+use idpool::wire::http::Guard;
 use reqwest::StatusCode;
 use serde_json::json;
 

@@ -9,10 +9,10 @@ use crate::common;
 
 use std::time::Duration;
 
-use idpool::http::FetchRequest;
 use idpool::pool::BreakerState;
 use idpool::strategy::Outcome;
 use idpool::testbed::{FaultKind, RateLimit};
+use idpool::wire::http::FetchRequest;
 
 #[tokio::test]
 async fn three_captchas_open_the_breaker_for_that_strategy_only() {

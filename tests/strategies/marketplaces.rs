@@ -8,8 +8,8 @@
 use crate::common;
 
 use common::{Env, shop, shutdown_and_check};
+use idpool::identity::session::Format;
 use idpool::pool::BreakerState;
-use idpool::session::Format;
 use idpool::strategy::LoginState;
 use idpool::testbed::accounts;
 use idpool::tiers::RunOptions;

@@ -6,9 +6,9 @@ use crate::common;
 use std::io::{BufRead, BufReader};
 use std::time::Duration;
 
-use idpool::http::FetchRequest;
 use idpool::strategy::Outcome;
 use idpool::testbed::{Fault, FaultKind, data};
+use idpool::wire::http::FetchRequest;
 
 fn fault(kind: FaultKind) -> Fault {
     Fault {

@@ -4,7 +4,7 @@
 //! cannot make one does not start, so that is a failure here.
 
 use idpool::config::Config;
-use idpool::netns;
+use idpool::wire::netns;
 
 use super::{Check, Status, bad, ok};
 

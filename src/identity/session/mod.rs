@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::jar::PortableCookie;
+use crate::identity::jar::PortableCookie;
 
 /// A session file's format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
@@ -153,7 +153,7 @@ pub fn detect(text: &str) -> Format {
 /// Fill `jar` from a session file (a profile's `seed_cookies`) and save it;
 /// how many cookies it took (the jar logs each one it refused, by name,
 /// domain and reason).
-pub fn seed(jar: &crate::jar::Jar, file: &std::path::Path) -> Result<usize> {
+pub fn seed(jar: &crate::identity::jar::Jar, file: &std::path::Path) -> Result<usize> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| Error::io(format!("cannot read seed cookies {}", file.display()), e))?;
     let parsed = parse(&text, Format::Auto)
@@ -167,7 +167,10 @@ pub fn seed(jar: &crate::jar::Jar, file: &std::path::Path) -> Result<usize> {
 /// report of what took and what was refused (entry by entry, by position in
 /// the file's cookies), and the session less its refused cookies (what may
 /// go on into the browser). Its `localStorage` is kept whole.
-pub fn merge(jar: &crate::jar::Jar, session: &Session) -> (crate::jar::ImportReport, Session) {
+pub fn merge(
+    jar: &crate::identity::jar::Jar,
+    session: &Session,
+) -> (crate::identity::jar::ImportReport, Session) {
     let report = jar.import(&session.cookies);
     let accepted = Session {
         cookies: (session.cookies.iter().enumerate())
@@ -302,7 +305,7 @@ mod tests {
                 }],
             }],
         };
-        let jar = crate::jar::Jar::in_memory();
+        let jar = crate::identity::jar::Jar::in_memory();
         let (report, kept) = merge(&jar, &s);
         assert_eq!(report.taken, 2);
         let refused: Vec<String> = report.refused.iter().map(|r| r.to_string()).collect();

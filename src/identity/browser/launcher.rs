@@ -41,8 +41,8 @@ pub struct LaunchSpec {
     pub window: (u32, u32),
     /// The screen the window sits on, and the pointer (launch flags, so
     /// that workers and iframes agree with the page).
-    pub screen: crate::profile::Screen,
-    pub pointer: crate::profile::Pointer,
+    pub screen: crate::identity::profile::Screen,
+    pub pointer: crate::identity::profile::Pointer,
     /// `http://127.0.0.1:<port>` of the slot's egress (`None` only in tests
     /// that launch a bare Chromium to compare with).
     pub proxy_server: Option<String>,
@@ -54,12 +54,12 @@ pub struct LaunchSpec {
     pub timezone: Option<String>,
     pub launch_timeout: Duration,
     /// The browsers' namespace (`None`: the daemon's own network).
-    pub netns: Option<std::sync::Arc<crate::netns::Netns>>,
+    pub netns: Option<std::sync::Arc<crate::wire::netns::Netns>>,
     /// Chromium's own sandbox (`browser.sandbox`); never as root.
     pub sandbox: bool,
     /// The slot's egress's admission: told each new Chromium's pid, so that
     /// its process tree alone may use the egress (`None`: no egress).
-    pub egress_peers: Option<std::sync::Arc<crate::egress::Peers>>,
+    pub egress_peers: Option<std::sync::Arc<crate::wire::egress::Peers>>,
 }
 
 impl LaunchSpec {
@@ -529,8 +529,8 @@ mod tests {
             user_agent: "UA/1.0".into(),
             languages: "de-DE,de,en".into(),
             window: (1280, 800),
-            screen: crate::profile::Screen::DESKTOP,
-            pointer: crate::profile::Pointer::Fine,
+            screen: crate::identity::profile::Screen::DESKTOP,
+            pointer: crate::identity::profile::Pointer::Fine,
             proxy_server: Some("http://127.0.0.1:41234".into()),
             spki: vec!["AAA=".into(), "BBB=".into()],
             trust_roots: Vec::new(),

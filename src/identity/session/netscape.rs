@@ -3,7 +3,7 @@
 //! comment except for the `#HttpOnly_` prefix curl and browsers write.
 
 use super::{Session, check_cookie};
-use crate::jar::PortableCookie;
+use crate::identity::jar::PortableCookie;
 
 const HTTP_ONLY: &str = "#HttpOnly_";
 

@@ -15,8 +15,9 @@ use super::hints::Memory;
 pub use super::request::{FetchRequest, FetchResponse, RequestKind, utf8_text};
 use crate::config::HttpConfig;
 use crate::error::{Error, ErrorKind, Result};
-use crate::jar::Jar;
-use crate::profile::Profile;
+use wreq::cookie::CookieStore;
+
+use super::Persona;
 
 /// A slot's HTTP client. Cheap to share; concurrent requests need no lock.
 #[derive(Clone)]
@@ -40,8 +41,8 @@ pub struct HttpClient {
 impl HttpClient {
     /// Build the client for `profile`, storing cookies in `jar`.
     pub fn new(
-        profile: &Profile,
-        jar: Arc<Jar>,
+        profile: &Persona,
+        jar: Arc<dyn CookieStore>,
         cfg: HttpConfig,
         roots: &RootStore,
         guard: Arc<Guard>,
@@ -54,16 +55,16 @@ impl HttpClient {
     /// lists, order and values, its HTTP/2 HEADERS priority, and the TLS
     /// options wreq exposes set from its ClientHello.
     pub fn calibrated(
-        profile: &Profile,
-        jar: Arc<Jar>,
+        profile: &Persona,
+        jar: Arc<dyn CookieStore>,
         cfg: HttpConfig,
         roots: &RootStore,
         guard: Arc<Guard>,
-        cal: Option<&crate::fingerprint::Calibration>,
+        cal: Option<&crate::wire::fingerprint::Calibration>,
     ) -> Result<Self> {
         let mut emulation = wreq::IntoEmulation::into_emulation(
             wreq_util::Emulation::builder()
-                .profile(profile.emulation.0)
+                .profile(profile.emulation)
                 .platform(profile.platform)
                 .build(),
         );
@@ -158,12 +159,14 @@ impl HttpClient {
         &self.hints
     }
 
-    /// The same client without the SSRF guard, trusting `extra_pem` too: for
-    /// the daemon's own loopback calibration listener only.
+    /// The same client without the SSRF guard, trusting `extra_pem` too,
+    /// its cookies in `jar`: for the daemon's own loopback calibration
+    /// listener only.
     pub(crate) fn for_calibration(
-        profile: &Profile,
+        profile: &Persona,
+        jar: Arc<dyn CookieStore>,
         cfg: HttpConfig,
-        cal: Option<&crate::fingerprint::Calibration>,
+        cal: Option<&crate::wire::fingerprint::Calibration>,
         extra_pem: &str,
     ) -> Result<Self> {
         let roots = RootStore::only(extra_pem)?;
@@ -171,7 +174,6 @@ impl HttpClient {
             vec!["127.0.0.1".into(), "127.0.0.2".into()],
             true,
         ));
-        let jar = Arc::new(Jar::in_memory());
         let mut profile = profile.clone();
         profile.proxy = None; // the listener is on loopback
         Self::calibrated(&profile, jar, cfg, &roots, guard, cal)
@@ -379,7 +381,7 @@ impl std::error::Error for RedirectRefused {}
 /// none), names resolved by the guard (the proxy's own exempt).
 fn route(
     mut builder: wreq::ClientBuilder,
-    profile: &Profile,
+    profile: &Persona,
     guard: &Arc<Guard>,
 ) -> Result<wreq::ClientBuilder> {
     let proxy_host = (profile.proxy.as_ref())

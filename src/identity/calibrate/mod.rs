@@ -7,7 +7,7 @@
 //!    (`listener`): a navigation, then a page whose script makes a
 //!    same-origin form POST, the shape of a shop's AJAX call;
 //! 2. the capture becomes the HTTP tier's header sets, HTTP/2 priority and
-//!    TLS options ([`crate::fingerprint::Calibration`]);
+//!    TLS options ([`crate::wire::fingerprint::Calibration`]);
 //! 3. the calibrated HTTP tier makes the same visit, and the two captures
 //!    are compared into a [`Report`] with the residual by name.
 //!
@@ -23,13 +23,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::browser::SlotBrowser;
 use crate::config::HttpConfig;
 use crate::error::{Error, ErrorKind, Result};
-use crate::fingerprint::residual::compare;
-use crate::fingerprint::{Calibration, Capture, Report};
-use crate::http::{FetchRequest, HttpClient, RequestKind};
-use crate::profile::Profile;
+use crate::identity::browser::SlotBrowser;
+use crate::identity::profile::Profile;
+use crate::wire::fingerprint::residual::compare;
+use crate::wire::fingerprint::{Calibration, Capture, Report};
+use crate::wire::http::{FetchRequest, HttpClient, RequestKind};
 
 /// One slot's calibration, as saved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -215,8 +215,10 @@ impl Calibrator {
             )
         })?;
         let base = new_run(l);
+        // A jar of its own: the run's cookies are not the slot's.
         let client = HttpClient::for_calibration(
-            slot.profile,
+            &slot.profile.persona(),
+            std::sync::Arc::new(crate::identity::jar::Jar::in_memory()),
             slot.http,
             Some(&calibration),
             &self.cert.pem,
@@ -256,7 +258,7 @@ async fn self_check(slot: Subject<'_>, l: &listener::Listener) -> check::Browser
     let expect = check::Expect {
         mobile: slot.profile.mobile(),
         timezone: slot.profile.timezone.clone(),
-        languages: crate::profile::language_tags(&slot.profile.accept_language),
+        languages: crate::identity::profile::language_tags(&slot.profile.accept_language),
     };
     let failed = |detail: String| check::BrowserCheck {
         signals: vec![check::Signal {
@@ -266,8 +268,8 @@ async fn self_check(slot: Subject<'_>, l: &listener::Listener) -> check::Browser
         webgl: None,
         seen: serde_json::Value::Null,
     };
-    use crate::browser::actions::{Action, Direction};
-    let req = crate::browser::BrowserRequest {
+    use crate::identity::browser::actions::{Action, Direction};
+    let req = crate::identity::browser::BrowserRequest {
         url: format!("{base}/check"),
         wait_for: Some("#ready".into()),
         cookie_domain: None,
@@ -286,7 +288,7 @@ async fn self_check(slot: Subject<'_>, l: &listener::Listener) -> check::Browser
         ],
         capture: Default::default(),
     };
-    let normal = |_: &str, _: &str, _: u16| crate::browser::PageState::Normal;
+    let normal = |_: &str, _: &str, _: u16| crate::identity::browser::PageState::Normal;
     let page = match slot.browser.turn().await {
         Ok(mut turn) => turn.navigate(&req, None, &normal).await,
         Err(e) => Err(e),
@@ -329,7 +331,7 @@ pub struct Subject<'a> {
 /// its XHR, each until the page says it is done, in one turn (nothing else
 /// runs in that browser between them). No cookie sync, no probe.
 async fn browser_visit(browser: &SlotBrowser, base: &str) -> Result<()> {
-    let normal = |_: &str, _: &str, _: u16| crate::browser::PageState::Normal;
+    let normal = |_: &str, _: &str, _: u16| crate::identity::browser::PageState::Normal;
     let mut turn = browser.turn().await?;
     let h1 = h1_base(base);
     for url in [
@@ -339,7 +341,7 @@ async fn browser_visit(browser: &SlotBrowser, base: &str) -> Result<()> {
         format!("{base}/hints/ask"),
         format!("{base}/hints/page"),
     ] {
-        let req = crate::browser::BrowserRequest {
+        let req = crate::identity::browser::BrowserRequest {
             url,
             wait_for: Some(WAIT_FOR.to_string()),
             cookie_domain: None,

@@ -20,8 +20,8 @@ use serde_json::Value;
 use super::Turn;
 use super::page::{cdp, push_cookies};
 use crate::error::{Error, ErrorKind, Result};
-use crate::jar::PortableCookie;
-use crate::session::{OriginStorage, StorageItem};
+use crate::identity::jar::PortableCookie;
+use crate::identity::session::{OriginStorage, StorageItem};
 
 impl Turn<'_> {
     /// Put `cookies` into the browser (launched if need be).

@@ -13,7 +13,7 @@ use chromiumoxide::cdp::browser_protocol::network::{
 use chromiumoxide::{Browser, Page};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::jar::PortableCookie;
+use crate::identity::jar::PortableCookie;
 
 /// What the browser must claim to be: the slot's HTTP identity.
 #[derive(Debug, Clone)]
@@ -223,7 +223,7 @@ pub async fn pull_cookies(browser: &Browser, domain: &str) -> Result<Vec<Portabl
         .filter_map(|c| {
             let host_only = !c.domain.starts_with('.');
             let d = c.domain.trim_start_matches('.').to_ascii_lowercase();
-            crate::jar::domains_related(&d, &domain).then(|| PortableCookie {
+            crate::identity::jar::domains_related(&d, &domain).then(|| PortableCookie {
                 name: c.name,
                 value: c.value,
                 domain: d,

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{OriginStorage, Session, check_cookie};
-use crate::jar::PortableCookie;
+use crate::identity::jar::PortableCookie;
 
 /// One cookie as either format writes it (Cookie-Editor's `expirationDate`
 /// and `hostOnly`, Playwright's `expires`; unknown fields such as `storeId`

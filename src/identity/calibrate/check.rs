@@ -346,8 +346,9 @@ fn locale(v: &View<'_>, expect: &Expect, say: &mut dyn FnMut(&str, String)) {
             ),
         );
     }
-    let header_langs =
-        crate::profile::language_tags(headers["accept-language"].as_str().unwrap_or_default());
+    let header_langs = crate::identity::profile::language_tags(
+        headers["accept-language"].as_str().unwrap_or_default(),
+    );
     if header_langs != langs {
         say(
             "languages",

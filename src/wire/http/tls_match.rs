@@ -9,7 +9,7 @@ use std::borrow::Cow;
 
 use wreq::tls::{AlpnProtocol, AlpsProtocol};
 
-use crate::fingerprint::tls::{
+use crate::wire::fingerprint::tls::{
     ClientHello, cipher_name, group_name, sigalg_name, sigalg_supported,
 };
 

@@ -13,10 +13,9 @@ use wreq_util::{Platform, Profile as BrowserProfile};
 use crate::diag::{self, Diagnostic};
 
 mod geo;
-mod proxy;
 mod screen;
+pub use crate::config::{ProxyTemplate, ProxyUrl};
 pub use geo::Geo;
-pub use proxy::{ProxyTemplate, ProxyUrl};
 pub use screen::{Pointer, Screen};
 
 /// A browser emulation by its wreq-util name (`chrome_149`, `firefox_151`, `safari_26.4`).
@@ -190,6 +189,19 @@ fn brands_with_major(value: &str, major: u32) -> String {
 pub const DEFAULT_EMULATION: &str = "chrome_149";
 
 impl Profile {
+    /// How its HTTP client presents itself.
+    pub fn persona(&self) -> crate::wire::http::Persona {
+        crate::wire::http::Persona {
+            name: self.name.clone(),
+            emulation: self.emulation.0,
+            platform: self.platform,
+            user_agent: self.user_agent.clone(),
+            accept_language: self.accept_language.clone(),
+            sec_ch_ua: self.sec_ch_ua.clone(),
+            proxy: self.proxy.clone(),
+        }
+    }
+
     /// The major version the user agent claims (`Chrome/156…` → 156).
     pub fn user_agent_major(&self) -> Option<u32> {
         let rest = self.user_agent.split("Chrome/").nth(1)?;
@@ -498,7 +510,7 @@ mod tests {
 
     #[test]
     fn profiles_readme_lists_every_accepted_emulation() {
-        let readme = include_str!("../../profiles/README.md");
+        let readme = include_str!("../../../profiles/README.md");
         for name in EmulationName::all_names() {
             assert!(
                 readme.contains(&format!("`{name}`")),

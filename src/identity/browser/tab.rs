@@ -18,7 +18,7 @@ use chromiumoxide::layout::Point;
 use super::Turn;
 use super::page::{self, cdp};
 use crate::error::{Error, ErrorKind, Result};
-use crate::jar::PortableCookie;
+use crate::identity::jar::PortableCookie;
 
 /// Lines a snapshot holds at most.
 pub const MAX_LINES: usize = 3000;

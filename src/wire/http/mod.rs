@@ -8,9 +8,11 @@ mod client;
 mod guard;
 mod headers;
 pub mod hints;
+mod persona;
 mod request;
 mod tls_match;
 
 pub use cert::RootStore;
 pub use client::{FetchRequest, FetchResponse, HttpClient, RequestKind, utf8_text};
 pub use guard::{Guard, host_matches, is_private};
+pub use persona::Persona;

@@ -52,7 +52,7 @@ pub struct Peers {
 impl Peers {
     /// Admission for an egress whose listener lives in `netns` (`None`: the
     /// daemon's own network).
-    pub(super) fn new(netns: Option<&crate::netns::Netns>) -> Peers {
+    pub(super) fn new(netns: Option<&crate::wire::netns::Netns>) -> Peers {
         let opened = match netns {
             Some(ns) => ns.run_sync(Diag::open).and_then(|r| r),
             None => Diag::open(),

@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 use tokio_socks::tcp::Socks5Stream;
 
 use super::Target;
-use crate::profile::ProxyUrl;
+use crate::config::ProxyUrl;
 
 /// A byte stream to the target.
 pub(crate) trait Io: AsyncRead + AsyncWrite + Send + Unpin {}

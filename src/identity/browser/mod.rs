@@ -50,7 +50,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::BrowserConfig;
 use crate::error::{Error, ErrorKind, Result};
-use crate::jar::Jar;
+use crate::identity::jar::Jar;
 use supervisor::Flags;
 
 /// What operators see of a slot's browser.

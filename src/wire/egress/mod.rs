@@ -46,9 +46,9 @@ use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::ProxyUrl;
 use crate::error::{Error, Result};
-use crate::http::Guard;
-use crate::profile::ProxyUrl;
+use crate::wire::http::Guard;
 
 /// How many refusals a slot's egress remembers.
 pub const KEPT_REFUSALS: usize = 32;
@@ -113,7 +113,7 @@ pub struct EgressConfig {
     /// The upstream's health, which the slot's HTTP tier reports into too.
     pub health: Arc<UpstreamHealth>,
     /// The browsers' namespace: the listener is bound inside it.
-    pub netns: Option<Arc<crate::netns::Netns>>,
+    pub netns: Option<Arc<crate::wire::netns::Netns>>,
 }
 
 /// State shared by the listener task and its connections.

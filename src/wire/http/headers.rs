@@ -22,7 +22,7 @@ pub(super) struct HeaderSet {
 /// priority with the browser's; the header set.
 fn apply_navigation(
     emulation: &mut wreq::Emulation,
-    nav: &crate::fingerprint::NavigationProfile,
+    nav: &crate::wire::fingerprint::NavigationProfile,
     h1: Option<&[String]>,
 ) -> Result<HeaderSet> {
     let set = header_set(nav, h1)?;
@@ -44,15 +44,18 @@ fn apply_navigation(
 /// A captured profile as wreq takes it: every name in order, and the values
 /// that are not the request's own (the jar's cookie, the body's headers).
 /// With the browser's HTTP/1.1 names (`h1`), one order serves both
-/// protocols ([`merge_order`](crate::fingerprint::merge_order)): over
+/// protocols ([`merge_order`](crate::wire::fingerprint::merge_order)): over
 /// HTTP/1.1 the names go out in Chromium's case and place, `Host` first and
 /// its `Connection: keep-alive` second; over HTTP/2 those two fall away.
-fn header_set(p: &crate::fingerprint::RequestProfile, h1: Option<&[String]>) -> Result<HeaderSet> {
+fn header_set(
+    p: &crate::wire::fingerprint::RequestProfile,
+    h1: Option<&[String]>,
+) -> Result<HeaderSet> {
     let mut defaults = HeaderMap::new();
     let mut order = wreq::header::OrigHeaderMap::new();
     let h2: Vec<String> = p.headers.iter().map(|(k, _)| k.clone()).collect();
     let merged = h1.and_then(|h1| {
-        let m = crate::fingerprint::merge_order(h1, &h2);
+        let m = crate::wire::fingerprint::merge_order(h1, &h2);
         if m.is_none() {
             tracing::debug!("calibration: HTTP/1.1 and HTTP/2 orders disagree; HTTP/2's is kept");
         }
@@ -130,7 +133,7 @@ pub(super) struct Sets {
 impl Sets {
     pub fn apply(
         emulation: &mut wreq::Emulation,
-        cal: &crate::fingerprint::Calibration,
+        cal: &crate::wire::fingerprint::Calibration,
     ) -> Result<Sets> {
         let h1 = cal.h1.as_ref();
         let nav = apply_navigation(emulation, &cal.navigation, h1.map(|h| &h.navigation[..]))?;
@@ -162,8 +165,8 @@ pub(super) struct AskedSets {
 
 impl AskedSets {
     pub fn new(
-        a: &crate::fingerprint::Asked,
-        h1: Option<&crate::fingerprint::H1Names>,
+        a: &crate::wire::fingerprint::Asked,
+        h1: Option<&crate::wire::fingerprint::H1Names>,
     ) -> Result<Self> {
         Ok(AskedSets {
             nav: header_set(&a.navigation, h1.map(|h| &h.navigation[..]))?,

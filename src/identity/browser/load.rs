@@ -9,7 +9,7 @@ use chromiumoxide::{Browser, Page};
 
 use super::{BrowserRequest, PageResult, actions, page};
 use crate::error::Result;
-use crate::jar::Jar;
+use crate::identity::jar::Jar;
 
 /// `(deadline, limit)`: when waiting stops, and the most of the page's
 /// HTML read out of the browser.

@@ -25,9 +25,9 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::fingerprint::hello::{Replay, read_client_hello};
-use crate::fingerprint::tls::ClientHello;
-use crate::fingerprint::{Observed, Tap, TapBuf};
+use crate::wire::fingerprint::hello::{Replay, read_client_hello};
+use crate::wire::fingerprint::tls::ClientHello;
+use crate::wire::fingerprint::{Observed, Tap, TapBuf};
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// A calibration connection lives a few seconds; nothing may hold one longer.
@@ -105,7 +105,7 @@ impl Cert {
         params.not_after = now + time::Duration::days(3650);
         let key = KeyPair::generate().map_err(tls_err)?;
         let cert = params.self_signed(&key).map_err(tls_err)?;
-        let spki = crate::http::cert::spki_hash_der(cert.der())
+        let spki = crate::wire::http::cert::spki_hash_der(cert.der())
             .ok_or_else(|| tls_err("cannot read its public key"))?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
@@ -315,7 +315,7 @@ fn answer(
             .path_and_query()
             .map_or_else(|| path.clone(), |p| p.to_string());
         if let Some(view) =
-            crate::fingerprint::request_view(&tap.snapshot(), req.method().as_str(), &target)
+            crate::wire::fingerprint::request_view(&tap.snapshot(), req.method().as_str(), &target)
         {
             run.seen.insert(
                 name.to_string(),
@@ -368,7 +368,7 @@ fn answer(
     // for every hint, for the `hints/` sample.
     let asked = match name {
         "start" => Some(""),
-        "hints/ask" => Some(crate::fingerprint::ASK_ALL),
+        "hints/ask" => Some(crate::wire::fingerprint::ASK_ALL),
         _ => None,
     };
     if let Some(v) = asked.and_then(|v| hyper::header::HeaderValue::from_str(v).ok()) {

@@ -210,7 +210,7 @@ fn sigalg_list(v: &[u16]) -> String {
         return "-".into();
     }
     v.iter()
-        .map(|x| match crate::fingerprint::tls::sigalg_name(*x) {
+        .map(|x| match crate::wire::fingerprint::tls::sigalg_name(*x) {
             Some(n) => format!("0x{x:04x} ({n})"),
             None => format!("0x{x:04x}"),
         })
@@ -387,7 +387,7 @@ fn sample(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fingerprint::calibration::Observed;
+    use crate::wire::fingerprint::calibration::Observed;
 
     fn h(k: &str, v: &str) -> (String, String) {
         (k.to_string(), v.to_string())

@@ -77,7 +77,7 @@ fn write_cookie(path: &Path) -> Result<()> {
 }
 
 /// The arguments of the slot's Xvfb (no secret among them).
-pub fn args(auth: &Path, screen: crate::profile::Screen) -> Vec<String> {
+pub fn args(auth: &Path, screen: crate::identity::profile::Screen) -> Vec<String> {
     vec![
         "-displayfd".into(),
         "1".into(),
@@ -97,7 +97,7 @@ pub fn args(auth: &Path, screen: crate::profile::Screen) -> Vec<String> {
 pub async fn start(
     slot: usize,
     user_data_dir: &Path,
-    screen: crate::profile::Screen,
+    screen: crate::identity::profile::Screen,
     timeout: Duration,
 ) -> Result<Xvfb> {
     let dir = dir_of(user_data_dir);
@@ -219,7 +219,7 @@ mod tests {
         assert_eq!(&bytes[..2], &[0xff, 0xff]);
         assert_eq!(&bytes[8..26], b"MIT-MAGIC-COOKIE-1");
         let cookie = &bytes[28..];
-        let a = args(&auth, crate::profile::Screen::DESKTOP);
+        let a = args(&auth, crate::identity::profile::Screen::DESKTOP);
         assert!(a.contains(&"1920x1080x24".to_string()), "{a:?}");
         assert!(a.windows(2).any(|w| w == ["-nolisten", "tcp"]));
         let hex = hex::encode(cookie);

@@ -1,0 +1,10 @@
+//! What one identity is made of: its profile (`profile/`), its cookie jar
+//! (`jar/`), sessions in and out (`session/`), its lazily launched Chromium
+//! (`browser/`) and its HTTP tier calibrated against that Chromium
+//! (`calibrate/`).
+
+pub mod browser;
+pub mod calibrate;
+pub mod jar;
+pub mod profile;
+pub mod session;

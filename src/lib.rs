@@ -40,9 +40,11 @@
 //!               page as markdown (main content), HTML, text, links, fields
 //! cluster/      the fleet's shared store on Redis/Valkey: leases, identity
 //!               records and jars, site states, atomic budgets, events
-//! pool/         slots (identity + jar + client + browser), the router that
-//!               leases them, the per-(slot, strategy) circuit breaker and
-//!               politeness; the lease is the one way to use a slot
+//! routing/      routing decisions, pure: the per-(slot, strategy) breaker and
+//!               site state, the adaptive request budget, login records, and
+//!               the router that picks a slot on them
+//! pool/         slots (identity + jar + client + browser), leasing them on
+//!               the router's word; the lease is the one way to use a slot
 //! tiers/        the cascade: an operation through tier 1 -> 2 -> 3 and across
 //!               slots, with tier memory, retry budget and attempt records
 //! tools/        transport-agnostic tools, one file (one spec) per tool
@@ -75,6 +77,7 @@ pub mod fsutil;
 pub mod identity;
 pub mod mcp;
 pub mod pool;
+pub mod routing;
 pub mod strategy;
 #[cfg(feature = "testbed")]
 pub mod testbed;

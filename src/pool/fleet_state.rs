@@ -8,11 +8,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::circuit::{Breaker, BreakerSnap, BreakerState};
 use super::identity::SlotIdentity;
-use super::login::LoginRecord;
-use super::politeness::Site;
 use crate::config::BreakerConfig;
+use crate::routing::LoginRecord;
+use crate::routing::Site;
+use crate::routing::breaker::{Breaker, BreakerSnap, BreakerState};
 
 /// Who an identity is, wherever it runs.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -14,9 +14,9 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::circuit::{Admission, BreakerState, Verdict};
 use super::{Inner, Slot};
 use crate::error::{Error, ErrorKind, Result};
+use crate::routing::{Admission, BreakerState, Verdict};
 use crate::strategy::{self, Body, Markers, Outcome, Politeness, Strategy};
 use crate::wire::http::{FetchRequest, FetchResponse, RequestKind};
 
@@ -90,7 +90,7 @@ impl Lease {
         admission: Admission,
     ) -> Self {
         let rules = inner.registry.read().get(strategy).cloned();
-        let politeness = super::router::politeness_of(rules.as_deref(), &inner.web);
+        let politeness = crate::routing::router::politeness_of(rules.as_deref(), &inner.web);
         Lease {
             politeness,
             slot: inner.slots[slot].clone(),

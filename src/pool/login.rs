@@ -5,30 +5,9 @@
 //! `requires_login`, reported in `pool_status`, `idpool slots` and
 //! `/metrics`; a change is a `login_state` event.
 
-use serde::Serialize;
-
 use super::Pool;
+use crate::routing::LoginRecord;
 use crate::strategy::LoginState;
-
-/// One (slot, strategy)'s login state.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct LoginRecord {
-    pub state: LoginState,
-    /// Unix seconds of the last change (`None`: never seen).
-    pub since: Option<u64>,
-    /// The marker that showed it (`[session.logged_in] selector … matched`).
-    pub evidence: Option<String>,
-}
-
-impl LoginRecord {
-    fn unknown() -> LoginRecord {
-        LoginRecord {
-            state: LoginState::Unknown,
-            since: None,
-            evidence: None,
-        }
-    }
-}
 
 impl Pool {
     /// Slot `slot`'s login state for `strategy`.

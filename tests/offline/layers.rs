@@ -56,15 +56,23 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     (
         "identity/calibrate",
-        &["config", "wire", "identity/browser", "identity/profile"],
+        &[
+            "config",
+            "wire",
+            "identity/browser",
+            "identity/jar",
+            "identity/profile",
+        ],
     ),
     ("strategy", &["dom", "wire/http", "identity/profile"]),
     ("web", &["dom"]),
     ("cluster", &["config", "wire/http"]),
+    // Routing decisions: pure, sending nothing.
+    ("routing", &["config", "strategy"]),
     (
         "pool",
         &[
-            "cluster", "config", "dom", "identity", "strategy", "web", "wire",
+            "cluster", "config", "dom", "identity", "routing", "strategy", "web", "wire",
         ],
     ),
     ("tiers", &["config", "pool", "strategy", "wire/http"]),

@@ -1,10 +1,10 @@
 //! The router: which slot a call gets. Round-robin per strategy over slots
-//! whose breaker admits traffic and whose politeness interval has passed.
-//! When no breaker admits, the call fails at once without a request, naming
-//! the strategy, the identities resting and `retry_after` (or, with
-//! `breaker.when_all_open = "wait"`, waits for the earliest admission). It
-//! owns the per-(slot, strategy) site state (breaker, politeness, tier
-//! memory) behind one lock.
+//! whose breaker admits traffic and whose politeness interval has passed;
+//! when no breaker admits, the identities resting and how long until the
+//! first admits again. It owns the per-(slot, strategy) site state
+//! (breaker, politeness, tier memory, login) and decides on it alone: the
+//! pool holds it behind one lock, asks it, and turns its answer into a lease
+//! (or a wait, or an error).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -12,12 +12,11 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::budget::{Budget, BudgetReport};
-use super::circuit::{Admission, Breaker, BreakerState, Cause};
-use super::politeness::Site;
-use super::{Lease, Pool};
-use crate::config::{BreakerConfig, WhenAllOpen};
-use crate::error::{Error, ErrorKind, Result};
+use super::breaker::{Admission, Breaker, BreakerState, Cause};
+use super::budget::Budget;
+use super::site::Site;
+use crate::config::BreakerConfig;
+use crate::error::{Error, ErrorKind};
 use crate::strategy::Politeness;
 
 /// Hosts no strategy covers (the open web, `security.allowed_hosts`) are
@@ -38,11 +37,11 @@ pub fn is_web_key(strategy: &str) -> bool {
 }
 
 #[derive(Default)]
-pub(super) struct Router {
+pub struct Router {
     cursor: HashMap<String, usize>,
     /// Strategy → slot → its site state (looked up by `&str`: no key is
     /// allocated on the per-call path).
-    pub(super) sites: HashMap<String, HashMap<usize, Site>>,
+    pub sites: HashMap<String, HashMap<usize, Site>>,
     in_flight: HashMap<String, usize>,
     /// Strategy → its request budget across all slots.
     budgets: HashMap<String, Budget>,
@@ -61,7 +60,7 @@ const WEB_IDLE: Duration = Duration::from_secs(600);
 impl Router {
     /// A lease of (slot, strategy) ends: one fewer in flight, and its
     /// half-open trial handed back when it never finished.
-    pub(super) fn release(
+    pub fn release(
         &mut self,
         slot: usize,
         strategy: &str,
@@ -78,7 +77,7 @@ impl Router {
         }
     }
 
-    pub(super) fn budget(&mut self, strategy: &str, pol: &Politeness) -> &mut Budget {
+    pub fn budget(&mut self, strategy: &str, pol: &Politeness) -> &mut Budget {
         if !self.budgets.contains_key(strategy) {
             self.budgets.insert(strategy.to_string(), Budget::new(pol));
         }
@@ -87,7 +86,7 @@ impl Router {
             .unwrap_or_else(|| unreachable!("inserted above"))
     }
 
-    pub(super) fn site(&mut self, slot: usize, strategy: &str, cfg: BreakerConfig) -> &mut Site {
+    pub fn site(&mut self, slot: usize, strategy: &str, cfg: BreakerConfig) -> &mut Site {
         if !self.sites.contains_key(strategy) {
             if is_web_key(strategy) {
                 self.forget_idle_web_hosts(Instant::now());
@@ -144,8 +143,10 @@ fn bump(counts: &mut HashMap<String, usize>, strategy: &str) {
     }
 }
 
-enum Pick {
-    Lease(Lease),
+/// The router's answer to "which slot?".
+pub enum Pick {
+    /// This slot, admitted so (counted in flight, its start noted).
+    Take { slot: usize, admission: Admission },
     /// Nothing free now: wait until this instant (politeness) or a release.
     Wait(Option<Instant>),
     /// No breaker admits: the identities resting, and when the first one
@@ -156,14 +157,11 @@ enum Pick {
     NoneHeld,
 }
 
-/// How soon a lease refused by the fleet's in-flight bound asks again.
-const FLEET_RETRY: Duration = Duration::from_millis(50);
-
 /// What a caller is told to wait for a half-open trial that is out.
-const TRIAL_OUT: Duration = Duration::from_secs(1);
+pub const TRIAL_OUT: Duration = Duration::from_secs(1);
 
 /// Every slot a call could use refuses it for now.
-struct Resting {
+pub struct Resting {
     slots: usize,
     rate_limited: usize,
     proxy_down: usize,
@@ -205,13 +203,14 @@ impl Resting {
     }
 
     /// How long until the earliest admission.
-    fn retry_after(&self, now: Instant) -> Duration {
+    pub fn retry_after(&self, now: Instant) -> Duration {
         self.until
             .map_or(TRIAL_OUT, |t| t.saturating_duration_since(now))
             .max(Duration::from_millis(100))
     }
 
-    fn error(&self, strategy: &str, pin: Option<usize>, now: Instant) -> Error {
+    /// What the caller is told: who rests, why, and when to try again.
+    pub fn error(&self, strategy: &str, pin: Option<usize>, now: Instant) -> Error {
         let after = self.retry_after(now);
         let blocked = self.slots - self.rate_limited - self.proxy_down;
         let who = match pin {
@@ -253,7 +252,7 @@ pub struct BreakerReport {
 
 /// The politeness of a strategy, or (`None`) of a host no strategy covers,
 /// from `[web]`: per host, since each such host is its own routing key.
-pub(super) fn politeness_of(
+pub fn politeness_of(
     rules: Option<&dyn crate::strategy::Strategy>,
     web: &crate::config::WebConfig,
 ) -> Politeness {
@@ -268,133 +267,59 @@ pub(super) fn politeness_of(
     }
 }
 
-impl Pool {
-    fn politeness(&self, strategy: &str) -> Politeness {
-        politeness_of(
-            self.inner.registry.read().get(strategy).map(|s| s.as_ref()),
-            &self.inner.web,
-        )
-    }
+/// Whether this daemon may use a slot now, as the pool knows it.
+pub enum SlotNow {
+    Usable,
+    /// A free spare, or held by another daemon of the fleet.
+    NotHeld,
+    /// Its upstream proxy is down (probed again then).
+    ProxyDown(Option<Instant>),
+}
 
-    /// The request budget of `strategy` across all slots, as operators see it.
-    pub fn budget(&self, strategy: &str) -> BudgetReport {
-        let pol = self.politeness(strategy);
-        self.inner.router.lock().budget(strategy, &pol).report(&pol)
-    }
+/// What a pick asks for: the strategy under its politeness, a pinned slot,
+/// slots to avoid (a retry moves on), and how many slots there are.
+pub struct Ask<'a> {
+    pub strategy: &'a str,
+    pub politeness: &'a Politeness,
+    pub pin: Option<usize>,
+    pub avoid: &'a [usize],
+    pub slots: usize,
+}
 
-    /// Lease a slot for `strategy`, waiting for politeness (bounded by
-    /// `http.max_queue_wait_secs`); for an open breaker only with
-    /// `when_all_open = "wait"`, and only when it admits within that bound.
-    pub async fn next_slot(&self, strategy: &str, pin: Option<usize>) -> Result<Lease> {
-        self.next_slot_avoiding(strategy, pin, &[]).await
-    }
-
-    /// Like [`Pool::next_slot`], preferring slots not in `avoid` (a retry moves on
-    /// to another identity); falls back to them when nothing else is left.
-    pub async fn next_slot_avoiding(
-        &self,
-        strategy: &str,
-        pin: Option<usize>,
-        avoid: &[usize],
-    ) -> Result<Lease> {
-        if let Some(p) = pin
-            && p >= self.inner.slots.len()
-        {
-            return Err(Error::not_found(format!(
-                "slot {p} does not exist (the pool has {} slots)",
-                self.inner.slots.len()
-            )));
-        }
-        if self.inner.slots.is_empty() {
-            return Err(Error::config("the pool has no slots"));
-        }
-        let pol = self.politeness(strategy);
-        let deadline = Instant::now() + self.inner.max_wait;
-        loop {
-            let released = self.inner.released.notified();
-            tokio::pin!(released);
-            released.as_mut().enable();
-            let all_avoided = (0..self.inner.slots.len()).all(|s| avoid.contains(&s));
-            let avoid = if all_avoided { &[][..] } else { avoid };
-            let now = Instant::now();
-            let wait = match self.try_pick(strategy, &pol, pin, avoid, now) {
-                Pick::Lease(mut lease) => {
-                    if lease.enter_fleet(&pol).await {
-                        return Ok(lease);
-                    }
-                    // The fleet's in-flight bound is full: ask again soon.
-                    drop(lease);
-                    Some(now + FLEET_RETRY)
-                }
-                Pick::Wait(until) => until,
-                Pick::NoneHeld => {
-                    return Err(Error::new(
-                        ErrorKind::Unavailable,
-                        format!("this daemon holds no identity for `{strategy}` now (the fleet's other daemons hold them); retry after 1.0 s"),
-                    )
-                    .retryable(false)
-                    .with_retry_after(TRIAL_OUT));
-                }
-                Pick::Resting(r) => {
-                    let admits = now + r.retry_after(now);
-                    if self.inner.breaker.when_all_open == WhenAllOpen::Fail || admits > deadline {
-                        return Err(r.error(strategy, pin, now));
-                    }
-                    Some(admits)
-                }
-            };
-            if now >= deadline {
-                return Err(Error::new(
-                    ErrorKind::Busy,
-                    format!(
-                        "no slot became free for strategy `{strategy}` within {}s (politeness limits)",
-                        self.inner.max_wait.as_secs()
-                    ),
-                ));
-            }
-            let until = wait.map_or(deadline, |u| u.min(deadline));
-            tokio::select! {
-                _ = &mut released => {}
-                _ = tokio::time::sleep_until(until) => {}
-            }
-        }
-    }
-
-    fn try_pick(
-        &self,
-        strategy: &str,
-        pol: &Politeness,
-        pin: Option<usize>,
-        avoid: &[usize],
+impl Router {
+    /// Pick a slot for `ask` now: round robin from the strategy's cursor
+    /// over slots `now_of` calls usable whose breaker admits, with room and
+    /// their politeness interval passed.
+    pub fn pick(
+        &mut self,
+        ask: &Ask<'_>,
+        cfg: BreakerConfig,
         now: Instant,
+        now_of: impl Fn(usize) -> SlotNow,
     ) -> Pick {
-        let n = self.inner.slots.len();
-        let cfg = self.inner.breaker;
-        let mut router = self.inner.router.lock();
-        let router = &mut *router;
-        let cursor = router.cursor.get(strategy).copied().unwrap_or(0);
-        let order: Vec<usize> = match pin {
+        let (n, strategy, pol) = (ask.slots, ask.strategy, ask.politeness);
+        let cursor = self.cursor.get(strategy).copied().unwrap_or(0);
+        let order: Vec<usize> = match ask.pin {
             Some(p) => vec![p],
             None => (0..n)
                 .map(|k| (cursor + k) % n)
-                .filter(|s| !avoid.contains(s))
+                .filter(|s| !ask.avoid.contains(s))
                 .collect(),
         };
-        let global = router.in_flight.get(strategy).copied().unwrap_or(0);
+        let global = self.in_flight.get(strategy).copied().unwrap_or(0);
         let mut any_admitted = false;
         let mut earliest: Option<Instant> = None;
         let mut resting = Resting::new();
         for &id in &order {
-            if !self.in_hand(id) {
-                continue; // a free spare, or held by another daemon
+            match now_of(id) {
+                SlotNow::NotHeld => continue,
+                SlotNow::ProxyDown(probe) => {
+                    resting.note_proxy_down(probe, now);
+                    continue;
+                }
+                SlotNow::Usable => {}
             }
-            if let Some(slot) = self.inner.slots.get(id)
-                && slot.proxy_down()
-            {
-                resting.note_proxy_down(slot.egress().health().next_probe(), now);
-                continue;
-            }
-            let site = router.site(id, strategy, cfg);
+            let site = self.site(id, strategy, cfg);
             if !site.breaker.admits(now) {
                 resting.note(site, now);
                 continue;
@@ -412,16 +337,19 @@ impl Pool {
             };
             site.in_flight += 1;
             site.last_start = Some(now);
-            bump(&mut router.in_flight, strategy);
-            if pin.is_none() {
-                match router.cursor.get_mut(strategy) {
+            bump(&mut self.in_flight, strategy);
+            if ask.pin.is_none() {
+                match self.cursor.get_mut(strategy) {
                     Some(c) => *c = (id + 1) % n,
                     None => {
-                        router.cursor.insert(strategy.to_string(), (id + 1) % n);
+                        self.cursor.insert(strategy.to_string(), (id + 1) % n);
                     }
                 }
             }
-            return Pick::Lease(self.lease(id, strategy, admission));
+            return Pick::Take {
+                slot: id,
+                admission,
+            };
         }
         if any_admitted {
             Pick::Wait(earliest)
@@ -432,60 +360,34 @@ impl Pool {
         }
     }
 
-    /// Whether this daemon may use slot `id` now: always without a fleet;
-    /// in one, while it holds the slot's identity.
-    pub fn in_hand(&self, id: usize) -> bool {
-        self.inner.fleet.as_ref().is_none_or(|f| f.usable(id))
-    }
-
-    fn lease(&self, slot: usize, strategy: &str, admission: Admission) -> Lease {
-        Lease::new(self.inner.clone(), slot, strategy, admission)
-    }
-
-    /// Whether `slot` would be admitted for `strategy` now (its breaker
-    /// admits, its proxy is up); takes nothing.
-    pub fn admits(&self, slot: usize, strategy: &str) -> bool {
-        let Some(s) = self.inner.slots.get(slot) else {
-            return false;
-        };
-        if s.proxy_down() || !self.in_hand(slot) {
-            return false;
-        }
-        let cfg = self.inner.breaker;
-        let mut router = self.inner.router.lock();
-        router
-            .site(slot, strategy, cfg)
-            .breaker
-            .admits(Instant::now())
-    }
-
     /// Remember that `slot` served `session`'s last call for `strategy`.
-    pub fn remember(&self, session: &str, strategy: &str, slot: usize) {
-        let mut router = self.inner.router.lock();
-        if router.sessions.len() >= MAX_SESSIONS {
-            router.sessions.clear();
+    pub fn remember(&mut self, session: &str, strategy: &str, slot: usize) {
+        if self.sessions.len() >= MAX_SESSIONS {
+            self.sessions.clear();
         }
-        router
-            .sessions
+        self.sessions
             .insert((session.to_string(), strategy.to_string()), slot);
     }
 
     /// The slot that served `session`'s last call for `strategy`.
     pub fn remembered(&self, session: &str, strategy: &str) -> Option<usize> {
-        let router = self.inner.router.lock();
-        router
-            .sessions
+        self.sessions
             .get(&(session.to_string(), strategy.to_string()))
             .copied()
     }
 
-    /// When no slot admits `strategy` now: how long until the first one does.
-    pub fn all_resting(&self, strategy: &str) -> Option<Duration> {
-        let now = Instant::now();
-        let mut router = self.inner.router.lock();
+    /// When none of `slots` admits `strategy` now: how long until the first
+    /// one does.
+    pub fn all_resting(
+        &mut self,
+        strategy: &str,
+        cfg: BreakerConfig,
+        slots: impl Iterator<Item = usize>,
+        now: Instant,
+    ) -> Option<Duration> {
         let mut resting = Resting::new();
-        for id in (0..self.inner.slots.len()).filter(|id| self.in_hand(*id)) {
-            let site = router.site(id, strategy, self.inner.breaker);
+        for id in slots {
+            let site = self.site(id, strategy, cfg);
             if site.breaker.admits(now) {
                 return None;
             }
@@ -495,10 +397,14 @@ impl Pool {
     }
 
     /// The breaker of (slot, strategy) as operators see it.
-    pub fn breaker(&self, slot: usize, strategy: &str) -> BreakerReport {
-        let now = Instant::now();
-        let mut router = self.inner.router.lock();
-        let site = router.site(slot, strategy, self.inner.breaker);
+    pub fn report(
+        &mut self,
+        slot: usize,
+        strategy: &str,
+        cfg: BreakerConfig,
+        now: Instant,
+    ) -> BreakerReport {
+        let site = self.site(slot, strategy, cfg);
         let state = site.breaker.state(now);
         BreakerReport {
             state,
@@ -513,10 +419,14 @@ impl Pool {
     }
 
     /// Tiers that hard-blocked (slot, strategy), with seconds since the block.
-    pub fn tier_memory(&self, slot: usize, strategy: &str) -> Vec<(u8, f64)> {
-        let now = Instant::now();
-        let mut router = self.inner.router.lock();
-        let site = router.site(slot, strategy, self.inner.breaker);
+    pub fn tier_memory(
+        &mut self,
+        slot: usize,
+        strategy: &str,
+        cfg: BreakerConfig,
+        now: Instant,
+    ) -> Vec<(u8, f64)> {
+        let site = self.site(slot, strategy, cfg);
         site.tier_blocked_at
             .iter()
             .enumerate()
@@ -524,10 +434,10 @@ impl Pool {
             .collect()
     }
 
-    /// Close the breakers of `slot` (all strategies, or one) and forget its tier blocks.
-    pub fn reset_breakers(&self, slot: usize, strategy: Option<&str>) {
-        let mut router = self.inner.router.lock();
-        for (name, sites) in router.sites.iter_mut() {
+    /// Close the breakers of `slot` (all strategies, or one) and forget its
+    /// tier blocks.
+    pub fn reset(&mut self, slot: usize, strategy: Option<&str>) {
+        for (name, sites) in self.sites.iter_mut() {
             let Some(site) = sites.get_mut(&slot) else {
                 continue;
             };
@@ -536,13 +446,5 @@ impl Pool {
                 site.tier_blocked_at.iter_mut().for_each(|t| *t = None);
             }
         }
-        drop(router);
-        self.inner.events.emit(
-            "breaker_reset",
-            Some(slot),
-            strategy,
-            serde_json::json!({"to": "closed"}),
-        );
-        self.inner.released.notify_waiters();
     }
 }

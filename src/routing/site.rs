@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::circuit::Breaker;
+use super::breaker::Breaker;
 use crate::strategy::Politeness;
 
 /// Routing state of one slot for one strategy.

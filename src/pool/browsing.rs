@@ -201,43 +201,19 @@ impl Pool {
         };
         match step {
             Step::Navigate(url) => {
-                self.inner.guard.check(&url).await?;
-                if self.strategy_for(&url).is_none() {
-                    self.inner.robots.check(slot, &self.inner.web, &url).await?;
-                }
+                // Through a lease on the session's slot, as every request:
+                // the guard, robots, pacing, metrics and the breaker.
+                let lease = self.lease_for(&url, Some(session.slot)).await?;
                 let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
                 let cookies = slot.jar().export_for_domain(&host);
                 turn.push_cookies(t, &cookies).await?;
                 session.hosts.lock().insert(host);
-                let normal = |_: &str, _: &str, _: u16| crate::identity::browser::PageState::Normal;
-                let limit = slot.browser().page_limit();
-                crate::identity::browser::settle::navigate(
-                    t,
-                    url.as_str(),
-                    None,
-                    &normal,
-                    deadline,
-                    limit,
-                )
-                .await?;
-                let here = t
-                    .url()
-                    .await
-                    .ok()
-                    .flatten()
-                    .and_then(|u| url::Url::parse(&u).ok());
-                if let Some(here) = here.filter(|u| u.scheme() != "about") {
-                    self.inner.guard.check(&here).await.map_err(|e| {
-                        Error::refused(format!(
-                            "the browser was redirected to {here}: {}",
-                            e.message()
-                        ))
-                    })?;
-                    session
-                        .hosts
-                        .lock()
-                        .insert(here.host_str().unwrap_or_default().to_ascii_lowercase());
-                }
+                let fetched = lease.navigate_tab(t, url, deadline).await;
+                let here = lease.close(fetched)?.response.final_url;
+                session
+                    .hosts
+                    .lock()
+                    .insert(here.host_str().unwrap_or_default().to_ascii_lowercase());
             }
             Step::Snapshot => {}
             Step::Click(r) => tab::click(t, node(r)?).await?,

@@ -237,6 +237,74 @@ impl Lease {
                 return Err(e);
             }
         };
+        Ok(self.judge_page(page, final_url, refused, started, wait_for, read))
+    }
+
+    /// One navigation of `tab`, a tab an interactive session holds in this
+    /// lease's slot's browser (the caller holds the browser's turn): the URL
+    /// and the page it ended on checked by the SSRF guard, robots, paced,
+    /// classified and counted as tier 3, like [`Lease::browse`]; the caller
+    /// hands the answer to [`Lease::close`] for the breaker.
+    pub async fn navigate_tab(
+        &self,
+        tab: &chromiumoxide::Page,
+        url: url::Url,
+        deadline: std::time::Instant,
+    ) -> Result<Fetched> {
+        self.inner.guard.check(&url).await?;
+        self.obey_robots(&url).await?;
+        self.pace().await?;
+        let started = std::time::Instant::now();
+        let normal = |_: &str, _: &str, _: u16| crate::identity::browser::PageState::Normal;
+        let limit = self.slot.browser().page_limit();
+        let page = crate::identity::browser::settle::navigate(
+            tab,
+            url.as_str(),
+            None,
+            &normal,
+            deadline,
+            limit,
+        )
+        .await;
+        let page = match page {
+            Ok(p) => p,
+            Err(e) => {
+                super::record_request(&self.inner, &self.strategy, 3, "failed", started.elapsed());
+                return Err(e);
+            }
+        };
+        let final_url = self.ended_on(&page.final_url, url).await?;
+        let (fetched, ()) = self.judge_page(page, final_url, Vec::new(), started, None, |_, _| ());
+        Ok(fetched)
+    }
+
+    /// Where a navigation of `url` ended (`at`), if the guard lets us be
+    /// there: the browser follows redirects itself.
+    async fn ended_on(&self, at: &str, url: url::Url) -> Result<url::Url> {
+        match url::Url::parse(at) {
+            Ok(u) if u.scheme() == "about" => Ok(url),
+            Ok(u) => match self.inner.guard.check(&u).await {
+                Ok(()) => Ok(u),
+                Err(e) => Err(Error::refused(format!(
+                    "the browser was redirected to {u}: {}",
+                    e.message()
+                ))
+                .retryable(false)),
+            },
+            Err(_) => Ok(url),
+        }
+    }
+
+    /// A page the browser loaded, classified under the strategy and counted.
+    fn judge_page<T>(
+        &self,
+        page: crate::identity::browser::PageResult,
+        final_url: url::Url,
+        refused: Vec<String>,
+        started: std::time::Instant,
+        wait_for: Option<&str>,
+        read: impl FnOnce(&Fetched, &Body<'_>) -> T,
+    ) -> (Fetched, T) {
         let cut = page.cut_from.map(|n| {
             format!(
                 "the page in the browser is {n} characters long; only its first {} were read (http.max_body_bytes)",
@@ -244,7 +312,7 @@ impl Lease {
             )
         });
         let html = bytes::Bytes::from(page.html);
-        let (fetched, seen) = crate::dom::offload::heavy(html.len(), || {
+        crate::dom::offload::heavy(html.len(), || {
             let text = crate::wire::http::utf8_text(&html);
             let body = Body::html_page(&text);
             let outcome = self.classify(page.status, final_url.as_str(), &body);
@@ -274,8 +342,7 @@ impl Lease {
             self.judge_login(&mut fetched, &body);
             let seen = read(&fetched, &body);
             (fetched, seen)
-        });
-        Ok((fetched, seen))
+        })
     }
 
     /// A host no strategy covers: its `robots.txt` must allow `url`.
@@ -319,20 +386,7 @@ impl Lease {
         let page = super::browse::refused_main_document(page, &refusals)?;
         // The browser follows redirects itself: refuse to hand back what it
         // ended on if the guard would not have let us go there.
-        let final_url = match url::Url::parse(&page.final_url) {
-            Ok(u) if u.scheme() == "about" => url,
-            Ok(u) => {
-                if let Err(e) = self.inner.guard.check(&u).await {
-                    return Err(Error::refused(format!(
-                        "the browser was redirected to {u}: {}",
-                        e.message()
-                    ))
-                    .retryable(false));
-                }
-                u
-            }
-            Err(_) => url,
-        };
+        let final_url = self.ended_on(&page.final_url, url).await?;
         let refused = refusals.iter().map(ToString::to_string).collect();
         Ok((page, final_url, refused))
     }

@@ -141,7 +141,6 @@ const ROAD_OWNERS: &[&str] = &[
 
 /// Files outside [`ROAD_OWNERS`] that still call a road themselves.
 const KNOWN_ROADS: &[&str] = &[
-    "pool/browsing.rs",
     "pool/live.rs",
     "pool/robots.rs",
     "pool/slot.rs",

@@ -12,6 +12,7 @@ use background::{interval, tick};
 mod browse;
 pub mod browsing;
 mod calibration;
+mod call;
 mod drift;
 pub mod events;
 mod fleet;
@@ -43,6 +44,7 @@ pub use crate::routing::{BreakerReport, WEB, is_web_key, web_key};
 pub use crate::routing::{Budget, BudgetReport, Change};
 pub use browse::BrowseOptions;
 pub use calibration::CalibrationStatus;
+pub use call::Call;
 pub use drift::Drift;
 pub use events::{Events, SlotEvent};
 pub use fleet::Fleet;
@@ -416,9 +418,7 @@ impl Pool {
     /// One HTTP request through the pool, as one call: lease, [`Lease::http`],
     /// finish with its outcome.
     pub async fn fetch(&self, req: FetchRequest, pin: Option<usize>) -> Result<Fetched> {
-        let lease = self.lease_for(&req.url, pin).await?;
-        let result = lease.http(req, |_, _| ()).await;
-        lease.close(result.map(|(f, ())| f))
+        Call::new(self, pin).http(req).await
     }
 
     pub fn slots(&self) -> &[Arc<Slot>] {

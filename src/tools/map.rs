@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::spec::{Annotations, Description, Role, Spec, input_schema, invalid, parse, result_schema};
 use crate::error::{Error, ErrorKind, Result};
 use crate::wire::http::FetchRequest;
-use crate::pool::Pool;
+use crate::pool::{Call, Pool};
 use crate::tiers::RunOptions;
 use crate::web::{Page, sitemap};
 
@@ -144,16 +144,17 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
         subdomains: a.include_subdomains,
         search: a.search.as_ref().map(|s| s.to_lowercase()),
     };
-    let slot = a.slot.or(opts.slot);
+    // One identity for the whole call: the start page and every sitemap.
+    let mut call = Call::new(pool, a.slot.or(opts.slot));
     let mut found = Found::default();
     let mut problems = Vec::new();
     let mut read = Vec::new();
     if a.sitemap != Sitemaps::Skip {
-        read = sitemaps(pool, &start, &scope, slot, opts, &mut found, &mut problems).await;
+        read = sitemaps(pool, &mut call, &start, &scope, opts, &mut found, &mut problems).await;
     }
     let from_sitemaps = found.links.len();
     if a.sitemap != Sitemaps::Only {
-        match pool.fetch(FetchRequest::get(start.clone()), slot).await {
+        match call.http(FetchRequest::get(start.clone())).await {
             Ok(f) if !f.outcome.is_failure() => {
                 let (raw, at) = (f.response.text(), f.response.final_url.clone());
                 let links = crate::dom::offload::run("reading the start page", move || {
@@ -203,15 +204,15 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
 /// subdomains, its own). Returns the files read.
 async fn sitemaps(
     pool: &Pool,
+    call: &mut Call<'_>,
     start: &url::Url,
     scope: &Scope,
-    slot: Option<usize>,
     opts: &RunOptions,
     found: &mut Found,
     problems: &mut Vec<String>,
 ) -> Vec<String> {
     let mut queue: VecDeque<url::Url> = VecDeque::new();
-    let robots = pool.robots_txt(slot.unwrap_or(0), start).await;
+    let robots = pool.robots_txt(call.slot().unwrap_or(0), start).await;
     match robots {
         Ok(r) => queue.extend(r.sitemaps().iter().filter_map(|s| url::Url::parse(s).ok())),
         Err(e) => problems.push(format!("robots.txt: {}", e.message())),
@@ -237,7 +238,7 @@ async fn sitemaps(
             problems.push(format!("{sm}: another site's sitemap (not read)"));
             continue;
         }
-        let f = match pool.fetch(FetchRequest::get(sm.clone()), slot).await {
+        let f = match call.http(FetchRequest::get(sm.clone())).await {
             Ok(f) if (200..300).contains(&f.response.status) => f,
             Ok(f) => {
                 // A site without /sitemap.xml is common: not a problem.

@@ -14,10 +14,14 @@ use serde_json::{Value, json};
 /// The default `[security]` and `[web]`, except that the test names where
 /// its hosts live and that only the testbed's own address is allowed.
 fn open_web(env: &Env, extra: &str) {
+    open_web_slots(env, 1, extra);
+}
+
+fn open_web_slots(env: &Env, slots: usize, extra: &str) {
     env.write_config_private(
-        1,
+        slots,
         true,
-        free_base_port(1),
+        free_base_port(slots),
         "[\"127.0.0.1\"]",
         &format!(
             "[security.resolve]\n\"news.web.test\" = \"127.0.0.1\"\n\"intranet.web.test\" = \"127.0.0.2\"\n\n{extra}"
@@ -538,6 +542,31 @@ async fn map_lists_the_sitemaps_urls_and_the_start_pages_links_within_the_host()
         .await
         .expect_err("limit 0");
     assert!(e.to_string().contains("`limit`"), "{e}");
+    shutdown_and_check(&pool).await;
+}
+
+/// A map is one person on the site: its start page and every sitemap come
+/// from one identity, not round robin over the pool's.
+#[tokio::test]
+async fn map_holds_one_identity_for_the_whole_call() {
+    let env = Env::new(2).await;
+    open_web_slots(&env, 2, "[web]\nmin_interval_ms = 0\n");
+    let pool = env.pool();
+    let origin = web_url(&env, "news.web.test", "");
+    let r = tools::map::run(
+        &pool,
+        json!({"url": format!("{origin}/site/")}),
+        &Default::default(),
+    )
+    .await
+    .expect("map");
+    assert_eq!(r["sitemaps"].as_array().map(Vec::len), Some(3), "{r}");
+    let requests: Vec<u64> = pool.slots().iter().map(|s| s.health().requests).collect();
+    // The start page and three sitemaps (and robots.txt) on slot 0 alone.
+    assert!(
+        requests[0] >= 4 && requests[1] == 0,
+        "requests per slot: {requests:?}"
+    );
     shutdown_and_check(&pool).await;
 }
 

@@ -6,8 +6,12 @@
 //! when that slot rests, the call's next request fails rather than moving
 //! to another identity.
 
+use std::sync::Arc;
+
 use super::{Fetched, Pool};
 use crate::error::Result;
+use crate::strategy::Outcome;
+use crate::web::Robots;
 use crate::wire::http::FetchRequest;
 
 pub struct Call<'a> {
@@ -24,6 +28,16 @@ impl<'a> Call<'a> {
     /// The slot the call holds, once it has made a request (or was pinned).
     pub fn slot(&self) -> Option<usize> {
         self.slot
+    }
+
+    /// The `robots.txt` of `url`'s origin, read (when not kept) on the
+    /// call's slot.
+    pub async fn robots(&mut self, url: &url::Url) -> Result<Arc<Robots>> {
+        let lease = self.pool.lease_for(url, self.slot).await?;
+        self.slot = Some(lease.slot());
+        let robots = lease.robots(url).await;
+        lease.finish(Outcome::Skipped);
+        robots
     }
 
     /// One HTTP request on the call's slot: lease, [`super::Lease::http`],

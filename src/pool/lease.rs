@@ -347,13 +347,28 @@ impl Lease {
 
     /// A host no strategy covers: its `robots.txt` must allow `url`.
     async fn obey_robots(&self, url: &url::Url) -> Result<()> {
-        if self.rules.is_some() {
+        if self.rules.is_some() || !self.inner.web.respect_robots {
             return Ok(());
         }
-        self.inner
-            .robots
-            .check(&self.slot, &self.inner.web, url)
-            .await
+        self.robots(url)
+            .await?
+            .check(url)
+            .map_err(|why| Error::refused(format!("{why} (web.respect_robots)")).retryable(false))
+    }
+
+    /// The `robots.txt` of `url`'s origin: kept, or read now on this lease
+    /// (guarded, paced and counted like any request).
+    pub async fn robots(&self, url: &url::Url) -> Result<Arc<crate::web::Robots>> {
+        self.inner.guard.check(url).await?;
+        let read = |at: url::Url| async move {
+            self.pace().await?;
+            let started = std::time::Instant::now();
+            let r = self.slot.fetch(FetchRequest::get(at)).await;
+            let outcome = if r.is_ok() { "ok" } else { "failed" };
+            super::record_request(&self.inner, &self.strategy, 2, outcome, started.elapsed());
+            r
+        };
+        self.inner.robots.robots(&self.inner.web, url, read).await
     }
 
     /// The guarded navigation itself: the page and the URL it ended on.

@@ -1,5 +1,5 @@
 //! `robots.txt` for hosts no strategy covers (`web.respect_robots`): fetched
-//! once per origin through the slot that first needs it, kept for
+//! once per origin through the lease that first needs it, kept for
 //! `web.robots_cache_secs` (an unreachable file for a minute), bounded in
 //! number. A refusal is an error naming the rule.
 
@@ -10,11 +10,10 @@ use std::time::Duration;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
-use super::slot::Slot;
 use crate::config::WebConfig;
 use crate::error::{Error, Result};
 use crate::web::Robots;
-use crate::wire::http::FetchRequest;
+use crate::wire::http::FetchResponse;
 
 /// Origins whose file is kept; past this, expired ones go, then all.
 const MAX_ORIGINS: usize = 1024;
@@ -45,21 +44,28 @@ impl Cache {
         map.entry(origin.to_string()).or_default().clone()
     }
 
-    /// The file of `url`'s origin, fetched through `slot` when not kept. A
-    /// host that cannot be reached at all is the caller's error (the page
-    /// could not be fetched either), not kept.
-    pub(super) async fn robots(
+    /// The file of `url`'s origin, read by `fetch` (a lease's request) when
+    /// not kept. A host that cannot be reached at all is the caller's error
+    /// (the page could not be fetched either), not kept.
+    pub(super) async fn robots<F, Fut>(
         &self,
-        slot: &Slot,
         web: &WebConfig,
         url: &url::Url,
-    ) -> Result<Arc<Robots>> {
+        fetch: F,
+    ) -> Result<Arc<Robots>>
+    where
+        F: FnOnce(url::Url) -> Fut,
+        Fut: Future<Output = Result<FetchResponse>>,
+    {
         let origin = url.origin().ascii_serialization();
         let ttl = Duration::from_secs(web.robots_cache_secs);
         let cell = self.cell(&origin, Instant::now());
         let (_, robots) = cell
             .get_or_try_init(|| async {
-                let robots = fetch(slot, &origin, &web.robots_agent).await?;
+                let at = url::Url::parse(&format!("{origin}/robots.txt"))
+                    .map_err(|e| Error::refused(format!("no robots.txt URL for {origin} ({e})")))?;
+                let r = fetch(at).await?;
+                let robots = Robots::from_answer(r.status, &r.body, &web.robots_agent);
                 let keep = match robots {
                     Robots::Unreachable(_) => UNREACHABLE_FOR.min(ttl),
                     _ => ttl,
@@ -68,36 +74,5 @@ impl Cache {
             })
             .await?;
         Ok(robots.clone())
-    }
-
-    /// Refuse `url` when its host's `robots.txt` disallows it.
-    pub(super) async fn check(&self, slot: &Slot, web: &WebConfig, url: &url::Url) -> Result<()> {
-        if !web.respect_robots {
-            return Ok(());
-        }
-        self.robots(slot, web, url)
-            .await?
-            .check(url)
-            .map_err(|why| Error::refused(format!("{why} (web.respect_robots)")).retryable(false))
-    }
-}
-
-async fn fetch(slot: &Slot, origin: &str, agent: &str) -> Result<Robots> {
-    let url = url::Url::parse(&format!("{origin}/robots.txt"))
-        .map_err(|e| Error::refused(format!("no robots.txt URL for {origin} ({e})")))?;
-    let r = slot.fetch(FetchRequest::get(url)).await?;
-    Ok(Robots::from_answer(r.status, &r.body, agent))
-}
-
-impl super::Pool {
-    /// The `robots.txt` of `url`'s origin (kept, or read now through
-    /// `slot`), whether or not `web.respect_robots` is on: `map` reads its
-    /// `Sitemap:` lines.
-    pub async fn robots_txt(&self, slot: usize, url: &url::Url) -> Result<Arc<Robots>> {
-        let s = self
-            .slot(slot)
-            .ok_or_else(|| Error::not_found(format!("slot {slot} does not exist")))?;
-        self.inner.guard.check(url).await?;
-        self.inner.robots.robots(s, &self.inner.web, url).await
     }
 }

@@ -331,7 +331,7 @@ async fn robots_refusal(pool: &Pool, url: &url::Url) -> Option<String> {
         return None;
     }
     // An unreadable robots.txt is the page fetch's to report.
-    let robots = pool.robots_txt(0, url).await.ok()?;
+    let robots = crate::pool::Call::new(pool, None).robots(url).await.ok()?;
     robots.check(url).err()
 }
 

@@ -150,7 +150,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
     let mut problems = Vec::new();
     let mut read = Vec::new();
     if a.sitemap != Sitemaps::Skip {
-        read = sitemaps(pool, &mut call, &start, &scope, opts, &mut found, &mut problems).await;
+        read = sitemaps(&mut call, &start, &scope, opts, &mut found, &mut problems).await;
     }
     let from_sitemaps = found.links.len();
     if a.sitemap != Sitemaps::Only {
@@ -203,7 +203,6 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
 /// `/sitemap.xml`; indexes add more (on the start host or, with
 /// subdomains, its own). Returns the files read.
 async fn sitemaps(
-    pool: &Pool,
     call: &mut Call<'_>,
     start: &url::Url,
     scope: &Scope,
@@ -212,7 +211,7 @@ async fn sitemaps(
     problems: &mut Vec<String>,
 ) -> Vec<String> {
     let mut queue: VecDeque<url::Url> = VecDeque::new();
-    let robots = pool.robots_txt(call.slot().unwrap_or(0), start).await;
+    let robots = call.robots(start).await;
     match robots {
         Ok(r) => queue.extend(r.sitemaps().iter().filter_map(|s| url::Url::parse(s).ok())),
         Err(e) => problems.push(format!("robots.txt: {}", e.message())),

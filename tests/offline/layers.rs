@@ -140,7 +140,7 @@ const ROAD_OWNERS: &[&str] = &[
 ];
 
 /// Files outside [`ROAD_OWNERS`] that still call a road themselves.
-const KNOWN_ROADS: &[&str] = &["pool/live.rs", "pool/robots.rs", "pool/slot.rs"];
+const KNOWN_ROADS: &[&str] = &["pool/live.rs", "pool/slot.rs"];
 
 fn allowed(key: &str) -> Option<&'static [&'static str]> {
     ALLOWED.iter().find(|(m, _)| *m == key).map(|(_, a)| *a)

@@ -177,13 +177,7 @@ impl Pool {
     /// When no slot admits `strategy` now: how long until the first one does.
     pub fn all_resting(&self, strategy: &str) -> Option<Duration> {
         let held = (0..self.inner.slots.len()).filter(|id| self.in_hand(*id));
-        let held: Vec<usize> = held.collect();
-        self.inner.router.lock().all_resting(
-            strategy,
-            self.inner.breaker,
-            held.into_iter(),
-            Instant::now(),
-        )
+        (self.inner.router.lock()).all_resting(strategy, self.inner.breaker, held, Instant::now())
     }
 
     /// The breaker of (slot, strategy) as operators see it.
@@ -198,7 +192,8 @@ impl Pool {
     /// Tiers that hard-blocked (slot, strategy), with seconds since the block.
     pub fn tier_memory(&self, slot: usize, strategy: &str) -> Vec<(u8, f64)> {
         let cfg = self.inner.breaker;
-        (self.inner.router.lock()).tier_memory(slot, strategy, cfg, Instant::now())
+        let mut router = self.inner.router.lock();
+        router.tier_memory(slot, strategy, cfg, Instant::now())
     }
 
     /// Close the breakers of `slot` (all strategies, or one) and forget its tier blocks.

@@ -31,7 +31,7 @@ pub use extract::Extractor;
 pub use login::{LoginRules, LoginState};
 pub use markers::{MarkerSet, Markers, RATE_LIMIT_STATUS};
 pub use outcome::{Outcome, classify};
-pub use registry::Registry;
+pub use registry::{Registry, with_variants};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -109,17 +109,11 @@ impl Registry {
         let by_url = url
             .and_then(|u| url::Url::parse(u).ok())
             .and_then(|u| u.host_str().map(str::to_string))
-            .and_then(|h| {
-                std::iter::once(family)
-                    .chain(family.variants().iter())
-                    .find(|s| s.covers(&h))
-                    .cloned()
-            });
+            .and_then(|h| with_variants(family).find(|s| s.covers(&h)).cloned());
         let Some(m) = marketplace else {
             return Ok(by_url.unwrap_or_else(|| named.clone()));
         };
-        let chosen = std::iter::once(family)
-            .chain(family.variants().iter())
+        let chosen = with_variants(family)
             .find(|s| s.marketplace() == Some(m))
             .cloned()
             .ok_or_else(|| {
@@ -156,4 +150,9 @@ impl Registry {
     pub fn is_empty(&self) -> bool {
         self.by_name.is_empty()
     }
+}
+
+/// A family and its marketplaces' strategies, the default first.
+pub fn with_variants(family: &Arc<dyn Strategy>) -> impl Iterator<Item = &Arc<dyn Strategy>> {
+    std::iter::once(family).chain(family.variants().iter())
 }

@@ -54,8 +54,7 @@ pub fn run(pool: &Pool) -> Value {
             if !s.marketplaces().is_empty() {
                 // Each marketplace: its hosts and base URL (`marketplace` in
                 // the operations' parameters picks one).
-                let markets: Vec<Value> = std::iter::once(s)
-                    .chain(s.variants().iter())
+                let markets: Vec<Value> = crate::strategy::with_variants(s)
                     .map(|m| {
                         json!({"name": m.marketplace(), "strategy": m.name(), "hosts": m.hosts(),
                                "base_url": m.base_url(), "locale": m.locale().tag})

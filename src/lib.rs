@@ -11,6 +11,7 @@
 //! fsutil.rs     files the daemon owns: atomic writes, private folders
 //! dom/          hostile HTML within bounds: depth-capped parse, checked selectors, the off-runtime pool
 //! config/       idpool.toml: resolution order, every key
+//! events.rs     the pool's event hub (status page, `idpool slots --follow`, the fleet)
 //! wire/         the network, knowing no slot:
 //! wire/fingerprint/  what a client looks like on the wire: the TLS ClientHello
 //!               (JA4 and its parts), HTTP/2 frames (Akamai fingerprint,
@@ -32,6 +33,8 @@
 //!               (launcher, processes, supervisor, page operations)
 //! identity/calibrate/  a slot's HTTP tier calibrated against its own Chromium
 //!               through a loopback listener inside the daemon
+//! identity/slot/  one slot: profile, jar, client, browser and egress put
+//!               together, its record (generation, session), its wear
 //! strategy/     strategies/*.toml: hosts, warm-up, block/challenge/empty markers,
 //!               politeness, operations (typed params, tier templates, extraction
 //!               rules); the `Strategy` trait (TOML and compiled plugins); the
@@ -43,8 +46,14 @@
 //! routing/      routing decisions, pure: the per-(slot, strategy) breaker and
 //!               site state, the adaptive request budget, login records, and
 //!               the router that picks a slot on them
-//! pool/         slots (identity + jar + client + browser), leasing them on
-//!               the router's word; the lease is the one way to use a slot
+//! lease/        the one road to a site: the lease source (slots, router
+//!               state, guard, robots, metrics) and the lease, which alone
+//!               combines an identity, the routing state, the strategy and
+//!               the network; a call that holds one identity; retirement
+//! services/     what holds a lease source and owns its own state: interactive
+//!               browsing, login sessions (live view), session files, crawl
+//!               jobs, the fleet's heartbeat, upkeep, PII masking, serving
+//! pool.rs       the facade: open, reload, lease, reports, shutdown
 //! tiers/        the cascade: an operation through tier 1 -> 2 -> 3 and across
 //!               slots, with tier memory, retry budget and attempt records
 //! tools/        transport-agnostic tools, one file (one spec) per tool
@@ -73,11 +82,14 @@ pub mod daemon;
 pub mod diag;
 pub mod dom;
 pub mod error;
+pub mod events;
 pub mod fsutil;
 pub mod identity;
+pub mod lease;
 pub mod mcp;
 pub mod pool;
 pub mod routing;
+pub mod services;
 pub mod strategy;
 #[cfg(feature = "testbed")]
 pub mod testbed;

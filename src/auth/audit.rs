@@ -234,7 +234,7 @@ mod tests {
         let path = dir.path().join("audit.log");
         let log = AuditLog::open(&path).unwrap();
         let rec = AuditRecord {
-            ts: crate::pool::events::now_rfc3339(),
+            ts: crate::events::now_rfc3339(),
             principal: "p".into(),
             role: "viewer".into(),
             transport: "http".into(),

@@ -99,7 +99,7 @@ pub async fn run(config: Option<&Path>, args: FetchArgs) -> anyhow::Result<ExitC
             out.flush()?;
         }
     }
-    pool.save_jars().await;
+    pool.leases().save_jars().await;
     Ok(if fetched.outcome.is_failure() {
         ExitCode::from(2)
     } else {

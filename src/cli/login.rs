@@ -53,7 +53,7 @@ pub async fn run(config: Option<&Path>, a: LoginArgs) -> anyhow::Result<ExitCode
                 timeout: Duration::from_secs(a.timeout),
                 idle: Duration::from_secs(a.idle),
             };
-            let s = pool.start_login(a.slot, &a.strategy, limits)?;
+            let s = pool.services().logins.start(a.slot, &a.strategy, limits)?;
             eprintln!(
                 "slot {}: sign in in the browser window ({})",
                 a.slot, s.login_url

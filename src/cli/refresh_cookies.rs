@@ -127,7 +127,10 @@ pub async fn run(config: Option<&Path>, args: RefreshArgs) -> anyhow::Result<Exi
     for n in slots {
         let slot = &pool.slots()[n];
         let before = slot.jar().export_for_domain(strategy.cookie_domain()).len();
-        let result = pool.refresh_cookies(n, strategy.name(), &url).await;
+        let result = pool
+            .leases()
+            .refresh_cookies(n, strategy.name(), &url)
+            .await;
         let after = slot.jar().export_for_domain(strategy.cookie_domain()).len();
         match result {
             Ok(()) => println!(

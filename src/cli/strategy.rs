@@ -97,7 +97,7 @@ async fn record(config: Option<&Path>, a: RecordArgs) -> anyhow::Result<ExitCode
         final_url: last.final_url.clone(),
         body: String::new(),
         headers: last.headers.iter().cloned().collect(),
-        recorded: a.body.is_none().then(idpool::pool::events::now_rfc3339),
+        recorded: a.body.is_none().then(idpool::events::now_rfc3339),
         expect: Expect::default(),
     };
     let text = String::from_utf8_lossy(&last.body);

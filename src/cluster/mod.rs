@@ -22,11 +22,13 @@
 //! where the cluster key may go and what it may call.
 
 mod events;
+mod fleet;
 mod peer;
 mod scripts;
 mod store;
 
 pub use events::relay_events;
+pub use fleet::Fleet;
 pub use peer::{FORWARDED_TOOLS, Reach, is_forwarded, refused_address};
 pub use store::NodeInfo;
 

@@ -140,7 +140,7 @@ async fn readyz(State(c): State<Arc<Control>>) -> Response {
     let serving = pool
         .slots()
         .iter()
-        .filter(|s| pool.in_hand(s.id))
+        .filter(|s| pool.leases().in_hand(s.id))
         .any(|slot| {
             names.is_empty()
                 || names
@@ -154,7 +154,7 @@ async fn readyz(State(c): State<Arc<Control>>) -> Response {
         )
             .into_response();
     }
-    match pool.fleet().map(|f| f.cluster().report()) {
+    match pool.leases().fleet().map(|f| f.cluster().report()) {
         Some(r) if r.state != "up" => (
             StatusCode::OK,
             format!(
@@ -314,7 +314,7 @@ async fn rates(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> R
     if let Err(r) = gate(&c, &headers, &uri, false, "GET /api/v1/rates", Role::Viewer) {
         return refuse(r);
     }
-    axum::Json(c.core.pool().rates()).into_response()
+    axum::Json(c.core.pool().leases().rates().report()).into_response()
 }
 
 /// The caller's key name and role (the status page shows actions by it; the
@@ -367,6 +367,7 @@ async fn events(
     let remote = c
         .core
         .pool()
+        .leases()
         .fleet()
         .filter(|_| fleet)
         .map(|f| (f.subscribe_remote(), f.cluster().node().to_string()));

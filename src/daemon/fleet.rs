@@ -39,15 +39,17 @@ async fn view(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Re
         return refuse(r);
     }
     let pool = c.core.pool();
-    let Some(f) = pool.fleet() else {
+    let Some(f) = pool.leases().fleet() else {
         return error(
             StatusCode::NOT_FOUND,
             "this daemon is not part of a fleet (no [cluster] redis_url)",
         );
     };
-    let fleet = match pool.fleet_view().await {
-        Some(Ok(v)) => v,
-        Some(Err(e)) => serde_json::json!({"error": e.to_string()}),
+    let fleet = match pool.services().fleet.as_ref() {
+        Some(sync) => match sync.view().await {
+            Ok(v) => v,
+            Err(e) => serde_json::json!({"error": e.to_string()}),
+        },
         None => Value::Null,
     };
     axum::Json(serde_json::json!({"cluster": f.cluster().report(), "fleet": fleet})).into_response()
@@ -61,7 +63,13 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 /// The cluster key of a forwarded call, from its headers alone (the
 /// admission layer checks it before the body is read; the handler again).
 pub(super) fn cluster_key(c: &Control, headers: &HeaderMap) -> Result<(), Refusal> {
-    let Some(key) = c.core.pool().fleet().and_then(|f| f.cluster().key()) else {
+    let Some(key) = c
+        .core
+        .pool()
+        .leases()
+        .fleet()
+        .and_then(|f| f.cluster().key())
+    else {
         return Err((
             StatusCode::NOT_FOUND,
             "this daemon takes no forwarded calls (no [cluster] key_file)".into(),

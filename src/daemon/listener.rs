@@ -131,7 +131,7 @@ async fn health_only(
 
 impl Drop for Open {
     fn drop(&mut self) {
-        self.0.pool().serving().connection_closed();
+        self.0.pool().services().serving.connection_closed();
     }
 }
 
@@ -188,7 +188,8 @@ pub async fn serve(
     closing: CancellationToken,
 ) {
     core.pool()
-        .serving()
+        .services()
+        .serving
         .set_connection_cap(limits.max_connections);
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let reserve = Arc::new(Semaphore::new(HEALTH_RESERVE));
@@ -233,7 +234,7 @@ pub async fn serve(
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!("TCP_NODELAY not set on a connection: {e}");
         }
-        core.pool().serving().connection_opened();
+        core.pool().services().serving.connection_opened();
         let open = Open(core.clone(), permit);
         let (router, header_timeout) = if for_health {
             (

@@ -96,7 +96,13 @@ async fn start(
     if let Some(t) = args.idle_secs {
         limits.idle = std::time::Duration::from_secs(t.clamp(10, 3600));
     }
-    let session = match c.core.pool().start_login(slot, &args.strategy, limits) {
+    let session = match c
+        .core
+        .pool()
+        .services()
+        .logins
+        .start(slot, &args.strategy, limits)
+    {
         Ok(s) => s,
         Err(e) => {
             let status = match e.kind() {
@@ -117,7 +123,7 @@ async fn audit_when_done(c: Arc<Control>, s: Arc<LiveSession>, who: Principal) {
     let end = s.done().await;
     if let Some(audit) = c.core.audit() {
         audit.record(&AuditRecord {
-            ts: crate::pool::events::now_rfc3339(),
+            ts: crate::events::now_rfc3339(),
             principal: who.name.clone(),
             role: who.role.as_str().into(),
             transport: "api".into(),
@@ -146,7 +152,9 @@ fn session_of(
     let s = c
         .core
         .pool()
-        .live_session(id)
+        .services()
+        .logins
+        .get(id)
         .ok_or_else(|| (StatusCode::NOT_FOUND, format!("no login session `{id}`")))?;
     Ok((who, s))
 }

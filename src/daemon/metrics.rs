@@ -386,7 +386,7 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
     for name in &strategies {
         // Requests a minute the site's pushback allows across all slots
         // (no series while no budget is in force).
-        let b = pool.budget(name);
+        let b = pool.leases().budget(name);
         let l = [("strategy", name.clone())];
         if let Some(rpm) = b.requests_per_minute {
             metrics::gauge!("idpool_strategy_budget_rpm", &l).set(rpm);
@@ -400,13 +400,13 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
     metrics::gauge!("idpool_mcp_sessions", "transport" => "http").set(http_sessions as f64);
     metrics::gauge!("idpool_mcp_sessions", "transport" => "sse").set(sse_sessions as f64);
     metrics::gauge!("idpool_mcp_calls_in_flight").set(core.in_flight() as f64);
-    let serving = core.pool().serving();
+    let serving = &core.pool().services().serving;
     let (open, cap) = serving.connections();
     metrics::gauge!("idpool_http_connections").set(open as f64);
     metrics::gauge!("idpool_http_connections_max").set(cap as f64);
     metrics::gauge!("idpool_mcp_sessions_max").set(core.settings().max_sessions as f64);
     metrics::counter!("idpool_mcp_sessions_evicted_total").absolute(serving.evicted());
-    if pool.fleet().is_some() {
+    if pool.leases().fleet().is_some() {
         // The series exists from the start (adoptions count it up).
         metrics::counter!("idpool_fleet_adoptions_total").increment(0);
     }
@@ -496,7 +496,7 @@ fn slot_series(pool: &crate::pool::Pool, slot: &crate::pool::Slot, strategies: &
 /// pages and whether that is drifting; per operation, the same for pages
 /// without items.
 fn drift_series(pool: &crate::pool::Pool) {
-    for (strategy, operation, field, ratio, drifting) in pool.drift_series() {
+    for (strategy, operation, field, ratio, drifting) in pool.leases().drift().series() {
         let flag = if drifting { 1.0 } else { 0.0 };
         match field {
             Some(field) => {

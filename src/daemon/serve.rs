@@ -40,7 +40,9 @@ pub async fn build_core(cfg: &Config) -> Result<Arc<Core>> {
         tracing::warn!(slot, pid, "ended a Chromium left by an earlier run");
     }
     // In a fleet: know which identities are still ours before serving.
-    pool.fleet_ready().await;
+    if let Some(sync) = &pool.services().fleet {
+        sync.ready().await;
+    }
     Ok(Core::new(pool, cfg.server.clone(), keys, Some(audit)))
 }
 

@@ -6,5 +6,7 @@
 pub mod browser;
 pub mod calibrate;
 pub mod jar;
+pub mod lock;
 pub mod profile;
 pub mod session;
+pub mod slot;

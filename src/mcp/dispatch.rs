@@ -210,7 +210,7 @@ impl Core {
             return;
         };
         audit.record(&AuditRecord {
-            ts: crate::pool::events::now_rfc3339(),
+            ts: crate::events::now_rfc3339(),
             principal: who.map_or_else(|| "unknown".to_string(), |p| p.name.clone()),
             role: who.map_or_else(|| "none".to_string(), |p| p.role.to_string()),
             transport: who.map_or(transport, |p| p.transport).to_string(),
@@ -266,8 +266,8 @@ impl Core {
                 Ok(()) => {
                     // In a fleet, a call that waited here past the queue
                     // limit may still be served elsewhere.
-                    let keep =
-                        (self.pool.fleet().is_some() && ctx.hop.is_none()).then(|| args.clone());
+                    let keep = (self.pool.leases().fleet().is_some() && ctx.hop.is_none())
+                        .then(|| args.clone());
                     let end = self.run_here(ctx, spec, tool, args, progress, cancel).await;
                     match (&end, keep) {
                         (CallEnd::Failed(f), Some(args)) if queue_full(f) => {
@@ -311,7 +311,7 @@ impl Core {
                 _ => (None, None),
             };
             audit.record(&AuditRecord {
-                ts: crate::pool::events::now_rfc3339(),
+                ts: crate::events::now_rfc3339(),
                 principal: ctx.principal.name.clone(),
                 role: ctx.principal.role.to_string(),
                 transport: ctx.principal.transport.to_string(),
@@ -345,17 +345,18 @@ impl Core {
         args: &Value,
         after_local: bool,
     ) -> Option<(String, CallEnd)> {
-        let fleet = self.pool.fleet()?;
+        let fleet = self.pool.leases().fleet()?;
         let tools::Route {
             key: strategy,
             login,
         } = tools::route_of(&self.pool, tool, args)?;
-        let resting = self.pool.all_resting(&strategy).is_some();
-        let signed_out = login && self.pool.may_be_signed_in(&strategy).is_empty();
+        let resting = self.pool.leases().all_resting(&strategy).is_some();
+        let signed_out = login && self.pool.leases().may_be_signed_in(&strategy).is_empty();
         if !(resting || signed_out || after_local) {
             return None;
         }
-        let target = self.pool.forward_target(&strategy, login).await?;
+        let sync = self.pool.services().fleet.as_ref()?;
+        let target = sync.forward_target(&strategy, login).await?;
         let who = super::forward::OnBehalf {
             principal: &ctx.principal.name,
             role: ctx.principal.role,
@@ -386,7 +387,12 @@ impl Core {
             session: ctx.session.clone(),
             caller: Some(ctx.principal.name.clone()),
             caller_role: Some(ctx.principal.role),
-            mask_pii: self.pool.pii().mask_for(ctx.principal.role).cloned(),
+            mask_pii: self
+                .pool
+                .services()
+                .pii
+                .mask_for(ctx.principal.role)
+                .cloned(),
             ..RunOptions::default()
         };
         tokio::select! {

@@ -157,7 +157,8 @@ impl McpHttp {
         let http = bindings.len();
         self.core
             .pool()
-            .serving()
+            .services()
+            .serving
             .set_sessions(http, self.sse.len(), s.max_sessions);
         http
     }
@@ -196,7 +197,7 @@ impl McpHttp {
                     }
                 }
             }
-            self.core.pool().serving().session_evicted();
+            self.core.pool().services().serving.session_evicted();
         }
     }
 }

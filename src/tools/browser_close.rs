@@ -32,6 +32,6 @@ pub const SPEC: Spec = Spec {
 
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
     let a: SessionArg = parse("browser_close", args)?;
-    let n = pool.close_browser_session(&a.session, &owner(opts)).await?;
+    let n = pool.services().browsing.close(&a.session, &owner(opts)).await?;
     Ok(json!({"session": a.session, "closed": true, "cookies_synced": n}))
 }

@@ -54,7 +54,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
         pool.guard().check_static(u)?;
     }
     let (session, first) = pool
-        .open_browser_session(url, a.strategy.as_deref(), a.slot.or(opts.slot), owner(opts))
+        .services().browsing.open(url, a.strategy.as_deref(), a.slot.or(opts.slot), owner(opts))
         .await?;
     let mut v = json!({"session": session.id, "slot": session.slot});
     if let Some(s) = first {

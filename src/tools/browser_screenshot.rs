@@ -8,7 +8,7 @@ use super::browsing::owner;
 use super::spec::{Annotations, Description, Role, Spec, input_schema, parse, result_schema};
 use crate::error::{Error, ErrorKind, Result};
 use crate::pool::Pool;
-use crate::pool::browsing::Step;
+use crate::services::browsing::Step;
 use crate::tiers::RunOptions;
 
 pub const SPEC: Spec = Spec {
@@ -46,7 +46,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
     use base64::Engine as _;
     let a: Args = parse("browser_screenshot", args)?;
     let done = pool
-        .browser_step(&a.session, &owner(opts), Step::Screenshot { full_page: a.full_page })
+        .services().browsing.step(&a.session, &owner(opts), Step::Screenshot { full_page: a.full_page })
         .await?;
     let png = done
         .png

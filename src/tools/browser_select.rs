@@ -8,7 +8,7 @@ use super::browsing::run_step;
 use super::spec::parse;
 use crate::error::Result;
 use crate::pool::Pool;
-use crate::pool::browsing::Step;
+use crate::services::browsing::Step;
 use crate::tiers::RunOptions;
 
 super::browsing::step_spec!(

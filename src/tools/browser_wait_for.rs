@@ -9,7 +9,7 @@ use super::spec::{invalid, parse};
 use crate::error::Result;
 use crate::pool::Pool;
 use crate::identity::browser::tab::Until;
-use crate::pool::browsing::Step;
+use crate::services::browsing::Step;
 use crate::tiers::RunOptions;
 
 super::browsing::step_spec!(

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::error::Result;
 use crate::pool::Pool;
-use crate::pool::browsing::{Owner, Step, Stepped};
+use crate::services::browsing::{Owner, Step, Stepped};
 use crate::tiers::RunOptions;
 
 /// A `browser_*` step tool's [`Spec`](super::Spec): operator, no progress,
@@ -68,7 +68,11 @@ pub async fn run_step(
     opts: &RunOptions,
     step: Step<'_>,
 ) -> Result<Value> {
-    let done = pool.browser_step(session, &owner(opts), step).await?;
+    let done = pool
+        .services()
+        .browsing
+        .step(session, &owner(opts), step)
+        .await?;
     Ok(answer(session, &done))
 }
 

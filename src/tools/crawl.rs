@@ -19,7 +19,7 @@ use super::spec::{
 };
 use crate::error::{ErrorKind, Result};
 use crate::pool::Pool;
-use crate::pool::jobs::{Job, Status};
+use crate::services::jobs::{Job, Status};
 use crate::tiers::RunOptions;
 use crate::web::Page;
 
@@ -148,7 +148,7 @@ fn globs(field: &str, patterns: &[String]) -> Result<Option<GlobSet>> {
 }
 
 fn plan(pool: &Pool, a: &Args) -> Result<Plan> {
-    let cap = pool.web_config().max_crawl_pages;
+    let cap = pool.leases().config().web.max_crawl_pages;
     if a.max_pages == 0 || a.max_pages > cap {
         return Err(invalid(format!(
             "`max_pages` must be between 1 and {cap} (web.max_crawl_pages)"
@@ -207,7 +207,7 @@ fn normal(url: &url::Url) -> url::Url {
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
     let a: Args = parse("crawl", args.clone())?;
     let plan = plan(pool, &a)?;
-    let job = pool.jobs().start("crawl", args, opts.caller.as_deref())?;
+    let job = pool.services().jobs.start("crawl", args, opts.caller.as_deref())?;
     let task = {
         let (pool, job) = (pool.clone(), job.clone());
         // A background crawl outlives its call: no progress to it.
@@ -245,10 +245,10 @@ impl Drop for Unfinished<'_> {
         }
         if self.1.cancel_token().is_cancelled() {
             // Dropped mid-page by a cancel or the daemon's shutdown.
-            self.0.jobs().finish(self.1, Status::Cancelled, None);
+            self.0.services().jobs.finish(self.1, Status::Cancelled, None);
         } else {
             let why = "the crawl stopped unexpectedly (see the daemon's log)".to_string();
-            self.0.jobs().finish(self.1, Status::Failed, Some(why));
+            self.0.services().jobs.finish(self.1, Status::Failed, Some(why));
         }
     }
 }
@@ -265,7 +265,7 @@ async fn crawl(pool: &Pool, plan: &Plan, job: &Arc<Job>, opts: &RunOptions) {
             break;
         }
         if cancel.is_cancelled() {
-            pool.jobs().finish(job, Status::Cancelled, None);
+            pool.services().jobs.finish(job, Status::Cancelled, None);
             return;
         }
         if let Some(why) = robots_refusal(pool, &url).await {
@@ -275,7 +275,7 @@ async fn crawl(pool: &Pool, plan: &Plan, job: &Arc<Job>, opts: &RunOptions) {
         let fetched = tokio::select! {
             f = scrape::fetch_page(pool, url.clone(), opts) => f,
             () = cancel.cancelled() => {
-                pool.jobs().finish(job, Status::Cancelled, None);
+                pool.services().jobs.finish(job, Status::Cancelled, None);
                 return;
             }
         };
@@ -322,16 +322,16 @@ async fn crawl(pool: &Pool, plan: &Plan, job: &Arc<Job>, opts: &RunOptions) {
         });
         job.push(record);
     }
-    pool.jobs().finish(job, Status::Completed, None);
+    pool.services().jobs.finish(job, Status::Completed, None);
 }
 
 /// Why robots.txt keeps `url` out, for a host no strategy covers.
 async fn robots_refusal(pool: &Pool, url: &url::Url) -> Option<String> {
-    if !pool.web_config().respect_robots || pool.strategy_for(url).is_some() {
+    if !pool.leases().config().web.respect_robots || pool.strategy_for(url).is_some() {
         return None;
     }
     // An unreadable robots.txt is the page fetch's to report.
-    let robots = crate::pool::Call::new(pool, None).robots(url).await.ok()?;
+    let robots = crate::pool::Call::new(pool.leases(), None).robots(url).await.ok()?;
     robots.check(url).err()
 }
 
@@ -375,7 +375,7 @@ fn page_record(
 
 /// A job's record as `crawl` and `crawl_status` answer: its pages from
 /// `start`, as many as fit in [`ANSWER_CHARS`] of content (at least one).
-pub fn answer(r: &crate::pool::jobs::Record, start: usize) -> Value {
+pub fn answer(r: &crate::services::jobs::Record, start: usize) -> Value {
     let mut pages = Vec::new();
     let mut chars = 0;
     for p in r.items.iter().skip(start) {

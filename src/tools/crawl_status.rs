@@ -47,7 +47,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
     let a: Args = parse("crawl_status", args)?;
     // Another key's crawl is answered like one that does not exist.
     let admin = opts.caller_role == Some(crate::config::Role::Admin);
-    let job = (pool.jobs().get_for(&a.id, opts.caller.as_deref(), admin))
+    let job = (pool.services().jobs.get_for(&a.id, opts.caller.as_deref(), admin))
         .ok_or_else(|| not_found(&a.id))?;
     if a.cancel && job.is_running() {
         job.cancel_token().cancel();

@@ -62,7 +62,7 @@ pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
         Some(f) => f,
     };
     let text = pool
-        .export_session(a.slot, format, a.domain.as_deref())
+        .services().session_files.export_session(a.slot, format, a.domain.as_deref())
         .await?;
     Ok(json!({"slot": a.slot, "format": format.as_str(), "session": text}))
 }

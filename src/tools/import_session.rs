@@ -67,6 +67,6 @@ struct Args {
 
 pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
     let a: Args = parse("import_session", args)?;
-    let r = pool.import_session(a.slot, &a.session, a.format).await?;
+    let r = pool.services().session_files.import_session(a.slot, &a.session, a.format).await?;
     Ok(json!(r))
 }

@@ -145,7 +145,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
         search: a.search.as_ref().map(|s| s.to_lowercase()),
     };
     // One identity for the whole call: the start page and every sitemap.
-    let mut call = Call::new(pool, a.slot.or(opts.slot));
+    let mut call = Call::new(pool.leases(), a.slot.or(opts.slot));
     let mut found = Found::default();
     let mut problems = Vec::new();
     let mut read = Vec::new();
@@ -203,7 +203,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
 /// `/sitemap.xml`; indexes add more (on the start host or, with
 /// subdomains, its own). Returns the files read.
 async fn sitemaps(
-    call: &mut Call<'_>,
+    call: &mut Call,
     start: &url::Url,
     scope: &Scope,
     opts: &RunOptions,

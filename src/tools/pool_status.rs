@@ -68,9 +68,11 @@ pub const SPEC: Spec = Spec {
             let a: Args = parse("pool_status", args)?;
             let mut v = run(pool);
             if a.fleet {
-                v["fleet"] = match pool.fleet_view().await {
-                    Some(Ok(view)) => view,
-                    Some(Err(e)) => json!({"error": e.to_string()}),
+                v["fleet"] = match pool.services().fleet.as_ref() {
+                    Some(sync) => match sync.view().await {
+                        Ok(view) => view,
+                        Err(e) => json!({"error": e.to_string()}),
+                    },
                     None => Value::Null,
                 };
             }
@@ -88,7 +90,7 @@ pub fn run(pool: &Pool) -> Value {
         .filter(|s| s.login().is_some())
         .map(|s| s.name().to_string())
         .collect();
-    let sessions = pool.browser_sessions();
+    let sessions = pool.services().browsing.list();
     let slots: Vec<Value> = pool
         .slots()
         .iter()
@@ -97,7 +99,7 @@ pub fn run(pool: &Pool) -> Value {
             for name in &strategies {
                 let b = pool.breaker(slot.id, name);
                 let tiers: Map<String, Value> = pool
-                    .tier_memory(slot.id, name)
+                    .leases().tier_memory(slot.id, name)
                     .into_iter()
                     .map(|(t, ago)| (t.to_string(), json!({"blocked_secs_ago": round1(ago)})))
                     .collect();
@@ -114,16 +116,16 @@ pub fn run(pool: &Pool) -> Value {
             }
             let login: Map<String, Value> = with_accounts
                 .iter()
-                .map(|name| (name.clone(), json!(pool.login(slot.id, name))))
+                .map(|name| (name.clone(), json!(pool.leases().login(slot.id, name))))
                 .collect();
             let health = slot.health();
             let facts = slot.browser_facts();
-            let fleet = pool.fleet();
+            let fleet = pool.leases().fleet();
             let calibration = slot.calibration_status();
             json!({
                 "slot": slot.id,
                 "fleet_id": fleet.and_then(|f| f.fleet_id(slot.id)),
-                "held": pool.in_hand(slot.id),
+                "held": pool.leases().in_hand(slot.id),
                 "spare": fleet.is_some_and(|f| f.is_spare(slot.id)),
                 "profile": slot.profile.name,
                 "emulation": slot.profile.emulation.name(),
@@ -152,15 +154,15 @@ pub fn run(pool: &Pool) -> Value {
         .collect();
     let budgets: Map<String, Value> = strategies
         .iter()
-        .map(|name| (name.clone(), json!(pool.budget(name))))
+        .map(|name| (name.clone(), json!(pool.leases().budget(name))))
         .collect();
     json!({
         "slots": slots,
         "strategies": budgets,
-        "browsers": pool.isolation(),
-        "drift": pool.drift(),
-        "server": pool.serving().to_json(),
-        "cluster": pool.fleet().map(|f| {
+        "browsers": pool.host().isolation,
+        "drift": pool.leases().drift().report(),
+        "server": pool.services().serving.to_json(),
+        "cluster": pool.leases().fleet().map(|f| {
             let mut r = json!(f.cluster().report());
             r["adopted"] = json!(f.adopted());
             r
@@ -176,7 +178,7 @@ fn versions(pool: &Pool, slot: &crate::pool::Slot, facts: &crate::identity::brow
         .version
         .as_deref()
         .and_then(crate::identity::browser::launcher::major_of)
-        .or(pool.chromium_major());
+        .or(pool.host().chromium_major);
     let emulation = slot.profile.emulation_major();
     json!({
         "chromium": chromium,

@@ -83,7 +83,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
     for n in slots {
         let jar = pool.slots()[n].jar().clone();
         let before = jar.export_for_domain(&domain).len();
-        let r = pool.refresh_cookies(n, strategy.name(), &url).await;
+        let r = pool.leases().refresh_cookies(n, strategy.name(), &url).await;
         let after = jar.export_for_domain(&domain).len();
         opts.report(|| {
             format!(

@@ -71,7 +71,7 @@ pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
         return Err(bad(format!("unknown strategy `{s}`")));
     }
     if a.breakers {
-        pool.reset_breakers(a.slot, a.strategy.as_deref());
+        pool.leases().reset_breakers(a.slot, a.strategy.as_deref());
     }
     let was_running = slot.browser_facts().running;
     if a.browser {

@@ -59,6 +59,6 @@ pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
             pool.slots().len()
         )));
     }
-    let r = pool.retire(a.slot, "manual").await?;
+    let r = pool.leases().retire(a.slot, "manual").await?;
     Ok(json!(r))
 }

@@ -538,7 +538,7 @@ async fn fetch(pool: &Pool, plan: &Plan, opts: &RunOptions) -> Result<Fetched> {
     req.headers = plan.headers.clone();
     let wait_for = plan.browse.wait_for.as_deref();
     let browser_only = !plan.browse.actions.is_empty() || plan.browse.capture != Capture::default();
-    let lease = pool.lease_for(&url, slot).await?;
+    let lease = pool.leases().lease_for(&url, slot).await?;
     let fetched = match plan.mode {
         Mode::Browser => lease.browse_with(url, &plan.browse, |_, _| ()).await.map(|(f, ())| f),
         Mode::Auto if browser_only => {

@@ -294,14 +294,16 @@ async fn a_foreign_listener_on_a_slot_port_fails_that_slot_only() {
     // The squatter sits where the browsers live: in their namespace when
     // they are isolated, else on this machine's loopback.
     let bind = move || std::net::TcpListener::bind(("127.0.0.1", base + 1));
-    let _squatter = match pool.netns() {
+    let _squatter = match pool.host().netns.as_ref() {
         Some(ns) => ns.run_sync(bind).expect("inside"),
         None => bind(),
     }
     .expect("bind squatter");
     // Isolated browsers do not care about this machine's loopback at all.
     let _outside = pool
-        .netns()
+        .host()
+        .netns
+        .as_ref()
         .map(|_| std::net::TcpListener::bind(("127.0.0.1", base)).expect("bind outside"));
     let err = pool
         .browse(env.url("/product/B0PORT"), None, Some(1))

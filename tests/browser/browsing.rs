@@ -133,10 +133,14 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
     assert!(!more["snapshot"].as_str().unwrap_or("").contains("Item 4"));
     // Each navigation went out through a lease: counted as a request (and
     // its outcome given to the slot's breaker for the host).
-    let ok = pool.rates()["strategies"]["web"]["totals"]["ok"]
+    let ok = pool.leases().rates().report()["strategies"]["web"]["totals"]["ok"]
         .as_u64()
         .unwrap_or(0);
-    assert!(ok >= 2, "navigations counted: {}", pool.rates());
+    assert!(
+        ok >= 2,
+        "navigations counted: {}",
+        pool.leases().rates().report()
+    );
     let button = ref_of(&more, "button", "Load more");
     tools::browser_click::run(&pool, json!({"session": id, "ref": button}), &alice)
         .await
@@ -202,7 +206,7 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
         .await
         .expect_err("closed");
     assert!(e.to_string().contains("no browser session"), "{e}");
-    assert!(pool.browser_sessions().is_empty());
+    assert!(pool.services().browsing.list().is_empty());
     shutdown_and_check(&pool).await;
 }
 

@@ -385,7 +385,7 @@ async fn devtools_ports_are_the_daemons_alone() {
     let canary = Canary::start().await;
     let env = Env::new(2).await;
     let pool = env.pool();
-    let isolation = pool.isolation().clone();
+    let isolation = pool.host().isolation.clone();
     let status = tools::pool_status::run(&pool);
     assert_eq!(
         status["browsers"]["isolated"], isolation.isolated,
@@ -435,7 +435,7 @@ async fn devtools_ports_are_the_daemons_alone() {
             );
         }
     }
-    let ns = pool.netns().expect("the namespace");
+    let ns = pool.host().netns.as_ref().expect("the namespace");
     let port = pool.slots()[0].cdp_port;
     let inside = ns
         .run_sync(move || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok())

@@ -54,12 +54,17 @@ fn ids(items: &Value) -> Vec<String> {
 async fn each_format_signs_a_slot_in_and_members_reviews_come_through_every_tier() {
     let env = shop(1).await;
     let pool = env.pool();
-    assert_eq!(pool.login(0, "testshop").state, LoginState::Unknown);
+    assert_eq!(
+        pool.leases().login(0, "testshop").state,
+        LoginState::Unknown
+    );
     for format in [Format::Netscape, Format::Json, Format::StorageState] {
         // The last file's session is dead: only this one can sign the slot in.
         env.testbed.expire_sessions();
         let token = sign_in(&env).await;
         let r = pool
+            .services()
+            .session_files
             .import_session(0, &session_file(format, &token), Format::Auto)
             .await
             .expect("import");
@@ -69,7 +74,7 @@ async fn each_format_signs_a_slot_in_and_members_reviews_come_through_every_tier
             "{format:?}: {r:?}"
         );
     }
-    let state = pool.login(0, "testshop");
+    let state = pool.leases().login(0, "testshop");
     assert!(
         state
             .evidence
@@ -107,7 +112,9 @@ async fn a_login_wall_moves_the_call_and_without_a_signed_in_slot_the_fallback_r
     let env = shop(2).await;
     let pool = env.pool();
     let token = sign_in(&env).await;
-    pool.import_session(0, &session_file(Format::Netscape, &token), Format::Auto)
+    pool.services()
+        .session_files
+        .import_session(0, &session_file(Format::Netscape, &token), Format::Auto)
         .await
         .expect("slot 0 signs in");
     // Slot 1 is asked first: signed out, so the call moves to slot 0.
@@ -131,7 +138,10 @@ async fn a_login_wall_moves_the_call_and_without_a_signed_in_slot_the_fallback_r
             .any(|a| a["slot"] == 1 && a["detail"].is_string()),
         "{r}"
     );
-    assert_eq!(pool.login(1, "testshop").state, LoginState::LoggedOut);
+    assert_eq!(
+        pool.leases().login(1, "testshop").state,
+        LoginState::LoggedOut
+    );
     for s in 0..2 {
         assert_eq!(
             pool.breaker(s, "testshop").failures,
@@ -155,7 +165,10 @@ async fn a_login_wall_moves_the_call_and_without_a_signed_in_slot_the_fallback_r
         .filter_map(|v| v["id"].as_str().map(str::to_string))
         .collect();
     assert_eq!(ids(&r["items"]), top, "{r}");
-    assert_eq!(pool.login(0, "testshop").state, LoginState::LoggedOut);
+    assert_eq!(
+        pool.leases().login(0, "testshop").state,
+        LoginState::LoggedOut
+    );
     let change =
         pool.events().recent().into_iter().find(|e| {
             e.kind == "login_state" && e.slot == Some(0) && e.detail["to"] == "logged_out"
@@ -250,7 +263,9 @@ async fn a_slot_being_signed_in_lends_its_browser_to_no_call() {
     let env = shop(2).await;
     let pool = env.pool();
     let session = pool
-        .start_login(0, "testshop", LoginLimits::default())
+        .services()
+        .logins
+        .start(0, "testshop", LoginLimits::default())
         .expect("a login session");
     tokio::time::timeout(std::time::Duration::from_secs(30), async {
         while session.status().state != "waiting" {
@@ -260,7 +275,7 @@ async fn a_slot_being_signed_in_lends_its_browser_to_no_call() {
     })
     .await
     .expect("the sign-in page is open");
-    assert!(pool.signing_in(0) && !pool.signing_in(1));
+    assert!(pool.services().logins.open_on(0) && !pool.services().logins.open_on(1));
     let product =
         || json!({"strategy": "testshop", "operation": "product", "params": {"item": "B0LIVE"}});
     let opts = RunOptions {
@@ -282,7 +297,7 @@ async fn a_slot_being_signed_in_lends_its_browser_to_no_call() {
     assert!(skipped, "{r}");
     session.cancel();
     assert_eq!(session.done().await.state, "cancelled");
-    assert!(!pool.signing_in(0));
+    assert!(!pool.services().logins.open_on(0));
     let opts = RunOptions {
         only_tiers: Some(vec![3]),
         slot: Some(0),

@@ -80,6 +80,8 @@ async fn every_format_imports_and_an_export_round_trips_into_a_fresh_slot() {
          {HOST}\tFALSE\t/\tTRUE\t{exp}\tfrom_txt\tt1\n#HttpOnly_{HOST}\tFALSE\t/\tTRUE\t0\ttxt_only\tt2\n"
     );
     let r = pool
+        .services()
+        .session_files
         .import_session(0, &txt, Format::Auto)
         .await
         .expect("cookies.txt");
@@ -91,6 +93,8 @@ async fn every_format_imports_and_an_export_round_trips_into_a_fresh_slot() {
         "storeId": "0", "value": "e1"
     }]);
     let r = pool
+        .services()
+        .session_files
         .import_session(0, &editor.to_string(), Format::Auto)
         .await
         .expect("Cookie-Editor JSON");
@@ -103,6 +107,8 @@ async fn every_format_imports_and_an_export_round_trips_into_a_fresh_slot() {
             {"name": "cart", "value": "3 drills"}, {"name": "theme", "value": "{\"dark\":true}"}]}]
     });
     let r = pool
+        .services()
+        .session_files
         .import_session(0, &state.to_string(), Format::StorageState)
         .await
         .expect("storageState");
@@ -115,12 +121,16 @@ async fn every_format_imports_and_an_export_round_trips_into_a_fresh_slot() {
     assert!(cookies_seen(&env, &pool, 1).await.is_empty());
 
     let exported = pool
+        .services()
+        .session_files
         .export_session(0, Format::StorageState, None)
         .await
         .expect("export");
     let doc: Value = serde_json::from_str(&exported).expect("a storageState");
     assert_eq!(doc["origins"][0]["origin"], origin, "{doc}");
     let r = pool
+        .services()
+        .session_files
         .import_session(1, &exported, Format::Auto)
         .await
         .expect("import into slot 1");
@@ -130,7 +140,12 @@ async fn every_format_imports_and_an_export_round_trips_into_a_fresh_slot() {
 
     // The other formats carry the cookies too (no localStorage there).
     for f in [Format::Netscape, Format::Json] {
-        let text = pool.export_session(1, f, Some(HOST)).await.expect("export");
+        let text = pool
+            .services()
+            .session_files
+            .export_session(1, f, Some(HOST))
+            .await
+            .expect("export");
         assert!(text.contains("from_state"), "{f:?}: {text}");
         let back = idpool::identity::session::parse(&text, Format::Auto).expect("parses back");
         assert!(back.cookies.len() >= 4, "{f:?}: {back:?}");
@@ -143,7 +158,9 @@ async fn bad_session_files_name_the_entry_and_change_nothing() {
     let env = Env::new(1).await;
     let pool = env.pool();
     let good = format!("{HOST}\tFALSE\t/\tFALSE\t0\tkeep\tkeep-this-value\n");
-    pool.import_session(0, &good, Format::Auto)
+    pool.services()
+        .session_files
+        .import_session(0, &good, Format::Auto)
         .await
         .expect("good file");
     let jar = env.path("data/slots/0/cookies.json");
@@ -168,6 +185,8 @@ async fn bad_session_files_name_the_entry_and_change_nothing() {
     ];
     for (text, want) in cases {
         let e = pool
+            .services()
+            .session_files
             .import_session(0, text, Format::Auto)
             .await
             .expect_err("a bad file is refused");

@@ -33,6 +33,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("fsutil", &["error"]),
     ("dom", &["error"]),
     ("config", &[]),
+    ("events", &[]),
     // The network: knows no slot.
     ("wire", &[]),
     ("wire/fingerprint", &[]),
@@ -64,26 +65,72 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "identity/profile",
         ],
     ),
+    (
+        "identity/slot",
+        &[
+            "config",
+            "events",
+            "wire",
+            "identity/browser",
+            "identity/calibrate",
+            "identity/jar",
+            "identity/profile",
+            "identity/session",
+        ],
+    ),
     ("strategy", &["dom", "wire/http", "identity/profile"]),
     ("web", &["dom"]),
     ("cluster", &["config", "wire/http"]),
     // Routing decisions: pure, sending nothing.
     ("routing", &["config", "strategy"]),
+    // The one road to a site: the only folder that combines them.
+    (
+        "lease",
+        &[
+            "cluster", "config", "dom", "events", "identity", "routing", "strategy", "web", "wire",
+        ],
+    ),
+    // Each holds the lease source; none reaches a site but through it.
+    (
+        "services",
+        &[
+            "cluster",
+            "config",
+            "events",
+            "identity/browser",
+            "identity/jar",
+            "identity/session",
+            "identity/slot",
+            "lease",
+            "routing",
+            "strategy",
+            "wire/http",
+        ],
+    ),
+    // The facade.
     (
         "pool",
         &[
-            "cluster", "config", "dom", "identity", "routing", "strategy", "web", "wire",
+            "cluster", "config", "events", "identity", "lease", "routing", "services", "strategy",
+            "wire",
         ],
     ),
-    ("tiers", &["config", "pool", "strategy", "wire/http"]),
+    (
+        "tiers",
+        &["config", "lease", "pool", "strategy", "wire/http"],
+    ),
     (
         "tools",
-        &["config", "dom", "pool", "strategy", "tiers", "web"],
+        &[
+            "config", "dom", "lease", "pool", "routing", "services", "strategy", "tiers", "web",
+        ],
     ),
     ("auth", &["config", "pool"]),
     (
         "mcp",
-        &["auth", "cluster", "config", "pool", "tiers", "tools"],
+        &[
+            "auth", "cluster", "config", "events", "pool", "tiers", "tools",
+        ],
     ),
     (
         "daemon",
@@ -91,10 +138,12 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "auth",
             "cluster",
             "config",
+            "events",
             "identity/browser",
             "identity/profile",
             "mcp",
             "pool",
+            "services",
             "tools",
         ],
     ),
@@ -119,7 +168,6 @@ const KNOWN_CYCLES: &[&str] = &[
     "identity/jar",
     "identity/profile",
     "identity/session",
-    "pool",
     "strategy",
     "strategy/locale",
     "tiers",
@@ -136,11 +184,12 @@ const ROAD_OWNERS: &[&str] = &[
     "identity/browser/",
     "wire/http/",
     "identity/calibrate/",
-    "pool/lease.rs",
+    "identity/slot/",
+    "lease/",
 ];
 
 /// Files outside [`ROAD_OWNERS`] that still call a road themselves.
-const KNOWN_ROADS: &[&str] = &["pool/live.rs", "pool/slot.rs"];
+const KNOWN_ROADS: &[&str] = &[];
 
 fn allowed(key: &str) -> Option<&'static [&'static str]> {
     ALLOWED.iter().find(|(m, _)| *m == key).map(|(_, a)| *a)
@@ -981,7 +1030,7 @@ fn the_check_catches_each_kind_of_violation() {
             "async fn f(tab: &Tab) { tab.goto(url).await; }\n",
         ),
         file(
-            "pool/lease.rs",
+            "lease/handle.rs",
             "async fn f(tab: &Tab) { tab.goto(url).await; }\n",
         ),
         file("tools/map.rs", "// pool.fetch(req) in a comment\n"),

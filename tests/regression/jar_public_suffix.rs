@@ -171,6 +171,8 @@ async fn planted_cookie_for_a_public_suffix_is_never_sent_nor_exported() {
 
     assert_eq!(exported_names(&pool), ["good"]);
     let export = pool
+        .services()
+        .session_files
         .export_session(0, Format::Json, None)
         .await
         .expect("export");
@@ -195,6 +197,8 @@ async fn secure_cookie_over_plain_http_from_a_name_is_refused() {
 
     assert_eq!(exported_names(&pool), ["loopback"]);
     let export = pool
+        .services()
+        .session_files
         .export_session(0, Format::Netscape, None)
         .await
         .expect("export");
@@ -238,6 +242,8 @@ async fn session_file_cookie_for_a_public_suffix_is_refused_with_its_reason() {
 
     assert_eq!(exported_names(&pool), ["after", "good"]);
     let export = pool
+        .services()
+        .session_files
         .export_session(0, Format::Json, None)
         .await
         .expect("export");

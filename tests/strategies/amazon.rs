@@ -304,7 +304,7 @@ fn a_layout_change_shows_as_drift_and_broken_expect_rules() {
             .any(|b| b.contains("`url`") && b.contains("required")),
         "{broken:?}"
     );
-    let drift = idpool::pool::Drift::default();
+    let drift = idpool::lease::Drift::default();
     for _ in 0..20 {
         drift.page("amazon@amazon.in", "search", Some(&fresh.items));
     }

@@ -71,6 +71,8 @@ async fn a_slot_signed_in_on_one_marketplace_reads_members_reviews_there_and_a_b
         accounts::COOKIE
     );
     let r = pool
+        .services()
+        .session_files
         .import_session(0, &file, Format::Auto)
         .await
         .expect("import");
@@ -117,10 +119,13 @@ async fn a_slot_signed_in_on_one_marketplace_reads_members_reviews_there_and_a_b
     .await;
     assert!(walled.is_err(), "{walled:?}");
     assert_eq!(
-        pool.login(0, "testshop@localhost").state,
+        pool.leases().login(0, "testshop@localhost").state,
         LoginState::LoggedIn
     );
-    assert_ne!(pool.login(0, "testshop").state, LoginState::LoggedIn);
+    assert_ne!(
+        pool.leases().login(0, "testshop").state,
+        LoginState::LoggedIn
+    );
     // A marketplace that does not exist, or one the URL contradicts, is named.
     let e = tools::get_reviews::run(
         &pool,

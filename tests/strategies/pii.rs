@@ -76,7 +76,7 @@ async fn pii_role_sets_who_sees_personal_data() {
     let mut cfg = env.config();
     cfg.security.pii_role = Role::Operator;
     let pool = idpool::pool::Pool::open(&cfg).expect("pool opens");
-    let pii = pool.pii();
+    let pii = &pool.services().pii;
     assert!(pii.mask_for(Role::Viewer).is_some());
     assert!(pii.mask_for(Role::Operator).is_none());
     assert!(pii.mask_for(Role::Admin).is_none());

@@ -272,7 +272,7 @@ async fn empty_items_and_login_walls() {
     for s in 0..2 {
         assert_eq!(pool.breaker(s, "testshop").failures, 0, "{msg}");
         assert_eq!(
-            pool.login(s, "testshop").state,
+            pool.leases().login(s, "testshop").state,
             idpool::strategy::LoginState::LoggedOut
         );
     }

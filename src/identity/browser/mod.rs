@@ -21,6 +21,7 @@ mod attach;
 mod capture;
 pub mod display;
 mod hang;
+pub mod isolation;
 pub mod launcher;
 pub mod live;
 mod load;

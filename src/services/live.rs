@@ -2,9 +2,11 @@
 //! in the slot's own browser, while the daemon watches for the strategy's
 //! `[session.logged_in]` markers.
 //!
-//! [`Pool::start_login`] takes the slot's browser (its lock, held for the
-//! whole session), opens the strategy's `login_url` with the jar's cookies
-//! (through the guard and the slot's egress like every navigation), starts
+//! [`Logins::start`] leases the slot for the strategy and holds the lease
+//! and the slot's browser (its turn) for the whole session: the strategy's
+//! `login_url` opens through [`crate::lease::Lease::hold_browser`] (the
+//! guard, robots, pacing, metrics, like every navigation), the person's
+//! later navigations leave through the slot's guarded egress. It starts
 //! the tab's screencast and waits: frames go to every live-view watcher,
 //! their clicks, scrolls and keys come back into the tab, and every half
 //! second the page is judged. It ends when the page shows the identity
@@ -24,11 +26,11 @@ use serde::Serialize;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::Pool;
-use super::slot::Slot;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identity::browser::live::{self, Input};
-use crate::strategy::{Body, LoginState, Strategy};
+use crate::identity::slot::Slot;
+use crate::lease::Leases;
+use crate::strategy::{Body, LoginState, Outcome, Strategy};
 
 /// One screencast frame.
 #[derive(Debug, Clone, Serialize)]
@@ -122,26 +124,37 @@ impl LiveSession {
 }
 
 /// The pool's login sessions (finished ones are kept a while for their status).
-#[derive(Default)]
-pub(super) struct Sessions(parking_lot::Mutex<HashMap<String, Arc<LiveSession>>>);
+pub struct Logins {
+    leases: Arc<Leases>,
+    map: parking_lot::Mutex<HashMap<String, Arc<LiveSession>>>,
+    stop: CancellationToken,
+}
 
 const KEEP_FINISHED: Duration = Duration::from_secs(600);
 
-impl Pool {
+impl Logins {
+    pub fn new(leases: Arc<Leases>, stop: CancellationToken) -> Arc<Self> {
+        Arc::new(Logins {
+            leases,
+            map: Default::default(),
+            stop,
+        })
+    }
+
     /// Start logging slot `slot` in on `strategy` by hand.
-    pub fn start_login(
-        &self,
+    pub fn start(
+        self: &Arc<Self>,
         slot: usize,
         strategy: &str,
         limits: LoginLimits,
     ) -> Result<Arc<LiveSession>> {
-        let s = self.slot(slot).cloned().ok_or_else(|| {
+        let s = self.leases.slot(slot).cloned().ok_or_else(|| {
             Error::not_found(format!(
                 "slot {slot} does not exist (the pool has {} slots)",
-                self.slots().len()
+                self.leases.slots().len()
             ))
         })?;
-        let rules = self.registry().get(strategy).cloned().ok_or_else(|| {
+        let rules = self.leases.strategy(strategy).ok_or_else(|| {
             Error::new(
                 ErrorKind::InvalidArgument,
                 format!("unknown strategy `{strategy}`"),
@@ -158,7 +171,7 @@ impl Pool {
                 )
                 .retryable(false)
             })?;
-        let mut sessions = self.inner.live.0.lock();
+        let mut sessions = self.map.lock();
         sessions.retain(|_, v| !v.status().done || v.started.elapsed() < KEEP_FINISHED);
         if sessions
             .values()
@@ -189,20 +202,24 @@ impl Pool {
             last: parking_lot::Mutex::new(None),
             input: input_tx,
             status,
-            cancel: self.inner.stop.child_token(),
+            cancel: self.stop.child_token(),
             counts: (AtomicU64::new(0), AtomicU64::new(0)),
         });
         sessions.insert(session.id.clone(), session.clone());
         drop(sessions);
-        let (pool, me) = (self.clone(), session.clone());
+        // The person's hold, from now: the cascade sends no browser work to
+        // this slot while the session is open.
+        let person = s.hold_for_person();
+        let (logins, me) = (self.clone(), session.clone());
         tokio::spawn(async move {
-            let end = pool.run_login(&s, &rules, url, &me, input_rx, limits).await;
+            let end = logins.run(&s, &rules, url, &me, input_rx, limits).await;
+            drop(person);
             let (state, error) = match end {
                 Ok(state) => (state, None),
                 Err(e) => ("failed", Some(e.to_string())),
             };
             tracing::info!(slot = me.slot, strategy = %me.strategy, state, "login session ended");
-            pool.inner.events.emit(
+            logins.leases.events().emit(
                 "login_session",
                 Some(me.slot),
                 Some(&me.strategy),
@@ -214,21 +231,19 @@ impl Pool {
     }
 
     /// Whether slot `slot` has a login session open.
-    pub fn signing_in(&self, slot: usize) -> bool {
-        self.inner
-            .live
-            .0
+    pub fn open_on(&self, slot: usize) -> bool {
+        self.map
             .lock()
             .values()
             .any(|s| s.slot == slot && !s.status().done)
     }
 
     /// A login session by its id.
-    pub fn live_session(&self, id: &str) -> Option<Arc<LiveSession>> {
-        self.inner.live.0.lock().get(id).cloned()
+    pub fn get(&self, id: &str) -> Option<Arc<LiveSession>> {
+        self.map.lock().get(id).cloned()
     }
 
-    async fn run_login(
+    async fn run(
         &self,
         slot: &Arc<Slot>,
         strategy: &Arc<dyn Strategy>,
@@ -237,40 +252,61 @@ impl Pool {
         mut input: mpsc::Receiver<Input>,
         limits: LoginLimits,
     ) -> Result<&'static str> {
-        self.inner.guard.check(&url).await?;
-        let mut turn = slot.browser().turn().await?;
-        let req = crate::identity::browser::BrowserRequest {
-            url: url.to_string(),
-            wait_for: None,
-            cookie_domain: Some(strategy.cookie_domain().to_string()),
-            actions: Vec::new(),
-            capture: Default::default(),
+        let lease = self
+            .leases
+            .next_slot(strategy.name(), Some(slot.id))
+            .await?;
+        let (end, cookies) = match lease.hold_browser(url).await {
+            Ok((mut turn, tab, fetched)) => {
+                drop(fetched);
+                let end = (self.watch(slot, strategy, me, &mut input, limits, &tab)).await;
+                live::stop(&tab).await;
+                // Whatever the end, what the site set goes into the jar.
+                let cookies = match turn.running().await {
+                    Ok((browser, _)) => {
+                        let domain = strategy.cookie_domain();
+                        crate::identity::browser::page::pull_cookies(browser, domain).await
+                    }
+                    Err(e) => Err(e),
+                };
+                (end, Some(cookies))
+            }
+            Err(e) => (Err(e), None),
         };
-        let probe = |html: &str, u: &str, st: u16| strategy.page_state(html, u, st);
-        turn.navigate(&req, Some(slot.jar()), &probe).await?;
-        let (browser, tab) = turn.running().await?;
-        // A tab recycled right after the navigation is blank: open the page again.
-        if !tab
-            .url()
-            .await
-            .ok()
-            .flatten()
-            .is_some_and(|u| u.starts_with("http"))
-        {
-            tab.goto(url.as_str())
-                .await
-                .map_err(crate::identity::browser::page::cdp("open the sign-in page"))?;
-        }
-        let mut frames = live::start(&tab, 1280).await?;
+        let outcome = match &end {
+            Ok("logged_in") => Outcome::Ok,
+            Ok(_) => Outcome::Skipped,
+            Err(_) => Outcome::Failed,
+        };
+        lease.finish(outcome);
+        let Some(cookies) = cookies else {
+            return end;
+        };
+        slot.jar().import(&cookies?);
+        slot.jar().save()?;
+        end
+    }
+
+    /// The session's loop: frames out, input in, the page judged twice a second.
+    async fn watch(
+        &self,
+        slot: &Arc<Slot>,
+        strategy: &Arc<dyn Strategy>,
+        me: &LiveSession,
+        input: &mut mpsc::Receiver<Input>,
+        limits: LoginLimits,
+        tab: &chromiumoxide::Page,
+    ) -> Result<&'static str> {
+        let mut frames = live::start(tab, 1280).await?;
         me.set("waiting", false, None);
         let deadline = Instant::now() + limits.timeout;
         let mut last_input = Instant::now();
         let mut check = tokio::time::interval(Duration::from_millis(500));
-        let end = loop {
+        loop {
             tokio::select! {
                 f = frames.next() => match f {
                     Some(f) => {
-                        live::ack(&tab, f.session_id).await;
+                        live::ack(tab, f.session_id).await;
                         // Chromium sends the JPEG base64-encoded: passed on as it is.
                         let frame = Arc::new(Frame {
                             data: f.data.clone().into(),
@@ -284,18 +320,18 @@ impl Pool {
                     None => break Err(Error::new(ErrorKind::Network, "the tab went away")),
                 },
                 i = input.recv() => if let Some(i) = i {
-                    live::dispatch(&tab, &i).await?;
+                    live::dispatch(tab, &i).await?;
                     last_input = Instant::now();
                     me.counts.1.fetch_add(1, Ordering::Relaxed);
                 },
                 _ = check.tick() => {
-                    let html = crate::identity::browser::page::content(&tab, slot.browser().page_limit())
+                    let html = crate::identity::browser::page::content(tab, slot.browser().page_limit())
                         .await
                         .map(|(html, _)| html)
                         .unwrap_or_default();
                     let at = tab.url().await.ok().flatten().unwrap_or_default();
                     if let Some((LoginState::LoggedIn, why)) = strategy.login_state(200, &at, &Body::html_page(&html)) {
-                        self.set_login(slot.id, strategy.name(), LoginState::LoggedIn, &why);
+                        self.leases.set_login(slot.id, strategy.name(), LoginState::LoggedIn, &why);
                         break Ok("logged_in");
                     }
                     if Instant::now() >= deadline {
@@ -308,14 +344,7 @@ impl Pool {
                 },
                 () = me.cancel.cancelled() => break Ok("cancelled"),
             }
-        };
-        live::stop(&tab).await;
-        // Whatever the end, what the site set goes into the jar.
-        let cookies =
-            crate::identity::browser::page::pull_cookies(browser, strategy.cookie_domain()).await?;
-        slot.jar().import(&cookies);
-        slot.jar().save()?;
-        end
+        }
     }
 }
 

@@ -59,7 +59,7 @@ impl BrowserSignals {
 /// An event (and a log line) when a run's self-check signals differ from
 /// the last run's (`before`).
 pub(super) fn note_browser_signals(
-    events: &super::Events,
+    events: &crate::events::Events,
     slot: usize,
     before: Option<&crate::identity::calibrate::Record>,
     record: &crate::identity::calibrate::Record,

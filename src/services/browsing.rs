@@ -11,9 +11,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::Pool;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identity::browser::tab::{self, Snapshot, Until};
+use crate::lease::Leases;
 
 /// Sessions per slot, and in all.
 pub const MAX_PER_SLOT: usize = 2;
@@ -44,8 +44,9 @@ pub struct BrowserSession {
     last_used: parking_lot::Mutex<Instant>,
 }
 
-#[derive(Default)]
-pub(super) struct Sessions {
+/// The interactive sessions open on the pool's slots.
+pub struct Browsing {
+    leases: Arc<Leases>,
     map: parking_lot::Mutex<HashMap<String, Arc<BrowserSession>>>,
 }
 
@@ -78,10 +79,17 @@ pub struct Stepped {
     pub selected: Vec<String>,
 }
 
-impl Pool {
+impl Browsing {
+    pub fn new(leases: Arc<Leases>) -> Self {
+        Browsing {
+            leases,
+            map: Default::default(),
+        }
+    }
+
     /// Open a session on `slot` (or a slot the router admits for `url`'s
     /// strategy), at `url` if given.
-    pub async fn open_browser_session(
+    pub async fn open(
         &self,
         url: Option<url::Url>,
         strategy: Option<&str>,
@@ -90,14 +98,15 @@ impl Pool {
     ) -> Result<(Arc<BrowserSession>, Option<Snapshot>)> {
         let key = match (&url, strategy) {
             (_, Some(s)) => {
-                self.registry()
+                self.leases
+                    .registry()
                     .get(s)
                     .ok_or_else(|| Error::not_found(format!("unknown strategy `{s}`")))?;
                 s.to_string()
             }
-            (Some(u), None) => match self.strategy_for(u) {
+            (Some(u), None) => match self.leases.strategy_for(u) {
                 Some(s) => s.name().to_string(),
-                None => super::web_key(u.host_str().unwrap_or_default()),
+                None => crate::routing::web_key(u.host_str().unwrap_or_default()),
             },
             (None, None) => {
                 return Err(Error::new(
@@ -108,9 +117,9 @@ impl Pool {
         };
         // The router picks an admitted identity (breakers, proxies); the
         // lease itself is handed back at once.
-        let slot = self.next_slot(&key, slot).await?.slot();
+        let slot = self.leases.next_slot(&key, slot).await?.slot();
         {
-            let map = self.inner.browsing.map.lock();
+            let map = self.map.lock();
             if map.len() >= MAX_SESSIONS
                 || map.values().filter(|s| s.slot == slot).count() >= MAX_PER_SLOT
             {
@@ -122,7 +131,7 @@ impl Pool {
                 ));
             }
         }
-        let s = &self.inner.slots[slot];
+        let s = &self.leases.slots()[slot];
         let tab = s.browser().turn().await?.open_tab().await?;
         let session = Arc::new(BrowserSession {
             id: uuid::Uuid::new_v4().simple().to_string(),
@@ -133,21 +142,15 @@ impl Pool {
             hosts: Default::default(),
             last_used: parking_lot::Mutex::new(Instant::now()),
         });
-        self.inner
-            .browsing
-            .map
-            .lock()
-            .insert(session.id.clone(), session.clone());
+        self.map.lock().insert(session.id.clone(), session.clone());
         let first = match url {
             Some(u) => match self
-                .browser_step(&session.id, &session.owner, Step::Navigate(u))
+                .step(&session.id, &session.owner, Step::Navigate(u))
                 .await
             {
                 Ok(s) => s.snapshot,
                 Err(e) => {
-                    let _ = self
-                        .close_browser_session(&session.id, &session.owner)
-                        .await;
+                    let _ = self.close(&session.id, &session.owner).await;
                     return Err(e);
                 }
             },
@@ -157,8 +160,8 @@ impl Pool {
     }
 
     /// The session `id` if `owner` may use it (to anyone else it does not exist).
-    fn browser_session(&self, id: &str, owner: &Owner) -> Result<Arc<BrowserSession>> {
-        let map = self.inner.browsing.map.lock();
+    fn session(&self, id: &str, owner: &Owner) -> Result<Arc<BrowserSession>> {
+        let map = self.map.lock();
         match map.get(id) {
             Some(s) if s.owner == *owner => Ok(s.clone()),
             _ => Err(Error::not_found(format!(
@@ -169,10 +172,10 @@ impl Pool {
     }
 
     /// One step on a session, in the slot's browser turn.
-    pub async fn browser_step(&self, id: &str, owner: &Owner, step: Step<'_>) -> Result<Stepped> {
-        let session = self.browser_session(id, owner)?;
+    pub async fn step(&self, id: &str, owner: &Owner, step: Step<'_>) -> Result<Stepped> {
+        let session = self.session(id, owner)?;
         *session.last_used.lock() = Instant::now();
-        let slot = &self.inner.slots[session.slot];
+        let slot = &self.leases.slots()[session.slot];
         let deadline = Instant::now() + Duration::from_secs(slot.browser().op_timeout_secs());
         let mut turn = slot.browser().turn().await?;
         let t = &session.tab;
@@ -203,7 +206,7 @@ impl Pool {
             Step::Navigate(url) => {
                 // Through a lease on the session's slot, as every request:
                 // the guard, robots, pacing, metrics and the breaker.
-                let lease = self.lease_for(&url, Some(session.slot)).await?;
+                let lease = self.leases.lease_for(&url, Some(session.slot)).await?;
                 let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
                 let cookies = slot.jar().export_for_domain(&host);
                 turn.push_cookies(t, &cookies).await?;
@@ -251,14 +254,14 @@ impl Pool {
 
     /// Close a session: its sites' cookies go back into the jar (saved),
     /// its tab is closed. Returns how many cookies came back.
-    pub async fn close_browser_session(&self, id: &str, owner: &Owner) -> Result<usize> {
-        let session = self.browser_session(id, owner)?;
-        self.inner.browsing.map.lock().remove(id);
+    pub async fn close(&self, id: &str, owner: &Owner) -> Result<usize> {
+        let session = self.session(id, owner)?;
+        self.map.lock().remove(id);
         self.end_session(&session).await
     }
 
     async fn end_session(&self, session: &BrowserSession) -> Result<usize> {
-        let slot = &self.inner.slots[session.slot];
+        let slot = &self.leases.slots()[session.slot];
         let mut turn = slot.browser().turn().await?;
         let mut n = 0;
         let hosts: Vec<String> = session.hosts.lock().iter().cloned().collect();
@@ -274,9 +277,9 @@ impl Pool {
     }
 
     /// Close the sessions nobody used for [`IDLE`] (and, at shutdown, all).
-    pub(super) async fn reap_browser_sessions(&self, all: bool) {
+    pub async fn reap(&self, all: bool) {
         let idle: Vec<Arc<BrowserSession>> = {
-            let mut map = self.inner.browsing.map.lock();
+            let mut map = self.map.lock();
             let ids: Vec<String> = (map.iter())
                 .filter(|(_, s)| all || s.last_used.lock().elapsed() >= IDLE)
                 .map(|(id, _)| id.clone())
@@ -291,25 +294,24 @@ impl Pool {
     }
 
     /// Sessions open now, per slot.
-    pub fn browser_sessions(&self) -> Vec<(String, usize)> {
-        (self.inner.browsing.map.lock().values())
+    pub fn list(&self) -> Vec<(String, usize)> {
+        (self.map.lock().values())
             .map(|s| (s.id.clone(), s.slot))
             .collect()
     }
 }
 
-impl Pool {
-    /// Every 10 s, close the sessions idle for [`IDLE`].
-    pub(super) fn spawn_session_reaper(&self) {
+impl Browsing {
+    /// Every 10 s, close the sessions idle for [`IDLE`]; ends at `stop`.
+    pub fn spawn_reaper(self: &Arc<Self>, stop: tokio_util::sync::CancellationToken) {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let weak = Arc::downgrade(&self.inner);
-        let stop = self.inner.stop.clone();
+        let weak = Arc::downgrade(self);
         rt.spawn(async move {
-            let mut clock = super::interval(Duration::from_secs(10));
-            while let Some(inner) = super::tick(&mut clock, &stop, &weak).await {
-                Pool { inner }.reap_browser_sessions(false).await;
+            let mut clock = super::upkeep::interval(Duration::from_secs(10));
+            while let Some(me) = super::upkeep::tick(&mut clock, &stop, &weak).await {
+                me.reap(false).await;
             }
         });
     }

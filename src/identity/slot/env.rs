@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::events::Events;
 use crate::config::{BrowserConfig, HttpConfig};
 use crate::error::Result;
+use crate::events::Events;
 use crate::identity::browser::{ClientHints, Identity, LaunchSpec};
 use crate::identity::calibrate::Calibrator;
 use crate::identity::profile::Profile;

@@ -14,8 +14,9 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use tokio::time::Instant;
 
-use super::{Inner, Slot};
+use super::Leases;
 use crate::error::{Error, ErrorKind, Result};
+use crate::identity::slot::Slot;
 use crate::routing::{Admission, BreakerState, Verdict};
 use crate::strategy::{self, Body, Markers, Outcome, Politeness, Strategy};
 use crate::wire::http::{FetchRequest, FetchResponse, RequestKind};
@@ -58,7 +59,7 @@ pub struct Fetched {
 
 /// Permission to use one slot for one strategy.
 pub struct Lease {
-    pub(super) inner: Arc<Inner>,
+    pub(super) leases: Arc<Leases>,
     slot: Arc<Slot>,
     pub(super) strategy: String,
     /// The strategy as registered when the lease was taken (`None`: direct).
@@ -84,17 +85,17 @@ impl std::fmt::Debug for Lease {
 
 impl Lease {
     pub(super) fn new(
-        inner: Arc<Inner>,
+        leases: Arc<Leases>,
         slot: usize,
         strategy: &str,
         admission: Admission,
     ) -> Self {
-        let rules = inner.registry.read().get(strategy).cloned();
-        let politeness = crate::routing::router::politeness_of(rules.as_deref(), &inner.web);
+        let rules = leases.strategy(strategy);
+        let politeness = crate::routing::router::politeness_of(rules.as_deref(), &leases.cfg.web);
         Lease {
             politeness,
-            slot: inner.slots[slot].clone(),
-            inner,
+            slot: leases.slots[slot].clone(),
+            leases,
             strategy: strategy.to_string(),
             rules,
             admission,
@@ -118,11 +119,11 @@ impl Lease {
     /// Whether `tier` hard-blocked this (slot, strategy) within the cascade's
     /// `tier_cooldown_secs`.
     pub fn tier_blocked(&self, tier: u8) -> bool {
-        let cooldown = Duration::from_secs(self.inner.cascade.tier_cooldown_secs);
+        let cooldown = Duration::from_secs(self.leases.cfg.cascade.tier_cooldown_secs);
         let now = Instant::now();
-        let mut router = self.inner.router.lock();
+        let mut router = self.leases.router.lock();
         router
-            .site(self.slot.id, &self.strategy, self.inner.breaker)
+            .site(self.slot.id, &self.strategy, self.leases.cfg.breaker)
             .tier_blocked_at
             .get(usize::from(tier))
             .copied()
@@ -133,13 +134,13 @@ impl Lease {
     /// Remember that `tier` hard-blocked this (slot, strategy) now.
     pub fn mark_tier_blocked(&self, tier: u8, why: Option<&str>) {
         {
-            let mut router = self.inner.router.lock();
-            let site = router.site(self.slot.id, &self.strategy, self.inner.breaker);
+            let mut router = self.leases.router.lock();
+            let site = router.site(self.slot.id, &self.strategy, self.leases.cfg.breaker);
             if let Some(t) = site.tier_blocked_at.get_mut(usize::from(tier)) {
                 *t = Some(Instant::now());
             }
         }
-        self.inner.events.emit(
+        self.leases.events.emit(
             "tier_blocked",
             Some(self.slot.id),
             Some(&self.strategy),
@@ -163,13 +164,8 @@ impl Lease {
         let response = match self.slot.fetch(req).await {
             Ok(r) => r,
             Err(e) => {
-                super::record_request(
-                    &self.inner,
-                    &self.strategy,
-                    tier,
-                    "failed",
-                    started.elapsed(),
-                );
+                self.leases
+                    .record(&self.strategy, tier, "failed", started.elapsed());
                 return Err(e);
             }
         };
@@ -184,13 +180,8 @@ impl Lease {
             let text = crate::wire::http::utf8_text(&raw);
             let body = Body::new(&text, response.content_type());
             let outcome = self.classify(response.status, response.final_url.as_str(), &body);
-            super::record_request(
-                &self.inner,
-                &self.strategy,
-                tier,
-                outcome.as_str(),
-                started.elapsed(),
-            );
+            self.leases
+                .record(&self.strategy, tier, outcome.as_str(), started.elapsed());
             let detail = self.explain(outcome, response.status, response.final_url.as_str(), &body);
             let mut fetched = self.fetched(Via::Http, outcome, response, None);
             fetched.detail = detail;
@@ -233,7 +224,8 @@ impl Lease {
         let (page, final_url, refused) = match result {
             Ok(p) => p,
             Err(e) => {
-                super::record_request(&self.inner, &self.strategy, 3, "failed", started.elapsed());
+                self.leases
+                    .record(&self.strategy, 3, "failed", started.elapsed());
                 return Err(e);
             }
         };
@@ -251,7 +243,7 @@ impl Lease {
         url: url::Url,
         deadline: std::time::Instant,
     ) -> Result<Fetched> {
-        self.inner.guard.check(&url).await?;
+        self.leases.guard.check(&url).await?;
         self.obey_robots(&url).await?;
         self.pace().await?;
         let started = std::time::Instant::now();
@@ -269,7 +261,8 @@ impl Lease {
         let page = match page {
             Ok(p) => p,
             Err(e) => {
-                super::record_request(&self.inner, &self.strategy, 3, "failed", started.elapsed());
+                self.leases
+                    .record(&self.strategy, 3, "failed", started.elapsed());
                 return Err(e);
             }
         };
@@ -278,12 +271,76 @@ impl Lease {
         Ok(fetched)
     }
 
+    /// Open `url` in this slot's browser for a person, and keep the browser:
+    /// the turn comes back held with the tab showing the page (a login
+    /// session's live view works in it until the turn drops). The page is
+    /// guarded, paced, counted and judged like every navigation; what the
+    /// person does afterwards leaves through the slot's guarded egress.
+    pub async fn hold_browser(
+        &self,
+        url: url::Url,
+    ) -> Result<(
+        crate::identity::browser::Turn<'_>,
+        chromiumoxide::Page,
+        Fetched,
+    )> {
+        self.leases.guard.check(&url).await?;
+        self.obey_robots(&url).await?;
+        self.pace().await?;
+        let started = std::time::Instant::now();
+        let rules = self.rules.as_deref();
+        let probe = |html: &str, u: &str, status: u16| match rules {
+            Some(s) => s.page_state(html, u, status),
+            None => crate::identity::browser::PageState::Normal,
+        };
+        let req = crate::identity::browser::BrowserRequest {
+            url: url.to_string(),
+            wait_for: None,
+            cookie_domain: rules
+                .map(|s| s.cookie_domain().to_string())
+                .or_else(|| url.host_str().map(str::to_string)),
+            actions: Vec::new(),
+            capture: Default::default(),
+        };
+        let mut turn = self.slot.browser().turn().await?;
+        let page = turn.navigate(&req, Some(self.slot.jar()), &probe).await;
+        let page = match page {
+            Ok(p) => p,
+            Err(e) => {
+                self.leases
+                    .record(&self.strategy, 3, "failed", started.elapsed());
+                return Err(e);
+            }
+        };
+        let (_, tab) = turn.running().await?;
+        // A tab recycled right after the navigation is blank: open the page
+        // again in the tab the person will see.
+        let blank = !(tab.url().await.ok().flatten()).is_some_and(|u| u.starts_with("http"));
+        if blank {
+            let deadline = std::time::Instant::now()
+                + Duration::from_secs(self.slot.browser().op_timeout_secs());
+            let normal = |_: &str, _: &str, _: u16| crate::identity::browser::PageState::Normal;
+            crate::identity::browser::settle::navigate(
+                &tab,
+                url.as_str(),
+                None,
+                &normal,
+                deadline,
+                self.slot.browser().page_limit(),
+            )
+            .await?;
+        }
+        let final_url = self.ended_on(&page.final_url, url).await?;
+        let (fetched, ()) = self.judge_page(page, final_url, Vec::new(), started, None, |_, _| ());
+        Ok((turn, tab, fetched))
+    }
+
     /// Where a navigation of `url` ended (`at`), if the guard lets us be
     /// there: the browser follows redirects itself.
     async fn ended_on(&self, at: &str, url: url::Url) -> Result<url::Url> {
         match url::Url::parse(at) {
             Ok(u) if u.scheme() == "about" => Ok(url),
-            Ok(u) => match self.inner.guard.check(&u).await {
+            Ok(u) => match self.leases.guard.check(&u).await {
                 Ok(()) => Ok(u),
                 Err(e) => Err(Error::refused(format!(
                     "the browser was redirected to {u}: {}",
@@ -316,13 +373,8 @@ impl Lease {
             let text = crate::wire::http::utf8_text(&html);
             let body = Body::html_page(&text);
             let outcome = self.classify(page.status, final_url.as_str(), &body);
-            super::record_request(
-                &self.inner,
-                &self.strategy,
-                3,
-                outcome.as_str(),
-                started.elapsed(),
-            );
+            self.leases
+                .record(&self.strategy, 3, outcome.as_str(), started.elapsed());
             let detail = self.explain(outcome, page.status, final_url.as_str(), &body);
             let response = FetchResponse {
                 status: page.status,
@@ -347,7 +399,7 @@ impl Lease {
 
     /// A host no strategy covers: its `robots.txt` must allow `url`.
     async fn obey_robots(&self, url: &url::Url) -> Result<()> {
-        if self.rules.is_some() || !self.inner.web.respect_robots {
+        if self.rules.is_some() || !self.leases.cfg.web.respect_robots {
             return Ok(());
         }
         self.robots(url)
@@ -359,16 +411,20 @@ impl Lease {
     /// The `robots.txt` of `url`'s origin: kept, or read now on this lease
     /// (guarded, paced and counted like any request).
     pub async fn robots(&self, url: &url::Url) -> Result<Arc<crate::web::Robots>> {
-        self.inner.guard.check(url).await?;
+        self.leases.guard.check(url).await?;
         let read = |at: url::Url| async move {
             self.pace().await?;
             let started = std::time::Instant::now();
             let r = self.slot.fetch(FetchRequest::get(at)).await;
             let outcome = if r.is_ok() { "ok" } else { "failed" };
-            super::record_request(&self.inner, &self.strategy, 2, outcome, started.elapsed());
+            self.leases
+                .record(&self.strategy, 2, outcome, started.elapsed());
             r
         };
-        self.inner.robots.robots(&self.inner.web, url, read).await
+        self.leases
+            .robots
+            .robots(&self.leases.cfg.web, url, read)
+            .await
     }
 
     /// The guarded navigation itself: the page and the URL it ended on.
@@ -377,7 +433,7 @@ impl Lease {
         url: url::Url,
         opts: &super::BrowseOptions,
     ) -> Result<(crate::identity::browser::PageResult, url::Url, Vec<String>)> {
-        self.inner.guard.check(&url).await?;
+        self.leases.guard.check(&url).await?;
         let rules = self.rules.as_deref();
         let markers = rules.is_none().then(Markers::generic);
         let probe = |html: &str, url: &str, status: u16| match (rules, &markers) {
@@ -396,7 +452,7 @@ impl Lease {
         };
         let egress = self.slot.egress();
         let mark = egress.mark();
-        let page = self.slot.browse(&req, &probe).await;
+        let page = self.slot.navigate(&req, &probe).await;
         let refusals = egress.refusals_since(mark);
         let page = super::browse::refused_main_document(page, &refusals)?;
         // The browser follows redirects itself: refuse to hand back what it
@@ -449,20 +505,13 @@ impl Lease {
 
     /// This slot's login state for the lease's strategy.
     pub fn login(&self) -> crate::strategy::LoginState {
-        super::Pool {
-            inner: self.inner.clone(),
-        }
-        .login(self.slot.id, &self.strategy)
-        .state
+        self.leases.login(self.slot.id, &self.strategy).state
     }
 
     /// A person is signing this slot in through the live view: its browser
     /// is theirs until the session ends.
     pub fn signing_in(&self) -> bool {
-        super::Pool {
-            inner: self.inner.clone(),
-        }
-        .signing_in(self.slot.id)
+        self.slot.held_by_person()
     }
 
     /// The strategy as registered when the lease was taken.
@@ -487,10 +536,8 @@ impl Lease {
             (_, None) => None,
         };
         if let Some((state, why)) = &seen {
-            super::Pool {
-                inner: self.inner.clone(),
-            }
-            .set_login(self.slot.id, &self.strategy, *state, why);
+            self.leases
+                .set_login(self.slot.id, &self.strategy, *state, why);
         }
         fetched.login = seen;
     }
@@ -525,8 +572,8 @@ impl Lease {
             | Outcome::Skipped => Verdict::Neutral,
         };
         let now = Instant::now();
-        let mut router = self.inner.router.lock();
-        let site = router.site(self.slot.id, &self.strategy, self.inner.breaker);
+        let mut router = self.leases.router.lock();
+        let site = router.site(self.slot.id, &self.strategy, self.leases.cfg.breaker);
         let before = site.breaker.state(now);
         let until_before = site.breaker.open_until();
         site.breaker.record(self.admission, verdict, now);
@@ -559,7 +606,7 @@ impl Lease {
         };
         drop(router);
         if let Some(c) = change {
-            self.inner.events.emit(
+            self.leases.events.emit(
                 "budget",
                 Some(self.slot.id),
                 Some(&self.strategy),
@@ -570,7 +617,7 @@ impl Lease {
             let secs = open_until
                 .filter(|_| after == BreakerState::Open)
                 .map(|t| (t.saturating_duration_since(now).as_secs_f64() * 10.0).round() / 10.0);
-            self.inner.events.emit(
+            self.leases.events.emit(
                 "breaker",
                 Some(self.slot.id),
                 Some(&self.strategy),
@@ -579,15 +626,13 @@ impl Lease {
             );
         }
         self.finished = true;
-        if let Some(f) = &self.inner.fleet {
+        if let Some(f) = &self.leases.fleet {
             // The fleet hears of this identity's new state within a moment.
             f.push.notify_one();
         }
         let hard_block = matches!(verdict, Verdict::HardBlock) && current;
-        super::Pool {
-            inner: self.inner.clone(),
-        }
-        .after_use(&self.slot, &self.strategy, hard_block);
+        self.leases
+            .after_use(&self.slot, &self.strategy, hard_block);
     }
 
     /// Finish a one-request call with what its request came to, and hand it
@@ -620,16 +665,16 @@ impl Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         let admission = (!self.finished).then_some(self.admission);
-        self.inner.router.lock().release(
+        self.leases.router.lock().release(
             self.slot.id,
             &self.strategy,
-            self.inner.breaker,
+            self.leases.cfg.breaker,
             admission,
         );
-        self.inner.released.notify_waiters();
+        self.leases.released.notify_waiters();
         if let (Some(token), Some(f), Ok(rt)) = (
             self.fleet_token.take(),
-            self.inner.fleet.as_ref(),
+            self.leases.fleet.as_ref(),
             tokio::runtime::Handle::try_current(),
         ) {
             let (c, strategy) = (f.cluster().clone(), self.strategy.clone());

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{Lease, Pool};
+use std::sync::Arc;
+
+use super::{Lease, Leases};
 use crate::config::WhenAllOpen;
 use crate::error::{Error, ErrorKind, Result};
 use crate::routing::router::{TRIAL_OUT, politeness_of};
@@ -19,53 +21,50 @@ use crate::strategy::Politeness;
 /// How soon a lease refused by the fleet's in-flight bound asks again.
 const FLEET_RETRY: Duration = Duration::from_millis(50);
 
-impl Pool {
+impl Leases {
     fn politeness(&self, strategy: &str) -> Politeness {
-        politeness_of(
-            self.inner.registry.read().get(strategy).map(|s| s.as_ref()),
-            &self.inner.web,
-        )
+        politeness_of(self.strategy(strategy).as_deref(), &self.cfg.web)
     }
 
     /// The request budget of `strategy` across all slots, as operators see it.
     pub fn budget(&self, strategy: &str) -> BudgetReport {
         let pol = self.politeness(strategy);
-        self.inner.router.lock().budget(strategy, &pol).report(&pol)
+        self.router.lock().budget(strategy, &pol).report(&pol)
     }
 
     /// Lease a slot for `strategy`, waiting for politeness (bounded by
     /// `http.max_queue_wait_secs`); for an open breaker only with
     /// `when_all_open = "wait"`, and only when it admits within that bound.
-    pub async fn next_slot(&self, strategy: &str, pin: Option<usize>) -> Result<Lease> {
+    pub async fn next_slot(self: &Arc<Self>, strategy: &str, pin: Option<usize>) -> Result<Lease> {
         self.next_slot_avoiding(strategy, pin, &[]).await
     }
 
     /// Like [`Pool::next_slot`], preferring slots not in `avoid` (a retry moves on
     /// to another identity); falls back to them when nothing else is left.
     pub async fn next_slot_avoiding(
-        &self,
+        self: &Arc<Self>,
         strategy: &str,
         pin: Option<usize>,
         avoid: &[usize],
     ) -> Result<Lease> {
         if let Some(p) = pin
-            && p >= self.inner.slots.len()
+            && p >= self.slots.len()
         {
             return Err(Error::not_found(format!(
                 "slot {p} does not exist (the pool has {} slots)",
-                self.inner.slots.len()
+                self.slots.len()
             )));
         }
-        if self.inner.slots.is_empty() {
+        if self.slots.is_empty() {
             return Err(Error::config("the pool has no slots"));
         }
         let pol = self.politeness(strategy);
-        let deadline = Instant::now() + self.inner.max_wait;
+        let deadline = Instant::now() + self.cfg.max_wait;
         loop {
-            let released = self.inner.released.notified();
+            let released = self.released.notified();
             tokio::pin!(released);
             released.as_mut().enable();
-            let all_avoided = (0..self.inner.slots.len()).all(|s| avoid.contains(&s));
+            let all_avoided = (0..self.slots.len()).all(|s| avoid.contains(&s));
             let avoid = if all_avoided { &[][..] } else { avoid };
             let now = Instant::now();
             let ask = Ask {
@@ -73,13 +72,12 @@ impl Pool {
                 politeness: &pol,
                 pin,
                 avoid,
-                slots: self.inner.slots.len(),
+                slots: self.slots.len(),
             };
             let pick = self
-                .inner
                 .router
                 .lock()
-                .pick(&ask, self.inner.breaker, now, |id| self.slot_now(id));
+                .pick(&ask, self.cfg.breaker, now, |id| self.slot_now(id));
             let wait = match pick {
                 Pick::Take { slot, admission } => {
                     let mut lease = self.lease(slot, strategy, admission);
@@ -101,7 +99,7 @@ impl Pool {
                 }
                 Pick::Resting(r) => {
                     let admits = now + r.retry_after(now);
-                    if self.inner.breaker.when_all_open == WhenAllOpen::Fail || admits > deadline {
+                    if self.cfg.breaker.when_all_open == WhenAllOpen::Fail || admits > deadline {
                         return Err(r.error(strategy, pin, now));
                     }
                     Some(admits)
@@ -112,7 +110,7 @@ impl Pool {
                     ErrorKind::Busy,
                     format!(
                         "no slot became free for strategy `{strategy}` within {}s (politeness limits)",
-                        self.inner.max_wait.as_secs()
+                        self.cfg.max_wait.as_secs()
                     ),
                 ));
             }
@@ -129,7 +127,7 @@ impl Pool {
         if !self.in_hand(id) {
             return SlotNow::NotHeld;
         }
-        match self.inner.slots.get(id) {
+        match self.slots.get(id) {
             Some(slot) if slot.proxy_down() => {
                 SlotNow::ProxyDown(slot.egress().health().next_probe())
             }
@@ -137,27 +135,21 @@ impl Pool {
         }
     }
 
-    /// Whether this daemon may use slot `id` now: always without a fleet;
-    /// in one, while it holds the slot's identity.
-    pub fn in_hand(&self, id: usize) -> bool {
-        self.inner.fleet.as_ref().is_none_or(|f| f.usable(id))
-    }
-
-    fn lease(&self, slot: usize, strategy: &str, admission: Admission) -> Lease {
-        Lease::new(self.inner.clone(), slot, strategy, admission)
+    fn lease(self: &Arc<Self>, slot: usize, strategy: &str, admission: Admission) -> Lease {
+        Lease::new(self.clone(), slot, strategy, admission)
     }
 
     /// Whether `slot` would be admitted for `strategy` now (its breaker
     /// admits, its proxy is up); takes nothing.
     pub fn admits(&self, slot: usize, strategy: &str) -> bool {
-        let Some(s) = self.inner.slots.get(slot) else {
+        let Some(s) = self.slots.get(slot) else {
             return false;
         };
         if s.proxy_down() || !self.in_hand(slot) {
             return false;
         }
-        let cfg = self.inner.breaker;
-        let mut router = self.inner.router.lock();
+        let cfg = self.cfg.breaker;
+        let mut router = self.router.lock();
         router
             .site(slot, strategy, cfg)
             .breaker
@@ -166,45 +158,44 @@ impl Pool {
 
     /// Remember that `slot` served `session`'s last call for `strategy`.
     pub fn remember(&self, session: &str, strategy: &str, slot: usize) {
-        self.inner.router.lock().remember(session, strategy, slot);
+        self.router.lock().remember(session, strategy, slot);
     }
 
     /// The slot that served `session`'s last call for `strategy`.
     pub fn remembered(&self, session: &str, strategy: &str) -> Option<usize> {
-        self.inner.router.lock().remembered(session, strategy)
+        self.router.lock().remembered(session, strategy)
     }
 
     /// When no slot admits `strategy` now: how long until the first one does.
     pub fn all_resting(&self, strategy: &str) -> Option<Duration> {
-        let held = (0..self.inner.slots.len()).filter(|id| self.in_hand(*id));
-        (self.inner.router.lock()).all_resting(strategy, self.inner.breaker, held, Instant::now())
+        let held = (0..self.slots.len()).filter(|id| self.in_hand(*id));
+        (self.router.lock()).all_resting(strategy, self.cfg.breaker, held, Instant::now())
     }
 
     /// The breaker of (slot, strategy) as operators see it.
     pub fn breaker(&self, slot: usize, strategy: &str) -> BreakerReport {
-        let cfg = self.inner.breaker;
-        self.inner
-            .router
+        let cfg = self.cfg.breaker;
+        self.router
             .lock()
             .report(slot, strategy, cfg, Instant::now())
     }
 
     /// Tiers that hard-blocked (slot, strategy), with seconds since the block.
     pub fn tier_memory(&self, slot: usize, strategy: &str) -> Vec<(u8, f64)> {
-        let cfg = self.inner.breaker;
-        let mut router = self.inner.router.lock();
+        let cfg = self.cfg.breaker;
+        let mut router = self.router.lock();
         router.tier_memory(slot, strategy, cfg, Instant::now())
     }
 
     /// Close the breakers of `slot` (all strategies, or one) and forget its tier blocks.
     pub fn reset_breakers(&self, slot: usize, strategy: Option<&str>) {
-        self.inner.router.lock().reset(slot, strategy);
-        self.inner.events.emit(
+        self.router.lock().reset(slot, strategy);
+        self.events.emit(
             "breaker_reset",
             Some(slot),
             strategy,
             serde_json::json!({"to": "closed"}),
         );
-        self.inner.released.notify_waiters();
+        self.released.notify_waiters();
     }
 }

@@ -35,7 +35,7 @@ pub(super) fn nobody_signed_in(
     pin: Option<usize>,
 ) -> Option<Error> {
     let name = strategy.name();
-    let eligible = pool.may_be_signed_in(name);
+    let eligible = pool.leases().may_be_signed_in(name);
     let ok = match pin {
         Some(p) => eligible.contains(&p),
         None => !eligible.is_empty(),
@@ -45,7 +45,7 @@ pub(super) fn nobody_signed_in(
     }
     let states: Vec<String> = (0..pool.slots().len())
         .filter(|s| pin.is_none_or(|p| p == *s))
-        .map(|s| format!("slot {s}: {}", pool.login(s, name).state.as_str()))
+        .map(|s| format!("slot {s}: {}", pool.leases().login(s, name).state.as_str()))
         .collect();
     Some(
         Error::new(
@@ -99,7 +99,7 @@ pub(super) fn candidates(
     avoid: &[usize],
     refused: &[usize],
 ) -> Vec<usize> {
-    let eligible = pool.may_be_signed_in(strategy);
+    let eligible = pool.leases().may_be_signed_in(strategy);
     let fresh: Vec<usize> = eligible
         .iter()
         .copied()

@@ -18,175 +18,51 @@
 //! every owner re-takes its own before anyone adopts.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use parking_lot::Mutex;
-use tokio::sync::{Notify, broadcast};
 use tokio::time::Instant;
 
-use super::Pool;
-use super::fleet_state::{IdentityRecord, SiteSnap};
-use crate::cluster::{Cluster, NodeInfo};
+use self::state::{IdentityRecord, SiteSnap};
+use crate::cluster::{Fleet, NodeInfo};
+use crate::lease::Leases;
+use tokio_util::sync::CancellationToken;
+
+mod adopt;
+mod state;
 
 /// The shortest gap between two heartbeats that calls woke.
 const COALESCE: Duration = Duration::from_millis(200);
 
-/// The fleet side of a pool.
-pub struct Fleet {
-    pub(super) cluster: Arc<Cluster>,
-    /// Per slot: the fleet identity it holds (`None`: a free spare).
-    members: Mutex<Vec<Member>>,
-    /// Per slot: whether the router may use it (read on every pick).
-    usable: Vec<AtomicBool>,
-    /// Wakes the heartbeat early (a breaker moved).
-    pub(super) push: Arc<Notify>,
-    /// Set once the first beat ran.
-    ready: AtomicBool,
-    ready_notify: Notify,
-    /// The reconnect count the last beat saw.
-    seen_reconnects: AtomicU64,
-    /// No adoption before this (a grace after (re)connecting).
-    adopt_after: Mutex<Instant>,
-    pub(super) spare_profile: String,
-    adopt: bool,
-    pub(super) forward: bool,
-    /// Other daemons' events (JSON), relayed from the channel.
-    pub(super) remote: broadcast::Sender<String>,
-    pub(super) adopted: AtomicU64,
+/// The heartbeat that keeps the fleet's store true for this daemon's
+/// identities, adoption, and the fleet's view.
+pub struct FleetSync {
+    leases: Arc<Leases>,
+    fleet: Arc<Fleet>,
+    stop: CancellationToken,
 }
 
-#[derive(Debug, Clone)]
-struct Member {
-    fleet_id: Option<String>,
-    /// This daemon holds the lease (as far as it last heard).
-    owned: bool,
-    spare: bool,
-    /// A hash of the jar as it was last written to the fleet.
-    jar_pushed: Option<u64>,
-    /// Another daemon held it: its state there is newer than ours.
-    lost: bool,
-}
-
-impl Fleet {
-    pub(super) fn new(
-        cluster: Cluster,
-        slots: usize,
-        spares: usize,
-        spare_profile: String,
-        adopt: bool,
-        forward: bool,
-    ) -> Fleet {
-        let node = cluster.node().to_string();
-        let members = (0..slots + spares)
-            .map(|i| Member {
-                fleet_id: (i < slots).then(|| format!("{node}/{i}")),
-                owned: i < slots,
-                spare: i >= slots,
-                jar_pushed: None,
-                lost: false,
-            })
-            .collect();
-        Fleet {
-            cluster: Arc::new(cluster),
-            members: Mutex::new(members),
-            usable: (0..slots + spares)
-                .map(|i| AtomicBool::new(i < slots))
-                .collect(),
-            push: Arc::new(Notify::new()),
-            ready: AtomicBool::new(false),
-            ready_notify: Notify::new(),
-            seen_reconnects: AtomicU64::new(0),
-            adopt_after: Mutex::new(Instant::now()),
-            spare_profile,
-            adopt,
-            forward,
-            remote: broadcast::channel(1024).0,
-            adopted: AtomicU64::new(0),
-        }
+impl FleetSync {
+    /// The fleet side of `leases`, when `[cluster]` is on.
+    pub fn new(leases: Arc<Leases>, stop: CancellationToken) -> Option<Arc<FleetSync>> {
+        let fleet = leases.fleet()?.clone();
+        Some(Arc::new(FleetSync {
+            leases,
+            fleet,
+            stop,
+        }))
     }
 
-    /// Other daemons' events (JSON, stamped with their node).
-    pub fn subscribe_remote(&self) -> broadcast::Receiver<String> {
-        self.remote.subscribe()
-    }
-
-    /// Whether the router may use `slot` (held here, or the fleet away).
-    pub(super) fn usable(&self, slot: usize) -> bool {
-        self.usable
-            .get(slot)
-            .is_some_and(|u| u.load(Ordering::Acquire))
-    }
-
-    pub fn cluster(&self) -> &Arc<Cluster> {
-        &self.cluster
-    }
-
-    /// The fleet id slot `slot` holds.
-    pub fn fleet_id(&self, slot: usize) -> Option<String> {
-        let m = self.members.lock();
-        m.get(slot)
-            .filter(|m| m.owned)
-            .and_then(|m| m.fleet_id.clone())
-    }
-
-    /// Whether slot `slot` is a spare (opened for adoption).
-    pub fn is_spare(&self, slot: usize) -> bool {
-        self.members.lock().get(slot).is_some_and(|m| m.spare)
-    }
-
-    /// Identities adopted since start.
-    pub fn adopted(&self) -> u64 {
-        self.adopted.load(Ordering::Relaxed)
-    }
-
-    /// Every fleet id held here.
-    pub fn held(&self) -> Vec<String> {
-        let m = self.members.lock();
-        m.iter()
-            .filter(|m| m.owned)
-            .filter_map(|m| m.fleet_id.clone())
-            .collect()
-    }
-
-    pub(super) fn free_spare(&self) -> Option<usize> {
-        let m = self.members.lock();
-        m.iter().position(|m| m.spare && m.fleet_id.is_none())
-    }
-
-    fn spares_free(&self) -> usize {
-        let m = self.members.lock();
-        m.iter().filter(|m| m.spare && m.fleet_id.is_none()).count()
-    }
-
-    pub(super) fn set(&self, slot: usize, fleet_id: Option<String>, owned: bool) {
-        let mut m = self.members.lock();
-        if let Some(x) = m.get_mut(slot) {
-            if x.fleet_id != fleet_id {
-                x.jar_pushed = None;
-            }
-            x.fleet_id = fleet_id;
-            x.owned = owned;
-        }
-        if let Some(u) = self.usable.get(slot) {
-            u.store(owned, Ordering::Release);
-        }
-    }
-}
-
-impl Pool {
-    /// The fleet side, when `[cluster]` is on.
-    pub fn fleet(&self) -> Option<&Fleet> {
-        self.inner.fleet.as_ref()
+    /// The hold table the heartbeat keeps.
+    pub fn fleet(&self) -> &Arc<Fleet> {
+        &self.fleet
     }
 
     /// Wait (bounded by the commands' timeouts) until the first heartbeat
     /// ran: before it, this daemon does not know which of its identities
     /// another one adopted while it was away.
-    pub async fn fleet_ready(&self) {
-        let Some(f) = &self.inner.fleet else {
-            return;
-        };
+    pub async fn ready(&self) {
+        let f = &self.fleet;
         let wait = async {
             loop {
                 let n = f.ready_notify.notified();
@@ -199,12 +75,12 @@ impl Pool {
         let _ = tokio::time::timeout(Duration::from_secs(10), wait).await;
     }
 
-    pub(super) fn spawn_fleet(&self) {
-        let (Some(f), Ok(rt)) = (&self.inner.fleet, tokio::runtime::Handle::try_current()) else {
+    pub fn spawn(self: &Arc<Self>) {
+        let (f, Ok(rt)) = (&self.fleet, tokio::runtime::Handle::try_current()) else {
             return;
         };
-        let weak = Arc::downgrade(&self.inner);
-        let stop = self.inner.stop.clone();
+        let weak = Arc::downgrade(self);
+        let stop = self.stop.clone();
         let every = f.cluster.lease_ttl() / 3;
         rt.spawn(crate::cluster::relay_events(
             f.cluster.clone(),
@@ -219,17 +95,16 @@ impl Pool {
                 let push = wake.notified();
                 tokio::pin!(push);
                 push.as_mut().enable();
-                let Some(inner) = weak.upgrade() else { return };
-                let pool = Pool { inner };
+                let Some(sync) = weak.upgrade() else { return };
                 if Instant::now() >= next_full {
-                    pool.beat().await;
+                    sync.beat().await;
                     next_full = Instant::now() + every;
-                } else if pool.inner.fleet.as_ref().is_some_and(|f| f.cluster.is_up()) {
+                } else if sync.fleet.cluster.is_up() {
                     // Woken by calls: their identities' new state only;
                     // leases, registration and adoption keep their pace.
-                    let _ = pool.write_identities().await;
+                    let _ = sync.write_identities().await;
                 }
-                drop(pool);
+                drop(sync);
                 tokio::select! {
                     () = stop.cancelled() => return,
                     () = tokio::time::sleep_until(next_full) => {}
@@ -245,7 +120,7 @@ impl Pool {
 
     /// One heartbeat (see the module's notes).
     async fn beat(&self) {
-        let Some(f) = &self.inner.fleet else { return };
+        let f = &self.fleet;
         let c = &f.cluster;
         if !c.is_up() {
             // Away (or not connected yet): once back, every owner gets one
@@ -258,7 +133,7 @@ impl Pool {
                 .lock()
                 .iter_mut()
                 .for_each(|m| m.jar_pushed = None);
-            self.inner.events.emit(
+            self.leases.events().emit(
                 "fleet_reconciled",
                 None,
                 None,
@@ -287,9 +162,7 @@ impl Pool {
     /// Renew every lease this daemon holds (or believes it should): one held
     /// by another daemon is dropped here at once.
     async fn renew_leases(&self) -> crate::error::Result<()> {
-        let Some(f) = &self.inner.fleet else {
-            return Ok(());
-        };
+        let f = &self.fleet;
         let mine: Vec<(usize, String)> = {
             let m = f.members.lock();
             m.iter()
@@ -319,13 +192,13 @@ impl Pool {
             }
             if was && !owned {
                 tracing::warn!(slot, fleet_id = %fid, owner = %owner, "identity held by another daemon: no longer used here");
-                self.inner.events.emit(
+                self.leases.events().emit(
                     "identity_lost",
                     Some(slot),
                     None,
                     serde_json::json!({"fleet_id": fid, "owner": owner}),
                 );
-                if let Some(s) = self.inner.slots.get(slot) {
+                if let Some(s) = self.leases.slots().get(slot) {
                     s.browser().close().await;
                 }
             }
@@ -336,7 +209,7 @@ impl Pool {
     /// A configured identity comes back from the daemon that held it: its
     /// cookies, session and site states as that daemon left them.
     async fn regain(&self, slot: usize, fid: &str) {
-        let Some(f) = &self.inner.fleet else { return };
+        let f = &self.fleet;
         let record = match f.cluster.identities().await {
             Ok(r) => r
                 .get(fid)
@@ -355,7 +228,7 @@ impl Pool {
                 if let Some(m) = f.members.lock().get_mut(slot) {
                     m.lost = false;
                 }
-                self.inner.events.emit(
+                self.leases.events().emit(
                     "identity_regained",
                     Some(slot),
                     None,
@@ -370,10 +243,8 @@ impl Pool {
     }
 
     /// Write every held identity's record, jar (when it changed) and site states.
-    pub(super) async fn write_identities(&self) -> crate::error::Result<()> {
-        let Some(f) = &self.inner.fleet else {
-            return Ok(());
-        };
+    pub async fn write_identities(&self) -> crate::error::Result<()> {
+        let f = &self.fleet;
         let held: Vec<(usize, String, Option<u64>)> = {
             let m = f.members.lock();
             m.iter()
@@ -383,7 +254,7 @@ impl Pool {
                 .collect()
         };
         for (slot, fid, pushed) in held {
-            let Some(s) = self.inner.slots.get(slot) else {
+            let Some(s) = self.leases.slots().get(slot) else {
                 continue;
             };
             let record = IdentityRecord {
@@ -418,7 +289,7 @@ impl Pool {
     /// Slot `slot`'s site state per strategy, as the fleet stores it.
     fn site_snaps(&self, slot: usize) -> Vec<(String, String)> {
         let now = Instant::now();
-        let mut router = self.inner.router.lock();
+        let mut router = self.leases.router();
         router
             .sites
             .iter_mut()

@@ -5,17 +5,15 @@
 
 use tokio::time::Instant;
 
-use super::Pool;
-use super::fleet_state::{IdentityRecord, SiteSnap};
+use super::FleetSync;
+use super::state::{IdentityRecord, SiteSnap};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identity::jar::PortableCookie;
 
-impl Pool {
+impl FleetSync {
     /// Adopt every lapsed identity of the spare profile there is room for.
     pub(super) async fn adopt_lapsed(&self) -> Result<()> {
-        let Some(f) = &self.inner.fleet else {
-            return Ok(());
-        };
+        let f = &self.fleet;
         let c = f.cluster.clone();
         let records = c.identities().await?;
         let held = f.held();
@@ -41,7 +39,7 @@ impl Pool {
                     f.adopted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     metrics::counter!("idpool_fleet_adoptions_total").increment(1);
                     tracing::warn!(slot = spare, fleet_id = %fid, from = %record.node, cookies, "adopted an identity whose daemon is gone");
-                    self.inner.events.emit(
+                    self.leases.events().emit(
                         "identity_adopted",
                         Some(spare),
                         None,
@@ -68,13 +66,10 @@ impl Pool {
         fid: &str,
         record: &IdentityRecord,
     ) -> Result<usize> {
-        let Some(f) = &self.inner.fleet else {
-            return Err(Error::new(ErrorKind::Internal, "no fleet"));
-        };
+        let f = &self.fleet;
         let s = self
-            .inner
-            .slots
-            .get(slot)
+            .leases
+            .slot(slot)
             .cloned()
             .ok_or_else(|| Error::not_found(format!("slot {slot} does not exist")))?;
         let jar = f.cluster.jar(fid).await?;
@@ -102,7 +97,7 @@ impl Pool {
         s.take_identity(&record.identity)?;
         let now = Instant::now();
         {
-            let mut router = self.inner.router.lock();
+            let mut router = self.leases.router();
             for sites in router.sites.values_mut() {
                 sites.remove(&slot);
             }
@@ -110,15 +105,15 @@ impl Pool {
                 let Ok(snap) = serde_json::from_str::<SiteSnap>(json) else {
                     continue;
                 };
-                let site = snap.restore(self.inner.breaker, now);
-                router.site(slot, strategy, self.inner.breaker);
+                let site = snap.restore(self.leases.config().breaker, now);
+                router.site(slot, strategy, self.leases.config().breaker);
                 if let Some(m) = router.sites.get_mut(strategy) {
                     m.insert(slot, site);
                 }
             }
         }
         f.set(slot, Some(fid.to_string()), true);
-        self.inner.released.notify_waiters();
+        self.leases.wake();
         Ok(n)
     }
 
@@ -126,12 +121,12 @@ impl Pool {
     /// the node); a breaker, login or retirement event also wakes the
     /// heartbeat, so the fleet sees it within a moment.
     pub(super) fn spawn_event_publisher(&self) {
-        let (Some(f), Ok(rt)) = (&self.inner.fleet, tokio::runtime::Handle::try_current()) else {
+        let (f, Ok(rt)) = (&self.fleet, tokio::runtime::Handle::try_current()) else {
             return;
         };
-        let mut rx = self.inner.events.subscribe();
-        let weak = std::sync::Arc::downgrade(&self.inner);
-        let stop = self.inner.stop.clone();
+        let mut rx = self.leases.events().subscribe();
+        let weak = std::sync::Arc::downgrade(&self.fleet);
+        let stop = self.stop.clone();
         let cluster = f.cluster.clone();
         rt.spawn(async move {
             loop {
@@ -144,16 +139,15 @@ impl Pool {
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                     Err(_) => return,
                 };
-                let Some(inner) = weak.upgrade() else { return };
+                let Some(f) = weak.upgrade() else { return };
                 if matches!(
                     ev.kind.as_str(),
                     "breaker" | "breaker_reset" | "login_state" | "slot_retired"
-                ) && let Some(f) = &inner.fleet
-                {
+                ) {
                     f.push.notify_one();
                 }
-                let fleet_id = ev.slot.and_then(|s| inner.fleet.as_ref()?.fleet_id(s));
-                drop(inner);
+                let fleet_id = ev.slot.and_then(|s| f.fleet_id(s));
+                drop(f);
                 let mut v = serde_json::to_value(&ev).unwrap_or_default();
                 v["node"] = serde_json::json!(cluster.node());
                 v["fleet_id"] = serde_json::json!(fleet_id);
@@ -165,13 +159,12 @@ impl Pool {
     }
 
     /// The fleet as its store has it: every live daemon and every identity
-    /// with its owner and breakers (`None` without `[cluster]`).
-    pub async fn fleet_view(&self) -> Option<Result<serde_json::Value>> {
-        let f = self.inner.fleet.as_ref()?;
-        Some(self.fleet_view_of(&f.cluster).await)
+    /// with its owner and breakers.
+    pub async fn view(&self) -> Result<serde_json::Value> {
+        self.view_of(&self.fleet.cluster).await
     }
 
-    async fn fleet_view_of(&self, c: &crate::cluster::Cluster) -> Result<serde_json::Value> {
+    async fn view_of(&self, c: &crate::cluster::Cluster) -> Result<serde_json::Value> {
         let nodes = c.nodes().await?;
         let records = c.identities().await?;
         let mut fids: Vec<String> = records.keys().cloned().collect();
@@ -210,7 +203,7 @@ impl Pool {
         strategy: &str,
         login: bool,
     ) -> Option<crate::cluster::NodeInfo> {
-        let f = self.inner.fleet.as_ref()?;
+        let f = &self.fleet;
         let c = &f.cluster;
         if !f.forward || c.key().is_none() || !c.is_up() {
             return None;

@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::Pool;
-use super::slot::Slot;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identity::session::{self, Format, Session};
+use crate::identity::slot::Slot;
+use crate::lease::Leases;
 
 /// What an import did.
 #[derive(Debug, Clone, Serialize)]
@@ -75,12 +75,22 @@ impl Record {
     }
 }
 
-impl Pool {
+/// Session files in and out of the pool's slots.
+#[derive(Clone)]
+pub struct SessionFiles {
+    leases: std::sync::Arc<Leases>,
+}
+
+impl SessionFiles {
+    pub fn new(leases: std::sync::Arc<Leases>) -> Self {
+        SessionFiles { leases }
+    }
+
     fn session_slot(&self, slot: usize) -> Result<std::sync::Arc<Slot>> {
-        self.slot(slot).cloned().ok_or_else(|| {
+        self.leases.slot(slot).cloned().ok_or_else(|| {
             Error::not_found(format!(
                 "slot {slot} does not exist (the pool has {} slots)",
-                self.slots().len()
+                self.leases.slots().len()
             ))
         })
     }
@@ -122,7 +132,7 @@ impl Pool {
             record.save(&s)?;
         }
         imported.login = self.probe_logins(slot, &parsed).await;
-        self.inner.events.emit(
+        self.leases.events().emit(
             "session_imported",
             Some(slot),
             None,
@@ -169,7 +179,7 @@ impl Pool {
         if let Some(d) = domain {
             out = out.only_domain(d);
         }
-        self.inner.events.emit(
+        self.leases.events().emit(
             "session_exported",
             Some(slot),
             None,
@@ -186,7 +196,7 @@ impl Pool {
         parsed: &Session,
     ) -> BTreeMap<String, crate::strategy::LoginState> {
         let mut out = BTreeMap::new();
-        let registry = self.registry();
+        let registry = self.leases.registry();
         for s in registry.all() {
             let Some(url) = s.login().and_then(|l| l.probe_url.clone()) else {
                 continue;
@@ -202,7 +212,7 @@ impl Pool {
             if !covered {
                 continue;
             }
-            let Ok(lease) = self.next_slot(s.name(), Some(slot)).await else {
+            let Ok(lease) = self.leases.next_slot(s.name(), Some(slot)).await else {
                 continue;
             };
             let req = crate::wire::http::FetchRequest::get(url);
@@ -211,21 +221,24 @@ impl Pool {
                 Err(_) => crate::strategy::Outcome::Failed,
             };
             lease.finish(outcome);
-            out.insert(s.name().to_string(), self.login(slot, s.name()).state);
+            out.insert(
+                s.name().to_string(),
+                self.leases.login(slot, s.name()).state,
+            );
         }
         out
     }
 
     /// Import each `[[pool.slot]] session` file that changed since its last
     /// import (at start). A bad file is reported and changes nothing.
-    pub(super) fn import_declared_sessions(&self, declared: &[(usize, PathBuf)]) {
+    pub fn import_declared_sessions(&self, declared: &[(usize, PathBuf)]) {
         for (slot, path) in declared {
-            let Some(s) = self.slot(*slot).cloned() else {
+            let Some(s) = self.leases.slot(*slot).cloned() else {
                 continue;
             };
             if let Err(e) = self.import_declared(&s, path) {
                 tracing::error!(slot, file = %path.display(), error = %e, "session file not imported; the slot keeps its jar");
-                self.inner.events.emit(
+                self.leases.events().emit(
                     "session_import_failed",
                     Some(*slot),
                     None,
@@ -250,9 +263,9 @@ impl Pool {
         record.save(s)?;
         if !parsed.origins.is_empty() {
             // localStorage needs the browser: written in the background.
-            let (pool, slot, text) = (self.clone(), s.id, text.clone());
+            let (files, slot, text) = (self.clone(), s.id, text.clone());
             tokio::spawn(async move {
-                if let Err(e) = pool.import_session(slot, &text, Format::Auto).await {
+                if let Err(e) = files.import_session(slot, &text, Format::Auto).await {
                     tracing::warn!(slot, error = %e, "session file: localStorage not written");
                 }
             });

@@ -5,14 +5,14 @@
 //! `requires_login`, reported in `pool_status`, `idpool slots` and
 //! `/metrics`; a change is a `login_state` event.
 
-use super::Pool;
+use super::Leases;
 use crate::routing::LoginRecord;
 use crate::strategy::LoginState;
 
-impl Pool {
+impl Leases {
     /// Slot `slot`'s login state for `strategy`.
     pub fn login(&self, slot: usize, strategy: &str) -> LoginRecord {
-        let router = self.inner.router.lock();
+        let router = self.router.lock();
         router
             .sites
             .get(strategy)
@@ -24,8 +24,8 @@ impl Pool {
     /// Record what an answer showed; a change is an event and moves the gauge.
     pub(crate) fn set_login(&self, slot: usize, strategy: &str, state: LoginState, evidence: &str) {
         let before = {
-            let mut router = self.inner.router.lock();
-            let site = router.site(slot, strategy, self.inner.breaker);
+            let mut router = self.router.lock();
+            let site = router.site(slot, strategy, self.cfg.breaker);
             let before = site.login.as_ref().map_or(LoginState::Unknown, |l| l.state);
             if before == state {
                 // The evidence of the change is kept; nothing to write.
@@ -47,7 +47,7 @@ impl Pool {
             evidence,
             "login state changed"
         );
-        self.inner.events.emit(
+        self.events.emit(
             "login_state",
             Some(slot),
             Some(strategy),
@@ -56,8 +56,8 @@ impl Pool {
     }
 
     /// Forget every login state of `slot` (a retired identity signs in anew).
-    pub(super) fn forget_logins(&self, slot: usize) {
-        let mut router = self.inner.router.lock();
+    pub(crate) fn forget_logins(&self, slot: usize) {
+        let mut router = self.router.lock();
         for (name, sites) in router.sites.iter_mut() {
             if let Some(site) = sites.get_mut(&slot)
                 && site.login.take().is_some()

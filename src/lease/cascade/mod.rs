@@ -151,7 +151,7 @@ async fn run_op(
     args: &Map<String, Value>,
     opts: &RunOptions,
 ) -> Result<CascadeResult> {
-    let cfg = pool.cascade_config();
+    let cfg = pool.leases().config().cascade;
     let mut vars = args.clone();
     vars.remove("base_url"); // the strategy's alone, never a caller's
     if let Some(b) = &strategy.base_url() {
@@ -241,7 +241,7 @@ impl Call<'_> {
                     if let Some(session) = &self.opts.session
                         && !self.opts.rotate
                     {
-                        pool.remember(session, name, done.slot);
+                        pool.leases().remember(session, name, done.slot);
                     }
                     return Ok(done);
                 }
@@ -255,7 +255,7 @@ impl Call<'_> {
             }
         }
         let e = exhausted(self, &tried, &attempts);
-        Err(match pool.all_resting(name) {
+        Err(match pool.leases().all_resting(name) {
             Some(after) => e
                 .context(format!(
                     "every identity for `{name}` is resting now, retry after {:.1} s",
@@ -297,17 +297,20 @@ impl Call<'_> {
         if self.opts.slot.is_none() && round == 0 && !self.opts.rotate {
             let sticky = self.opts.prefer.or_else(|| {
                 let session = self.opts.session.as_deref()?;
-                pool.remembered(session, name)
+                pool.leases().remembered(session, name)
             });
-            if let Some(s) = sticky.filter(|s| pool.admits(*s, name) && !avoid.contains(s)) {
-                match pool.next_slot_avoiding(name, Some(s), avoid).await {
+            if let Some(s) = sticky.filter(|s| pool.leases().admits(*s, name) && !avoid.contains(s))
+            {
+                match pool.leases().next_slot_avoiding(name, Some(s), avoid).await {
                     // Stopped admitting meanwhile: take another.
                     Err(e) if e.kind() == ErrorKind::Unavailable => {}
                     other => return other,
                 }
             }
         }
-        pool.next_slot_avoiding(name, self.opts.slot, avoid).await
+        pool.leases()
+            .next_slot_avoiding(name, self.opts.slot, avoid)
+            .await
     }
 
     /// Try the tiers on the lease's slot; the result, or what the slot came

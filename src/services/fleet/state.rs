@@ -8,8 +8,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use super::identity::SlotIdentity;
 use crate::config::BreakerConfig;
+use crate::identity::slot::SlotIdentity;
 use crate::routing::LoginRecord;
 use crate::routing::Site;
 use crate::routing::breaker::{Breaker, BreakerSnap, BreakerState};

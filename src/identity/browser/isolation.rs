@@ -30,7 +30,7 @@ pub struct Isolation {
 
 /// The browsers' namespace when `browser.isolate` (the default); an error
 /// naming the setting when it cannot be made.
-pub(super) fn isolate(
+pub(crate) fn isolate(
     browser: &BrowserConfig,
     base_port: u16,
 ) -> Result<(Option<Arc<crate::wire::netns::Netns>>, Isolation)> {

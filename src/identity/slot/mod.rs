@@ -9,12 +9,20 @@ use std::time::SystemTime;
 
 use parking_lot::Mutex;
 
-use super::calibration::{CALIBRATION_TIMEOUT, Calibrating, CalibrationStatus, chromium_based};
-use super::events::Events;
-use super::identity::SlotIdentity;
-use super::slot_env::{SlotEnv, identity, launch_spec, start_egress};
+mod calibration;
+mod env;
+mod record;
+mod wear;
+
+pub use calibration::CalibrationStatus;
+pub use env::SlotEnv;
+pub use record::SlotIdentity;
+
+use self::calibration::{CALIBRATION_TIMEOUT, Calibrating, chromium_based};
+use self::env::{identity, launch_spec, start_egress};
 use crate::config::HttpConfig;
 use crate::error::{Error, Result};
+use crate::events::Events;
 use crate::identity::browser::{BrowserFacts, SlotBrowser};
 use crate::identity::calibrate::{Calibrator, Record};
 use crate::identity::jar::{Jar, OpenNote};
@@ -71,8 +79,21 @@ pub struct Slot {
     /// The configured proxy, re-rendered for each new session.
     proxy: Option<ProxyTemplate>,
     /// What retirement policy counts.
-    pub(super) wear: super::wear::Wear,
+    pub(crate) wear: self::wear::Wear,
     health: Mutex<SlotHealth>,
+    /// A person is at this identity's browser (a login session).
+    person: Arc<AtomicBool>,
+}
+
+/// A person holds a slot's browser while this lives (see
+/// [`Slot::hold_for_person`]).
+#[derive(Debug)]
+pub struct PersonHold(Arc<AtomicBool>);
+
+impl Drop for PersonHold {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 impl std::fmt::Debug for Slot {
@@ -85,6 +106,17 @@ impl std::fmt::Debug for Slot {
 }
 
 impl Slot {
+    /// Mark this slot's browser as a person's until the hold drops; `None`
+    /// when a person holds it already.
+    pub fn hold_for_person(&self) -> Option<PersonHold> {
+        (!self.person.swap(true, Ordering::AcqRel)).then(|| PersonHold(self.person.clone()))
+    }
+
+    /// Whether a person holds this slot's browser now.
+    pub fn held_by_person(&self) -> bool {
+        self.person.load(Ordering::Acquire)
+    }
+
     /// Open slot `id`: create its folder (0700), load its jar, build its
     /// client. `proxy` (from the config) replaces the profile's proxy; both
     /// tiers use the one upstream.
@@ -185,8 +217,9 @@ impl Slot {
             identity: parking_lot::RwLock::new(me),
             upstream: parking_lot::RwLock::new(upstream),
             proxy: proxy.cloned(),
-            wear: super::wear::Wear::default(),
+            wear: self::wear::Wear::default(),
             health: Mutex::new(SlotHealth::default()),
+            person: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -225,10 +258,10 @@ impl Slot {
         self.record.read().clone()
     }
 
-    /// One browser navigation (for [`super::Lease::browse`], which guards it);
+    /// One browser navigation (for [`crate::lease::Lease::browse`], which guards it);
     /// afterwards the jar is saved if the page changed it, and the HTTP tier
     /// calibrated if this Chromium (its version) has not been yet.
-    pub(super) async fn browse(
+    pub(crate) async fn navigate(
         self: &Arc<Self>,
         req: &crate::identity::browser::BrowserRequest,
         probe: &crate::identity::browser::Probe<'_>,
@@ -374,7 +407,7 @@ impl Slot {
                         "residual": r.residual.iter().map(|d| d.what.clone()).collect::<Vec<_>>(),
                     }),
                 );
-                super::calibration::note_browser_signals(
+                self::calibration::note_browser_signals(
                     &self.events,
                     self.id,
                     self.record.read().as_ref(),
@@ -437,7 +470,7 @@ impl Slot {
             browser: record
                 .as_ref()
                 .and_then(|r| r.browser_check.as_ref())
-                .map(super::calibration::BrowserSignals::of),
+                .map(self::calibration::BrowserSignals::of),
             runs: self.cal_runs.load(std::sync::atomic::Ordering::Relaxed),
             error,
         }
@@ -477,7 +510,7 @@ impl Slot {
     /// proxy rendered for it, on both tiers), recalibration at the next
     /// launch. The slot keeps its number. (The pool's `retire` owns the
     /// rest: breakers, events, old generations.)
-    pub(super) async fn renew(&self) -> Result<(SlotIdentity, PathBuf)> {
+    pub(crate) async fn renew(&self) -> Result<(SlotIdentity, PathBuf)> {
         self.browser.close().await;
         let old = self.identity();
         let aside = self.dir.join("retired").join(old.generation.to_string());
@@ -502,7 +535,7 @@ impl Slot {
 
     /// Become `new` (saved): its session renders the slot's proxy for both
     /// tiers (a retirement's fresh identity, or one adopted from the fleet).
-    pub(super) fn take_identity(&self, new: &SlotIdentity) -> Result<()> {
+    pub(crate) fn take_identity(&self, new: &SlotIdentity) -> Result<()> {
         new.save(&self.dir)?;
         if let Some(t) = &self.proxy {
             let url = t
@@ -526,9 +559,9 @@ impl Slot {
         self.health.lock().clone()
     }
 
-    /// One HTTP request through this identity (for [`super::Lease::http`]);
+    /// One HTTP request through this identity (for [`crate::lease::Lease::http`]);
     /// the jar is saved when it changed.
-    pub(super) async fn fetch(&self, req: FetchRequest) -> Result<FetchResponse> {
+    pub(crate) async fn fetch(&self, req: FetchRequest) -> Result<FetchResponse> {
         self.calibration_settled().await;
         self.wear.used();
         let client = self.http.read().clone();

@@ -17,9 +17,11 @@ use std::sync::atomic::Ordering;
 
 use serde::Serialize;
 
-use super::Pool;
-use super::slot::Slot;
+use std::sync::Arc;
+
+use super::Leases;
 use crate::error::{Error, ErrorKind, Result};
+use crate::identity::slot::Slot;
 
 /// What a retirement did.
 #[derive(Debug, Clone, Serialize)]
@@ -35,9 +37,9 @@ pub struct Retirement {
     pub retired_to: String,
 }
 
-impl Pool {
+impl Leases {
     /// Give slot `slot` a fresh identity now.
-    pub async fn retire(&self, slot: usize, reason: &str) -> Result<Retirement> {
+    pub async fn retire(self: &Arc<Self>, slot: usize, reason: &str) -> Result<Retirement> {
         let s = self.slot(slot).cloned().ok_or_else(|| {
             Error::not_found(format!(
                 "slot {slot} does not exist (the pool has {} slots)",
@@ -57,7 +59,7 @@ impl Pool {
         let (new, aside) = renewed?;
         self.reset_breakers(slot, None);
         self.forget_logins(slot);
-        prune(&s.dir.join("retired"), self.inner.retire.retired_keep);
+        prune(&s.dir.join("retired"), self.cfg.retire.retired_keep);
         let r = Retirement {
             slot,
             reason: reason.to_string(),
@@ -75,7 +77,7 @@ impl Pool {
         metrics::counter!("idpool_slot_retirements_total",
             "slot" => slot.to_string(), "reason" => reason.to_string())
         .increment(1);
-        self.inner.events.emit(
+        self.events.emit(
             "slot_retired",
             Some(slot),
             None,
@@ -87,8 +89,8 @@ impl Pool {
 
     /// After a lease of `slot` finished: what the policy says. A retirement
     /// it calls for runs in the background.
-    pub(super) fn after_use(&self, slot: &Slot, strategy: &str, hard_block: bool) {
-        let cfg = self.inner.retire;
+    pub(super) fn after_use(self: &Arc<Self>, slot: &Slot, strategy: &str, hard_block: bool) {
+        let cfg = self.cfg.retire;
         let reason = if hard_block
             && cfg.after_hard_blocks > 0
             && slot.wear.hard_block(strategy) >= cfg.after_hard_blocks
@@ -105,8 +107,8 @@ impl Pool {
     }
 
     /// Retire slots older than `max_age_secs` (the pool's maintenance task).
-    pub(super) fn retire_aged(&self) {
-        let max = self.inner.retire.max_age_secs;
+    pub fn retire_aged(self: &Arc<Self>) {
+        let max = self.cfg.retire.max_age_secs;
         if max == 0 {
             return;
         }
@@ -121,14 +123,14 @@ impl Pool {
         }
     }
 
-    fn retire_in_background(&self, slot: usize, reason: &'static str) {
+    fn retire_in_background(self: &Arc<Self>, slot: usize, reason: &'static str) {
         let Some(s) = self.slot(slot) else { return };
         if s.wear.retiring.load(Ordering::Acquire) {
             return;
         }
-        let pool = self.clone();
+        let leases = self.clone();
         tokio::spawn(async move {
-            if let Err(e) = pool.retire(slot, reason).await
+            if let Err(e) = leases.retire(slot, reason).await
                 && e.kind() != ErrorKind::Unavailable
             {
                 tracing::warn!(slot, reason, error = %e, "automatic retirement failed");

@@ -1,0 +1,154 @@
+//! Which fleet identity each of this daemon's slots holds, and whether the
+//! router may use it: the table the lease reads on every pick and the
+//! heartbeat (`crate::services::fleet`) keeps true.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use tokio::sync::{Notify, broadcast};
+use tokio::time::Instant;
+
+use super::Cluster;
+
+/// The fleet side of a pool.
+pub struct Fleet {
+    pub(crate) cluster: Arc<Cluster>,
+    /// Per slot: the fleet identity it holds (`None`: a free spare).
+    pub(crate) members: Mutex<Vec<Member>>,
+    /// Per slot: whether the router may use it (read on every pick).
+    pub(crate) usable: Vec<AtomicBool>,
+    /// Wakes the heartbeat early (a breaker moved).
+    pub(crate) push: Arc<Notify>,
+    /// Set once the first beat ran.
+    pub(crate) ready: AtomicBool,
+    pub(crate) ready_notify: Notify,
+    /// The reconnect count the last beat saw.
+    pub(crate) seen_reconnects: AtomicU64,
+    /// No adoption before this (a grace after (re)connecting).
+    pub(crate) adopt_after: Mutex<Instant>,
+    pub(crate) spare_profile: String,
+    pub(crate) adopt: bool,
+    pub(crate) forward: bool,
+    /// Other daemons' events (JSON), relayed from the channel.
+    pub(crate) remote: broadcast::Sender<String>,
+    pub(crate) adopted: AtomicU64,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Member {
+    pub(crate) fleet_id: Option<String>,
+    /// This daemon holds the lease (as far as it last heard).
+    pub(crate) owned: bool,
+    pub(crate) spare: bool,
+    /// A hash of the jar as it was last written to the fleet.
+    pub(crate) jar_pushed: Option<u64>,
+    /// Another daemon held it: its state there is newer than ours.
+    pub(crate) lost: bool,
+}
+
+impl Fleet {
+    pub(crate) fn new(
+        cluster: Cluster,
+        slots: usize,
+        spares: usize,
+        spare_profile: String,
+        adopt: bool,
+        forward: bool,
+    ) -> Fleet {
+        let node = cluster.node().to_string();
+        let members = (0..slots + spares)
+            .map(|i| Member {
+                fleet_id: (i < slots).then(|| format!("{node}/{i}")),
+                owned: i < slots,
+                spare: i >= slots,
+                jar_pushed: None,
+                lost: false,
+            })
+            .collect();
+        Fleet {
+            cluster: Arc::new(cluster),
+            members: Mutex::new(members),
+            usable: (0..slots + spares)
+                .map(|i| AtomicBool::new(i < slots))
+                .collect(),
+            push: Arc::new(Notify::new()),
+            ready: AtomicBool::new(false),
+            ready_notify: Notify::new(),
+            seen_reconnects: AtomicU64::new(0),
+            adopt_after: Mutex::new(Instant::now()),
+            spare_profile,
+            adopt,
+            forward,
+            remote: broadcast::channel(1024).0,
+            adopted: AtomicU64::new(0),
+        }
+    }
+
+    /// Other daemons' events (JSON, stamped with their node).
+    pub fn subscribe_remote(&self) -> broadcast::Receiver<String> {
+        self.remote.subscribe()
+    }
+
+    /// Whether the router may use `slot` (held here, or the fleet away).
+    pub(crate) fn usable(&self, slot: usize) -> bool {
+        self.usable
+            .get(slot)
+            .is_some_and(|u| u.load(Ordering::Acquire))
+    }
+
+    pub fn cluster(&self) -> &Arc<Cluster> {
+        &self.cluster
+    }
+
+    /// The fleet id slot `slot` holds.
+    pub fn fleet_id(&self, slot: usize) -> Option<String> {
+        let m = self.members.lock();
+        m.get(slot)
+            .filter(|m| m.owned)
+            .and_then(|m| m.fleet_id.clone())
+    }
+
+    /// Whether slot `slot` is a spare (opened for adoption).
+    pub fn is_spare(&self, slot: usize) -> bool {
+        self.members.lock().get(slot).is_some_and(|m| m.spare)
+    }
+
+    /// Identities adopted since start.
+    pub fn adopted(&self) -> u64 {
+        self.adopted.load(Ordering::Relaxed)
+    }
+
+    /// Every fleet id held here.
+    pub fn held(&self) -> Vec<String> {
+        let m = self.members.lock();
+        m.iter()
+            .filter(|m| m.owned)
+            .filter_map(|m| m.fleet_id.clone())
+            .collect()
+    }
+
+    pub(crate) fn free_spare(&self) -> Option<usize> {
+        let m = self.members.lock();
+        m.iter().position(|m| m.spare && m.fleet_id.is_none())
+    }
+
+    pub(crate) fn spares_free(&self) -> usize {
+        let m = self.members.lock();
+        m.iter().filter(|m| m.spare && m.fleet_id.is_none()).count()
+    }
+
+    pub(crate) fn set(&self, slot: usize, fleet_id: Option<String>, owned: bool) {
+        let mut m = self.members.lock();
+        if let Some(x) = m.get_mut(slot) {
+            if x.fleet_id != fleet_id {
+                x.jar_pushed = None;
+            }
+            x.fleet_id = fleet_id;
+            x.owned = owned;
+        }
+        if let Some(u) = self.usable.get(slot) {
+            u.store(owned, Ordering::Release);
+        }
+    }
+}

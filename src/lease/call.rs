@@ -1,0 +1,141 @@
+//! A call that holds its identity: every request of a multi-request call
+//! goes out through a lease on one slot, the one the router picks first (or
+//! the one the caller pins), so a site sees one person for the whole call.
+//! Each request is its own lease (the guard, robots, pacing, metrics, the
+//! breaker's feedback and the jar save happen per request, in the lease);
+//! when that slot rests, the call's next request fails rather than moving
+//! to another identity.
+
+use std::sync::Arc;
+
+use super::{Fetched, Lease, Leases};
+use crate::error::{Error, ErrorKind, Result};
+use crate::routing::web_key;
+use crate::strategy::Outcome;
+use crate::web::Robots;
+use crate::wire::http::FetchRequest;
+
+pub struct Call {
+    leases: Arc<Leases>,
+    slot: Option<usize>,
+}
+
+impl Call {
+    /// A call on the pool's leases, on slot `pin` when given.
+    pub fn new(leases: &Arc<Leases>, pin: Option<usize>) -> Self {
+        Call {
+            leases: leases.clone(),
+            slot: pin,
+        }
+    }
+
+    /// The slot the call holds, once it has made a request (or was pinned).
+    pub fn slot(&self) -> Option<usize> {
+        self.slot
+    }
+
+    /// The `robots.txt` of `url`'s origin, read (when not kept) on the
+    /// call's slot.
+    pub async fn robots(&mut self, url: &url::Url) -> Result<Arc<Robots>> {
+        let lease = self.leases.lease_for(url, self.slot).await?;
+        self.slot = Some(lease.slot());
+        let robots = lease.robots(url).await;
+        lease.finish(Outcome::Skipped);
+        robots
+    }
+
+    /// One HTTP request on the call's slot: lease, [`super::Lease::http`],
+    /// finish with its outcome.
+    pub async fn http(&mut self, req: FetchRequest) -> Result<Fetched> {
+        let lease = self.leases.lease_for(&req.url, self.slot).await?;
+        self.slot = Some(lease.slot());
+        let result = lease.http(req, |_, _| ()).await;
+        lease.close(result.map(|(f, ())| f))
+    }
+}
+
+impl Leases {
+    /// Lease a slot for whichever strategy covers `url` (its host's
+    /// [`web_key`] if none).
+    pub async fn lease_for(self: &Arc<Self>, url: &url::Url, pin: Option<usize>) -> Result<Lease> {
+        match self.strategy_for(url) {
+            Some(s) => self.next_slot(s.name(), pin).await,
+            None => {
+                // A scheme or host the guard refuses, said in its words.
+                self.guard.check_static(url)?;
+                let host = url
+                    .host_str()
+                    .ok_or_else(|| Error::refused("URL has no host"))?;
+                self.next_slot(&web_key(host), pin).await
+            }
+        }
+    }
+
+    /// The strategy responsible for `url`, if any (else the open web's
+    /// generic rules).
+    pub fn strategy_for(&self, url: &url::Url) -> Option<Arc<dyn crate::strategy::Strategy>> {
+        let registry = self.registry();
+        url.host_str().and_then(|h| registry.for_host(h)).cloned()
+    }
+
+    /// One navigation in a slot's browser, as one call: lease, [`Lease::browse`],
+    /// finish with its outcome.
+    pub async fn browse(
+        self: &Arc<Self>,
+        url: url::Url,
+        wait_for: Option<String>,
+        pin: Option<usize>,
+    ) -> Result<Fetched> {
+        let lease = self.lease_for(&url, pin).await?;
+        let result = lease.browse(url, wait_for.as_deref(), |_, _| ()).await;
+        lease.close(result.map(|(f, ())| f))
+    }
+
+    /// One HTTP request, as one call: lease, [`Lease::http`], finish with
+    /// its outcome.
+    pub async fn http(self: &Arc<Self>, req: FetchRequest, pin: Option<usize>) -> Result<Fetched> {
+        Call::new(self, pin).http(req).await
+    }
+
+    /// Warm `slot` up for `strategy`: open `url` in its browser, wait for any
+    /// challenge to pass, and save the cookies into its jar. A page still
+    /// challenged or blocked at the end is an error.
+    pub async fn refresh_cookies(
+        self: &Arc<Self>,
+        slot: usize,
+        strategy: &str,
+        url: &url::Url,
+    ) -> Result<()> {
+        let result = self.warm_up(slot, strategy, url).await;
+        let cookies = self.slots.get(slot).map(|s| s.jar().count());
+        self.events.emit(
+            "cookie_refresh",
+            Some(slot),
+            Some(strategy),
+            serde_json::json!({
+                "ok": result.is_ok(),
+                "cookies": cookies,
+                "error": result.as_ref().err().map(|e| e.to_string()),
+            }),
+        );
+        result
+    }
+
+    async fn warm_up(self: &Arc<Self>, slot: usize, strategy: &str, url: &url::Url) -> Result<()> {
+        let lease = self.next_slot(strategy, Some(slot)).await?;
+        let result = lease.browse(url.clone(), None, |_, _| ()).await;
+        let fetched = lease.close(result.map(|(f, ())| f))?;
+        match fetched.outcome {
+            Outcome::Ok | Outcome::Empty => Ok(()),
+            other => Err(Error::new(
+                ErrorKind::Refused,
+                format!(
+                    "the warm-up page ended as {} (HTTP {})",
+                    other.as_str(),
+                    fetched.response.status
+                ),
+            )
+            .retryable(false)),
+        }
+    }
+}

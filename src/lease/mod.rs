@@ -1,0 +1,36 @@
+//! The lease: the one way out to a site, and the only module that combines
+//! an identity's resources (`identity/`), the routing decisions
+//! (`routing/`), the strategy's rules (`strategy/`) and the network
+//! (`wire/`).
+//!
+//! [`Leases`] (`state.rs`) owns the slots and the router; [`Leases::next_slot`]
+//! (`source.rs`) hands out a [`Lease`] (`handle.rs`): taken before the work,
+//! moved into it, released on drop, so in-flight counts and half-open
+//! trials can never leak. Every request of every tier goes through the
+//! lease ([`Lease::http`], [`Lease::browse`], [`Lease::navigate_tab`],
+//! [`Lease::robots`]): the SSRF guard, robots.txt, pacing (`pace.rs`), the
+//! metrics (`rates.rs`), the classification under the strategy, the login
+//! state (`login.rs`), the jar save and, at [`Lease::finish`], the breaker's
+//! feedback and the retirement policy (`retire.rs`). A call of many
+//! requests holds one identity through a [`Call`] (`call.rs`).
+
+mod browse;
+mod call;
+mod drift;
+mod handle;
+mod login;
+mod observe;
+mod pace;
+mod rates;
+mod retire;
+mod robots;
+mod source;
+mod state;
+
+pub use browse::BrowseOptions;
+pub use call::Call;
+pub use drift::Drift;
+pub use handle::{Fetched, Lease, Via};
+pub use rates::Rates;
+pub use retire::Retirement;
+pub use state::{LeaseConfig, Leases};

@@ -1,0 +1,170 @@
+//! What every lease shares: the slots, the router's state, the strategies
+//! as registered now, the SSRF guard, the fleet's hold table, the robots
+//! cache and what the requests are counted in. One owner, [`Leases`];
+//! the pool holds it, and each service that makes requests holds it too.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::Notify;
+
+use super::drift::Drift;
+use super::rates::Rates;
+use super::robots;
+use crate::cluster::Fleet;
+use crate::config::{BreakerConfig, CascadeConfig, RetireConfig, WebConfig};
+use crate::events::Events;
+use crate::identity::slot::Slot;
+use crate::routing::Router;
+use crate::strategy::{Registry, Strategy};
+use crate::wire::http::Guard;
+
+/// The settings a lease follows (read once, when the pool opens).
+#[derive(Debug, Clone)]
+pub struct LeaseConfig {
+    pub breaker: BreakerConfig,
+    pub cascade: CascadeConfig,
+    /// `[web]`: politeness and robots for hosts no strategy covers.
+    pub web: WebConfig,
+    /// `http.max_queue_wait_secs`: the longest a lease is waited for.
+    pub max_wait: Duration,
+    pub retire: RetireConfig,
+}
+
+/// The lease source: what every lease of the pool shares.
+pub struct Leases {
+    pub(super) slots: Vec<Arc<Slot>>,
+    pub(super) router: Mutex<Router>,
+    /// Woken whenever a lease is released.
+    pub(super) released: Notify,
+    /// Swapped whole on reload (SIGHUP).
+    registry: RwLock<Arc<crate::strategy::Registry>>,
+    pub(super) guard: Arc<Guard>,
+    pub(super) events: Arc<Events>,
+    /// `[cluster]`: which identities this daemon holds.
+    pub(super) fleet: Option<Arc<Fleet>>,
+    pub(super) robots: robots::Cache,
+    /// Outcomes per strategy per minute over the last hour.
+    pub(super) rates: Rates,
+    /// Extraction that empties against its history.
+    pub(super) drift: Drift,
+    pub(super) cfg: LeaseConfig,
+}
+
+impl Leases {
+    pub fn new(
+        slots: Vec<Arc<Slot>>,
+        registry: Registry,
+        guard: Arc<Guard>,
+        events: Arc<Events>,
+        fleet: Option<Arc<Fleet>>,
+        cfg: LeaseConfig,
+    ) -> Leases {
+        Leases {
+            slots,
+            router: Mutex::new(Router::default()),
+            released: Notify::new(),
+            registry: RwLock::new(Arc::new(registry)),
+            guard,
+            events,
+            fleet,
+            robots: robots::Cache::default(),
+            rates: Rates::default(),
+            drift: Drift::default(),
+            cfg,
+        }
+    }
+
+    pub fn slots(&self) -> &[Arc<Slot>] {
+        &self.slots
+    }
+
+    pub fn slot(&self, id: usize) -> Option<&Arc<Slot>> {
+        self.slots.get(id)
+    }
+
+    /// The strategies now (a reload swaps them; holders keep the old set).
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry.read().clone()
+    }
+
+    /// Swap the strategies (a reload): their drift history is forgotten,
+    /// since their selectors changed.
+    pub fn set_registry(&self, registry: Registry) {
+        for s in registry.all() {
+            self.drift.forget(s.name());
+        }
+        *self.registry.write() = Arc::new(registry);
+    }
+
+    /// The strategy registered as `name` now.
+    pub fn strategy(&self, name: &str) -> Option<Arc<dyn Strategy>> {
+        self.registry.read().get(name).cloned()
+    }
+
+    /// The SSRF guard every request goes through.
+    pub fn guard(&self) -> &Arc<Guard> {
+        &self.guard
+    }
+
+    pub fn events(&self) -> &Arc<Events> {
+        &self.events
+    }
+
+    /// The fleet's hold table, when `[cluster]` is on.
+    pub fn fleet(&self) -> Option<&Arc<Fleet>> {
+        self.fleet.as_ref()
+    }
+
+    pub fn config(&self) -> &LeaseConfig {
+        &self.cfg
+    }
+
+    /// Outcomes per strategy per minute over the last hour.
+    pub fn rates(&self) -> &Rates {
+        &self.rates
+    }
+
+    /// Selector drift per strategy, operation and field.
+    pub fn drift(&self) -> &Drift {
+        &self.drift
+    }
+
+    /// Whether this daemon may use slot `id` now: always without a fleet;
+    /// in one, while it holds the slot's identity.
+    pub fn in_hand(&self, id: usize) -> bool {
+        self.fleet.as_ref().is_none_or(|f| f.usable(id))
+    }
+
+    /// The router's state, locked (for the fleet's snapshots of it).
+    pub(crate) fn router(&self) -> parking_lot::MutexGuard<'_, Router> {
+        self.router.lock()
+    }
+
+    /// Wake the calls waiting for a slot (one became usable).
+    pub(crate) fn wake(&self) {
+        self.released.notify_waiters();
+    }
+
+    /// Count one request in `/metrics` and the rates: by strategy, tier and
+    /// outcome, with its latency.
+    pub(super) fn record(&self, strategy: &str, tier: u8, outcome: &str, elapsed: Duration) {
+        use crate::routing::{WEB, is_web_key};
+        let strategy = if is_web_key(strategy) { WEB } else { strategy };
+        self.rates.record(strategy, outcome);
+        metrics::counter!("idpool_requests_total",
+            "strategy" => strategy.to_string(), "tier" => tier.to_string(), "outcome" => outcome.to_string())
+        .increment(1);
+        metrics::histogram!("idpool_request_duration_seconds",
+            "strategy" => strategy.to_string(), "tier" => tier.to_string())
+        .record(elapsed.as_secs_f64());
+    }
+
+    /// Save every jar that changed.
+    pub async fn save_jars(&self) {
+        for slot in &self.slots {
+            slot.save_jar().await;
+        }
+    }
+}

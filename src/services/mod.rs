@@ -1,0 +1,43 @@
+//! The pool's services: each owns its own state and holds the lease source
+//! (`crate::lease::Leases`) for the requests it makes; none reaches a site
+//! but through a lease.
+//!
+//! - `browsing.rs`: interactive browser sessions (the `browser_*` tools);
+//! - `live.rs`: login sessions a person drives through the live view;
+//! - `session_files.rs`: session files into and out of a slot;
+//! - `jobs.rs`: crawls that run past their call;
+//! - `fleet/`: the heartbeat, adoption and the fleet's view (`[cluster]`);
+//! - `upkeep.rs`: browser facts as events, proxy probes, idle browsers;
+//! - `pii.rs`: who sees personal data in clear;
+//! - `serving.rs`: the connections and MCP sessions the daemon holds open.
+
+pub mod browsing;
+pub mod fleet;
+pub mod jobs;
+pub mod live;
+pub mod pii;
+pub mod serving;
+pub mod session_files;
+pub mod upkeep;
+
+use std::sync::Arc;
+
+pub use browsing::Browsing;
+pub use fleet::FleetSync;
+pub use jobs::Jobs;
+pub use live::{Frame, LiveSession, LiveStatus, LoginLimits, Logins};
+pub use pii::Pii;
+pub use serving::Serving;
+pub use session_files::{Imported, SessionFiles};
+
+/// Every service of one pool, each its own owner.
+pub struct Services {
+    pub browsing: Arc<Browsing>,
+    pub logins: Arc<Logins>,
+    pub session_files: SessionFiles,
+    pub jobs: Jobs,
+    pub pii: Pii,
+    pub serving: Serving,
+    /// `None` without `[cluster]`.
+    pub fleet: Option<Arc<FleetSync>>,
+}

@@ -259,7 +259,7 @@ async fn pool_load(a: &Args) -> Result<Value> {
         },
         |(pool, args, tool): &mut (Arc<idpool::pool::Pool>, Value, String)| {
             Box::pin(async move {
-                let opts = idpool::tiers::RunOptions::default();
+                let opts = idpool::lease::cascade::RunOptions::default();
                 let v = match tool.as_str() {
                     "get_reviews" => {
                         idpool::tools::get_reviews::run(pool, args.clone(), opts).await?

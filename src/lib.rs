@@ -49,13 +49,12 @@
 //! lease/        the one road to a site: the lease source (slots, router
 //!               state, guard, robots, metrics) and the lease, which alone
 //!               combines an identity, the routing state, the strategy and
-//!               the network; a call that holds one identity; retirement
+//!               the network; a call that holds one identity; retirement;
+//!               the cascade (`lease/cascade/`: tier 1 -> 2 -> 3 and across slots)
 //! services/     what holds a lease source and owns its own state: interactive
 //!               browsing, login sessions (live view), session files, crawl
 //!               jobs, the fleet's heartbeat, upkeep, PII masking, serving
 //! pool.rs       the facade: open, reload, lease, reports, shutdown
-//! tiers/        the cascade: an operation through tier 1 -> 2 -> 3 and across
-//!               slots, with tier memory, retry budget and attempt records
 //! tools/        transport-agnostic tools, one file (one spec) per tool
 //! auth/         API keys (hashed), roles and the one authorization gate, the
 //!               audit log
@@ -93,7 +92,6 @@ pub mod services;
 pub mod strategy;
 #[cfg(feature = "testbed")]
 pub mod testbed;
-pub mod tiers;
 pub mod tools;
 pub mod web;
 pub mod wire;

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use crate::events::{Events, SlotEvent};
 pub use crate::identity::browser::isolation::Isolation;
+pub use crate::identity::browser::{BrowserFacts, launcher::major_of};
 pub use crate::identity::slot::{CalibrationStatus, Slot, SlotEnv, SlotHealth, SlotIdentity};
 pub use crate::lease::{BrowseOptions, Call, Fetched, Lease, Leases, Retirement, Via};
 pub use crate::routing::{

@@ -11,11 +11,11 @@ use clap::{Args, Subcommand};
 use serde_json::{Map, Value};
 
 use idpool::config::Config;
+use idpool::lease::cascade::{Recorded, Recorder, RunOptions};
 use idpool::pool::Pool;
 use idpool::strategy::expect::{Expect, FieldRule, is_blank};
 use idpool::strategy::fixture::{self, Fixture};
 use idpool::strategy::{Registry, Strategy};
-use idpool::tiers::{Recorded, Recorder, RunOptions};
 
 #[derive(Debug, Subcommand)]
 pub enum StrategyCmd {
@@ -196,7 +196,14 @@ async fn fetch(
         record: Some(recorder.clone()),
         ..RunOptions::default()
     };
-    let ran = idpool::tiers::run(&pool, strategy, op, &args, &opts).await;
+    let ran = idpool::lease::cascade::run(
+        &mut idpool::lease::Call::new(pool.leases(), None),
+        strategy,
+        op,
+        &args,
+        &opts,
+    )
+    .await;
     pool.shutdown().await;
     if let Ok(r) = &ran
         && let Some(fb) = &r.fallback

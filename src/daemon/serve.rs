@@ -114,7 +114,12 @@ impl Daemon {
             ))
             .merge(mcp_routes);
         let notifier = Arc::new(Notifier::from_env());
+        // The handlers are in place before the daemon says it serves: a
+        // signal sent the moment it answers is handled, never the default
+        // (death by SIGTERM).
+        let handlers = install_signal_handlers();
         let signals = tokio::spawn(watch_signals(
+            handlers,
             self.core.clone(),
             self.shutdown.clone(),
             notifier.clone(),
@@ -284,19 +289,36 @@ async fn drain(core: &Core) {
     }
 }
 
+type Handlers = (
+    tokio::signal::unix::Signal,
+    tokio::signal::unix::Signal,
+    tokio::signal::unix::Signal,
+);
+
+/// SIGTERM, SIGINT and SIGHUP, handled from now on.
+fn install_signal_handlers() -> Option<Handlers> {
+    use tokio::signal::unix::{SignalKind, signal};
+    match (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) {
+        (Ok(term), Ok(int), Ok(hup)) => Some((term, int, hup)),
+        _ => {
+            tracing::error!("cannot install signal handlers");
+            None
+        }
+    }
+}
+
 async fn watch_signals(
+    handlers: Option<Handlers>,
     core: Arc<Core>,
     shutdown: CancellationToken,
     notifier: Arc<Notifier>,
     reload_cfg: Option<std::path::PathBuf>,
 ) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
-    ) else {
-        tracing::error!("cannot install signal handlers");
+    let Some((mut term, mut int, mut hup)) = handlers else {
         return;
     };
     loop {

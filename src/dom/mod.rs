@@ -13,6 +13,8 @@
 //! recursively (an HTML→markdown converter, a serializer) can exhaust a stack.
 
 pub mod offload;
+mod page_state;
+pub use page_state::PageState;
 pub mod selector;
 
 use std::cell::{Cell, RefCell};

@@ -18,6 +18,8 @@ use crate::wire::http::FetchRequest;
 pub struct Call {
     leases: Arc<Leases>,
     slot: Option<usize>,
+    /// The caller pinned the slot: it is the call's whatever happens.
+    pinned: bool,
 }
 
 impl Call {
@@ -26,6 +28,34 @@ impl Call {
         Call {
             leases: leases.clone(),
             slot: pin,
+            pinned: pin.is_some(),
+        }
+    }
+
+    /// A call that holds `slot` for now: a cascade starts there while it is
+    /// admitted, and moves the call to the slot that serves it.
+    pub fn holding(leases: &Arc<Leases>, slot: usize) -> Self {
+        Call {
+            leases: leases.clone(),
+            slot: Some(slot),
+            pinned: false,
+        }
+    }
+
+    pub fn leases(&self) -> &Arc<Leases> {
+        &self.leases
+    }
+
+    /// The slot a cascade starts on: the one the call holds, unless pinned
+    /// (a pin is the cascade's own option).
+    pub(crate) fn held(&self) -> Option<usize> {
+        self.slot.filter(|_| !self.pinned)
+    }
+
+    /// The call holds `slot` from now on (it served the call).
+    pub(crate) fn hold(&mut self, slot: usize) {
+        if !self.pinned {
+            self.slot = Some(slot);
         }
     }
 

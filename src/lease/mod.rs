@@ -16,6 +16,7 @@
 
 mod browse;
 mod call;
+pub mod cascade;
 mod drift;
 mod handle;
 mod login;
@@ -27,6 +28,10 @@ mod robots;
 mod source;
 mod state;
 
+/// What a lease's requests take and give, for the tools.
+pub use crate::identity::browser::actions::{Action, MAX_ACTIONS};
+pub use crate::identity::browser::{Capture, Captured};
+pub use crate::wire::http::FetchRequest;
 pub use browse::BrowseOptions;
 pub use call::Call;
 pub use drift::Drift;

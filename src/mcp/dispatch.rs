@@ -14,8 +14,8 @@ use super::end::{CallEnd, Failure};
 use crate::auth::{AuditLog, AuditRecord, Keys, Principal, Role, authorize};
 use crate::config::ServerConfig;
 use crate::error::ErrorKind;
+use crate::lease::cascade::{Progress, RunOptions};
 use crate::pool::Pool;
-use crate::tiers::{Progress, RunOptions};
 use crate::tools;
 
 /// Who is calling and over what, for the gate and the audit line.

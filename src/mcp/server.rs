@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::dispatch::{CallContext, Core};
 use super::end::CallEnd;
 use crate::auth::{Principal, Role};
-use crate::tiers::Progress;
+use crate::lease::cascade::Progress;
 
 /// The `_meta` key of a failed call's facts: `{"kind", "message", "retry_after"?}`.
 pub const META_ERROR: &str = "idpool/error";

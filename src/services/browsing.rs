@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::identity::browser::tab::{self, Snapshot, Until};
+pub use crate::identity::browser::tab::Until;
+use crate::identity::browser::tab::{self, Snapshot};
 use crate::lease::Leases;
 
 /// Sessions per slot, and in all.

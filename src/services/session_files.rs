@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::identity::session::{self, Format, Session};
+pub use crate::identity::session::Format;
+use crate::identity::session::{self, Session};
 use crate::identity::slot::Slot;
 use crate::lease::Leases;
 

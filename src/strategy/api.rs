@@ -10,7 +10,7 @@ use super::extract::Extracted;
 use super::locale::Locale;
 use super::operation::{Operation, Tier};
 use super::{Body, LoginRules, LoginState, Markers, Outcome, Politeness, classify, host_matches};
-use crate::identity::browser::PageState;
+use crate::dom::PageState;
 
 static EN_US: std::sync::LazyLock<Locale> = std::sync::LazyLock::new(Locale::default);
 

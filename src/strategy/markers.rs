@@ -239,24 +239,19 @@ impl Markers {
     }
 
     /// How a page in the browser looks, from its HTML, URL and main-document status.
-    pub fn page_state(
-        &self,
-        html: &str,
-        url: &str,
-        status: u16,
-    ) -> crate::identity::browser::PageState {
+    pub fn page_state(&self, html: &str, url: &str, status: u16) -> crate::dom::PageState {
         let body = Body::html_page(html);
         if self.challenge.matches(status, url, &body) {
-            crate::identity::browser::PageState::Challenge
+            crate::dom::PageState::Challenge
         } else if self.block.matches(status, url, &body)
             || self.login.matches(status, url, &body)
             || self.rate_limit.matches(status, url, &body)
             || status >= 400
         {
             // An error page will not grow the element we wait for either.
-            crate::identity::browser::PageState::Blocked
+            crate::dom::PageState::Blocked
         } else {
-            crate::identity::browser::PageState::Normal
+            crate::dom::PageState::Normal
         }
     }
 }

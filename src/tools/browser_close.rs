@@ -7,7 +7,7 @@ use super::browsing::{SessionArg, owner};
 use super::spec::{Annotations, Description, Role, Spec, input_schema, parse, result_schema};
 use crate::error::Result;
 use crate::pool::Pool;
-use crate::tiers::RunOptions;
+use crate::lease::cascade::RunOptions;
 
 pub const SPEC: Spec = Spec {
     name: "browser_close",

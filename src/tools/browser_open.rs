@@ -9,7 +9,7 @@ use super::browsing::{owner, step_schema};
 use super::spec::{Annotations, Description, Role, Spec, input_schema, invalid, parse};
 use crate::error::Result;
 use crate::pool::Pool;
-use crate::tiers::RunOptions;
+use crate::lease::cascade::RunOptions;
 
 pub const SPEC: Spec = Spec {
     name: "browser_open",

@@ -9,7 +9,7 @@ use super::spec::{invalid, parse};
 use crate::error::Result;
 use crate::pool::Pool;
 use crate::services::browsing::Step;
-use crate::tiers::RunOptions;
+use crate::lease::cascade::RunOptions;
 
 super::browsing::step_spec!(
     "browser_press",

@@ -9,7 +9,7 @@ use super::spec::{Annotations, Description, Role, Spec, input_schema, parse, res
 use crate::error::{Error, ErrorKind, Result};
 use crate::pool::Pool;
 use crate::services::browsing::Step;
-use crate::tiers::RunOptions;
+use crate::lease::cascade::RunOptions;
 
 pub const SPEC: Spec = Spec {
     name: "browser_screenshot",

@@ -8,9 +8,9 @@ use super::browsing::run_step;
 use super::spec::{invalid, parse};
 use crate::error::Result;
 use crate::pool::Pool;
-use crate::identity::browser::tab::Until;
+use crate::services::browsing::Until;
 use crate::services::browsing::Step;
-use crate::tiers::RunOptions;
+use crate::lease::cascade::RunOptions;
 
 super::browsing::step_spec!(
     "browser_wait_for",

@@ -7,9 +7,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::error::Result;
+use crate::lease::cascade::RunOptions;
 use crate::pool::Pool;
 use crate::services::browsing::{Owner, Step, Stepped};
-use crate::tiers::RunOptions;
 
 /// A `browser_*` step tool's [`Spec`](super::Spec): operator, no progress,
 /// answered with the page's snapshot; its file has `Args` and `run`.

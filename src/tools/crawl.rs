@@ -20,7 +20,7 @@ use super::spec::{
 use crate::error::{ErrorKind, Result};
 use crate::pool::Pool;
 use crate::services::jobs::{Job, Status};
-use crate::tiers::RunOptions;
+use crate::lease::cascade::RunOptions;
 use crate::web::Page;
 
 pub const SPEC: Spec = Spec {

@@ -10,7 +10,7 @@ use super::crawl::{answer, not_found, result_properties};
 use super::spec::{Annotations, Description, Role, Spec, input_schema, parse, result_schema};
 use crate::error::Result;
 use crate::pool::Pool;
-use crate::tiers::RunOptions;
+use crate::lease::cascade::RunOptions;
 
 pub const SPEC: Spec = Spec {
     name: "crawl_status",

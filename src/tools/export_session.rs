@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::spec::{Annotations, Description, Role, Spec, input_schema, parse, result_schema};
 use crate::error::Result;
 use crate::pool::Pool;
-use crate::identity::session::Format;
+use crate::services::session_files::Format;
 
 pub const SPEC: Spec = Spec {
     name: "export_session",

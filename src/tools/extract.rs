@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use super::spec::{Description, result_schema, Annotations, Role, Spec, input_schema, invalid, parse};
 use crate::error::Result;
 use crate::pool::Pool;
-use crate::tiers::{self, RunOptions};
+use crate::lease::cascade::{self, RunOptions};
 
 pub const SPEC: Spec = Spec {
     name: "extract",
@@ -103,7 +103,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         rotate: !sticky,
         ..opts
     };
-    let r = tiers::run(pool, &strategy, op, &bound, &opts).await?;
+    let r = cascade::run(&mut crate::lease::Call::new(pool.leases(), None), &strategy, op, &bound, &opts).await?;
     let mut out = json!({
         "strategy": strategy.family(),
         "operation": op_name,

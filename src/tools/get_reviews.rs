@@ -11,7 +11,7 @@ use super::spec::{Description, result_schema, Annotations, Role, Spec, input_sch
 use crate::error::{Error, Result};
 use crate::pool::Pool;
 use crate::strategy::Strategy;
-use crate::tiers::{self, RunOptions};
+use crate::lease::cascade::{self, RunOptions};
 
 pub const SPEC: Spec = Spec {
     name: "get_reviews",
@@ -153,7 +153,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         ))
     })?;
     let item_id = item_id(op, &item, strategy.name())?;
-    let mut opts = RunOptions {
+    let opts = RunOptions {
         slot: slot.or(opts.slot),
         rotate: !sticky,
         ..opts
@@ -165,17 +165,15 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     let mut fallback = None;
     let mut masked: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
+    // One call holds one identity for every page, while the site lets it.
+    let mut call = crate::lease::Call::new(pool.leases(), None);
     for page in first..first + pages {
         let mut params = args.clone();
         params.insert("item".into(), json!(item_id));
         params.insert("page".into(), json!(page));
         let bound = op.bind(params)?;
-        let r = tiers::run(pool, &strategy, op, &bound, &opts).await?;
+        let r = cascade::run(&mut call, &strategy, op, &bound, &opts).await?;
         has_more = r.extracted.has_more;
-        // The next page is read by the same person, while the site lets it.
-        if sticky {
-            opts.prefer = Some(r.slot);
-        }
         if !slots_used.contains(&r.slot) {
             slots_used.push(r.slot);
         }
@@ -225,7 +223,7 @@ struct Done<'a> {
     reviews: Vec<Value>,
     has_more: bool,
     masked: Vec<String>,
-    fallback: Option<tiers::Fallback>,
+    fallback: Option<cascade::Fallback>,
     warnings: Vec<String>,
     slots_used: Vec<usize>,
 }

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 use super::spec::{Annotations, Description, Role, Spec, input_schema, invalid, parse, result_schema};
 use crate::error::Result;
 use crate::pool::Pool;
-use crate::tiers::{self, RunOptions};
+use crate::lease::cascade::{self, RunOptions};
 
 /// Most items one call looks for, and most pages it reads.
 pub const MAX_ITEMS: usize = 20;
@@ -175,20 +175,21 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     let op = strategy.operations().get(&a.operation).ok_or_else(|| {
         invalid(format!("strategy `{}` has no operation `{}`", a.strategy, a.operation))
     })?;
-    let mut opts = RunOptions {
+    let opts = RunOptions {
         slot: a.slot.or(opts.slot),
         ..opts
     };
     let mut ranks = Ranks::default();
     let mut warnings: Vec<String> = Vec::new();
     let mut pages = 0;
+    // One call holds one identity for every page, while the site lets it.
+    let mut call = crate::lease::Call::new(pool.leases(), None);
     for page in 1..=a.max_pages {
         let mut params = Map::new();
         params.insert("keyword".into(), json!(a.keyword));
         params.insert("page".into(), json!(page));
-        let r = tiers::run(pool, &strategy, op, &op.bind(params)?, &opts).await?;
+        let r = cascade::run(&mut call, &strategy, op, &op.bind(params)?, &opts).await?;
         // One person reads the result pages, as a shopper would.
-        opts.prefer = Some(r.slot);
         pages = page;
         ranks.page(page, &r.extracted.items, &a.id_field, &a.items);
         super::get_reviews::merge(&mut warnings, r.warnings);

@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 
 use super::spec::{Annotations, Description, Role, Spec, input_schema, invalid, parse, result_schema};
 use crate::error::{Error, ErrorKind, Result};
-use crate::wire::http::FetchRequest;
+use crate::lease::FetchRequest;
 use crate::pool::{Call, Pool};
-use crate::tiers::RunOptions;
+use crate::lease::cascade::RunOptions;
 use crate::web::{Page, sitemap};
 
 pub const SPEC: Spec = Spec {

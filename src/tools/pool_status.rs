@@ -173,11 +173,11 @@ pub fn run(pool: &Pool) -> Value {
 /// The Chromium the slot runs (or would launch), the version its user
 /// agent claims, its HTTP tier's emulation, and the gap between the browser
 /// and that emulation (calibration covers what the gap changes).
-fn versions(pool: &Pool, slot: &crate::pool::Slot, facts: &crate::identity::browser::BrowserFacts) -> Value {
+fn versions(pool: &Pool, slot: &crate::pool::Slot, facts: &crate::pool::BrowserFacts) -> Value {
     let chromium = facts
         .version
         .as_deref()
-        .and_then(crate::identity::browser::launcher::major_of)
+        .and_then(crate::pool::major_of)
         .or(pool.host().chromium_major);
     let emulation = slot.profile.emulation_major();
     json!({

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::spec::{Description, result_schema, Annotations, Role, Spec, input_schema, invalid, parse};
 use crate::error::{Error, ErrorKind, Result};
 use crate::pool::Pool;
-use crate::tiers::RunOptions;
+use crate::lease::cascade::RunOptions;
 
 pub const SPEC: Spec = Spec {
     name: "refresh_cookies",

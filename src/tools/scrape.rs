@@ -13,13 +13,11 @@ use serde_json::{Value, json};
 use super::spec::{
     Annotations, Description, Role, Spec, input_schema, invalid, parse, result_schema,
 };
-use crate::identity::browser::actions::Action;
-use crate::identity::browser::{Capture, Captured};
+use crate::lease::{Action, Capture, Captured};
 use crate::error::{Error, ErrorKind, Result};
-use crate::wire::http::FetchRequest;
 use crate::pool::{BrowseOptions, Fetched, Pool, Via};
-use crate::strategy::{Body, Extractor, Outcome};
-use crate::tiers::RunOptions;
+use crate::strategy::Extractor;
+use crate::lease::cascade::{self, RunOptions};
 use crate::web::Page;
 
 pub const SPEC: Spec = Spec {
@@ -183,7 +181,7 @@ struct Args {
     /// Steps on the page before it is captured (browser): click, type,
     /// press, scroll, wait.
     #[serde(default)]
-    #[schemars(length(max = crate::identity::browser::actions::MAX_ACTIONS))]
+    #[schemars(length(max = crate::lease::MAX_ACTIONS))]
     actions: Vec<Action>,
     /// Extra request headers (HTTP tier; the browser sends its own).
     #[serde(default)]
@@ -254,10 +252,10 @@ fn plan(a: &Args) -> Result<Plan> {
     if formats.is_empty() {
         return Err(invalid("`format` lists no format"));
     }
-    if a.actions.len() > crate::identity::browser::actions::MAX_ACTIONS {
+    if a.actions.len() > crate::lease::MAX_ACTIONS {
         return Err(invalid(format!(
             "at most {} actions",
-            crate::identity::browser::actions::MAX_ACTIONS
+            crate::lease::MAX_ACTIONS
         )));
     }
     for (i, act) in a.actions.iter().enumerate() {
@@ -339,7 +337,6 @@ fn route(pool: &Pool, args: &Value) -> Option<super::Route> {
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
     let a: Args = parse("scrape", args)?;
     let mut plan = plan(&a)?;
-    pool.guard().check_static(&plan.url)?;
     let fetched = match a.timeout {
         Some(t) => tokio::time::timeout(Duration::from_secs(t), fetch(pool, &plan, opts))
             .await
@@ -351,21 +348,8 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
             })??,
         None => fetch(pool, &plan, opts).await?,
     };
+    // The cascade hands back content (or a page proven empty) only.
     let r = &fetched.response;
-    if fetched.outcome.is_failure() {
-        return Err(Error::new(
-            ErrorKind::Refused,
-            format!(
-                "{} answered {} (HTTP {}) on slot {} via {}",
-                r.final_url,
-                fetched.outcome.as_str(),
-                r.status,
-                fetched.slot,
-                via(fetched.via)
-            ),
-        )
-        .retryable(false));
-    }
     // Everything that reads the page runs on a page worker: a hostile page
     // costs a worker its time, never a runtime thread.
     let raw = r.text();
@@ -520,73 +504,24 @@ pub async fn fetch_page(pool: &Pool, url: url::Url, opts: &RunOptions) -> Result
     fetch(pool, &plan, opts).await
 }
 
+/// The page through the cascade, on the caller's pin if any.
 async fn fetch(pool: &Pool, plan: &Plan, opts: &RunOptions) -> Result<Fetched> {
-    let slot = plan.slot.or(opts.slot);
-    let report = |f: &Fetched| {
-        opts.report(|| {
-            format!(
-                "slot {} via {}: {} (HTTP {})",
-                f.slot,
-                via(f.via),
-                f.outcome.as_str(),
-                f.response.status
-            )
-        })
+    let page = cascade::PagePlan {
+        url: plan.url.clone(),
+        headers: plan.headers.clone(),
+        browse: plan.browse.clone(),
+        mode: match plan.mode {
+            Mode::Auto => cascade::PageMode::Auto,
+            Mode::Http => cascade::PageMode::Http,
+            Mode::Browser => cascade::PageMode::Browser,
+        },
     };
-    let url = plan.url.clone();
-    let mut req = FetchRequest::get(url.clone());
-    req.headers = plan.headers.clone();
-    let wait_for = plan.browse.wait_for.as_deref();
-    let browser_only = !plan.browse.actions.is_empty() || plan.browse.capture != Capture::default();
-    let lease = pool.leases().lease_for(&url, slot).await?;
-    let fetched = match plan.mode {
-        Mode::Browser => lease.browse_with(url, &plan.browse, |_, _| ()).await.map(|(f, ())| f),
-        Mode::Auto if browser_only => {
-            lease.browse_with(url, &plan.browse, |_, _| ()).await.map(|(f, ())| f)
-        }
-        Mode::Http => lease.http(req, |_, _| ()).await.map(|(f, ())| f),
-        Mode::Auto => {
-            // Whether the page needs the browser, judged from the body's one
-            // parse: a challenge, or content without what the caller waits
-            // for. Never a block or a rate limit (the browser would only
-            // repeat the refusal), and never on a half-open trial (one request).
-            let trial = lease.is_trial();
-            let needs_browser = |f: &Fetched, body: &Body<'_>| {
-                !trial
-                    && match f.outcome {
-                        Outcome::Challenge => true,
-                        Outcome::Ok | Outcome::Empty => {
-                            wait_for.is_some_and(|sel| !selector_in(body, sel))
-                        }
-                        _ => false,
-                    }
-            };
-            let (http, browser) = match lease.http(req, needs_browser).await {
-                Ok(answer) => answer,
-                Err(e) => return lease.close(Err(e)),
-            };
-            report(&http);
-            if browser {
-                // Same identity: a challenge passed there also serves its HTTP tier.
-                lease
-                    .browse_with(url, &plan.browse, |_, _| ())
-                    .await
-                    .map(|(f, ())| f)
-            } else {
-                Ok(http)
-            }
-        }
+    let opts = RunOptions {
+        slot: plan.slot.or(opts.slot),
+        ..opts.clone()
     };
-    let fetched = lease.close(fetched)?;
-    report(&fetched);
-    Ok(fetched)
-}
-
-fn selector_in(body: &Body<'_>, selector: &str) -> bool {
-    match crate::dom::selector::parse(selector) {
-        Ok(sel) => body.html().select(&sel).next().is_some(),
-        Err(_) => false,
-    }
+    let mut call = crate::lease::Call::new(pool.leases(), None);
+    cascade::page(&mut call, &page, &opts).await
 }
 
 fn via(v: Via) -> &'static str {

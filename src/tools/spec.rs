@@ -11,8 +11,8 @@ use serde_json::Value;
 
 pub use crate::config::Role;
 use crate::error::{Error, ErrorKind, Result};
+use crate::lease::cascade::RunOptions;
 use crate::pool::Pool;
-use crate::tiers::RunOptions;
 
 /// MCP's behaviour hints, stated truthfully.
 #[derive(Debug, Clone, Copy)]

@@ -7,8 +7,8 @@
 use crate::common;
 
 use common::{Env, free_base_port, shutdown_and_check};
+use idpool::lease::cascade::RunOptions;
 use idpool::testbed::site;
-use idpool::tiers::RunOptions;
 use idpool::tools;
 use serde_json::{Value, json};
 

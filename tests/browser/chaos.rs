@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use common::shop;
 use idpool::identity::browser::process::pid_alive;
+use idpool::lease::cascade::{self, RunOptions};
 use idpool::pool::Pool;
 use idpool::strategy::Strategy;
-use idpool::tiers::{self, RunOptions};
 use serde_json::{Map, Value, json};
 
 /// Requests the testbed has seen for the JavaScript review pages (tier 3).
@@ -45,7 +45,14 @@ fn browser_call(pool: &Pool, item: &str) -> tokio::task::JoinHandle<idpool::Resu
             only_tiers: Some(vec![3]),
             ..RunOptions::default()
         };
-        let r = tiers::run(&pool, &strategy, &op, &bound, &opts).await?;
+        let r = cascade::run(
+            &mut idpool::lease::Call::new(pool.leases(), None),
+            &strategy,
+            &op,
+            &bound,
+            &opts,
+        )
+        .await?;
         Ok(r.extracted.items.into_iter().map(Value::Object).collect())
     })
 }

@@ -8,7 +8,7 @@ use crate::common;
 
 use common::canary::Canary;
 use common::{Env, free_base_port, shop, shutdown_and_check};
-use idpool::tiers::RunOptions;
+use idpool::lease::cascade::RunOptions;
 use idpool::tools;
 use serde_json::json;
 

@@ -4,8 +4,8 @@
 use crate::common;
 
 use common::{Env, shop, shutdown_and_check};
+use idpool::lease::cascade::RunOptions;
 use idpool::testbed::LogEntry;
-use idpool::tiers::RunOptions;
 use idpool::tools;
 use idpool::wire::fingerprint::tls::ja4_c;
 use idpool::wire::http::FetchRequest;

@@ -9,9 +9,9 @@ use crate::common;
 use common::daemon::{Daemon, Mcp, add_key};
 use common::{Env, shop, shutdown_and_check};
 use idpool::identity::session::Format;
+use idpool::lease::cascade::RunOptions;
 use idpool::strategy::{LoginState, Outcome};
 use idpool::testbed::accounts;
-use idpool::tiers::RunOptions;
 use idpool::tools;
 use serde_json::{Value, json};
 
@@ -117,9 +117,11 @@ async fn a_login_wall_moves_the_call_and_without_a_signed_in_slot_the_fallback_r
         .import_session(0, &session_file(Format::Netscape, &token), Format::Auto)
         .await
         .expect("slot 0 signs in");
-    // Slot 1 is asked first: signed out, so the call moves to slot 0.
+    // Slot 1 is asked first (this MCP session's last call was there):
+    // signed out, so the call moves to slot 0.
+    pool.leases().remember("s", "testshop", 1);
     let opts = RunOptions {
-        prefer: Some(1),
+        session: Some("s".into()),
         ..RunOptions::default()
     };
     let r = tools::extract::run(&pool, members_reviews("ACCT2"), opts)
@@ -278,9 +280,10 @@ async fn a_slot_being_signed_in_lends_its_browser_to_no_call() {
     assert!(pool.services().logins.open_on(0) && !pool.services().logins.open_on(1));
     let product =
         || json!({"strategy": "testshop", "operation": "product", "params": {"item": "B0LIVE"}});
+    pool.leases().remember("s", "testshop", 0);
     let opts = RunOptions {
         only_tiers: Some(vec![3]),
-        prefer: Some(0),
+        session: Some("s".into()),
         ..RunOptions::default()
     };
     let r = tools::extract::run(&pool, product(), opts)

@@ -12,7 +12,7 @@ use crate::common;
 
 use common::Env;
 use common::chromium::{Chromium, eval};
-use idpool::tiers::RunOptions;
+use idpool::lease::cascade::RunOptions;
 use idpool::tools;
 use serde_json::{Value, json};
 

@@ -231,7 +231,7 @@ async fn reviews(pool: &idpool::pool::Pool, item: &str) -> idpool::error::Result
     idpool::tools::get_reviews::run(
         pool,
         json!({"item": item, "strategy": "testshop"}),
-        idpool::tiers::RunOptions::default(),
+        idpool::lease::cascade::RunOptions::default(),
     )
     .await
 }

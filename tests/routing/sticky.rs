@@ -5,8 +5,8 @@
 use crate::common;
 
 use common::{shop, shutdown_and_check, truth};
+use idpool::lease::cascade::RunOptions;
 use idpool::testbed::data;
-use idpool::tiers::RunOptions;
 use idpool::tools;
 use serde_json::{Value, json};
 

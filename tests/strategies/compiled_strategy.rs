@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::{Env, shutdown_and_check};
+use idpool::lease::cascade::RunOptions;
 use idpool::strategy::extract::Extracted;
 use idpool::strategy::operation::{Operation, Tier};
 use idpool::strategy::{Body, Markers, Outcome, Politeness, Strategy};
-use idpool::tiers::RunOptions;
 use idpool::tools;
 use serde_json::{Map, Value, json};
 

@@ -137,7 +137,7 @@ async fn an_operations_expect_rules_are_checked_on_live_results() {
     let r = idpool::tools::get_reviews::run(
         &pool,
         json!({"item": "B0TESTA1", "strategy": "testshop"}),
-        idpool::tiers::RunOptions::default(),
+        idpool::lease::cascade::RunOptions::default(),
     )
     .await
     .expect("get_reviews");

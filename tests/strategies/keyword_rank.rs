@@ -104,7 +104,7 @@ async fn keyword_rank_finds_a_target_on_page_two_of_the_search_results() {
         &pool,
         json!({"keyword": "electric kettle", "max_pages": 3,
                "items": ["B0TARGET01", "B0ACMEKTL1", "B0SPONS003", "B0NOTHERE1"]}),
-        idpool::tiers::RunOptions::default(),
+        idpool::lease::cascade::RunOptions::default(),
     )
     .await
     .expect("keyword_rank");
@@ -131,7 +131,7 @@ async fn keyword_rank_finds_a_target_on_page_two_of_the_search_results() {
     let e = idpool::tools::keyword_rank::run(
         &pool,
         json!({"keyword": "k", "items": []}),
-        idpool::tiers::RunOptions::default(),
+        idpool::lease::cascade::RunOptions::default(),
     )
     .await
     .expect_err("no items");

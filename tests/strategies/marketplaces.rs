@@ -9,10 +9,10 @@ use crate::common;
 
 use common::{Env, shop, shutdown_and_check};
 use idpool::identity::session::Format;
+use idpool::lease::cascade::RunOptions;
 use idpool::pool::BreakerState;
 use idpool::strategy::LoginState;
 use idpool::testbed::accounts;
-use idpool::tiers::RunOptions;
 use idpool::tools;
 use serde_json::{Value, json};
 

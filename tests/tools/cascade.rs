@@ -6,9 +6,9 @@ use crate::common;
 use std::time::Duration;
 
 use common::{shop, shutdown_and_check, truth};
+use idpool::lease::cascade::RunOptions;
 use idpool::pool::BreakerState;
 use idpool::testbed::{Fault, FaultKind, data};
-use idpool::tiers::RunOptions;
 use idpool::tools;
 use serde_json::{Value, json};
 

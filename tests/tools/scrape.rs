@@ -307,3 +307,46 @@ async fn hosts_in_allowed_hosts_work_without_a_strategy() {
     assert!(e.to_string().contains("hard_block"), "{e}");
     shutdown_and_check(&pool).await;
 }
+
+/// `scrape` is the cascade: a page every identity is refused on is tried on
+/// the next identity within the retry budget (each slot one breaker
+/// failure, the error listing every attempt), never in the browser after a
+/// block; and a slot whose tier 2 was blocked lately goes straight to its
+/// browser. (Before, `scrape` held one lease: one slot, no tier memory.)
+#[tokio::test]
+async fn scrape_moves_across_identities_and_remembers_a_blocked_tier() {
+    let env = common::shop(2).await;
+    env.testbed
+        .set_modes(|m| m.fault = Some(Fault::of(FaultKind::Error, Some("/product/"), 403)));
+    let pool = env.pool();
+    let url = env.url("/product/B0SCR");
+    let e = tools::scrape::run(&pool, json!({"url": url.as_str()}), &Default::default())
+        .await
+        .expect_err("blocked on every identity");
+    let msg = e.to_string();
+    assert!(msg.contains("failed on 2 slot(s)"), "{msg}");
+    assert_eq!(msg.matches("tier 2: tier_block (403)").count(), 2, "{msg}");
+    assert!(
+        !msg.contains("tier 3"),
+        "no block takes a page to the browser: {msg}"
+    );
+    let failures: u32 = (0..2).map(|s| pool.breaker(s, "testshop").failures).sum();
+    assert_eq!(failures, 2, "one breaker failure per identity");
+    // The site lets the page through again: slot 0 remembers that tier 2
+    // was blocked there and reads the page in its browser.
+    // (One failure opens no breaker: the threshold is 3.)
+    env.testbed.set_modes(|m| m.fault = None);
+    let r = tools::scrape::run(
+        &pool,
+        json!({"url": url.as_str(), "slot": 0}),
+        &Default::default(),
+    )
+    .await
+    .expect("through the browser");
+    assert_eq!(
+        (r["slot"].as_u64(), r["via"].as_str()),
+        (Some(0), Some("browser")),
+        "{r}"
+    );
+    shutdown_and_check(&pool).await;
+}

@@ -763,7 +763,7 @@ async fn a_crawl_stops_within_a_second_of_being_cancelled() {
 
     // A call that waits is cancelled by dropping it (what an MCP cancel does).
     let before = site_requests();
-    let opts = idpool::tiers::RunOptions::default();
+    let opts = idpool::lease::cascade::RunOptions::default();
     let sync = tools::crawl::run(
         &pool,
         json!({"url": start, "max_depth": 2, "max_pages": 20}),

@@ -261,15 +261,7 @@ pub struct PageResult {
     pub captured: super::Captured,
 }
 
-/// How a loaded page looks to the strategy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PageState {
-    /// A challenge interstitial: wait, it solves itself and reloads.
-    Challenge,
-    /// A block page or login wall: nothing more will come, stop waiting.
-    Blocked,
-    Normal,
-}
+pub use crate::dom::PageState;
 
 /// Judges a page from its HTML, URL and the main document's HTTP status.
 pub type Probe<'a> = dyn Fn(&str, &str, u16) -> PageState + Send + Sync + 'a;

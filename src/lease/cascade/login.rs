@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::{Attempt, CascadeResult, RunOptions};
 use crate::error::{Error, ErrorKind, Result};
-use crate::pool::{Lease, Pool};
+use crate::lease::{Lease, Leases};
 use crate::strategy::operation::Operation;
 use crate::strategy::{LoginState, Outcome, Strategy};
 use crate::wire::http::FetchRequest;
@@ -29,13 +29,13 @@ pub struct Fallback {
 /// `None` when some slot (the pinned one, if any) may be signed in for the
 /// strategy; else the error that says so and how to fix it.
 pub(super) fn nobody_signed_in(
-    pool: &Pool,
+    leases: &Arc<Leases>,
     strategy: &dyn Strategy,
     op: &Operation,
     pin: Option<usize>,
 ) -> Option<Error> {
     let name = strategy.name();
-    let eligible = pool.leases().may_be_signed_in(name);
+    let eligible = leases.may_be_signed_in(name);
     let ok = match pin {
         Some(p) => eligible.contains(&p),
         None => !eligible.is_empty(),
@@ -43,9 +43,9 @@ pub(super) fn nobody_signed_in(
     if ok {
         return None;
     }
-    let states: Vec<String> = (0..pool.slots().len())
+    let states: Vec<String> = (0..leases.slots().len())
         .filter(|s| pin.is_none_or(|p| p == *s))
-        .map(|s| format!("slot {s}: {}", pool.leases().login(s, name).state.as_str()))
+        .map(|s| format!("slot {s}: {}", leases.login(s, name).state.as_str()))
         .collect();
     Some(
         Error::new(
@@ -62,7 +62,7 @@ pub(super) fn nobody_signed_in(
 
 /// Run `op`'s fallback instead, labelled, or fail with `why`.
 pub(super) async fn fall_back(
-    pool: &Pool,
+    call: &mut crate::lease::Call,
     strategy: &Arc<dyn Strategy>,
     op: &Operation,
     args: &Map<String, Value>,
@@ -82,7 +82,7 @@ pub(super) async fn fall_back(
         .collect();
     let bound = fb.bind(own)?;
     opts.report(|| format!("{}: {}; running `{name}` instead", op.name, why.message()));
-    let mut r = super::run_op(pool, strategy, fb, &bound, opts).await?;
+    let mut r = super::run_op(call, strategy, fb, &bound, opts).await?;
     r.fallback = Some(Fallback {
         operation: name.clone(),
         instead_of: op.name.clone(),
@@ -94,12 +94,12 @@ pub(super) async fn fall_back(
 /// Slots a `requires_login` call may take now: those that may be signed in,
 /// not in `avoid`, else not in `refused`.
 pub(super) fn candidates(
-    pool: &Pool,
+    leases: &Arc<Leases>,
     strategy: &str,
     avoid: &[usize],
     refused: &[usize],
 ) -> Vec<usize> {
-    let eligible = pool.leases().may_be_signed_in(strategy);
+    let eligible = leases.may_be_signed_in(strategy);
     let fresh: Vec<usize> = eligible
         .iter()
         .copied()

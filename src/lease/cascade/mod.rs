@@ -28,16 +28,19 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::pool::{Lease, Pool};
+use crate::lease::{Call, Lease};
 use crate::strategy::extract::Extracted;
 use crate::strategy::operation::{Operation, Tier};
 use crate::strategy::{Outcome, Strategy};
 
 mod login;
 mod mask;
+mod page;
+mod slots;
 mod tier;
 mod types;
 pub use login::Fallback;
+pub use page::{PageMode, PagePlan, page};
 use tier::run_tier;
 pub use types::{Attempt, CascadeResult, Progress, Recorded, Recorder, RunOptions};
 
@@ -108,35 +111,39 @@ enum TierEnd {
 /// Run `op` of `strategy` with already bound `args`. An operation that
 /// `requires_login` with no slot signed in fails at once, or runs its
 /// `fallback_operation` (the result says so).
+///
+/// The run holds `call`'s identity: it starts on the slot the call holds
+/// (its earlier pages'), while that slot is admitted, and the call holds
+/// the slot that served it afterwards.
 pub async fn run(
-    pool: &Pool,
+    call: &mut Call,
     strategy: &Arc<dyn Strategy>,
     op: &Operation,
     args: &Map<String, Value>,
     opts: &RunOptions,
 ) -> Result<CascadeResult> {
-    let r = run_unmasked(pool, strategy, op, args, opts).await?;
+    let r = run_unmasked(call, strategy, op, args, opts).await?;
     Ok(mask::apply(strategy.as_ref(), op, r, opts))
 }
 
 /// [`run`] before personal data is masked.
 async fn run_unmasked(
-    pool: &Pool,
+    call: &mut Call,
     strategy: &Arc<dyn Strategy>,
     op: &Operation,
     args: &Map<String, Value>,
     opts: &RunOptions,
 ) -> Result<CascadeResult> {
     if !op.requires_login {
-        return run_op(pool, strategy, op, args, opts).await;
+        return run_op(call, strategy, op, args, opts).await;
     }
-    if let Some(why) = login::nobody_signed_in(pool, strategy.as_ref(), op, opts.slot) {
-        return login::fall_back(pool, strategy, op, args, opts, why).await;
+    if let Some(why) = login::nobody_signed_in(call.leases(), strategy.as_ref(), op, opts.slot) {
+        return login::fall_back(call, strategy, op, args, opts, why).await;
     }
-    match run_op(pool, strategy, op, args, opts).await {
-        Err(e) => match login::nobody_signed_in(pool, strategy.as_ref(), op, opts.slot) {
+    match run_op(call, strategy, op, args, opts).await {
+        Err(e) => match login::nobody_signed_in(call.leases(), strategy.as_ref(), op, opts.slot) {
             // Every signed-in slot turned out signed out.
-            Some(why) => login::fall_back(pool, strategy, op, args, opts, why).await,
+            Some(why) => login::fall_back(call, strategy, op, args, opts, why).await,
             None => Err(e),
         },
         ok => ok,
@@ -145,13 +152,13 @@ async fn run_unmasked(
 
 /// [`run`] without the login checks.
 async fn run_op(
-    pool: &Pool,
+    call: &mut Call,
     strategy: &Arc<dyn Strategy>,
     op: &Operation,
     args: &Map<String, Value>,
     opts: &RunOptions,
 ) -> Result<CascadeResult> {
-    let cfg = pool.leases().config().cascade;
+    let cfg = call.leases().config().cascade;
     let mut vars = args.clone();
     vars.remove("base_url"); // the strategy's alone, never a caller's
     if let Some(b) = &strategy.base_url() {
@@ -173,7 +180,7 @@ async fn run_op(
         )
         .retryable(false));
     }
-    let call = Call {
+    let run = OpRun {
         strategy: strategy.as_ref(),
         op,
         vars,
@@ -182,11 +189,11 @@ async fn run_op(
         budget: cfg.max_requests_per_call.max(1),
         spent: AtomicUsize::new(0),
     };
-    call.on_slots(pool, cfg).await
+    slots::on_slots(&run, call, cfg).await
 }
 
-/// One cascade run: what stays the same from slot to slot.
-struct Call<'a> {
+/// One operation's cascade run: what stays the same from slot to slot.
+struct OpRun<'a> {
     strategy: &'a dyn Strategy,
     op: &'a Operation,
     vars: Map<String, Value>,
@@ -198,119 +205,9 @@ struct Call<'a> {
     spent: AtomicUsize,
 }
 
-impl Call<'_> {
+impl OpRun<'_> {
     fn spent(&self) -> usize {
         self.spent.load(Ordering::Relaxed)
-    }
-
-    /// Slot after slot within the retry budget and the request budget. A
-    /// slot the site refused or rate-limited is not asked again in this
-    /// call; one that failed on the network may be, when no other is left.
-    async fn on_slots(
-        &self,
-        pool: &Pool,
-        cfg: crate::config::CascadeConfig,
-    ) -> Result<CascadeResult> {
-        let name = self.strategy.name();
-        let slots = pool.slots().len();
-        let mut attempts: Vec<Attempt> = Vec::new();
-        let (mut tried, mut refused): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
-        for round in 0..cfg.retry_slots.max(1) {
-            let all_tried = (0..slots).all(|s| tried.contains(&s));
-            let avoid = if all_tried { &refused } else { &tried };
-            let left = match self.opts.slot {
-                Some(p) => !refused.contains(&p),
-                None => (0..slots).any(|s| !refused.contains(&s)),
-            };
-            if round > 0 {
-                if !left {
-                    break;
-                }
-                backoff(cfg, round).await;
-            }
-            let lease = match self.next_lease(pool, round, avoid, &refused).await {
-                Ok(lease) => lease,
-                // What this call already tried is worth telling too.
-                Err(e) if round > 0 && e.kind() == ErrorKind::Unavailable => break,
-                Err(e) => return Err(e),
-            };
-            let slot = lease.slot();
-            tried.push(slot);
-            match self.on_slot(lease, &mut attempts).await? {
-                Ok(done) => {
-                    if let Some(session) = &self.opts.session
-                        && !self.opts.rotate
-                    {
-                        pool.leases().remember(session, name, done.slot);
-                    }
-                    return Ok(done);
-                }
-                Err(Outcome::HardBlock | Outcome::RateLimited | Outcome::LoginRequired) => {
-                    refused.push(slot)
-                }
-                Err(_) => {}
-            }
-            if self.spent() >= self.budget {
-                break;
-            }
-        }
-        let e = exhausted(self, &tried, &attempts);
-        Err(match pool.leases().all_resting(name) {
-            Some(after) => e
-                .context(format!(
-                    "every identity for `{name}` is resting now, retry after {:.1} s",
-                    after.as_secs_f64()
-                ))
-                .with_retry_after(after),
-            None => e,
-        })
-    }
-
-    /// The first round stays on the call's sticky slot (its earlier pages',
-    /// or its MCP session's last call's) while that slot is admitted; a
-    /// later round, or a slot no longer admitted, goes round-robin.
-    async fn next_lease(
-        &self,
-        pool: &Pool,
-        round: usize,
-        avoid: &[usize],
-        refused: &[usize],
-    ) -> Result<Lease> {
-        let name = self.strategy.name();
-        // Only slots that may be signed in, for an operation that needs it.
-        let strict: Vec<usize>;
-        let avoid = if self.op.requires_login && self.opts.slot.is_none() {
-            let ok = login::candidates(pool, name, avoid, refused);
-            if ok.is_empty() {
-                return Err(Error::new(
-                    ErrorKind::Unavailable,
-                    "no signed-in slot is left",
-                ));
-            }
-            strict = (0..pool.slots().len())
-                .filter(|s| !ok.contains(s))
-                .collect();
-            &strict[..]
-        } else {
-            avoid
-        };
-        if self.opts.slot.is_none() && round == 0 && !self.opts.rotate {
-            let sticky = self.opts.prefer.or_else(|| {
-                let session = self.opts.session.as_deref()?;
-                pool.leases().remembered(session, name)
-            });
-            if let Some(s) = sticky.filter(|s| pool.leases().admits(*s, name) && !avoid.contains(s))
-            {
-                match pool.leases().next_slot_avoiding(name, Some(s), avoid).await {
-                    // Stopped admitting meanwhile: take another.
-                    Err(e) if e.kind() == ErrorKind::Unavailable => {}
-                    other => return other,
-                }
-            }
-        }
-        pool.leases()
-            .next_slot_avoiding(name, self.opts.slot, avoid)
-            .await
     }
 
     /// Try the tiers on the lease's slot; the result, or what the slot came
@@ -513,7 +410,19 @@ async fn backoff(cfg: crate::config::CascadeConfig, round: usize) {
 }
 
 /// Every slot of the budget failed: the error lists each attempt.
-fn exhausted(call: &Call<'_>, tried: &[usize], attempts: &[Attempt]) -> Error {
+fn exhausted(call: &OpRun<'_>, tried: &[usize], attempts: &[Attempt]) -> Error {
+    let what = format!("`{}` of `{}`", call.op.name, call.strategy.name());
+    failed_on(&what, tried, attempts, call.spent(), call.budget)
+}
+
+/// `what` failed on every slot tried: the error lists each attempt.
+fn failed_on(
+    what: &str,
+    tried: &[usize],
+    attempts: &[Attempt],
+    spent: usize,
+    budget: usize,
+) -> Error {
     let list: Vec<String> = attempts
         .iter()
         .map(|a| {
@@ -531,20 +440,51 @@ fn exhausted(call: &Call<'_>, tried: &[usize], attempts: &[Attempt]) -> Error {
             )
         })
         .collect();
-    let spent = if call.spent() >= call.budget {
-        format!(" (its budget of {} requests spent)", call.budget)
+    let spent = if spent >= budget {
+        format!(" (its budget of {budget} requests spent)")
     } else {
         String::new()
     };
     Error::new(
         ErrorKind::Refused,
         format!(
-            "`{}` of `{}` failed on {} slot(s){spent}: {}",
-            call.op.name,
-            call.strategy.name(),
+            "{what} failed on {} slot(s){spent}: {}",
             tried.len(),
             list.join("; ")
         ),
     )
     .retryable(false)
+}
+
+impl slots::Work for OpRun<'_> {
+    type Done = CascadeResult;
+
+    fn name(&self) -> &str {
+        self.strategy.name()
+    }
+    fn opts(&self) -> &RunOptions {
+        self.opts
+    }
+    fn needs_login(&self) -> bool {
+        self.op.requires_login
+    }
+    fn spent(&self) -> usize {
+        OpRun::spent(self)
+    }
+    fn budget(&self) -> usize {
+        self.budget
+    }
+    fn slot_of(done: &CascadeResult) -> usize {
+        done.slot
+    }
+    async fn on_slot(
+        &self,
+        lease: Lease,
+        attempts: &mut Vec<Attempt>,
+    ) -> Result<Result<CascadeResult, Outcome>> {
+        OpRun::on_slot(self, lease, attempts).await
+    }
+    fn exhausted(&self, tried: &[usize], attempts: &[Attempt]) -> Error {
+        exhausted(self, tried, attempts)
+    }
 }

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 use crate::error::ErrorKind;
 
 use super::{TierEnd, TierRun};
-use crate::pool::{Fetched, Lease};
+use crate::lease::{Fetched, Lease};
 use crate::strategy::extract::Extracted;
 use crate::strategy::operation::{Operation, Tier};
 use crate::strategy::template::{render, render_json};

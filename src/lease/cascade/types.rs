@@ -65,11 +65,8 @@ pub struct RunOptions {
     pub only_tiers: Option<Vec<u8>>,
     /// Use this slot only.
     pub slot: Option<usize>,
-    /// Stay on this slot while it is admitted (a multi-page call's slot so
-    /// far); it is waited for when busy. Moves on only when it is not.
-    pub prefer: Option<usize>,
     /// The MCP session: its consecutive calls for one strategy stay on the
-    /// slot that served the last one, like `prefer`.
+    /// slot that served the last one, like a call's pages.
     pub session: Option<String>,
     /// Round-robin, no stickiness (the tools' `sticky: false`).
     pub rotate: bool,
@@ -102,7 +99,7 @@ pub struct Recorded {
 }
 
 impl Recorder {
-    pub(super) fn keep(&self, tier: u8, f: &crate::pool::Fetched) {
+    pub(super) fn keep(&self, tier: u8, f: &crate::lease::Fetched) {
         let r = &f.response;
         let headers = r
             .headers

@@ -162,7 +162,6 @@ const KNOWN_CYCLES: &[&str] = &[
     "identity/session",
     "strategy",
     "strategy/locale",
-    "lease/cascade",
     "wire/egress",
 ];
 

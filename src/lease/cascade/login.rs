@@ -5,26 +5,12 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
-use serde_json::{Map, Value};
-
-use super::{Attempt, CascadeResult, RunOptions};
-use crate::error::{Error, ErrorKind, Result};
+use super::Attempt;
+use crate::error::{Error, ErrorKind};
 use crate::lease::{Lease, Leases};
 use crate::strategy::operation::Operation;
 use crate::strategy::{LoginState, Outcome, Strategy};
 use crate::wire::http::FetchRequest;
-
-/// The result came from the fallback operation.
-#[derive(Debug, Clone, Serialize)]
-pub struct Fallback {
-    /// The operation that ran instead.
-    pub operation: String,
-    /// The one asked for.
-    pub instead_of: String,
-    /// Why: no signed-in identity.
-    pub reason: String,
-}
 
 /// `None` when some slot (the pinned one, if any) may be signed in for the
 /// strategy; else the error that says so and how to fix it.
@@ -58,37 +44,6 @@ pub(super) fn nobody_signed_in(
         )
         .retryable(false),
     )
-}
-
-/// Run `op`'s fallback instead, labelled, or fail with `why`.
-pub(super) async fn fall_back(
-    call: &mut crate::lease::Call,
-    strategy: &Arc<dyn Strategy>,
-    op: &Operation,
-    args: &Map<String, Value>,
-    opts: &RunOptions,
-    why: Error,
-) -> Result<CascadeResult> {
-    let Some(name) = &op.fallback else {
-        return Err(why);
-    };
-    let Some(fb) = strategy.operations().get(name) else {
-        return Err(why);
-    };
-    let own: Map<String, Value> = args
-        .iter()
-        .filter(|(k, _)| fb.params.iter().any(|p| &p.name == *k))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let bound = fb.bind(own)?;
-    opts.report(|| format!("{}: {}; running `{name}` instead", op.name, why.message()));
-    let mut r = super::run_op(call, strategy, fb, &bound, opts).await?;
-    r.fallback = Some(Fallback {
-        operation: name.clone(),
-        instead_of: op.name.clone(),
-        reason: why.message().to_string(),
-    });
-    Ok(r)
 }
 
 /// Slots a `requires_login` call may take now: those that may be signed in,

@@ -23,13 +23,12 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{Map, Value};
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{Call, Lease};
-use crate::strategy::extract::Extracted;
 use crate::strategy::operation::{Operation, Tier};
 use crate::strategy::{Outcome, Strategy};
 
@@ -39,74 +38,10 @@ mod page;
 mod slots;
 mod tier;
 mod types;
-pub use login::Fallback;
 pub use page::{PageMode, PagePlan, page};
-use tier::run_tier;
-pub use types::{Attempt, CascadeResult, Progress, Recorded, Recorder, RunOptions};
-
-/// How one tier ended on one slot.
-struct TierRun {
-    end: TierEnd,
-    status: Option<u16>,
-    error: Option<String>,
-    /// The marker that decided the outcome, or the failed answer's status.
-    detail: Option<String>,
-    /// A request went to the site (or was refused on its way by the guard).
-    sent: bool,
-    /// What the page asked for and the browser's egress refused.
-    refused: Vec<String>,
-    /// The page was content but yielded no items it could prove empty.
-    unextracted: bool,
-}
-
-impl TierRun {
-    fn new(end: TierEnd, status: Option<u16>, error: Option<String>) -> Self {
-        TierRun {
-            end,
-            status,
-            error,
-            detail: None,
-            sent: true,
-            refused: Vec::new(),
-            unextracted: false,
-        }
-    }
-
-    /// This tier's attempt, as the caller sees it.
-    fn outcome(&self) -> Outcome {
-        match &self.end {
-            TierEnd::Done(ex, ..) if ex.items.is_empty() => Outcome::Empty,
-            TierEnd::Done(..) => Outcome::Ok,
-            TierEnd::HardBlock => Outcome::HardBlock,
-            TierEnd::TierBlock => Outcome::TierBlock,
-            TierEnd::RateLimited => Outcome::RateLimited,
-            TierEnd::Challenge => Outcome::Challenge,
-            TierEnd::LoginRequired => Outcome::LoginRequired,
-            TierEnd::NextTier | TierEnd::NextSlot | TierEnd::Refused(_) => Outcome::Failed,
-        }
-    }
-}
-
-enum TierEnd {
-    /// Items, or a page proven genuinely empty (`Extracted::empty`).
-    Done(Extracted, u16, String),
-    /// The identity is refused: stop on this slot.
-    HardBlock,
-    /// This tier is refused: the next HTTP tier may not be.
-    TierBlock,
-    /// The identity goes too fast: stop on this slot, it rests.
-    RateLimited,
-    Challenge,
-    /// The site wants a signed-in identity: stop on this slot, no breaker
-    /// failure (it is `logged_out` now).
-    LoginRequired,
-    /// Try the next tier on this slot (e.g. extraction found nothing usable).
-    NextTier,
-    /// Give up on this slot (network, timeout, 5xx).
-    NextSlot,
-    /// The SSRF guard refused the URL or a redirect: no slot may go there.
-    Refused(Error),
-}
+use tier::{TierEnd, run_tier};
+pub use types::{Attempt, CascadeResult, Fallback, Progress, Recorded, Recorder, RunOptions};
+use types::{failed_on, skipped};
 
 /// Run `op` of `strategy` with already bound `args`. An operation that
 /// `requires_login` with no slot signed in fails at once, or runs its
@@ -138,16 +73,47 @@ async fn run_unmasked(
         return run_op(call, strategy, op, args, opts).await;
     }
     if let Some(why) = login::nobody_signed_in(call.leases(), strategy.as_ref(), op, opts.slot) {
-        return login::fall_back(call, strategy, op, args, opts, why).await;
+        return fall_back(call, strategy, op, args, opts, why).await;
     }
     match run_op(call, strategy, op, args, opts).await {
         Err(e) => match login::nobody_signed_in(call.leases(), strategy.as_ref(), op, opts.slot) {
             // Every signed-in slot turned out signed out.
-            Some(why) => login::fall_back(call, strategy, op, args, opts, why).await,
+            Some(why) => fall_back(call, strategy, op, args, opts, why).await,
             None => Err(e),
         },
         ok => ok,
     }
+}
+
+/// Run `op`'s fallback instead, labelled, or fail with `why`.
+async fn fall_back(
+    call: &mut crate::lease::Call,
+    strategy: &Arc<dyn Strategy>,
+    op: &Operation,
+    args: &Map<String, Value>,
+    opts: &RunOptions,
+    why: Error,
+) -> Result<CascadeResult> {
+    let Some(name) = &op.fallback else {
+        return Err(why);
+    };
+    let Some(fb) = strategy.operations().get(name) else {
+        return Err(why);
+    };
+    let own: Map<String, Value> = args
+        .iter()
+        .filter(|(k, _)| fb.params.iter().any(|p| &p.name == *k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let bound = fb.bind(own)?;
+    opts.report(|| format!("{}: {}; running `{name}` instead", op.name, why.message()));
+    let mut r = run_op(call, strategy, fb, &bound, opts).await?;
+    r.fallback = Some(Fallback {
+        operation: name.clone(),
+        instead_of: op.name.clone(),
+        reason: why.message().to_string(),
+    });
+    Ok(r)
 }
 
 /// [`run`] without the login checks.
@@ -385,75 +351,10 @@ impl OpRun<'_> {
     }
 }
 
-/// A tier not tried on this slot, and why.
-fn skipped(lease: &Lease, tier: u8, why: &str) -> Attempt {
-    Attempt {
-        slot: lease.slot(),
-        tier,
-        outcome: Outcome::Skipped,
-        status: None,
-        ms: 0,
-        error: None,
-        detail: Some(why.into()),
-        refused: Vec::new(),
-    }
-}
-
-/// Full-jitter backoff before the `round`th slot.
-async fn backoff(cfg: crate::config::CascadeConfig, round: usize) {
-    let cap = cfg
-        .backoff_max_ms
-        .min(cfg.backoff_base_ms.saturating_mul(1 << round.min(16)));
-    if cap > 0 {
-        tokio::time::sleep(Duration::from_millis(rand::random_range(0..cap))).await;
-    }
-}
-
 /// Every slot of the budget failed: the error lists each attempt.
 fn exhausted(call: &OpRun<'_>, tried: &[usize], attempts: &[Attempt]) -> Error {
     let what = format!("`{}` of `{}`", call.op.name, call.strategy.name());
     failed_on(&what, tried, attempts, call.spent(), call.budget)
-}
-
-/// `what` failed on every slot tried: the error lists each attempt.
-fn failed_on(
-    what: &str,
-    tried: &[usize],
-    attempts: &[Attempt],
-    spent: usize,
-    budget: usize,
-) -> Error {
-    let list: Vec<String> = attempts
-        .iter()
-        .map(|a| {
-            let status = a.status.map(|s| format!(" ({s})")).unwrap_or_default();
-            let why = match (&a.error, &a.detail) {
-                (Some(e), _) => format!(": {e}"),
-                (None, Some(d)) if a.outcome != Outcome::Skipped => format!(", {d}"),
-                _ => String::new(),
-            };
-            format!(
-                "slot {} tier {}: {}{status}{why}",
-                a.slot,
-                a.tier,
-                a.outcome.as_str()
-            )
-        })
-        .collect();
-    let spent = if spent >= budget {
-        format!(" (its budget of {budget} requests spent)")
-    } else {
-        String::new()
-    };
-    Error::new(
-        ErrorKind::Refused,
-        format!(
-            "{what} failed on {} slot(s){spent}: {}",
-            tried.len(),
-            list.join("; ")
-        ),
-    )
-    .retryable(false)
 }
 
 impl slots::Work for OpRun<'_> {

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use super::slots::{Work, on_slots};
-use super::{Attempt, RunOptions, failed_on, skipped};
+use super::types::{failed_on, skipped};
+use super::{Attempt, RunOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{BrowseOptions, Call, Fetched, Lease};
 use crate::strategy::{Body, Outcome};

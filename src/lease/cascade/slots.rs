@@ -6,8 +6,9 @@
 //! escalation (`page.rs`) are its two kinds of work.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::{Attempt, RunOptions, backoff};
+use super::{Attempt, RunOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{Call, Lease, Leases};
 use crate::strategy::Outcome;
@@ -147,4 +148,14 @@ async fn next_lease<W: Work>(
         }
     }
     leases.next_slot_avoiding(name, opts.slot, avoid).await
+}
+
+/// Full-jitter backoff before the `round`th slot.
+async fn backoff(cfg: crate::config::CascadeConfig, round: usize) {
+    let cap = cfg
+        .backoff_max_ms
+        .min(cfg.backoff_base_ms.saturating_mul(1 << round.min(16)));
+    if cap > 0 {
+        tokio::time::sleep(Duration::from_millis(rand::random_range(0..cap))).await;
+    }
 }

@@ -6,13 +6,77 @@ use serde_json::{Map, Value};
 
 use crate::error::ErrorKind;
 
-use super::{TierEnd, TierRun};
+use crate::error::Error;
 use crate::lease::{Fetched, Lease};
 use crate::strategy::extract::Extracted;
 use crate::strategy::operation::{Operation, Tier};
 use crate::strategy::template::{render, render_json};
 use crate::strategy::{Body, Outcome, Strategy};
 use crate::wire::http::{FetchRequest, RequestKind};
+
+/// How one tier ended on one slot.
+pub(super) struct TierRun {
+    pub(super) end: TierEnd,
+    pub(super) status: Option<u16>,
+    pub(super) error: Option<String>,
+    /// The marker that decided the outcome, or the failed answer's status.
+    pub(super) detail: Option<String>,
+    /// A request went to the site (or was refused on its way by the guard).
+    pub(super) sent: bool,
+    /// What the page asked for and the browser's egress refused.
+    pub(super) refused: Vec<String>,
+    /// The page was content but yielded no items it could prove empty.
+    pub(super) unextracted: bool,
+}
+
+impl TierRun {
+    pub(super) fn new(end: TierEnd, status: Option<u16>, error: Option<String>) -> Self {
+        TierRun {
+            end,
+            status,
+            error,
+            detail: None,
+            sent: true,
+            refused: Vec::new(),
+            unextracted: false,
+        }
+    }
+
+    /// This tier's attempt, as the caller sees it.
+    pub(super) fn outcome(&self) -> Outcome {
+        match &self.end {
+            TierEnd::Done(ex, ..) if ex.items.is_empty() => Outcome::Empty,
+            TierEnd::Done(..) => Outcome::Ok,
+            TierEnd::HardBlock => Outcome::HardBlock,
+            TierEnd::TierBlock => Outcome::TierBlock,
+            TierEnd::RateLimited => Outcome::RateLimited,
+            TierEnd::Challenge => Outcome::Challenge,
+            TierEnd::LoginRequired => Outcome::LoginRequired,
+            TierEnd::NextTier | TierEnd::NextSlot | TierEnd::Refused(_) => Outcome::Failed,
+        }
+    }
+}
+
+pub(super) enum TierEnd {
+    /// Items, or a page proven genuinely empty (`Extracted::empty`).
+    Done(Extracted, u16, String),
+    /// The identity is refused: stop on this slot.
+    HardBlock,
+    /// This tier is refused: the next HTTP tier may not be.
+    TierBlock,
+    /// The identity goes too fast: stop on this slot, it rests.
+    RateLimited,
+    Challenge,
+    /// The site wants a signed-in identity: stop on this slot, no breaker
+    /// failure (it is `logged_out` now).
+    LoginRequired,
+    /// Try the next tier on this slot (e.g. extraction found nothing usable).
+    NextTier,
+    /// Give up on this slot (network, timeout, 5xx).
+    NextSlot,
+    /// The SSRF guard refused the URL or a redirect: no slot may go there.
+    Refused(Error),
+}
 
 /// One tier on the lease's slot: the request built from the tier's
 /// template, sent through the lease, and judged from one parse of its body.

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::login::Fallback;
+use crate::error::{Error, ErrorKind};
+use crate::lease::Lease;
 use crate::strategy::Outcome;
 use crate::strategy::extract::Extracted;
 
@@ -139,4 +140,70 @@ impl std::fmt::Debug for Progress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Progress")
     }
+}
+
+/// The result came from the fallback operation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fallback {
+    /// The operation that ran instead.
+    pub operation: String,
+    /// The one asked for.
+    pub instead_of: String,
+    /// Why: no signed-in identity.
+    pub reason: String,
+}
+
+/// A tier not tried on this slot, and why.
+pub(super) fn skipped(lease: &Lease, tier: u8, why: &str) -> Attempt {
+    Attempt {
+        slot: lease.slot(),
+        tier,
+        outcome: Outcome::Skipped,
+        status: None,
+        ms: 0,
+        error: None,
+        detail: Some(why.into()),
+        refused: Vec::new(),
+    }
+}
+
+/// `what` failed on every slot tried: the error lists each attempt.
+pub(super) fn failed_on(
+    what: &str,
+    tried: &[usize],
+    attempts: &[Attempt],
+    spent: usize,
+    budget: usize,
+) -> Error {
+    let list: Vec<String> = attempts
+        .iter()
+        .map(|a| {
+            let status = a.status.map(|s| format!(" ({s})")).unwrap_or_default();
+            let why = match (&a.error, &a.detail) {
+                (Some(e), _) => format!(": {e}"),
+                (None, Some(d)) if a.outcome != Outcome::Skipped => format!(", {d}"),
+                _ => String::new(),
+            };
+            format!(
+                "slot {} tier {}: {}{status}{why}",
+                a.slot,
+                a.tier,
+                a.outcome.as_str()
+            )
+        })
+        .collect();
+    let spent = if spent >= budget {
+        format!(" (its budget of {budget} requests spent)")
+    } else {
+        String::new()
+    };
+    Error::new(
+        ErrorKind::Refused,
+        format!(
+            "{what} failed on {} slot(s){spent}: {}",
+            tried.len(),
+            list.join("; ")
+        ),
+    )
+    .retryable(false)
 }

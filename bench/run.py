@@ -335,6 +335,24 @@ def wait_idle(limit=0.10, patience=20):
 
 # --- the bench ---------------------------------------------------------------
 
+def paired(rows, round_no):
+    """The rows in order, each `old_` row (the --versus build's) right next to
+    its new one, the pair's order swapped every round: a before/after ratio is
+    not biased by which build ran first or by how warm the machine was."""
+    old = {name: (name, fn) for name, fn in rows if name.startswith("old_")}
+    out = []
+    for name, fn in rows:
+        if name.startswith("old_"):
+            continue
+        pair = [(name, fn)]
+        if "old_" + name in old:
+            pair.append(old["old_" + name])
+            if round_no % 2 == 1:
+                pair.reverse()
+        out += pair
+    return out
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -589,7 +607,7 @@ class Bench:
         self.record("memory_idle", self.memory())
         for r in range(self.rounds):
             log(f"round {r + 1}/{self.rounds}")
-            for name, fn in rows + browser_rows:
+            for name, fn in paired(rows + browser_rows, r):
                 self.measure(name, fn)
         self.measure("memory_chromium", self.chromium_pss)
         self.stop_all()

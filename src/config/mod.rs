@@ -4,21 +4,20 @@
 
 use std::path::{Path, PathBuf};
 
-use std::fmt;
-use std::str::FromStr;
-
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::diag::{self, Diagnostic};
 
 mod cluster;
 mod pool;
 mod proxy;
+mod role;
 mod security;
 mod server;
 pub use cluster::{ClusterConfig, PeerAddr, PeerHost, redact as redact_redis_url, shown_addr};
 pub use pool::{PoolConfig, RetireConfig, SlotDecl};
 pub use proxy::{ProxyTemplate, ProxyUrl};
+pub use role::Role;
 pub use security::{PrivateNetworks, SecurityConfig, WebConfig};
 pub use server::ServerConfig;
 
@@ -470,45 +469,6 @@ impl Config {
                 proxy: (!p.proxies.is_empty()).then(|| p.proxies[id % p.proxies.len()].clone()),
             })
             .collect()
-    }
-}
-
-/// A caller's role; later variants may do everything earlier ones may.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Role {
-    Viewer,
-    Operator,
-    Admin,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Viewer => "viewer",
-            Role::Operator => "operator",
-            Role::Admin => "admin",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Role {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Role, String> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "viewer" => Ok(Role::Viewer),
-            "operator" => Ok(Role::Operator),
-            "admin" => Ok(Role::Admin),
-            other => Err(format!(
-                "unknown role `{other}` (viewer, operator or admin)"
-            )),
-        }
     }
 }
 

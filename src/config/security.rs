@@ -28,7 +28,7 @@ pub struct SecurityConfig {
     pub resolve: BTreeMap<String, std::net::IpAddr>,
     /// Callers below this role get strategy fields marked `pii = true`
     /// masked (reviewer names, profile links, emails).
-    pub pii_role: super::Role,
+    pub pii_role: super::role::Role,
 }
 
 impl Default for SecurityConfig {
@@ -39,7 +39,7 @@ impl Default for SecurityConfig {
             allow_private_networks: PrivateNetworks::default(),
             extra_root_certs: Vec::new(),
             resolve: BTreeMap::new(),
-            pii_role: super::Role::Admin,
+            pii_role: super::role::Role::Admin,
         }
     }
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::Role;
+use super::role::Role;
 
 /// `[server]`: where the daemon listens and who may call it.
 #[derive(Debug, Clone, Deserialize)]

@@ -155,13 +155,9 @@ const KNOWN_IMPORTS: &[&str] = &[];
 /// `mod.rs` that defines what its files use and uses them back).
 const KNOWN_CYCLES: &[&str] = &[
     "cluster",
-    "config",
     "identity/browser",
     "identity/jar",
-    "identity/profile",
-    "identity/session",
     "strategy",
-    "strategy/locale",
     "wire/egress",
 ];
 

@@ -16,7 +16,7 @@ mod geo;
 mod screen;
 pub use crate::config::{ProxyTemplate, ProxyUrl};
 pub use geo::Geo;
-pub use screen::{Pointer, Screen};
+pub use screen::{Pointer, Screen, Viewport};
 
 /// A browser emulation by its wreq-util name (`chrome_149`, `firefox_151`, `safari_26.4`).
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -88,14 +88,6 @@ impl<'de> Deserialize<'de> for PlatformName {
                 ))
             })
     }
-}
-
-/// Browser window size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Viewport {
-    pub width: u32,
-    pub height: u32,
 }
 
 /// A profile file as written.

@@ -10,8 +10,6 @@
 
 use serde::Deserialize;
 
-use super::Viewport;
-
 /// A screen, in CSS pixels at device pixel ratio 1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -131,6 +129,14 @@ impl Pointer {
             }
         }
     }
+}
+
+/// Browser window size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Viewport {
+    pub width: u32,
+    pub height: u32,
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{OriginStorage, Session, check_cookie};
+use super::model::{OriginStorage, Session, check_cookie};
 use crate::identity::jar::PortableCookie;
 
 /// One cookie as either format writes it (Cookie-Editor's `expirationDate`

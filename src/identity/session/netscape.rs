@@ -2,7 +2,7 @@
 //! expires  name  value`, tab-separated, one cookie a line; `#` starts a
 //! comment except for the `#HttpOnly_` prefix curl and browsers write.
 
-use super::{Session, check_cookie};
+use super::model::{Session, check_cookie};
 use crate::identity::jar::PortableCookie;
 
 const HTTP_ONLY: &str = "#HttpOnly_";

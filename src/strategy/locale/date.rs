@@ -9,7 +9,7 @@
 //! 2024`, `12 mars 2024`, `12 maart 2024`, `12 مارس 2024` all give
 //! `2024-03-12`.
 
-use super::{DateOrder, Locale};
+use super::spec::{DateOrder, Locale};
 
 /// Month names, lower case, each with its number. Abbreviations are
 /// matched with or without their full stop.

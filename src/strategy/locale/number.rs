@@ -3,7 +3,7 @@
 //! `1,2 Tsd.` and `3万` are scaled. Arabic-Indic and full-width digits count
 //! as digits.
 
-use super::Locale;
+use super::spec::Locale;
 
 /// A digit of any script we read, as its value.
 fn digit(c: char) -> Option<u32> {

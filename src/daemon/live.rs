@@ -1,6 +1,6 @@
 //! Logging a slot in by hand through the daemon, with a live view (admin
 //! only): `POST /api/v1/slots/{n}/login` starts a login session
-//! (`Pool::start_login`), `GET`/`DELETE /api/v1/live/{id}` read and end it,
+//! (`services::Logins::start`), `GET`/`DELETE /api/v1/live/{id}` read and end it,
 //! `GET /api/v1/live/{id}/ws` is its live view (screencast frames out as
 //! JSON text, clicks, scrolls and keys in), and `/live/{id}` is the page a
 //! person opens, on a phone if need be. Every session is one audit line

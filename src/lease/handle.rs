@@ -161,14 +161,7 @@ impl Lease {
         self.obey_robots(&req.url).await?;
         self.pace().await?;
         let started = std::time::Instant::now();
-        let response = match self.slot.fetch(req).await {
-            Ok(r) => r,
-            Err(e) => {
-                self.leases
-                    .record(&self.strategy, tier, "failed", started.elapsed());
-                return Err(e);
-            }
-        };
+        let response = self.counted(tier, started, self.slot.fetch(req).await)?;
         if let Some(d) = strategy::outcome::retry_after(response.retry_after()) {
             self.wait_asked(d);
         }
@@ -221,14 +214,7 @@ impl Lease {
         self.pace().await?;
         let started = std::time::Instant::now();
         let result = self.navigate(url, opts).await;
-        let (page, final_url, refused) = match result {
-            Ok(p) => p,
-            Err(e) => {
-                self.leases
-                    .record(&self.strategy, 3, "failed", started.elapsed());
-                return Err(e);
-            }
-        };
+        let (page, final_url, refused) = self.counted(3, started, result)?;
         Ok(self.judge_page(page, final_url, refused, started, wait_for, read))
     }
 
@@ -258,14 +244,7 @@ impl Lease {
             limit,
         )
         .await;
-        let page = match page {
-            Ok(p) => p,
-            Err(e) => {
-                self.leases
-                    .record(&self.strategy, 3, "failed", started.elapsed());
-                return Err(e);
-            }
-        };
+        let page = self.counted(3, started, page)?;
         let final_url = self.ended_on(&page.final_url, url).await?;
         let (fetched, ()) = self.judge_page(page, final_url, Vec::new(), started, None, |_, _| ());
         Ok(fetched)
@@ -288,30 +267,12 @@ impl Lease {
         self.obey_robots(&url).await?;
         self.pace().await?;
         let started = std::time::Instant::now();
-        let rules = self.rules.as_deref();
-        let probe = |html: &str, u: &str, status: u16| match rules {
-            Some(s) => s.page_state(html, u, status),
-            None => crate::identity::browser::PageState::Normal,
-        };
-        let req = crate::identity::browser::BrowserRequest {
-            url: url.to_string(),
-            wait_for: None,
-            cookie_domain: rules
-                .map(|s| s.cookie_domain().to_string())
-                .or_else(|| url.host_str().map(str::to_string)),
-            actions: Vec::new(),
-            capture: Default::default(),
-        };
+        let generic = self.rules.is_none().then(Markers::generic);
+        let probe = |h: &str, u: &str, status: u16| self.page_state(generic.as_ref(), h, u, status);
+        let req = self.browser_request(&url, &Default::default());
         let mut turn = self.slot.browser().turn().await?;
         let page = turn.navigate(&req, Some(self.slot.jar()), &probe).await;
-        let page = match page {
-            Ok(p) => p,
-            Err(e) => {
-                self.leases
-                    .record(&self.strategy, 3, "failed", started.elapsed());
-                return Err(e);
-            }
-        };
+        let page = self.counted(3, started, page)?;
         let (_, tab) = turn.running().await?;
         // A tab recycled right after the navigation is blank: open the page
         // again in the tab the person will see.
@@ -333,6 +294,46 @@ impl Lease {
         let final_url = self.ended_on(&page.final_url, url).await?;
         let (fetched, ()) = self.judge_page(page, final_url, Vec::new(), started, None, |_, _| ());
         Ok((turn, tab, fetched))
+    }
+
+    /// The browser's request for `url` under this lease's strategy (its
+    /// cookie domain, else the URL's host).
+    fn browser_request(
+        &self,
+        url: &url::Url,
+        opts: &super::BrowseOptions,
+    ) -> crate::identity::browser::BrowserRequest {
+        crate::identity::browser::BrowserRequest {
+            url: url.to_string(),
+            wait_for: opts.wait_for.clone(),
+            cookie_domain: (self.rules.as_deref())
+                .map(|s| s.cookie_domain().to_string())
+                .or_else(|| url.host_str().map(str::to_string)),
+            actions: opts.actions.clone(),
+            capture: opts.capture,
+        }
+    }
+
+    /// How a page reads to this lease's strategy (to the open web's
+    /// `generic` markers when there is none).
+    fn page_state(
+        &self,
+        generic: Option<&Markers>,
+        html: &str,
+        url: &str,
+        status: u16,
+    ) -> crate::dom::PageState {
+        match (self.rules.as_deref(), generic) {
+            (Some(s), _) => s.page_state(html, url, status),
+            (None, Some(m)) => m.page_state(html, url, status),
+            (None, None) => crate::dom::PageState::Normal,
+        }
+    }
+
+    /// A request that failed before any answer: counted as `failed`, and
+    /// passed on.
+    fn counted<T>(&self, tier: u8, started: std::time::Instant, r: Result<T>) -> Result<T> {
+        r.inspect_err(|_| (self.leases).record(&self.strategy, tier, "failed", started.elapsed()))
     }
 
     /// Where a navigation of `url` ended (`at`), if the guard lets us be
@@ -434,22 +435,9 @@ impl Lease {
         opts: &super::BrowseOptions,
     ) -> Result<(crate::identity::browser::PageResult, url::Url, Vec<String>)> {
         self.leases.guard.check(&url).await?;
-        let rules = self.rules.as_deref();
-        let markers = rules.is_none().then(Markers::generic);
-        let probe = |html: &str, url: &str, status: u16| match (rules, &markers) {
-            (Some(s), _) => s.page_state(html, url, status),
-            (None, Some(m)) => m.page_state(html, url, status),
-            (None, None) => crate::identity::browser::PageState::Normal,
-        };
-        let req = crate::identity::browser::BrowserRequest {
-            url: url.to_string(),
-            wait_for: opts.wait_for.clone(),
-            cookie_domain: rules
-                .map(|s| s.cookie_domain().to_string())
-                .or_else(|| url.host_str().map(str::to_string)),
-            actions: opts.actions.clone(),
-            capture: opts.capture,
-        };
+        let generic = self.rules.is_none().then(Markers::generic);
+        let probe = |h: &str, u: &str, status: u16| self.page_state(generic.as_ref(), h, u, status);
+        let req = self.browser_request(&url, opts);
         let egress = self.slot.egress();
         let mark = egress.mark();
         let page = self.slot.navigate(&req, &probe).await;

@@ -1,6 +1,6 @@
 //! Retirement: a burned identity gets a fresh one and keeps its slot number.
 //!
-//! [`Pool::retire`] closes the slot's browser, moves its jar, Chromium
+//! [`Leases::retire`] closes the slot's browser, moves its jar, Chromium
 //! profile and calibration to `<slot>/retired/<generation>/` (the newest
 //! `pool.retire.retired_keep` generations are kept, older ones deleted),
 //! gives it a new session (so a `{session}` proxy gives it a new IP),

@@ -39,7 +39,7 @@ impl Leases {
         self.next_slot_avoiding(strategy, pin, &[]).await
     }
 
-    /// Like [`Pool::next_slot`], preferring slots not in `avoid` (a retry moves on
+    /// Like [`Leases::next_slot`], preferring slots not in `avoid` (a retry moves on
     /// to another identity); falls back to them when nothing else is left.
     pub async fn next_slot_avoiding(
         self: &Arc<Self>,

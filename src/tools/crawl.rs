@@ -331,7 +331,7 @@ async fn robots_refusal(pool: &Pool, url: &url::Url) -> Option<String> {
         return None;
     }
     // An unreadable robots.txt is the page fetch's to report.
-    let robots = crate::pool::Call::new(pool.leases(), None).robots(url).await.ok()?;
+    let robots = crate::lease::Call::new(pool.leases(), None).robots(url).await.ok()?;
     robots.check(url).err()
 }
 

@@ -375,9 +375,6 @@ impl slots::Work for OpRun<'_> {
     fn budget(&self) -> usize {
         self.budget
     }
-    fn slot_of(done: &CascadeResult) -> usize {
-        done.slot
-    }
     async fn on_slot(
         &self,
         lease: Lease,

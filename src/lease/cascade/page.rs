@@ -175,14 +175,14 @@ impl PageRun<'_> {
         lease: &Lease,
         attempts: &mut Vec<Attempt>,
         http_blocked: bool,
-    ) -> Result<Step> {
+    ) -> Result<std::result::Result<Fetched, Outcome>> {
         if lease.signing_in() {
             attempts.push(skipped(
                 lease,
                 3,
                 "a person is signing this slot in (live view)",
             ));
-            return Ok(Step::Slot(Outcome::Failed));
+            return Ok(Err(Outcome::Failed));
         }
         let started = Instant::now();
         self.spent.fetch_add(1, Ordering::Relaxed);
@@ -194,7 +194,7 @@ impl PageRun<'_> {
             }
             Err(e) => {
                 attempts.push(self.attempt(lease, 3, started, Err(&e)));
-                return Ok(Step::Slot(Outcome::Failed));
+                return Ok(Err(Outcome::Failed));
             }
         };
         attempts.push(self.attempt(lease, 3, started, Ok(&f)));
@@ -209,17 +209,17 @@ impl PageRun<'_> {
             ));
         }
         Ok(match f.outcome {
-            Outcome::Ok | Outcome::Empty => Step::Done(Box::new(f)),
+            Outcome::Ok | Outcome::Empty => Ok(f),
             Outcome::TierBlock => {
                 lease.mark_tier_blocked(3, f.detail.as_deref());
                 // Blocked on every tier tried: one breaker failure.
-                Step::Slot(if http_blocked {
+                Err(if http_blocked {
                     Outcome::HardBlock
                 } else {
                     Outcome::Failed
                 })
             }
-            other => Step::Slot(other),
+            other => Err(other),
         })
     }
 }
@@ -242,9 +242,6 @@ impl Work for PageRun<'_> {
     fn budget(&self) -> usize {
         self.budget
     }
-    fn slot_of(done: &Fetched) -> usize {
-        done.slot
-    }
 
     async fn on_slot(
         &self,
@@ -263,7 +260,7 @@ impl Work for PageRun<'_> {
                 "this tier was blocked lately on this slot",
             ));
         }
-        let mut step = if browser_only || skip_http {
+        let step = if browser_only || skip_http {
             Step::Browser
         } else {
             match self.http(&lease, attempts).await {
@@ -274,33 +271,24 @@ impl Work for PageRun<'_> {
                 }
             }
         };
-        if matches!(step, Step::Browser) {
-            step = if self.spent() >= self.budget {
-                Step::Slot(Outcome::Failed) // the call is over: no breaker verdict
-            } else {
-                match self.browser(&lease, attempts, skip_http).await {
-                    Ok(s) => s,
-                    Err(e) => {
-                        lease.finish(Outcome::Failed);
-                        return Err(e);
-                    }
+        let end = match step {
+            Step::Done(f) => Ok(*f),
+            Step::Slot(o) => Err(o),
+            // The call is over: no breaker verdict.
+            Step::Browser if self.spent() >= self.budget => Err(Outcome::Failed),
+            Step::Browser => match self.browser(&lease, attempts, skip_http).await {
+                Ok(end) => end,
+                Err(e) => {
+                    lease.finish(Outcome::Failed);
+                    return Err(e);
                 }
-            };
-        }
-        match step {
-            Step::Done(f) => {
-                lease.finish(f.outcome);
-                Ok(Ok(*f))
-            }
-            Step::Slot(o) => {
-                lease.finish(o);
-                Ok(Err(o))
-            }
-            Step::Browser => {
-                lease.finish(Outcome::Failed);
-                Ok(Err(Outcome::Failed))
-            }
-        }
+            },
+        };
+        lease.finish(match &end {
+            Ok(f) => f.outcome,
+            Err(o) => *o,
+        });
+        Ok(end)
     }
 
     fn exhausted(&self, tried: &[usize], attempts: &[Attempt]) -> Error {

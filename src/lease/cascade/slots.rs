@@ -24,7 +24,6 @@ pub(super) trait Work {
     /// Requests sent so far, and the most the call may send.
     fn spent(&self) -> usize;
     fn budget(&self) -> usize;
-    fn slot_of(done: &Self::Done) -> usize;
     /// The work on the lease's slot: done, or what the slot came to (the
     /// lease finished with it) to move on to another slot.
     async fn on_slot(
@@ -74,7 +73,6 @@ pub(super) async fn on_slots<W: Work>(
         tried.push(slot);
         match work.on_slot(lease, &mut attempts).await? {
             Ok(done) => {
-                let slot = W::slot_of(&done);
                 if let Some(session) = &opts.session
                     && !opts.rotate
                 {

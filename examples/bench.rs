@@ -266,7 +266,8 @@ async fn pool_load(a: &Args) -> Result<Value> {
                     }
                     "extract" => idpool::tools::extract::run(pool, args.clone(), opts).await?,
                     other => bail!("pool mode runs get_reviews or extract, not {other}"),
-                };
+                }
+                .body;
                 let n = v["reviews"]
                     .as_array()
                     .or_else(|| v["items"].as_array())

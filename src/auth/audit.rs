@@ -36,8 +36,12 @@ pub struct AuditRecord {
     pub ok: bool,
     pub error: Option<String>,
     pub duration_ms: u64,
-    pub slot: Option<u64>,
-    pub tier: Option<u64>,
+    /// The slot (identity) that served the call, the tier, and the tries
+    /// it took (a tool's [`crate::tools::Provenance`]).
+    pub slot: Option<usize>,
+    pub tier: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<usize>,
     /// A call that crossed the fleet: `to <node>` where it was forwarded
     /// from, `from <node>` where it ran.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -247,6 +251,7 @@ mod tests {
             duration_ms: 0,
             slot: None,
             tier: None,
+            attempts: None,
             hop: None,
         };
         log.record(&rec);

@@ -110,8 +110,8 @@ async fn in_process(cfg: &Config, tool: &str, args: Value) -> anyhow::Result<Exi
         .await;
     core.pool().shutdown().await;
     match end {
-        CallEnd::Ok(v) => {
-            println!("{}", serde_json::to_string_pretty(&v)?);
+        CallEnd::Ok(o) => {
+            println!("{}", serde_json::to_string_pretty(&o.body)?);
             Ok(ExitCode::SUCCESS)
         }
         CallEnd::Failed(f) | CallEnd::Invalid(f) => {

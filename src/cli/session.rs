@@ -194,7 +194,7 @@ async fn call(
             let spec = idpool::tools::find(tool).context("tool")?;
             let r = (spec.run)(&pool, args, &Default::default()).await;
             pool.shutdown().await;
-            r.map_err(|e| e.to_string())
+            r.map(|o| o.body).map_err(|e| e.to_string())
         }
     })
 }

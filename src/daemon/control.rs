@@ -241,7 +241,7 @@ pub(super) async fn act(
         .call_tool(&ctx, tool, args, None, CancellationToken::new())
         .await
     {
-        CallEnd::Ok(v) => axum::Json(v).into_response(),
+        CallEnd::Ok(o) => axum::Json(o.body).into_response(),
         CallEnd::InvalidParams(m) => error(StatusCode::BAD_REQUEST, m),
         CallEnd::Invalid(f) => error(StatusCode::BAD_REQUEST, f.message),
         CallEnd::Denied(d) => error(StatusCode::FORBIDDEN, d.to_string()),

@@ -134,8 +134,9 @@ async fn audit_when_done(c: Arc<Control>, s: Arc<LiveSession>, who: Principal) {
             ok: end.state == "logged_in",
             error: (end.state != "logged_in").then(|| end.error.clone().unwrap_or_else(|| end.state.to_string())),
             duration_ms: u64::try_from(s.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            slot: Some(s.slot as u64),
+            slot: Some(s.slot),
             tier: None,
+            attempts: None,
             hop: None,
         });
     }

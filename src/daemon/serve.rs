@@ -235,8 +235,9 @@ async fn audit_policy(core: Arc<Core>, stop: CancellationToken) {
                 ok: true,
                 error: None,
                 duration_ms: 0,
-                slot: ev.slot.map(|s| s as u64),
+                slot: ev.slot,
                 tier: None,
+                attempts: None,
                 hop: None,
             });
         }

@@ -20,6 +20,8 @@ pub struct Call {
     slot: Option<usize>,
     /// The caller pinned the slot: it is the call's whatever happens.
     pinned: bool,
+    /// Requests this call sent itself (robots.txt and [`Call::http`]).
+    sent: usize,
 }
 
 impl Call {
@@ -29,6 +31,7 @@ impl Call {
             leases: leases.clone(),
             slot: pin,
             pinned: pin.is_some(),
+            sent: 0,
         }
     }
 
@@ -39,6 +42,7 @@ impl Call {
             leases: leases.clone(),
             slot: Some(slot),
             pinned: false,
+            sent: 0,
         }
     }
 
@@ -64,11 +68,18 @@ impl Call {
         self.slot
     }
 
+    /// Requests the call sent through [`Call::robots`] and [`Call::http`]
+    /// (a cascade counts its own tries in its result).
+    pub fn sent(&self) -> usize {
+        self.sent
+    }
+
     /// The `robots.txt` of `url`'s origin, read (when not kept) on the
     /// call's slot.
     pub async fn robots(&mut self, url: &url::Url) -> Result<Arc<Robots>> {
         let lease = self.leases.lease_for(url, self.slot).await?;
         self.slot = Some(lease.slot());
+        self.sent += 1;
         let robots = lease.robots(url).await;
         lease.finish(Outcome::Skipped);
         robots
@@ -79,6 +90,7 @@ impl Call {
     pub async fn http(&mut self, req: FetchRequest) -> Result<Fetched> {
         let lease = self.leases.lease_for(&req.url, self.slot).await?;
         self.slot = Some(lease.slot());
+        self.sent += 1;
         let result = lease.http(req, |_, _| ()).await;
         lease.close(result.map(|(f, ())| f))
     }

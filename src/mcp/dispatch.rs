@@ -223,6 +223,7 @@ impl Core {
             duration_ms: 0,
             slot: None,
             tier: None,
+            attempts: None,
             hop: None,
         });
     }
@@ -306,9 +307,9 @@ impl Core {
                 CallEnd::Denied(d) => (false, Some(d.to_string())),
                 CallEnd::Cancelled => (false, Some("cancelled by the client".into())),
             };
-            let (slot, tier) = match &end {
-                CallEnd::Ok(v) => provenance(v),
-                _ => (None, None),
+            let by = match &end {
+                CallEnd::Ok(o) => o.provenance,
+                _ => None,
             };
             audit.record(&AuditRecord {
                 ts: crate::events::now_rfc3339(),
@@ -322,8 +323,9 @@ impl Core {
                 ok,
                 error,
                 duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                slot,
-                tier,
+                slot: by.map(|b| b.slot),
+                tier: by.map(|b| b.tier),
+                attempts: by.map(|b| b.attempts),
                 hop,
             });
         }
@@ -416,17 +418,4 @@ impl Core {
 /// A call that waited for a slot here past `http.max_queue_wait_secs`.
 fn queue_full(f: &Failure) -> bool {
     f.kind == ErrorKind::Busy
-}
-
-/// The slot and tier that served a result, for the audit line.
-fn provenance(v: &Value) -> (Option<u64>, Option<u64>) {
-    let from = |o: &Value| (o["slot"].as_u64(), o["tier"].as_u64());
-    match from(v) {
-        (None, None) => v["pages"]
-            .as_array()
-            .and_then(|p| p.last())
-            .map(from)
-            .unwrap_or((None, None)),
-        found => found,
-    }
 }

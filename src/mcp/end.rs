@@ -5,12 +5,13 @@ use serde_json::Value;
 
 use crate::auth::Denied;
 use crate::error::ErrorKind;
+use crate::tools::{Output, Provenance};
 
 /// How a call ended, before it is turned into MCP.
 #[derive(Debug)]
 pub enum CallEnd {
-    /// The tool's JSON result.
-    Ok(Value),
+    /// The tool's result and who served it.
+    Ok(Output),
     /// An execution failure: a result with `isError: true`.
     Failed(Failure),
     /// An unknown tool: JSON-RPC -32602.
@@ -74,10 +75,17 @@ impl std::fmt::Display for Failure {
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "end", rename_all = "snake_case")]
 pub enum FleetEnd {
-    Ok { result: Value },
+    Ok {
+        result: Value,
+        /// Who served it, on the daemon that ran it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provenance: Option<Provenance>,
+    },
     Failed(Failure),
     Invalid(Failure),
-    InvalidParams { message: String },
+    InvalidParams {
+        message: String,
+    },
 }
 
 impl CallEnd {
@@ -91,7 +99,10 @@ impl CallEnd {
             })
         };
         match self {
-            CallEnd::Ok(v) => FleetEnd::Ok { result: v.clone() },
+            CallEnd::Ok(o) => FleetEnd::Ok {
+                result: o.body.clone(),
+                provenance: o.provenance,
+            },
             CallEnd::Failed(f) => FleetEnd::Failed(f.clone()),
             CallEnd::Invalid(f) => FleetEnd::Invalid(f.clone()),
             CallEnd::InvalidParams(m) => FleetEnd::InvalidParams { message: m.clone() },
@@ -104,7 +115,10 @@ impl CallEnd {
 impl From<FleetEnd> for CallEnd {
     fn from(end: FleetEnd) -> CallEnd {
         match end {
-            FleetEnd::Ok { result } => CallEnd::Ok(result),
+            FleetEnd::Ok { result, provenance } => CallEnd::Ok(Output {
+                body: result,
+                provenance,
+            }),
             FleetEnd::Failed(f) => CallEnd::Failed(f),
             FleetEnd::Invalid(f) => CallEnd::Invalid(f),
             FleetEnd::InvalidParams { message } => CallEnd::InvalidParams(message),
@@ -145,7 +159,23 @@ mod tests {
         let ok: FleetEnd =
             serde_json::from_value(serde_json::json!({"end": "ok", "result": {"n": 1}}))
                 .expect("ok");
-        assert!(matches!(CallEnd::from(ok), CallEnd::Ok(v) if v["n"] == 1));
+        assert!(
+            matches!(CallEnd::from(ok), CallEnd::Ok(o) if o.body["n"] == 1 && o.provenance.is_none())
+        );
+        // Who served a forwarded call crosses with it, typed.
+        let by = Provenance {
+            slot: 3,
+            tier: 2,
+            attempts: 2,
+        };
+        let served = CallEnd::Ok(Output::served(serde_json::json!({"n": 2}), by));
+        let wire = serde_json::to_value(served.to_fleet()).expect("serialize");
+        assert_eq!(
+            wire["provenance"],
+            serde_json::json!({"slot": 3, "tier": 2, "attempts": 2})
+        );
+        let back: FleetEnd = serde_json::from_value(wire).expect("deserialize");
+        assert!(matches!(CallEnd::from(back), CallEnd::Ok(o) if o.provenance == Some(by)));
         assert!(
             serde_json::from_value::<FleetEnd>(serde_json::json!({"end": "maybe"})).is_err(),
             "an unknown end is refused"

@@ -145,7 +145,7 @@ impl ServerHandler for McpServer {
             tokio::time::sleep(PROGRESS_GAP).await;
         }
         match end {
-            CallEnd::Ok(v) => Ok(with_media(v).into()),
+            CallEnd::Ok(o) => Ok(with_media(o.body).into()),
             CallEnd::Failed(f) | CallEnd::Invalid(f) => {
                 // The text for people and models; kind and retry_after for
                 // programs in `_meta` (structured content would be checked

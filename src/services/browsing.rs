@@ -75,6 +75,8 @@ pub enum Step<'a> {
 /// What a step leaves: the page's snapshot after it (a screenshot instead
 /// for `Screenshot`), and what a select chose.
 pub struct Stepped {
+    /// The session's slot, which the step acted as.
+    pub slot: usize,
     pub snapshot: Option<Snapshot>,
     pub png: Option<Vec<u8>>,
     pub selected: Vec<String>,
@@ -199,6 +201,7 @@ impl Browsing {
             })
         };
         let mut out = Stepped {
+            slot: session.slot,
             snapshot: None,
             png: None,
             selected: Vec::new(),

@@ -9,8 +9,9 @@ use std::path::Path;
 use super::extract::Extracted;
 use super::locale::Locale;
 use super::operation::{Operation, Tier};
-use super::{Body, LoginRules, LoginState, Markers, Outcome, Politeness, classify, host_matches};
+use super::{Body, LoginRules, LoginState, Markers, Outcome, Politeness, classify};
 use crate::dom::PageState;
+use crate::wire::http::host_matches;
 
 static EN_US: std::sync::LazyLock<Locale> = std::sync::LazyLock::new(Locale::default);
 
@@ -118,53 +119,5 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
         )?;
         super::derive::apply(&op.derive, &mut ex.items);
         Ok(ex)
-    }
-}
-
-impl Strategy for super::TomlStrategy {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn hosts(&self) -> &[String] {
-        &self.hosts
-    }
-    fn warmup_url(&self) -> Option<&url::Url> {
-        self.warmup_url.as_ref()
-    }
-    fn cookie_domain(&self) -> &str {
-        &self.cookie_domain
-    }
-    fn base_url(&self) -> Option<&str> {
-        self.base_url.as_deref()
-    }
-    fn politeness(&self) -> &Politeness {
-        &self.politeness
-    }
-    fn markers(&self) -> &Markers {
-        &self.markers
-    }
-    fn operations(&self) -> &BTreeMap<String, Operation> {
-        &self.operations
-    }
-    fn login(&self) -> Option<&LoginRules> {
-        self.login.as_ref()
-    }
-    fn source(&self) -> Option<&Path> {
-        self.source.as_deref()
-    }
-    fn locale(&self) -> &Locale {
-        &self.locale
-    }
-    fn family(&self) -> &str {
-        &self.family
-    }
-    fn marketplace(&self) -> Option<&str> {
-        self.marketplace.as_deref()
-    }
-    fn marketplaces(&self) -> &[String] {
-        &self.marketplaces
-    }
-    fn variants(&self) -> &[std::sync::Arc<dyn Strategy>] {
-        &self.variants
     }
 }

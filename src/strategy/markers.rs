@@ -8,6 +8,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::Body;
+use super::outcome::Outcome;
 use crate::diag::Diagnostic;
 
 /// A `[block]`, `[tier_block]`, `[rate_limit]`, `[challenge]`, `[empty]` or
@@ -149,12 +150,12 @@ impl Markers {
     /// no marker decides.
     pub fn explain(
         &self,
-        outcome: super::Outcome,
+        outcome: Outcome,
         status: u16,
         final_url: &str,
         body: &Body<'_>,
     ) -> Option<String> {
-        use super::Outcome as O;
+        use Outcome as O;
         let (table, set) = match outcome {
             O::Challenge => ("challenge", &self.challenge),
             O::RateLimited => ("rate_limit", &self.rate_limit),
@@ -254,4 +255,33 @@ impl Markers {
             crate::dom::PageState::Normal
         }
     }
+}
+
+/// Classify a complete response. Order matters: a challenge page often carries a
+/// 403/503, so challenge markers win; then a rate limit (a captcha served with
+/// 429 says "too fast", not "never"), a login wall (a sign-in page is not a
+/// ban), a block of the identity, a block of the tier, and a bare 5xx.
+pub fn classify(markers: &Markers, status: u16, final_url: &str, body: &Body<'_>) -> Outcome {
+    if markers.challenge.matches(status, final_url, body) {
+        return Outcome::Challenge;
+    }
+    if markers.rate_limit.matches(status, final_url, body) {
+        return Outcome::RateLimited;
+    }
+    if markers.login.matches(status, final_url, body) {
+        return Outcome::LoginRequired;
+    }
+    if markers.block.matches(status, final_url, body) {
+        return Outcome::HardBlock;
+    }
+    if markers.tier_block.matches(status, final_url, body) {
+        return Outcome::TierBlock;
+    }
+    if status == 429 || status >= 500 {
+        return Outcome::Failed;
+    }
+    if markers.empty.matches(status, final_url, body) {
+        return Outcome::Empty;
+    }
+    Outcome::Ok
 }

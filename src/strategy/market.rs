@@ -147,7 +147,7 @@ fn variant(
         None => vec![format!("www.{market}"), market.to_string()],
     };
     for h in &hosts {
-        super::validate_host_pattern(h).map_err(&bad)?;
+        super::host::validate_host_pattern(h).map_err(&bad)?;
     }
     let url = |field: &str, given: &Option<Spanned<String>>, default: String| {
         let raw = given.as_ref().map_or(default, |g| g.get_ref().clone());

@@ -5,8 +5,6 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::{Body, Markers};
-
 /// What a response means for the identity that fetched it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -64,35 +62,6 @@ impl Outcome {
     }
 }
 
-/// Classify a complete response. Order matters: a challenge page often carries a
-/// 403/503, so challenge markers win; then a rate limit (a captcha served with
-/// 429 says "too fast", not "never"), a login wall (a sign-in page is not a
-/// ban), a block of the identity, a block of the tier, and a bare 5xx.
-pub fn classify(markers: &Markers, status: u16, final_url: &str, body: &Body<'_>) -> Outcome {
-    if markers.challenge.matches(status, final_url, body) {
-        return Outcome::Challenge;
-    }
-    if markers.rate_limit.matches(status, final_url, body) {
-        return Outcome::RateLimited;
-    }
-    if markers.login.matches(status, final_url, body) {
-        return Outcome::LoginRequired;
-    }
-    if markers.block.matches(status, final_url, body) {
-        return Outcome::HardBlock;
-    }
-    if markers.tier_block.matches(status, final_url, body) {
-        return Outcome::TierBlock;
-    }
-    if status == 429 || status >= 500 {
-        return Outcome::Failed;
-    }
-    if markers.empty.matches(status, final_url, body) {
-        return Outcome::Empty;
-    }
-    Outcome::Ok
-}
-
 /// Parse a `Retry-After` header given in seconds (HTTP-dates are rare from WAFs; we
 /// fall back to the politeness interval for them). Capped at one hour.
 pub fn retry_after(value: Option<&str>) -> Option<Duration> {
@@ -103,7 +72,7 @@ pub fn retry_after(value: Option<&str>) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::strategy::TomlStrategy;
+    use crate::strategy::{Body, Markers, TomlStrategy, classify};
     use std::path::Path;
 
     fn strategy() -> TomlStrategy {

@@ -29,7 +29,7 @@ struct Args {
     element: Option<String>,
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
     let a: Args = parse("browser_click", args)?;
     let _ = &a.element;
     run_step(pool, &a.session, opts, Step::Click(&a.r#ref)).await

@@ -27,7 +27,7 @@ pub const SPEC: Spec = Spec {
     annotations: Annotations::READS_POOL,
     progress: false,
     route: None,
-    run: |pool, args, opts| Box::pin(run(pool, args, opts)),
+    run: |pool, args, opts| crate::tools::plain(run(pool, args, opts)),
 };
 
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {

@@ -27,7 +27,7 @@ struct Args {
     url: String,
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
     let a: Args = parse("browser_navigate", args)?;
     let url = url::Url::parse(&a.url)
         .map_err(|e| invalid(format!("`{}` is not a valid URL ({e})", a.url)))?;

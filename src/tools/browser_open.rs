@@ -43,7 +43,7 @@ struct Args {
     slot: Option<usize>,
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
     let a: Args = parse("browser_open", args)?;
     let url = a
         .url
@@ -57,10 +57,15 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
         .services().browsing.open(url, a.strategy.as_deref(), a.slot.or(opts.slot), owner(opts))
         .await?;
     let mut v = json!({"session": session.id, "slot": session.slot});
+    let by = crate::tools::Provenance {
+        slot: session.slot,
+        tier: 3,
+        attempts: usize::from(first.is_some()),
+    };
     if let Some(s) = first {
         v["url"] = json!(s.url);
         v["title"] = json!(s.title);
         v["snapshot"] = json!(s.text);
     }
-    Ok(v)
+    Ok(crate::tools::Output::served(v, by))
 }

@@ -27,7 +27,7 @@ struct Args {
     key: String,
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
     let a: Args = parse("browser_press", args)?;
     if a.key.is_empty() {
         return Err(invalid("`key` is empty"));

@@ -42,21 +42,23 @@ struct Args {
     full_page: bool,
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
     use base64::Engine as _;
     let a: Args = parse("browser_screenshot", args)?;
     let done = pool
         .services().browsing.step(&a.session, &owner(opts), Step::Screenshot { full_page: a.full_page })
         .await?;
+    let by = super::browsing::acted(&done);
     let png = done
         .png
         .ok_or_else(|| Error::new(ErrorKind::Internal, "the browser took no screenshot"))?;
     let (width, height) = super::scrape::png_size(&png)
         .ok_or_else(|| Error::new(ErrorKind::Internal, "the browser's screenshot is not a PNG"))?;
-    Ok(json!({
+    let body = json!({
         "session": a.session,
         "screenshot": {"mime_type": "image/png", "bytes": png.len(), "width": width, "height": height},
         "media": [{"type": "image", "mime_type": "image/png",
                    "data": base64::engine::general_purpose::STANDARD.encode(&png)}],
-    }))
+    });
+    Ok(crate::tools::Output::served(body, by))
 }

@@ -29,7 +29,7 @@ struct Args {
     values: Vec<String>,
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
     let a: Args = parse("browser_select", args)?;
     let step = Step::Select { r#ref: &a.r#ref, values: &a.values };
     run_step(pool, &a.session, opts, step).await

@@ -26,7 +26,7 @@ struct Args {
 
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
     let a: Args = parse("browser_snapshot", args)?;
     run_step(pool, &a.session, opts, Step::Snapshot).await
 }

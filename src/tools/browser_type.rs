@@ -34,7 +34,7 @@ struct Args {
     element: Option<String>,
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
     let a: Args = parse("browser_type", args)?;
     let _ = &a.element;
     let step = Step::Type { r#ref: &a.r#ref, text: &a.text, submit: a.submit };

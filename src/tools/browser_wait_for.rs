@@ -32,7 +32,7 @@ struct Args {
     time: Option<f64>,
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
     let a: Args = parse("browser_wait_for", args)?;
     let until = match (a.text, a.selector, a.time) {
         (Some(t), None, None) => Until::Text(t),

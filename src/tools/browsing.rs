@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::{Output, Provenance};
 use crate::error::Result;
 use crate::lease::cascade::RunOptions;
 use crate::pool::Pool;
@@ -67,13 +68,22 @@ pub async fn run_step(
     session: &str,
     opts: &RunOptions,
     step: Step<'_>,
-) -> Result<Value> {
+) -> Result<Output> {
     let done = pool
         .services()
         .browsing
         .step(session, &owner(opts), step)
         .await?;
-    Ok(answer(session, &done))
+    Ok(Output::served(answer(session, &done), acted(&done)))
+}
+
+/// A step acts as its session's slot, in the browser, once.
+pub fn acted(done: &Stepped) -> Provenance {
+    Provenance {
+        slot: done.slot,
+        tier: 3,
+        attempts: 1,
+    }
 }
 
 pub fn answer(session: &str, done: &Stepped) -> Value {

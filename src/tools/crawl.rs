@@ -39,7 +39,7 @@ pub const SPEC: Spec = Spec {
     annotations: Annotations::READS_SITES,
     progress: true,
     route: None,
-    run: |pool, args, opts| Box::pin(run(pool, args, opts)),
+    run: |pool, args, opts| crate::tools::plain(run(pool, args, opts)),
 };
 
 /// The result of `crawl` and `crawl_status`.

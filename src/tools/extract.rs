@@ -4,6 +4,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::{Output, Provenance};
 use super::spec::{Description, result_schema, Annotations, Role, Spec, input_schema, invalid, parse};
 use crate::error::Result;
 use crate::pool::Pool;
@@ -73,7 +74,7 @@ fn route(pool: &Pool, args: &Value) -> Option<super::Route> {
 }
 
 /// Arguments: `strategy`, `operation`, `params` (object), optional `slot`.
-pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
+pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
     let Args {
         strategy: name,
         operation: op_name,
@@ -104,6 +105,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         ..opts
     };
     let r = cascade::run(&mut crate::lease::Call::new(pool.leases(), None), &strategy, op, &bound, &opts).await?;
+    let by = Provenance::of(&r);
     let mut out = json!({
         "strategy": strategy.family(),
         "operation": op_name,
@@ -128,6 +130,6 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     }
     // Moved into place: `json!` would copy every item through serde.
     out["items"] = Value::Array(r.extracted.items.into_iter().map(Value::Object).collect());
-    Ok(out)
+    Ok(Output::served(out, by))
 }
 

@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::{Output, Provenance};
 use super::spec::{Description, result_schema, Annotations, Role, Spec, input_schema, invalid, parse};
 use crate::error::{Error, Result};
 use crate::pool::Pool;
@@ -127,7 +128,7 @@ pub(super) fn merge(into: &mut Vec<String>, from: Vec<String>) {
     }
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
+pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
     let (own, filters) = split_args(args)?;
     let Args {
         item,
@@ -161,6 +162,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     let mut slots_used: Vec<usize> = Vec::new();
     let mut reviews = Vec::new();
     let mut provenance = Vec::new();
+    let mut served: Option<Provenance> = None;
     let mut has_more = false;
     let mut fallback = None;
     let mut masked: Vec<String> = Vec::new();
@@ -174,6 +176,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         let bound = op.bind(params)?;
         let r = cascade::run(&mut call, &strategy, op, &bound, &opts).await?;
         has_more = r.extracted.has_more;
+        served = Some(Provenance::of(&r).after(served));
         if !slots_used.contains(&r.slot) {
             slots_used.push(r.slot);
         }
@@ -213,7 +216,11 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     };
     let mut out = done.into_map();
     out.insert("pages".into(), Value::Array(provenance));
-    Ok(Value::Object(out))
+    let body = Value::Object(out);
+    Ok(match served {
+        Some(by) => Output::served(body, by),
+        None => Output::plain(body),
+    })
 }
 
 /// What the pages gave, for the result.

@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::{Output, Provenance};
 use super::spec::{Annotations, Description, Role, Spec, input_schema, invalid, parse, result_schema};
 use crate::error::Result;
 use crate::pool::Pool;
@@ -160,7 +161,7 @@ fn route(pool: &Pool, args: &Value) -> Option<super::Route> {
     Some(super::spec::route_to(strategy.as_ref(), op))
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
+pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
     let a: Args = parse("keyword_rank", args)?;
     if a.items.is_empty() || a.items.len() > MAX_ITEMS {
         return Err(invalid(format!("argument `items` must hold 1 to {MAX_ITEMS} ids")));
@@ -182,6 +183,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     let mut ranks = Ranks::default();
     let mut warnings: Vec<String> = Vec::new();
     let mut pages = 0;
+    let mut served: Option<Provenance> = None;
     // One call holds one identity for every page, while the site lets it.
     let mut call = crate::lease::Call::new(pool.leases(), None);
     for page in 1..=a.max_pages {
@@ -189,6 +191,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
         params.insert("keyword".into(), json!(a.keyword));
         params.insert("page".into(), json!(page));
         let r = cascade::run(&mut call, &strategy, op, &op.bind(params)?, &opts).await?;
+        served = Some(Provenance::of(&r).after(served));
         // One person reads the result pages, as a shopper would.
         pages = page;
         ranks.page(page, &r.extracted.items, &a.id_field, &a.items);
@@ -207,5 +210,8 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Value> {
     if !warnings.is_empty() {
         out["warnings"] = json!(warnings);
     }
-    Ok(out)
+    Ok(match served {
+        Some(by) => Output::served(out, by),
+        None => Output::plain(out),
+    })
 }

@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::{Output, Provenance};
 use super::spec::{Annotations, Description, Role, Spec, input_schema, invalid, parse, result_schema};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::FetchRequest;
@@ -131,7 +132,7 @@ impl Found {
     }
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Output> {
     let a: Args = parse("map", args)?;
     if a.limit == 0 || a.limit > MAX_LIMIT {
         return Err(invalid(format!("`limit` must be between 1 and {MAX_LIMIT}")));
@@ -187,7 +188,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
     let from_page = found.links.len() - from_sitemaps;
     let truncated = found.links.len() > a.limit;
     found.links.truncate(a.limit);
-    Ok(json!({
+    let body = json!({
         "url": start.as_str(),
         "count": found.links.len(),
         "links": found.links,
@@ -196,7 +197,19 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
         "sitemaps": read,
         "problems": problems,
         "truncated": truncated,
-    }))
+    });
+    // Sitemaps and the start page: tier 2, on the call's one identity.
+    Ok(match call.slot() {
+        Some(slot) => Output::served(
+            body,
+            Provenance {
+                slot,
+                tier: 2,
+                attempts: call.sent(),
+            },
+        ),
+        None => Output::plain(body),
+    })
 }
 
 /// Read the site's sitemaps breadth-first: those `robots.txt` names, and

@@ -7,10 +7,13 @@
 //! `reset_slot.rs` for a small one) and add `<name>` to the `tools!` list below.
 
 mod browsing;
+mod output;
 mod spec;
 
+pub use output::{Output, Provenance};
 pub use spec::{
-    Annotations, Description, NoArgs, Role, Route, RouteOf, Run, Spec, input_schema, invalid, parse,
+    Annotations, Description, NoArgs, Role, Route, RouteOf, Run, Spec, input_schema, invalid,
+    parse, plain,
 };
 
 use serde_json::{Value, json};

@@ -76,7 +76,7 @@ pub const SPEC: Spec = Spec {
                     None => Value::Null,
                 };
             }
-            Ok(v)
+            Ok(crate::tools::Output::plain(v))
         })
     },
 };

@@ -42,7 +42,7 @@ pub const SPEC: Spec = Spec {
     },
     progress: true,
     route: None,
-    run: |pool, args, opts| Box::pin(run(pool, args, opts)),
+    run: |pool, args, opts| crate::tools::plain(run(pool, args, opts)),
 };
 
 #[derive(Debug, Deserialize, JsonSchema)]

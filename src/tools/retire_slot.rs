@@ -40,7 +40,7 @@ pub const SPEC: Spec = Spec {
     },
     progress: false,
     route: None,
-    run: |pool, args, _| Box::pin(run(pool, args)),
+    run: |pool, args, _| crate::tools::plain(run(pool, args)),
 };
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::{Output, Provenance};
 use super::spec::{
     Annotations, Description, Role, Spec, input_schema, invalid, parse, result_schema,
 };
@@ -48,6 +49,7 @@ pub const SPEC: Spec = Spec {
                 "next_start_index": {"type": ["integer", "null"]},
                 "slot": {"type": "integer"}, "tier": {"type": "integer", "description": "2: HTTP, 3: browser"},
                 "via": {"type": "string"}, "trial": {"type": "boolean"}, "outcome": {"type": "string"},
+                "attempts": super::attempts_schema(),
             }),
             &["url", "status", "content", "total_chars", "slot", "tier"],
         )
@@ -334,10 +336,10 @@ fn route(pool: &Pool, args: &Value) -> Option<super::Route> {
     })
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Output> {
     let a: Args = parse("scrape", args)?;
     let mut plan = plan(&a)?;
-    let fetched = match a.timeout {
+    let paged = match a.timeout {
         Some(t) => tokio::time::timeout(Duration::from_secs(t), fetch(pool, &plan, opts))
             .await
             .map_err(|_| {
@@ -347,6 +349,16 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
                 )
             })??,
         None => fetch(pool, &plan, opts).await?,
+    };
+    let fetched = &paged.fetched;
+    let by = Provenance {
+        slot: fetched.slot,
+        // A whole page: tier 2 over HTTP, tier 3 in the browser.
+        tier: match fetched.via {
+            Via::Http => 2,
+            Via::Browser => 3,
+        },
+        attempts: paged.attempts.len(),
     };
     // The cascade hands back content (or a page proven empty) only.
     let r = &fetched.response;
@@ -390,14 +402,14 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
         "url": r.final_url.as_str(),
         "status": r.status,
         "title": read.title,
-        "slot": fetched.slot,
-        // A whole page: tier 2 over HTTP, tier 3 in the browser.
-        "tier": match fetched.via { Via::Http => 2, Via::Browser => 3 },
+        "slot": by.slot,
+        "tier": by.tier,
         "via": via(fetched.via),
         "trial": fetched.trial,
         "outcome": fetched.outcome.as_str(),
         // Requests of the page the browser's egress refused.
         "refused": fetched.refused,
+        "attempts": paged.attempts,
     });
     let pieces = read.pieces;
     let first = plan.formats.iter().find(|f| !f.needs_browser());
@@ -418,7 +430,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
         out["warnings"] = json!(warnings);
     }
     media(&mut out, &fetched.captured, &r.final_url)?;
-    Ok(out)
+    Ok(Output::served(out, by))
 }
 
 /// `text` from `start` (in characters), at most `max` of them.
@@ -501,11 +513,11 @@ pub async fn fetch_page(pool: &Pool, url: url::Url, opts: &RunOptions) -> Result
         mode: Mode::Auto,
         slot: None,
     };
-    fetch(pool, &plan, opts).await
+    Ok(fetch(pool, &plan, opts).await?.fetched)
 }
 
 /// The page through the cascade, on the caller's pin if any.
-async fn fetch(pool: &Pool, plan: &Plan, opts: &RunOptions) -> Result<Fetched> {
+async fn fetch(pool: &Pool, plan: &Plan, opts: &RunOptions) -> Result<cascade::Paged> {
     let page = cascade::PagePlan {
         url: plan.url.clone(),
         headers: plan.headers.clone(),

@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::output::Output;
 pub use crate::config::Role;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::cascade::RunOptions;
@@ -66,7 +67,14 @@ impl Description {
 }
 
 /// A tool's run: the pool, its raw arguments, the call's options.
-pub type Run = for<'a> fn(&'a Pool, Value, &'a RunOptions) -> BoxFuture<'a, Result<Value>>;
+pub type Run = for<'a> fn(&'a Pool, Value, &'a RunOptions) -> BoxFuture<'a, Result<Output>>;
+
+/// The [`Run`] future of a tool whose result reaches no site.
+pub fn plain<'a>(
+    f: impl std::future::Future<Output = Result<Value>> + Send + 'a,
+) -> BoxFuture<'a, Result<Output>> {
+    Box::pin(async move { f.await.map(Output::plain) })
+}
 
 /// One tool.
 pub struct Spec {
@@ -197,10 +205,10 @@ pub fn no_args<'a>(
     pool: &'a Pool,
     args: Value,
     f: fn(&Pool) -> Value,
-) -> BoxFuture<'a, Result<Value>> {
+) -> BoxFuture<'a, Result<Output>> {
     Box::pin(async move {
         parse::<NoArgs>(tool, args)?;
-        Ok(f(pool))
+        Ok(Output::plain(f(pool)))
     })
 }
 

@@ -49,7 +49,8 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
 
     let open = tools::browser_open::run(&pool, json!({"url": at("/site/search")}), &alice)
         .await
-        .expect("open");
+        .expect("open")
+        .body;
     let id = session_of(&open);
     assert_eq!(open["slot"], 0);
     let status = tools::pool_status::run(&pool);
@@ -63,7 +64,8 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
         &Default::default(),
     )
     .await
-    .expect("a scrape beside the session");
+    .expect("a scrape beside the session")
+    .body;
     assert_eq!(r["via"], "browser");
     let textbox = ref_of(&open, "searchbox", "Search the catalog");
     let typed = tools::browser_type::run(
@@ -72,7 +74,8 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
         &alice,
     )
     .await
-    .expect("type and submit");
+    .expect("type and submit")
+    .body;
     let snap = typed["snapshot"].as_str().expect("snapshot");
     assert!(
         typed["url"].as_str().unwrap_or("").contains("q=kettle"),
@@ -108,7 +111,8 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
         &alice,
     )
     .await
-    .expect("select");
+    .expect("select")
+    .body;
     assert_eq!(sel["selected"], json!(["price"]));
     tools::browser_press::run(&pool, json!({"session": id, "key": "Tab"}), &alice)
         .await
@@ -129,7 +133,8 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
         &alice,
     )
     .await
-    .expect("navigate");
+    .expect("navigate")
+    .body;
     assert!(!more["snapshot"].as_str().unwrap_or("").contains("Item 4"));
     // Each navigation went out through a lease: counted as a request (and
     // its outcome given to the slot's breaker for the host).
@@ -148,7 +153,8 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
     let waited =
         tools::browser_wait_for::run(&pool, json!({"session": id, "text": "Item 6"}), &alice)
             .await
-            .expect("wait for text");
+            .expect("wait for text")
+            .body;
     for item in site::MORE_FIRST.iter().chain(site::MORE_LATER) {
         assert!(
             waited["snapshot"].as_str().unwrap_or("").contains(item),
@@ -180,7 +186,8 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
 
     let shot = tools::browser_screenshot::run(&pool, json!({"session": id}), &alice)
         .await
-        .expect("screenshot");
+        .expect("screenshot")
+        .body;
     assert_eq!(shot["media"][0]["type"], "image");
     assert_eq!(shot["screenshot"]["width"], 1366);
 

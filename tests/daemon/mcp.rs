@@ -135,6 +135,12 @@ async fn the_typescript_sdk_gets_ground_truth_reviews_over_every_transport() {
     );
     assert_eq!(audit["tool"], "get_reviews");
     assert_eq!(audit["ok"], true);
+    // Who served the call, from the tool's typed provenance.
+    assert_eq!(audit["tier"], 1, "{audit}");
+    assert!(
+        audit["slot"].is_u64() && audit["attempts"].as_u64() >= Some(1),
+        "{audit}"
+    );
     d.stop().await;
 
     // stdio with its own pool (the daemon is gone): the role is IDPOOL_ROLE's.

@@ -268,11 +268,16 @@ async fn three_daemons_share_one_budget_see_each_others_breakers_and_forward() {
         .expect("c audited");
     assert_eq!(hop_c["hop"], json!("to b"), "{hop_c}");
     assert_eq!(hop_c["ok"], json!(true), "{hop_c}");
-    assert!(
-        on_b.iter()
-            .any(|l| l["hop"] == json!("from c") && l["args"]["item"] == json!("B0HOP")),
-        "b's audit log has no line `from c`"
-    );
+    let ran_b = on_b
+        .iter()
+        .find(|l| l["hop"] == json!("from c") && l["args"]["item"] == json!("B0HOP"))
+        .expect("b's audit log has no line `from c`");
+    // Who served it crosses the wire typed: c's line names b's slot, tier
+    // and tries as b's own line does.
+    for k in ["slot", "tier", "attempts"] {
+        assert!(ran_b[k].is_u64(), "b's line has no {k}: {ran_b}");
+        assert_eq!(hop_c[k], ran_b[k], "{k}: c {hop_c} / b {ran_b}");
+    }
     // Forwarded once only: b's line is not forwarded on.
     assert!(
         on_b.iter()

@@ -416,7 +416,7 @@ async fn consistency_mode_accepts_the_calibrated_http_tier_and_refuses_it_uncali
     };
     // Page 1: the HTTP tier meets the challenge; the slot's Chromium passes
     // it (binding the clearance to itself) and then calibrates.
-    let r = reviews(1).await.expect("page 1");
+    let r = reviews(1).await.expect("page 1").body;
     let attempts = tiers_of(&r["pages"][0]);
     println!("page 1: {attempts:?}");
     assert_eq!(attempts.first(), Some(&(1, "challenge".to_string())));
@@ -425,7 +425,7 @@ async fn consistency_mode_accepts_the_calibrated_http_tier_and_refuses_it_uncali
     // Page 1 returned without waiting for the calibration; page 2's HTTP
     // request waits for it (uncalibrated, it would be refused).
     for (page, count) in [(2, 10), (3, 2)] {
-        let r = reviews(page).await.expect("page");
+        let r = reviews(page).await.expect("page").body;
         assert_eq!(
             tiers_of(&r["pages"][0]),
             [(1, "ok".to_string())],
@@ -444,7 +444,8 @@ async fn consistency_mode_accepts_the_calibrated_http_tier_and_refuses_it_uncali
         },
     )
     .await
-    .expect("tier 2");
+    .expect("tier 2")
+    .body;
     assert_eq!(tiers_of(&r["pages"][0]), [(2, "ok".to_string())], "{r}");
     let nav = pool
         .fetch(
@@ -481,7 +482,7 @@ async fn consistency_mode_accepts_the_calibrated_http_tier_and_refuses_it_uncali
         )
         .await;
         let text = match &r {
-            Ok(v) => v.to_string(),
+            Ok(v) => v.body.to_string(),
             Err(e) => e.to_string(),
         };
         assert!(

@@ -95,6 +95,12 @@ async fn each_format_signs_a_slot_in_and_members_reviews_come_through_every_tier
         let r = tools::extract::run(&pool, members_reviews("ACCT1"), opts)
             .await
             .unwrap_or_else(|e| panic!("tier {tier}: {e}"));
+        assert_eq!(
+            r.provenance.map(|p| p.tier),
+            Some(tier),
+            "the typed provenance names the tier that served"
+        );
+        let r = r.body;
         assert_eq!(r["tier"], tier, "{r}");
         assert_eq!(ids(&r["items"]), truth, "tier {tier}");
         assert!(r.get("fallback").is_none(), "{r}");
@@ -126,7 +132,8 @@ async fn a_login_wall_moves_the_call_and_without_a_signed_in_slot_the_fallback_r
     };
     let r = tools::extract::run(&pool, members_reviews("ACCT2"), opts)
         .await
-        .expect("served by the signed-in slot");
+        .expect("served by the signed-in slot")
+        .body;
     assert_eq!(r["slot"], 0, "{r}");
     let walled: Vec<&Value> = r["attempts"]
         .as_array()
@@ -157,7 +164,8 @@ async fn a_login_wall_moves_the_call_and_without_a_signed_in_slot_the_fallback_r
     env.testbed.expire_sessions();
     let r = tools::extract::run(&pool, members_reviews("ACCT2"), RunOptions::default())
         .await
-        .expect("the fallback");
+        .expect("the fallback")
+        .body;
     assert_eq!(r["fallback"]["operation"], "top_reviews", "{r}");
     assert_eq!(r["fallback"]["instead_of"], "account_reviews");
     assert_eq!(r["operation"], "account_reviews");
@@ -288,7 +296,8 @@ async fn a_slot_being_signed_in_lends_its_browser_to_no_call() {
     };
     let r = tools::extract::run(&pool, product(), opts)
         .await
-        .expect("served elsewhere");
+        .expect("served elsewhere")
+        .body;
     assert_eq!(r["slot"], 1, "{r}");
     let skipped = r["attempts"].as_array().expect("attempts").iter().any(|a| {
         a["slot"] == 0
@@ -308,7 +317,8 @@ async fn a_slot_being_signed_in_lends_its_browser_to_no_call() {
     };
     let r = tools::extract::run(&pool, product(), opts)
         .await
-        .expect("slot 0 again");
+        .expect("slot 0 again")
+        .body;
     assert_eq!(r["slot"], 0, "{r}");
     shutdown_and_check(&pool).await;
 }

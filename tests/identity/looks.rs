@@ -71,7 +71,8 @@ async fn a_driver_reading_the_main_world_is_counted_and_idpool_never_is() {
         &RunOptions::default(),
     )
     .await
-    .expect("scrape in the browser");
+    .expect("scrape in the browser")
+    .body;
     let html = r["content"].as_str().unwrap_or_default();
     assert_eq!(attr(html, "data-clicked"), Some("1"), "the click: {r}");
     assert_eq!(attr(html, "data-typed"), Some("hello"), "the typing");
@@ -95,12 +96,14 @@ async fn a_driver_reading_the_main_world_is_counted_and_idpool_never_is() {
     };
     let open = tools::browser_open::run(&pool, json!({"url": url}), &who)
         .await
-        .expect("open");
+        .expect("open")
+        .body;
     let id = open["session"].as_str().expect("session").to_string();
     let at = json!({"session": id});
     let snap = tools::browser_snapshot::run(&pool, at.clone(), &who)
         .await
-        .expect("snapshot");
+        .expect("snapshot")
+        .body;
     let text = snap["snapshot"].as_str().unwrap_or_default();
     let ref_of = |role: &str| {
         let line = (text.lines())
@@ -137,10 +140,12 @@ async fn a_driver_reading_the_main_world_is_counted_and_idpool_never_is() {
         .expect("screenshot");
     let nav = tools::browser_navigate::run(&pool, with(json!({"url": url})), &who)
         .await
-        .expect("navigate");
+        .expect("navigate")
+        .body;
     let last = tools::browser_snapshot::run(&pool, at.clone(), &who)
         .await
-        .expect("snapshot");
+        .expect("snapshot")
+        .body;
     for v in [&open, &snap, &nav, &last] {
         let title = v["title"].as_str().unwrap_or_default();
         let (foreign, own) = counts(title);
@@ -170,7 +175,8 @@ async fn a_tier_3_get_reviews_page_never_sees_idpool_in_its_world() {
         },
     )
     .await
-    .expect("get_reviews on tier 3");
+    .expect("get_reviews on tier 3")
+    .body;
     let pages = r["pages"].as_array().expect("pages");
     assert!(
         !pages.is_empty() && pages.iter().all(|p| p["tier"] == 3),
@@ -288,7 +294,8 @@ async fn probe(env: &Env, pool: &idpool::pool::Pool, path: &str) -> Value {
         &RunOptions::default(),
     )
     .await
-    .expect("scrape in the browser");
+    .expect("scrape in the browser")
+    .body;
     let html = r["content"].as_str().unwrap_or_default();
     let at = html.find("<pre id=\"out\">").expect("the probe's output") + 14;
     let json = &html[at..at + html[at..].find("</pre>").expect("end")];
@@ -376,7 +383,8 @@ async fn botd_says_the_slot_browser_is_no_bot_and_catches_plain_headless() {
         &RunOptions::default(),
     )
     .await
-    .expect("scrape in the browser");
+    .expect("scrape in the browser")
+    .body;
     let verdict = botd_verdict(r["content"].as_str().unwrap_or_default());
     assert!(
         verdict.get("error").is_none(),

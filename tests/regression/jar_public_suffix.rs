@@ -133,7 +133,8 @@ async fn get(pool: &Pool, url: String) {
         &Default::default(),
     )
     .await
-    .unwrap_or_else(|e| panic!("{url}: {e}"));
+    .unwrap_or_else(|e| panic!("{url}: {e}"))
+    .body;
     assert_eq!(r["via"].as_str(), Some("http"), "{url}: {r}");
 }
 

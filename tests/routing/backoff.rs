@@ -234,6 +234,7 @@ async fn reviews(pool: &idpool::pool::Pool, item: &str) -> idpool::error::Result
         idpool::lease::cascade::RunOptions::default(),
     )
     .await
+    .map(|o| o.body)
 }
 
 /// `Retry-After: 7` on the 429: the identity is sent nothing for 7 s, and

@@ -48,7 +48,8 @@ async fn a_multi_page_call_stays_on_one_identity() {
         RunOptions::default(),
     )
     .await
-    .expect("three pages");
+    .expect("three pages")
+    .body;
     let slots = slots_of(&r);
     assert_eq!(slots.len(), 3, "{r}");
     assert!(
@@ -70,7 +71,8 @@ async fn a_multi_page_call_stays_on_one_identity() {
         RunOptions::default(),
     )
     .await
-    .expect("three pages, round-robin");
+    .expect("three pages, round-robin")
+    .body;
     let slots = slots_of(&r);
     assert!(slots.contains(&0) && slots.contains(&1), "{slots:?}");
     assert!(
@@ -101,7 +103,8 @@ async fn a_sessions_calls_stay_on_its_slot() {
                 opts,
             )
             .await
-            .expect("call");
+            .expect("call")
+            .body;
             r["slot"].as_u64().expect("slot")
         }
     };

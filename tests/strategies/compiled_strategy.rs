@@ -121,7 +121,8 @@ async fn a_compiled_strategy_runs_through_the_same_cascade_and_tools() {
         RunOptions::default(),
     )
     .await
-    .expect("compiled strategy");
+    .expect("compiled strategy")
+    .body;
     assert_eq!(r["items"][0]["family"], "chrome");
     assert_eq!(r["items"][0]["http_version"], "HTTP/2.0");
     assert_eq!(r["tier"], 2);

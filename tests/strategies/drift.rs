@@ -140,7 +140,8 @@ async fn an_operations_expect_rules_are_checked_on_live_results() {
         idpool::lease::cascade::RunOptions::default(),
     )
     .await
-    .expect("get_reviews");
+    .expect("get_reviews")
+    .body;
     let warnings: Vec<String> = r["warnings"]
         .as_array()
         .expect("warnings")

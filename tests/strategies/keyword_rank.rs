@@ -107,7 +107,8 @@ async fn keyword_rank_finds_a_target_on_page_two_of_the_search_results() {
         idpool::lease::cascade::RunOptions::default(),
     )
     .await
-    .expect("keyword_rank");
+    .expect("keyword_rank")
+    .body;
     // Page 1: a sponsored result, three organic; page 2: a sponsored one,
     // then B0KETTLE50 (organic 4) and the target (organic 5).
     assert_eq!(

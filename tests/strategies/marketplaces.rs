@@ -98,7 +98,8 @@ async fn a_slot_signed_in_on_one_marketplace_reads_members_reviews_there_and_a_b
     let url = format!("https://localhost:{port}/product/ACCT1");
     let by_url = tools::get_reviews::run(&pool, json!({"item": url}), on_slot_0())
         .await
-        .expect("reviews on localhost");
+        .expect("reviews on localhost")
+        .body;
     assert_eq!(by_url["strategy"], "testshop", "{by_url}");
     assert_eq!(by_url["marketplace"], "localhost", "{by_url}");
     assert_eq!(ids(&by_url["reviews"]), truth);
@@ -108,7 +109,8 @@ async fn a_slot_signed_in_on_one_marketplace_reads_members_reviews_there_and_a_b
         on_slot_0(),
     )
     .await
-    .expect("reviews with `marketplace`");
+    .expect("reviews with `marketplace`")
+    .body;
     assert_eq!(ids(&by_arg["reviews"]), truth);
     // The default marketplace's cookies are not that session: its wall stands.
     let walled = tools::get_reviews::run(
@@ -168,7 +170,8 @@ async fn a_slot_signed_in_on_one_marketplace_reads_members_reviews_there_and_a_b
         on_slot_0(),
     )
     .await
-    .expect("the other marketplace still admits the slot");
+    .expect("the other marketplace still admits the slot")
+    .body;
     assert_eq!(ids(&after["reviews"]), truth);
     let status = tools::pool_status::run(&pool);
     assert_eq!(

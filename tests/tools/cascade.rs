@@ -48,7 +48,8 @@ async fn get_reviews_returns_ground_truth_through_each_tier_and_the_cascade() {
             opts,
         )
         .await
-        .expect("get_reviews");
+        .expect("get_reviews")
+        .body;
         assert_eq!(
             r["reviews"].as_array().expect("reviews"),
             &expect,
@@ -80,7 +81,8 @@ async fn get_reviews_returns_ground_truth_through_each_tier_and_the_cascade() {
         RunOptions::default(),
     )
     .await
-    .expect("by URL");
+    .expect("by URL")
+    .body;
     assert_eq!(
         (
             r["strategy"].as_str(),
@@ -108,7 +110,17 @@ async fn a_blocked_tier_is_skipped_until_its_cooldown_passes() {
             },
         )
     };
-    let r = call().await.expect("first");
+    let out = call().await.expect("first");
+    assert_eq!(
+        out.provenance,
+        Some(tools::Provenance {
+            slot: 0,
+            tier: 2,
+            attempts: 2
+        }),
+        "the tool says who served it, typed: slot 0 on tier 2, after tier 1's block"
+    );
+    let r = out.body;
     assert_eq!(
         tiers_of(&r["pages"][0]),
         [(1, "tier_block".to_string()), (2, "ok".to_string())],
@@ -118,7 +130,7 @@ async fn a_blocked_tier_is_skipped_until_its_cooldown_passes() {
         r["pages"][0]["attempts"][0]["detail"], "[tier_block] status 403",
         "the attempt says why"
     );
-    let r = call().await.expect("second");
+    let r = call().await.expect("second").body;
     assert_eq!(
         tiers_of(&r["pages"][0]),
         [(1, "skipped".to_string()), (2, "ok".to_string())]
@@ -132,7 +144,7 @@ async fn a_blocked_tier_is_skipped_until_its_cooldown_passes() {
     tokio::time::pause();
     tokio::time::advance(Duration::from_secs(601)).await;
     tokio::time::resume();
-    let r = call().await.expect("after the cooldown");
+    let r = call().await.expect("after the cooldown").body;
     assert_eq!(tiers_of(&r["pages"][0]), [(1, "ok".to_string())]);
     shutdown_and_check(&pool).await;
 }
@@ -152,7 +164,7 @@ async fn a_challenge_goes_to_the_browser_and_later_calls_stay_cheap() {
             },
         )
     };
-    let r = call().await.expect("first");
+    let r = call().await.expect("first").body;
     assert_eq!(
         tiers_of(&r["pages"][0]),
         [(1, "challenge".to_string()), (3, "ok".to_string())]
@@ -165,7 +177,7 @@ async fn a_challenge_goes_to_the_browser_and_later_calls_stay_cheap() {
         r["pages"][0]["requests"], 2,
         "the browser's navigation counts toward the call's request budget"
     );
-    let r = call().await.expect("second");
+    let r = call().await.expect("second").body;
     assert_eq!(
         tiers_of(&r["pages"][0]),
         [(1, "ok".to_string())],
@@ -220,7 +232,8 @@ async fn a_tier_block_then_a_challenge_still_goes_to_the_browser() {
         RunOptions::default(),
     )
     .await
-    .expect("through the browser");
+    .expect("through the browser")
+    .body;
     assert_eq!(
         tiers_of(&r["pages"][0]),
         [
@@ -243,7 +256,8 @@ async fn empty_items_and_login_walls() {
         RunOptions::default(),
     )
     .await
-    .expect("empty");
+    .expect("empty")
+    .body;
     assert_eq!(
         (r["count"].as_u64(), r["has_more"].as_bool()),
         (Some(0), Some(false))
@@ -335,7 +349,8 @@ async fn extract_and_list_strategies() {
         RunOptions::default(),
     )
     .await
-    .expect("product");
+    .expect("product")
+    .body;
     assert_eq!(r["items"][0]["title"], data::product_name("B0PROD"));
     assert_eq!(r["items"][0]["ratings"], data::review_count("B0PROD"));
     let e = tools::extract::run(
@@ -565,7 +580,8 @@ async fn a_call_sends_no_more_requests_than_its_budget() {
         RunOptions::default(),
     )
     .await
-    .expect("extract");
+    .expect("extract")
+    .body;
     assert!(
         r["requests"].as_u64().is_some_and(|n| (1..=3).contains(&n)),
         "{r}"

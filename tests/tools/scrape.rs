@@ -14,7 +14,8 @@ async fn markdown_text_and_links_of_a_testbed_page() {
     let url = env.url("/product/B0MD");
     let md = tools::scrape::run(&pool, json!({"url": url.as_str()}), &Default::default())
         .await
-        .expect("markdown");
+        .expect("markdown")
+        .body;
     let content = md["content"].as_str().expect("content");
     assert!(
         content.contains(&format!("# {}", data::product_name("B0MD"))),
@@ -42,7 +43,8 @@ async fn markdown_text_and_links_of_a_testbed_page() {
         &Default::default(),
     )
     .await
-    .expect("text");
+    .expect("text")
+    .body;
     assert!(
         text["content"]
             .as_str()
@@ -55,7 +57,8 @@ async fn markdown_text_and_links_of_a_testbed_page() {
         &Default::default(),
     )
     .await
-    .expect("links");
+    .expect("links")
+    .body;
     assert_eq!(
         links["content"],
         format!(
@@ -96,7 +99,8 @@ async fn start_index_pages_through_a_huge_page_without_gap_or_overlap() {
         &Default::default(),
     )
     .await
-    .expect("whole");
+    .expect("whole")
+    .body;
     let total = full["total_chars"].as_u64().expect("total") as usize;
     assert!(total > 500_000, "{total}");
     let mut joined = String::new();
@@ -109,7 +113,8 @@ async fn start_index_pages_through_a_huge_page_without_gap_or_overlap() {
             &Default::default(),
         )
         .await
-        .expect("piece");
+        .expect("piece")
+        .body;
         joined.push_str(piece["content"].as_str().expect("content"));
         start = piece["next_start_index"].as_u64();
         calls += 1;
@@ -130,7 +135,8 @@ async fn auto_mode_falls_back_to_the_browser_on_a_challenge() {
         &Default::default(),
     )
     .await
-    .expect("auto");
+    .expect("auto")
+    .body;
     assert_eq!(
         (r["via"].as_str(), r["tier"].as_u64()),
         (Some("browser"), Some(3))
@@ -147,7 +153,7 @@ async fn auto_mode_falls_back_to_the_browser_on_a_challenge() {
         &Default::default(),
     )
     .await
-    .map(|r| r["via"].clone());
+    .map(|r| r.body["via"].clone());
     assert_eq!(
         e.expect("the slot passed the challenge in auto mode"),
         "http"
@@ -285,7 +291,8 @@ async fn hosts_in_allowed_hosts_work_without_a_strategy() {
         &Default::default(),
     )
     .await
-    .expect("generic fallback");
+    .expect("generic fallback")
+    .body;
     assert_eq!(r["outcome"], "ok");
     // The generic markers still recognise a captcha page.
     env.testbed
@@ -342,7 +349,8 @@ async fn scrape_moves_across_identities_and_remembers_a_blocked_tier() {
         &Default::default(),
     )
     .await
-    .expect("through the browser");
+    .expect("through the browser")
+    .body;
     assert_eq!(
         (r["slot"].as_u64(), r["via"].as_str()),
         (Some(0), Some("browser")),

@@ -34,7 +34,9 @@ fn web_url(env: &Env, host: &str, path: &str) -> String {
 }
 
 async fn scrape(pool: &idpool::pool::Pool, args: Value) -> idpool::error::Result<Value> {
-    tools::scrape::run(pool, args, &Default::default()).await
+    tools::scrape::run(pool, args, &Default::default())
+        .await
+        .map(|o| o.body)
 }
 
 #[tokio::test]
@@ -472,7 +474,11 @@ async fn map_lists_the_sitemaps_urls_and_the_start_pages_links_within_the_host()
     let origin = web_url(&env, "news.web.test", "");
     let map = |args: Value| {
         let pool = pool.clone();
-        async move { tools::map::run(&pool, args, &Default::default()).await }
+        async move {
+            tools::map::run(&pool, args, &Default::default())
+                .await
+                .map(|o| o.body)
+        }
     };
     let r = map(json!({"url": format!("{origin}/site/")}))
         .await
@@ -559,7 +565,8 @@ async fn map_holds_one_identity_for_the_whole_call() {
         &Default::default(),
     )
     .await
-    .expect("map");
+    .expect("map")
+    .body;
     assert_eq!(r["sitemaps"].as_array().map(Vec::len), Some(3), "{r}");
     let requests: Vec<u64> = pool.slots().iter().map(|s| s.health().requests).collect();
     // The start page and three sitemaps (and robots.txt) on slot 0 alone.

@@ -190,24 +190,24 @@ async fn step(page: &Page, action: &Action, deadline: Instant) -> Result<()> {
     Ok(())
 }
 
-/// After the page settled: `req`'s actions, then the page read again
-/// (the actions changed it), then its captures.
+/// After the page settled: the request's `actions`, then the page read
+/// again (the actions changed it), then what it asked to `capture`.
 pub async fn after(
     page: &Page,
-    req: &super::BrowserRequest,
+    (actions, want): (&[Action], Capture),
     result: &mut super::PageResult,
     deadline: Instant,
     limit: usize,
 ) -> Result<()> {
-    if !req.actions.is_empty() {
-        run(page, &req.actions, deadline).await?;
+    if !actions.is_empty() {
+        run(page, actions, deadline).await?;
         (result.html, result.cut_from) = super::page::content(page, limit).await?;
         if let Ok(Some(url)) = page.url().await {
             result.final_url = url;
         }
     }
-    if req.capture != Capture::default() {
-        result.captured = capture(page, req.capture).await?;
+    if want != Capture::default() {
+        result.captured = capture(page, want).await?;
     }
     Ok(())
 }

@@ -14,31 +14,31 @@ use super::{Running, SlotBrowser, process};
 /// How long a live browser gets to answer `Browser.getVersion`.
 const PROBE: Duration = Duration::from_secs(2);
 
-/// Whether the browser still answers CDP.
-pub(super) async fn answers(running: &Running) -> bool {
-    tokio::time::timeout(PROBE, running.browser.version())
-        .await
-        .is_ok_and(|r| r.is_ok())
-}
-
-/// Forget a browser that died since its last use, perhaps a moment ago
-/// (the process is gone before its supervisor noticed); the supervisor
-/// reaps it.
-pub(super) async fn forget_dead(slot: &mut Option<Running>) {
-    let dead = slot
-        .as_ref()
-        .is_some_and(|r| r.flags.dead.load(Ordering::Acquire) || !process::pid_alive(r.pid));
-    if dead
-        && let Some(mut r) = slot.take()
-        && tokio::time::timeout(Duration::from_secs(5), &mut r.supervisor)
-            .await
-            .is_err()
-    {
-        r.supervisor.abort();
-    }
-}
-
 impl SlotBrowser {
+    /// Whether the browser still answers CDP.
+    pub(super) async fn answers(running: &Running) -> bool {
+        tokio::time::timeout(PROBE, running.browser.version())
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// Forget a browser that died since its last use, perhaps a moment ago
+    /// (the process is gone before its supervisor noticed); the supervisor
+    /// reaps it.
+    pub(super) async fn forget_dead(slot: &mut Option<Running>) {
+        let dead = slot
+            .as_ref()
+            .is_some_and(|r| r.flags.dead.load(Ordering::Acquire) || !process::pid_alive(r.pid));
+        if dead
+            && let Some(mut r) = slot.take()
+            && tokio::time::timeout(Duration::from_secs(5), &mut r.supervisor)
+                .await
+                .is_err()
+        {
+            r.supervisor.abort();
+        }
+    }
+
     /// Kill and reap a browser that stopped answering; the next operation
     /// launches a new one.
     pub(super) async fn end_hung(&self, slot: &mut Option<Running>) {

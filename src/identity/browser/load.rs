@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use chromiumoxide::{Browser, Page};
 
-use super::{BrowserRequest, PageResult, actions, page};
+use super::request::BrowserRequest;
+use super::{PageResult, actions, page};
 use crate::error::Result;
 use crate::identity::jar::Jar;
 
@@ -35,7 +36,7 @@ pub(super) async fn load(
     )
     .await;
     if let Ok(page) = result.as_mut() {
-        actions::after(tab, req, page, deadline, limit).await?;
+        actions::after(tab, (&req.actions, req.capture), page, deadline, limit).await?;
     }
     if let Some((jar, domain)) = sync {
         let cookies = page::pull_cookies(browser, domain).await?;

@@ -11,6 +11,11 @@
 //!   world, never the page's own).
 //! - `page`: one operation on a tab: identity overrides, cookie sync, navigation
 //!   with the main document's real status, waiting for selectors and challenges.
+//! - `request` (what one navigation asks for), `load` (one navigation of the
+//!   working tab), `actions` (steps and captures on it), `hang` (a dead or
+//!   hung Chromium), `facts` (what operators see).
+//! - `tab`: what a person does on a tab (snapshot, click, type, press,
+//!   select, wait); `kept_tabs`: a turn's own tabs for interactive sessions.
 //!
 //! [`SlotBrowser`] holds it together: one operation at a time per slot (an async
 //! lock with a bounded wait), relaunch after a crash, tab recycling, idle close and
@@ -20,14 +25,17 @@ pub mod actions;
 mod attach;
 mod capture;
 pub mod display;
+mod facts;
 mod hang;
 pub mod isolation;
+mod kept_tabs;
 pub mod launcher;
 pub mod live;
 mod load;
 pub mod page;
 pub mod process;
 mod relay;
+mod request;
 pub mod settle;
 mod storage;
 mod supervisor;
@@ -36,8 +44,10 @@ mod trust;
 mod world;
 
 pub use capture::{Capture, Captured};
+pub use facts::BrowserFacts;
 pub use launcher::LaunchSpec;
 pub use page::{ClientHints, Identity, PageResult, PageState, Probe};
+pub use request::BrowserRequest;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -45,7 +55,6 @@ use std::time::{Duration, Instant};
 
 use chromiumoxide::{Browser, Page};
 use parking_lot::Mutex;
-use serde::Serialize;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -53,45 +62,6 @@ use crate::config::BrowserConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identity::jar::Jar;
 use supervisor::Flags;
-
-/// What operators see of a slot's browser.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct BrowserFacts {
-    pub running: bool,
-    pub pid: Option<u32>,
-    pub port: u16,
-    pub ops_since_recycle: u32,
-    pub total_ops: u64,
-    pub launches: u64,
-    pub recycles: u64,
-    pub crashes: u64,
-    /// Restarts because the process tree passed `max_rss_mb`.
-    pub rss_restarts: u64,
-    /// The tree's summed RSS (counts shared pages once per process).
-    pub rss_mb: Option<u64>,
-    /// The tree's PSS: its real footprint, what `max_rss_mb` is held to.
-    pub pss_mb: Option<u64>,
-    pub last_error: Option<String>,
-    /// The running (or last) Chromium's version: what its executable's
-    /// `--version` prints, else what DevTools reports.
-    pub version: Option<String>,
-    /// Every Chromium pid this slot started, oldest first (for hygiene checks).
-    #[serde(skip)]
-    pub pids: Vec<u32>,
-}
-
-/// One browser request.
-#[derive(Debug, Clone)]
-pub struct BrowserRequest {
-    pub url: String,
-    pub wait_for: Option<String>,
-    /// Domain whose cookies are synced with the jar around the navigation.
-    pub cookie_domain: Option<String>,
-    /// Steps on the loaded page before it is read.
-    pub actions: Vec<actions::Action>,
-    /// Screenshot or PDF of the page as the actions left it.
-    pub capture: Capture,
-}
 
 struct Running {
     browser: Browser,
@@ -270,7 +240,7 @@ impl SlotBrowser {
     }
 
     async fn ensure_running(&self, slot: &mut Option<Running>) -> Result<()> {
-        hang::forget_dead(slot).await;
+        Self::forget_dead(slot).await;
         if slot.is_some() {
             return Ok(());
         }
@@ -485,7 +455,7 @@ impl Turn<'_> {
         if result
             .as_ref()
             .is_err_and(|e| e.kind() == ErrorKind::Timeout)
-            && !hang::answers(running).await
+            && !SlotBrowser::answers(running).await
         {
             self.browser.end_hung(&mut self.guard).await;
             return result.map_err(|e| e.context("the browser was hung and has been killed"));

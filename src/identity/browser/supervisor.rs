@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use tokio::process::Child;
 use tokio::sync::oneshot;
 
-use super::BrowserFacts;
+use super::facts::BrowserFacts;
 use super::process;
 
 /// Flags shared between a running browser and its supervisor.

@@ -15,53 +15,11 @@ use chromiumoxide::cdp::browser_protocol::dom::{
 use chromiumoxide::cdp::js_protocol::runtime::{CallArgument, CallFunctionOnParams};
 use chromiumoxide::layout::Point;
 
-use super::Turn;
-use super::page::{self, cdp};
+use super::page::cdp;
 use crate::error::{Error, ErrorKind, Result};
-use crate::identity::jar::PortableCookie;
 
 /// Lines a snapshot holds at most.
 pub const MAX_LINES: usize = 3000;
-
-impl Turn<'_> {
-    /// A new tab with the slot's identity (user agent, language, timezone),
-    /// kept when the working tab is recycled, until [`Turn::close_tab`].
-    pub(crate) async fn open_tab(&mut self) -> Result<Page> {
-        let identity = self.browser.identity.clone();
-        let (browser, _) = self.running().await?;
-        let tab = browser
-            .new_page("about:blank")
-            .await
-            .map_err(cdp("open a tab"))?;
-        page::prepare(&tab, &identity).await?;
-        self.browser
-            .kept_tabs
-            .lock()
-            .insert(tab.target_id().clone());
-        Ok(tab)
-    }
-
-    /// Close a tab [`Turn::open_tab`] opened.
-    pub(crate) async fn close_tab(&mut self, tab: Page) {
-        self.browser.kept_tabs.lock().remove(tab.target_id());
-        let _ = tab.close().await;
-    }
-
-    /// The browser's cookies related to `domain`.
-    pub(crate) async fn cookies(&mut self, domain: &str) -> Result<Vec<PortableCookie>> {
-        let (browser, _) = self.running().await?;
-        page::pull_cookies(browser, domain).await
-    }
-
-    /// Put `cookies` into the browser.
-    pub(crate) async fn push_cookies(
-        &mut self,
-        tab: &Page,
-        cookies: &[PortableCookie],
-    ) -> Result<()> {
-        page::push_cookies(tab, cookies).await
-    }
-}
 
 /// What a snapshot shows, and where its refs point.
 #[derive(Debug, Clone, Default)]

@@ -15,17 +15,20 @@ use std::fs::{self, File};
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use cookie_store::{Cookie as StoredCookie, CookieStore as Store};
+use http::{HeaderValue, Uri, Version};
 use parking_lot::{Mutex, RwLock};
 use url::Url;
 
 use crate::error::{Error, ErrorKind, Result};
 
+mod cookie;
 mod roads;
 mod rules;
 
+use cookie::unix_now;
+pub use cookie::{PortableCookie, domains_related};
 use roads::{import_one, read_store, store_set_cookie};
 
 pub use rules::{Reason, Refusal, is_public_suffix, is_secure_origin};
@@ -51,37 +54,6 @@ impl std::fmt::Debug for Jar {
             .field("count", &self.count())
             .finish()
     }
-}
-
-/// A cookie in a form both the jar and the browser understand (and the
-/// fleet stores).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PortableCookie {
-    pub name: String,
-    pub value: String,
-    /// Without a leading dot.
-    pub domain: String,
-    /// Sent only to exactly `domain` (no Domain attribute was given).
-    pub host_only: bool,
-    pub path: String,
-    pub secure: bool,
-    pub http_only: bool,
-    /// Unix seconds; `None` for a session cookie.
-    pub expires: Option<i64>,
-    pub same_site: Option<String>,
-}
-
-/// Whether a cookie of domain `cookie` belongs with `domain`: the same, one
-/// of its subdomains, or a parent a request to `domain` carries cookies of
-/// (both lower-case, without a leading dot).
-pub fn domains_related(cookie: &str, domain: &str) -> bool {
-    cookie == domain
-        || cookie
-            .strip_suffix(domain)
-            .is_some_and(|p| p.ends_with('.'))
-        || domain
-            .strip_suffix(cookie)
-            .is_some_and(|p| p.ends_with('.'))
 }
 
 /// What an import did: how many cookies the jar took, and each one it
@@ -349,11 +321,55 @@ impl Jar {
     }
 }
 
-pub(super) fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+/// The adapter wreq needs: wreq 6 has no cookie_store integration of its own.
+impl wreq::cookie::CookieStore for Jar {
+    fn set_cookies(&self, headers: &mut dyn Iterator<Item = &HeaderValue>, uri: &Uri) {
+        let Ok(url) = Url::parse(&uri.to_string()) else {
+            return;
+        };
+        let mut took = false;
+        let mut store = self.store.write();
+        for value in headers.filter_map(|h| h.to_str().ok()) {
+            match store_set_cookie(&mut store, value, &url) {
+                Ok(()) => took = true,
+                Err(r) => {
+                    tracing::debug!(cookie = %r.name, domain = %r.domain, reason = %r.reason, "Set-Cookie refused");
+                }
+            }
+        }
+        drop(store);
+        if took {
+            self.dirty.store(true, Ordering::Release);
+        }
+    }
+
+    /// One `cookie` field per cookie over HTTP/2 (Chromium sends "crumbs",
+    /// RFC 9113 §8.2.3), one joined field over HTTP/1.1.
+    fn cookies(&self, uri: &Uri, version: Version) -> wreq::cookie::Cookies {
+        let Ok(url) = Url::parse(&uri.to_string()) else {
+            return wreq::cookie::Cookies::Empty;
+        };
+        let pairs: Vec<String> = self
+            .store
+            .read()
+            .get_request_values(&url)
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        if pairs.is_empty() {
+            return wreq::cookie::Cookies::Empty;
+        }
+        if version == Version::HTTP_2 {
+            let values: Vec<HeaderValue> = pairs
+                .iter()
+                .filter_map(|p| HeaderValue::from_str(p).ok())
+                .collect();
+            return wreq::cookie::Cookies::Uncompressed(values);
+        }
+        match HeaderValue::from_str(&pairs.join("; ")) {
+            Ok(v) => wreq::cookie::Cookies::Compressed(v),
+            Err(_) => wreq::cookie::Cookies::Empty,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -4,12 +4,10 @@
 //! `rules` before the store sees it.
 
 use cookie_store::{Cookie as StoredCookie, CookieStore as Store};
-use http::{HeaderValue, Uri, Version};
-use std::sync::atomic::Ordering;
 use url::Url;
 
+use super::cookie::{PortableCookie, unix_now};
 use super::rules::{self, Reason, Refusal};
-use super::{Jar, PortableCookie, unix_now};
 
 /// One `Set-Cookie` from `url`: judged, then stored.
 pub(super) fn store_set_cookie(
@@ -112,55 +110,4 @@ pub(super) fn read_store(
         .collect();
     let store = Store::from_cookies(kept.into_iter().map(Ok::<_, String>), false)?;
     Ok((store, dropped))
-}
-
-/// The adapter wreq needs: wreq 6 has no cookie_store integration of its own.
-impl wreq::cookie::CookieStore for Jar {
-    fn set_cookies(&self, headers: &mut dyn Iterator<Item = &HeaderValue>, uri: &Uri) {
-        let Ok(url) = Url::parse(&uri.to_string()) else {
-            return;
-        };
-        let mut took = false;
-        let mut store = self.store.write();
-        for value in headers.filter_map(|h| h.to_str().ok()) {
-            match store_set_cookie(&mut store, value, &url) {
-                Ok(()) => took = true,
-                Err(r) => {
-                    tracing::debug!(cookie = %r.name, domain = %r.domain, reason = %r.reason, "Set-Cookie refused");
-                }
-            }
-        }
-        drop(store);
-        if took {
-            self.dirty.store(true, Ordering::Release);
-        }
-    }
-
-    /// One `cookie` field per cookie over HTTP/2 (Chromium sends "crumbs",
-    /// RFC 9113 §8.2.3), one joined field over HTTP/1.1.
-    fn cookies(&self, uri: &Uri, version: Version) -> wreq::cookie::Cookies {
-        let Ok(url) = Url::parse(&uri.to_string()) else {
-            return wreq::cookie::Cookies::Empty;
-        };
-        let pairs: Vec<String> = self
-            .store
-            .read()
-            .get_request_values(&url)
-            .map(|(n, v)| format!("{n}={v}"))
-            .collect();
-        if pairs.is_empty() {
-            return wreq::cookie::Cookies::Empty;
-        }
-        if version == Version::HTTP_2 {
-            let values: Vec<HeaderValue> = pairs
-                .iter()
-                .filter_map(|p| HeaderValue::from_str(p).ok())
-                .collect();
-            return wreq::cookie::Cookies::Uncompressed(values);
-        }
-        match HeaderValue::from_str(&pairs.join("; ")) {
-            Ok(v) => wreq::cookie::Cookies::Compressed(v),
-            Err(_) => wreq::cookie::Cookies::Empty,
-        }
-    }
 }

@@ -38,7 +38,7 @@ mod page;
 mod slots;
 mod tier;
 mod types;
-pub use page::{PageMode, PagePlan, page};
+pub use page::{PageMode, PagePlan, Paged, page};
 use tier::{TierEnd, run_tier};
 pub use types::{Attempt, CascadeResult, Fallback, Progress, Recorded, Recorder, RunOptions};
 use types::{failed_on, skipped};

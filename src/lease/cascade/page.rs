@@ -38,8 +38,15 @@ pub struct PagePlan {
     pub mode: PageMode,
 }
 
+/// A page the cascade fetched, and every tier it tried on the way.
+#[derive(Debug)]
+pub struct Paged {
+    pub fetched: Fetched,
+    pub attempts: Vec<Attempt>,
+}
+
 /// Fetch one page on `call`'s identity through the cascade.
-pub async fn page(call: &mut Call, plan: &PagePlan, opts: &RunOptions) -> Result<Fetched> {
+pub async fn page(call: &mut Call, plan: &PagePlan, opts: &RunOptions) -> Result<Paged> {
     let leases = call.leases().clone();
     let name = match leases.strategy_for(&plan.url) {
         Some(s) => s.name().to_string(),
@@ -225,7 +232,7 @@ impl PageRun<'_> {
 }
 
 impl Work for PageRun<'_> {
-    type Done = Fetched;
+    type Done = Paged;
 
     fn name(&self) -> &str {
         &self.name
@@ -247,7 +254,7 @@ impl Work for PageRun<'_> {
         &self,
         lease: Lease,
         attempts: &mut Vec<Attempt>,
-    ) -> Result<Result<Fetched, Outcome>> {
+    ) -> Result<Result<Paged, Outcome>> {
         let browser_only = self.plan.mode == PageMode::Browser
             || !self.plan.browse.actions.is_empty()
             || self.plan.browse.capture != Default::default();
@@ -288,7 +295,10 @@ impl Work for PageRun<'_> {
             Ok(f) => f.outcome,
             Err(o) => *o,
         });
-        Ok(end)
+        Ok(end.map(|fetched| Paged {
+            fetched,
+            attempts: std::mem::take(attempts),
+        }))
     }
 
     fn exhausted(&self, tried: &[usize], attempts: &[Attempt]) -> Error {

@@ -11,7 +11,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_socks::tcp::Socks5Stream;
 
-use super::Target;
+use super::target::Target;
 use crate::config::ProxyUrl;
 
 /// A byte stream to the target.

@@ -30,14 +30,19 @@ mod dial;
 mod health;
 mod peer;
 mod serve;
+mod shared;
+mod target;
 mod wire;
 
 pub use dial::ProxyTls;
 pub use health::{HealthReport, ProxyState, UpstreamHealth};
 pub use peer::Peers;
+pub use shared::{KEPT_REFUSALS, Refusal};
+
+use shared::Shared;
 
 use std::collections::VecDeque;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -49,27 +54,6 @@ use tokio_util::sync::CancellationToken;
 use crate::config::ProxyUrl;
 use crate::error::{Error, Result};
 use crate::wire::http::Guard;
-
-/// How many refusals a slot's egress remembers.
-pub const KEPT_REFUSALS: usize = 32;
-
-/// A request the egress refused.
-#[derive(Debug, Clone, Serialize)]
-pub struct Refusal {
-    /// Increases by one per refusal of this egress.
-    #[serde(skip)]
-    pub seq: u64,
-    /// `host:port` the browser asked for.
-    pub target: String,
-    /// The guard's reason.
-    pub reason: String,
-}
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.target, self.reason)
-    }
-}
 
 /// What operators see of a slot's egress.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -114,26 +98,6 @@ pub struct EgressConfig {
     pub health: Arc<UpstreamHealth>,
     /// The browsers' namespace: the listener is bound inside it.
     pub netns: Option<Arc<crate::wire::netns::Netns>>,
-}
-
-/// State shared by the listener task and its connections.
-struct Shared {
-    slot: usize,
-    guard: Arc<Guard>,
-    upstream: RwLock<Option<ProxyUrl>>,
-    exempt: Vec<SocketAddr>,
-    connect_timeout: Duration,
-    proxy_tls: Arc<ProxyTls>,
-    requests: AtomicU64,
-    refused: AtomicU64,
-    connect_failures: AtomicU64,
-    health: Arc<UpstreamHealth>,
-    bytes_up: Arc<AtomicU64>,
-    bytes_down: Arc<AtomicU64>,
-    refusals: Mutex<VecDeque<Refusal>>,
-    seq: AtomicU64,
-    peers: Arc<Peers>,
-    strangers: AtomicU64,
 }
 
 /// One slot's egress: a bound loopback listener, served until shutdown.
@@ -281,87 +245,5 @@ impl Egress {
 impl Drop for Egress {
     fn drop(&mut self) {
         self.stop.cancel();
-    }
-}
-
-/// Where a checked request goes.
-#[derive(Debug, Clone)]
-pub(crate) enum Target {
-    /// The address the guard checked.
-    Addr(SocketAddr),
-    /// A name only the upstream can resolve (a `socks5h` upstream, when it
-    /// does not resolve here).
-    Name(String, u16),
-}
-
-/// Why a request does not go out.
-#[derive(Debug)]
-pub(crate) enum Denied {
-    /// The guard refused the address.
-    Refused(String),
-    /// The name did not resolve (not a refusal: nothing to refuse).
-    Unresolved(String),
-}
-
-impl Shared {
-    /// Resolve `host` and check every address it resolves to.
-    async fn check(&self, host: &str, port: u16) -> std::result::Result<Target, Denied> {
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        if let Ok(ip) = host.parse::<IpAddr>() {
-            return self
-                .check_addr(host, SocketAddr::new(ip, port))
-                .map(Target::Addr)
-                .map_err(Denied::Refused);
-        }
-        let resolved =
-            tokio::time::timeout(self.connect_timeout, self.guard.lookup(host, port)).await;
-        let addrs: Vec<SocketAddr> = match resolved {
-            Ok(Ok(a)) => a,
-            _ if self.upstream_resolves() => return Ok(Target::Name(host.to_string(), port)),
-            Ok(Err(e)) => return Err(Denied::Unresolved(e.message().to_string())),
-            Err(_) => {
-                return Err(Denied::Unresolved(format!("resolving `{host}` timed out")));
-            }
-        };
-        let first = *addrs
-            .first()
-            .ok_or_else(|| Denied::Unresolved(format!("`{host}` resolves to no address")))?;
-        for a in &addrs {
-            self.check_addr(host, *a).map_err(Denied::Refused)?;
-        }
-        Ok(Target::Addr(first))
-    }
-
-    fn check_addr(&self, host: &str, addr: SocketAddr) -> std::result::Result<SocketAddr, String> {
-        if self.exempt.contains(&addr) {
-            return Ok(addr);
-        }
-        self.guard
-            .check_address(host, addr.ip())
-            .map(|()| addr)
-            .map_err(|e| e.message().to_string())
-    }
-
-    /// A `socks5h://` upstream resolves names itself.
-    fn upstream_resolves(&self) -> bool {
-        self.upstream
-            .read()
-            .as_ref()
-            .is_some_and(|u| u.scheme() == "socks5h")
-    }
-
-    fn refuse(&self, target: String, reason: String) {
-        self.refused.fetch_add(1, Ordering::Relaxed);
-        tracing::info!(slot = self.slot, %target, %reason, "egress refused a browser request");
-        let seq = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
-        let mut kept = self.refusals.lock();
-        if kept.len() == KEPT_REFUSALS {
-            kept.pop_front();
-        }
-        kept.push_back(Refusal {
-            seq,
-            target,
-            reason,
-        });
     }
 }

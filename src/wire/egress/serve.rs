@@ -21,8 +21,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_util::sync::CancellationToken;
 
 use super::dial::{DialError, Io, dial};
+use super::shared::Shared;
+use super::target::Denied;
 use super::wire::{self, Side, WireError};
-use super::{Denied, Shared};
 
 /// A browser connection that sends no request head within this (the first,
 /// or the next on a kept connection) is closed.

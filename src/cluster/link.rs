@@ -1,0 +1,354 @@
+//! This daemon's link to the fleet: the connection, its scripts, its health
+//! and the node it advertises (what the store, peers, events and the hold
+//! table act through).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use parking_lot::Mutex;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use serde::Serialize;
+
+use super::address::refused_address;
+use super::scripts;
+use crate::config::ClusterConfig;
+use crate::error::{Error, ErrorKind, Result};
+
+/// This daemon's link to the fleet.
+pub struct Cluster {
+    pub(super) node: String,
+    prefix: String,
+    /// Where other daemons reach this one.
+    advertise: String,
+    /// Authenticates daemon-to-daemon calls (never logged).
+    key: Option<String>,
+    /// `cluster.peers`: when set, the only addresses the key goes to.
+    pub(super) peers: Vec<crate::config::PeerAddr>,
+    /// `redis://host:port` without credentials, for reports.
+    shown_url: String,
+    pub(super) client: redis::Client,
+    conn: ConnectionManager,
+    pub(super) timeout: Duration,
+    pub(super) lease_ttl: Duration,
+    health: Mutex<Health>,
+    reconnects: AtomicU64,
+    scripts: Scripts,
+}
+
+struct Scripts {
+    lease: redis::Script,
+    release: redis::Script,
+    pace: redis::Script,
+    enter: redis::Script,
+}
+
+#[derive(Debug, Clone)]
+struct Health {
+    up: bool,
+    /// When it last changed.
+    since: SystemTime,
+    last_error: Option<String>,
+    /// Whether any command ever succeeded.
+    ever_up: bool,
+}
+
+/// The fleet link as operators see it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterReport {
+    pub node: String,
+    /// `up` or `degraded`.
+    pub state: &'static str,
+    pub redis: String,
+    /// Seconds since the state last changed.
+    pub for_secs: u64,
+    pub last_error: Option<String>,
+    /// Times Redis came back after being away.
+    pub reconnects: u64,
+    pub advertise: String,
+}
+
+impl Cluster {
+    /// Set up the link (no connection yet: a Redis that is away at start
+    /// only means the daemon starts degraded). `listen` is the default
+    /// advertised address.
+    pub fn open(cfg: &ClusterConfig, listen: std::net::SocketAddr) -> Result<Option<Cluster>> {
+        let Some(url) = cfg.url() else {
+            return Ok(None);
+        };
+        if let Some(p) = cfg.problem() {
+            return Err(Error::config(p));
+        }
+        let client = redis::Client::open(url.as_str())
+            .map_err(|e| Error::config(format!("cluster.redis_url: {}", safe(&e))))?;
+        let timeout = Duration::from_millis(cfg.command_timeout_ms);
+        let conn = client
+            .get_connection_manager_lazy(
+                ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(timeout))
+                    .set_response_timeout(Some(timeout))
+                    .set_number_of_retries(1)
+                    .set_max_delay(Duration::from_secs(2)),
+            )
+            .map_err(|e| Error::config(format!("cluster.redis_url: {}", safe(&e))))?;
+        let key = cfg.read_key().map_err(|e| {
+            Error::config(format!(
+                "cluster.key_file {}: {e}",
+                cfg.key_file
+                    .as_deref()
+                    .unwrap_or(std::path::Path::new(""))
+                    .display()
+            ))
+        })?;
+        let advertise = advertised(cfg, listen)?;
+        let info = client.get_connection_info();
+        Ok(Some(Cluster {
+            node: cfg.node_name(),
+            prefix: cfg.key_prefix.clone(),
+            advertise,
+            key,
+            peers: cfg.peer_addrs(),
+            shown_url: format!(
+                "{}://{}",
+                if url.starts_with("rediss://") {
+                    "rediss"
+                } else {
+                    "redis"
+                },
+                info.addr()
+            ),
+            client,
+            conn,
+            timeout,
+            lease_ttl: Duration::from_secs(cfg.lease_ttl_secs),
+            health: Mutex::new(Health {
+                up: false,
+                since: SystemTime::now(),
+                last_error: Some("not connected yet".into()),
+                ever_up: false,
+            }),
+            reconnects: AtomicU64::new(0),
+            scripts: Scripts {
+                lease: redis::Script::new(scripts::LEASE),
+                release: redis::Script::new(scripts::RELEASE),
+                pace: redis::Script::new(scripts::PACE),
+                enter: redis::Script::new(scripts::ENTER),
+            },
+        }))
+    }
+
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    pub fn advertise(&self) -> &str {
+        &self.advertise
+    }
+
+    /// The cluster key, when daemons may forward to each other.
+    pub fn key(&self) -> Option<&str> {
+        self.key.as_deref()
+    }
+
+    pub fn lease_ttl(&self) -> Duration {
+        self.lease_ttl
+    }
+
+    pub fn is_up(&self) -> bool {
+        self.health.lock().up
+    }
+
+    /// Times Redis came back after being away (the heartbeat reconciles
+    /// when this moves).
+    pub fn reconnects(&self) -> u64 {
+        self.reconnects.load(Ordering::Acquire)
+    }
+
+    pub fn report(&self) -> ClusterReport {
+        let h = self.health.lock().clone();
+        ClusterReport {
+            node: self.node.clone(),
+            state: if h.up { "up" } else { "degraded" },
+            redis: self.shown_url.clone(),
+            for_secs: h.since.elapsed().map_or(0, |d| d.as_secs()),
+            last_error: h.last_error,
+            reconnects: self.reconnects(),
+            advertise: self.advertise.clone(),
+        }
+    }
+
+    pub(super) fn key_of(&self, parts: &[&str]) -> String {
+        let mut k = self.prefix.clone();
+        k.push_str(&parts.join(":"));
+        k
+    }
+
+    /// Run one command or script under the deadline, tracking health.
+    pub(super) async fn run<T: redis::FromRedisValue>(
+        &self,
+        what: &str,
+        f: impl AsyncFnOnce(&mut ConnectionManager) -> redis::RedisResult<T>,
+    ) -> Result<T> {
+        let mut conn = self.conn.clone();
+        let out = match tokio::time::timeout(self.timeout, f(&mut conn)).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(format!("{what}: {}", safe(&e))),
+            Err(_) => Err(format!(
+                "{what}: no answer from Redis within {} ms",
+                self.timeout.as_millis()
+            )),
+        };
+        self.note(out.as_ref().err());
+        out.map_err(|m| Error::new(ErrorKind::Unavailable, m).retryable(true))
+    }
+
+    fn note(&self, error: Option<&String>) {
+        let mut h = self.health.lock();
+        match error {
+            None if !h.up => {
+                if h.ever_up {
+                    self.reconnects.fetch_add(1, Ordering::AcqRel);
+                }
+                tracing::info!(node = %self.node, "the fleet's Redis answers: cluster up");
+                *h = Health {
+                    up: true,
+                    since: SystemTime::now(),
+                    last_error: None,
+                    ever_up: true,
+                };
+            }
+            None => {}
+            Some(e) => {
+                if h.up {
+                    tracing::warn!(node = %self.node, error = %e, "the fleet's Redis is away: cluster degraded (serving local identities from local state)");
+                    h.since = SystemTime::now();
+                }
+                h.up = false;
+                h.last_error = Some(e.clone());
+            }
+        }
+        metrics::gauge!("idpool_cluster_up").set(if h.up { 1.0 } else { 0.0 });
+    }
+
+    /// Take or renew the lease of `fleet_id`: the owner after the call.
+    pub async fn lease(&self, fleet_id: &str) -> Result<String> {
+        let key = self.key_of(&["lease", fleet_id]);
+        let ttl = self.lease_ttl.as_millis() as u64;
+        let s = &self.scripts.lease;
+        let node = self.node.clone();
+        self.run("lease", async move |c| {
+            s.prepare_invoke()
+                .key(&key)
+                .arg(&node)
+                .arg(ttl)
+                .invoke_async(c)
+                .await
+        })
+        .await
+    }
+
+    /// Give the lease of `fleet_id` back (if this node holds it).
+    pub async fn release(&self, fleet_id: &str) -> Result<()> {
+        let key = self.key_of(&["lease", fleet_id]);
+        let s = &self.scripts.release;
+        let node = self.node.clone();
+        self.run("release", async move |c| {
+            s.prepare_invoke()
+                .key(&key)
+                .arg(&node)
+                .invoke_async::<i64>(c)
+                .await
+        })
+        .await
+        .map(drop)
+    }
+
+    /// Reserve a start in `strategy`'s fleet-wide budget, one request every
+    /// `interval`: `Ok(Ok(wait))` start after `wait`; `Ok(Err(wait))` the
+    /// next start is further than `max_wait` away (nothing reserved).
+    pub async fn pace(
+        &self,
+        strategy: &str,
+        interval: Duration,
+        max_wait: Duration,
+    ) -> Result<std::result::Result<Duration, Duration>> {
+        let key = self.key_of(&["pace", strategy]);
+        let s = &self.scripts.pace;
+        let interval = (interval.as_millis() as u64).max(1);
+        let max_wait = max_wait.as_millis() as u64;
+        let (ok, wait): (i64, i64) = self
+            .run("pace", async move |c| {
+                s.prepare_invoke()
+                    .key(&key)
+                    .arg(interval)
+                    .arg(max_wait)
+                    .invoke_async(c)
+                    .await
+            })
+            .await?;
+        let wait = Duration::from_millis(wait.max(0) as u64);
+        Ok(if ok == 1 { Ok(wait) } else { Err(wait) })
+    }
+
+    /// Take one of `max` fleet-wide in-flight places of `strategy` for
+    /// `token` (lapsing after `ttl`); `false` when all are taken.
+    pub async fn enter(
+        &self,
+        strategy: &str,
+        max: usize,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<bool> {
+        let key = self.key_of(&["inflight", strategy]);
+        let s = &self.scripts.enter;
+        let ttl = (ttl.as_millis() as u64).max(1);
+        let token = token.to_string();
+        self.run("enter", async move |c| {
+            s.prepare_invoke()
+                .key(&key)
+                .arg(max)
+                .arg(&token)
+                .arg(ttl)
+                .invoke_async::<i64>(c)
+                .await
+        })
+        .await
+        .map(|n| n == 1)
+    }
+
+    /// Hand an in-flight place back.
+    pub async fn leave(&self, strategy: &str, token: &str) -> Result<()> {
+        let key = self.key_of(&["inflight", strategy]);
+        let token = token.to_string();
+        self.run("leave", async move |c| {
+            redis::cmd("ZREM")
+                .arg(&key)
+                .arg(&token)
+                .query_async::<i64>(c)
+                .await
+        })
+        .await
+        .map(drop)
+    }
+}
+
+/// The address this daemon registers (checked the way the others will
+/// check it before sending it the key).
+fn advertised(cfg: &ClusterConfig, listen: std::net::SocketAddr) -> Result<String> {
+    let text = cfg
+        .advertised()
+        .unwrap_or_else(|| format!("http://{listen}"));
+    let a = crate::config::PeerAddr::parse(&text)
+        .map_err(|e| Error::config(format!("cluster.advertise (or IDPOOL_ADVERTISE): {e}")))?;
+    if let crate::config::PeerHost::Ip(ip) = a.host
+        && let Some(why) = refused_address(ip)
+    {
+        tracing::warn!(advertise = %a, "this daemon advertises {why}: the other daemons forward nothing here unless their cluster.peers lists it");
+    }
+    Ok(a.to_string())
+}
+
+/// A Redis error without anything secret (the crate never prints the
+/// password, but a URL may be echoed back in a parse error).
+fn safe(e: &redis::RedisError) -> String {
+    crate::diag::one_line(&crate::config::redact_redis_url(&e.to_string()), 300)
+}

@@ -33,7 +33,7 @@ ensure_demo_bins() {
     log "using the binaries already built in $1"
   else
     log "building"
-    cargo build --locked --bins --features testbed
+    cargo build --locked --workspace --bins
   fi
 }
 

@@ -35,10 +35,10 @@ ensure_node_deps
 profile="${IDPOOL_LOAD_PROFILE:-release}"
 log "building ($profile)"
 if [ "$profile" = release ]; then
-  cargo build --locked --release --bins --features testbed
+  cargo build --locked --release --workspace --bins
   bin=target/release
 else
-  cargo build --locked --bins --features testbed
+  cargo build --locked --workspace --bins
   bin=target/debug
 fi
 work=.idpool/load

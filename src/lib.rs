@@ -66,13 +66,14 @@
 //!               reload), control API, metrics, events, status page
 //! cli/          the `idpool` subcommands, on the binary's side (`src/main.rs`):
 //!               parse, call the library, print
-//! testbed/      idpool-testbed (feature `testbed`): the local imitation of a
-//!               protected shop that tests, the demo and benchmarks run against
-//!               (JA4 gate, JS challenge, rate limit, review data, faults on demand)
 //! ```
 //!
+//! The testbed shop the tests, the demo and the benchmarks run against is a
+//! crate of its own (`crates/testbed`, `idpool-testbed`): the daemon's build
+//! compiles none of it.
+//!
 //! The library returns typed [`Error`]s; `anyhow` lives only on the
-//! binaries' side (`src/main.rs` and its `src/cli/`, `src/bin/`).
+//! binary's side (`src/main.rs` and its `src/cli/`).
 
 pub mod auth;
 pub mod cluster;
@@ -90,8 +91,6 @@ pub mod pool;
 pub mod routing;
 pub mod services;
 pub mod strategy;
-#[cfg(feature = "testbed")]
-pub mod testbed;
 pub mod tools;
 pub mod web;
 pub mod wire;

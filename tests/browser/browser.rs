@@ -8,8 +8,8 @@ use std::time::Duration;
 use common::{Env, chromium_browsers_under, shutdown_and_check};
 use idpool::pool::Via;
 use idpool::strategy::Outcome;
-use idpool::testbed::{Fault, FaultKind};
 use idpool::wire::http::FetchRequest;
+use idpool_testbed::{Fault, FaultKind};
 
 #[tokio::test]
 async fn lazy_launch_one_chromium_on_its_slot_port_and_dir() {
@@ -713,7 +713,7 @@ async fn wait_for_sees_javascript_rendered_content_and_times_out_cleanly() {
         )
         .await
         .expect("rendered");
-    let first = idpool::testbed::data::review(item, 0);
+    let first = idpool_testbed::data::review(item, 0);
     assert!(
         f.response.text().contains(&first.title),
         "JS-rendered reviews missing"

@@ -8,8 +8,8 @@ use crate::common;
 
 use common::{Env, free_base_port, shutdown_and_check};
 use idpool::lease::cascade::RunOptions;
-use idpool::testbed::site;
 use idpool::tools;
+use idpool_testbed::site;
 use serde_json::{Value, json};
 
 fn caller(key: &str, mcp: &str) -> RunOptions {

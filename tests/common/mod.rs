@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use idpool::config::Config;
 use idpool::pool::Pool;
-use idpool::testbed::{Testbed, TestbedConfig};
+use idpool_testbed::{Testbed, TestbedConfig};
 
 /// The testbed strategy the tests use: no politeness delay, captcha/login/403 are
 /// hard blocks, the JS interstitial is a challenge, `.no-reviews` proves empty.
@@ -220,7 +220,7 @@ pub async fn shop(slots: usize) -> Env {
 
 /// Make the testbed answer paths under `prefix` after `delay_ms`.
 pub fn slow(env: &Env, prefix: &str, delay_ms: u64) {
-    use idpool::testbed::{Fault, FaultKind};
+    use idpool_testbed::{Fault, FaultKind};
     let prefix = prefix.to_string();
     env.testbed.set_modes(|m| {
         m.fault = Some(Fault {
@@ -236,7 +236,7 @@ pub fn slow(env: &Env, prefix: &str, delay_ms: u64) {
 
 /// Every review of `item` as the testbed generates it (the ground truth).
 pub fn truth(item: &str) -> Vec<serde_json::Value> {
-    use idpool::testbed::data;
+    use idpool_testbed::data;
     (0..data::review_count(item))
         .map(|i| {
             let r = data::review(item, i);
@@ -273,7 +273,7 @@ pub fn tools_for(role: idpool::config::Role) -> Vec<&'static str> {
 }
 
 /// The testbed's `tb_sid` session a logged request carried (`None`: none yet).
-pub fn tb_sid(e: &idpool::testbed::LogEntry) -> Option<String> {
+pub fn tb_sid(e: &idpool_testbed::LogEntry) -> Option<String> {
     e.cookie
         .as_deref()?
         .split(';')
@@ -294,8 +294,8 @@ pub async fn sign_in(env: &Env) -> String {
     let r = http
         .post(format!("{}/signin", env.testbed.https_url()))
         .form(&[
-            ("email", idpool::testbed::accounts::EMAIL),
-            ("password", idpool::testbed::accounts::PASSWORD),
+            ("email", idpool_testbed::accounts::EMAIL),
+            ("password", idpool_testbed::accounts::PASSWORD),
             ("return_to", "/account"),
         ])
         .send()
@@ -308,7 +308,7 @@ pub async fn sign_in(env: &Env) -> String {
         .expect("a session cookie")
         .to_string();
     let token = set
-        .strip_prefix(&format!("{}=", idpool::testbed::accounts::COOKIE))
+        .strip_prefix(&format!("{}=", idpool_testbed::accounts::COOKIE))
         .and_then(|rest| rest.split(';').next())
         .expect("tb_account=…");
     token.to_string()

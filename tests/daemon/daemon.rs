@@ -389,9 +389,9 @@ async fn a_blocked_slot_shows_in_slots_metrics_and_the_event_stream() {
     // review page shows a captcha (a block of the identity): one hard
     // block opens its breaker.
     env.testbed.set_modes(|m| {
-        m.fault = Some(idpool::testbed::Fault {
+        m.fault = Some(idpool_testbed::Fault {
             remaining: Some(1),
-            ..idpool::testbed::Fault::of(idpool::testbed::FaultKind::Error, Some("/ajax/"), 403)
+            ..idpool_testbed::Fault::of(idpool_testbed::FaultKind::Error, Some("/ajax/"), 403)
         })
     });
     let r = c

@@ -833,7 +833,7 @@ async fn legacy_sse_endpoint_messages_pings_and_idle_drop() {
 
 #[tokio::test]
 async fn cancellation_stops_the_call_and_frees_the_slot() {
-    use idpool::testbed::{Fault, FaultKind};
+    use idpool_testbed::{Fault, FaultKind};
     let env = shop(1).await;
     // One request at a time on the only slot: a leaked lease would block the next call.
     let toml = std::fs::read_to_string(env.path("strategies/testshop.toml")).expect("toml");

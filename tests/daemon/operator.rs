@@ -69,8 +69,8 @@ async fn the_status_page_works_in_chromium_and_the_dashboards_name_only_real_ser
     // AJAX blocked once, the HTML page challenged, the browser passes.
     env.testbed.set_modes(|m| {
         m.challenge = true;
-        m.fault = Some(idpool::testbed::Fault {
-            kind: idpool::testbed::FaultKind::Error,
+        m.fault = Some(idpool_testbed::Fault {
+            kind: idpool_testbed::FaultKind::Error,
             path_prefix: Some("/ajax/".into()),
             remaining: Some(1),
             delay_ms: 0,

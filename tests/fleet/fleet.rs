@@ -13,7 +13,7 @@ use common::daemon::Daemon;
 use common::fleet::{Redis, held, node, rest, status};
 use common::proxies::{Seen, http_connect_proxy};
 use common::shop;
-use idpool::testbed::{LogEntry, RateLimit};
+use idpool_testbed::{LogEntry, RateLimit};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
@@ -614,7 +614,7 @@ async fn members_calls_go_where_an_identity_is_signed_in_and_busy_ones_where_the
     )
     .await;
     let token = common::sign_in(&env).await;
-    let session = json!({"cookies": [{"name": idpool::testbed::accounts::COOKIE, "value": token,
+    let session = json!({"cookies": [{"name": idpool_testbed::accounts::COOKIE, "value": token,
         "domain": "127.0.0.1", "path": "/", "expires": -1, "httpOnly": true, "secure": false,
         "sameSite": "Lax"}], "origins": []});
     let r = reqwest::Client::new()

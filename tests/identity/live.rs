@@ -14,7 +14,7 @@ use base64::Engine;
 use common::daemon::{Daemon, add_key, idpool};
 use common::shop;
 use futures_util::{SinkExt, StreamExt};
-use idpool::testbed::accounts;
+use idpool_testbed::accounts;
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 use tokio_tungstenite::tungstenite::Message;

@@ -11,8 +11,8 @@ use common::{Env, shop, shutdown_and_check};
 use idpool::identity::session::Format;
 use idpool::lease::cascade::RunOptions;
 use idpool::strategy::{LoginState, Outcome};
-use idpool::testbed::accounts;
 use idpool::tools;
+use idpool_testbed::accounts;
 use serde_json::{Value, json};
 
 /// Sign in on the testbed as the test account; the session cookie's value.

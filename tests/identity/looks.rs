@@ -5,7 +5,7 @@
 //! stack. Now every script idpool runs in a page runs in the utility world.
 //!
 //! The testbed's `/detect/main-world` counts such calls (see
-//! `src/testbed/detect.rs`); a Chromium of the test's own, driven as a
+//! `crates/testbed/src/detect.rs`); a Chromium of the test's own, driven as a
 //! plain driver drives it, shows the probe catches them.
 
 use crate::common;
@@ -350,7 +350,7 @@ fn botd_verdict(html: &str) -> Value {
 #[tokio::test]
 async fn botd_says_the_slot_browser_is_no_bot_and_catches_plain_headless() {
     let module =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(idpool::testbed::detect::BOTD_MODULE);
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(idpool_testbed::detect::BOTD_MODULE);
     assert!(
         module.is_file(),
         "BotD is not installed at {}: run `npm ci --prefix tests/detectors` (scripts/test.sh does)",

@@ -243,6 +243,25 @@ fn the_dockerfile_builds_a_non_root_image_whose_entrypoint_is_the_daemon() {
             );
         }
     }
+    // The build stage can load the workspace: every member is copied.
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).expect("Cargo.toml");
+    let members = manifest
+        .lines()
+        .find_map(|l| l.strip_prefix("members = "))
+        .expect("a workspace");
+    let copied: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("COPY ") && !l.contains("--from"))
+        .flat_map(|l| l.split_whitespace().skip(1))
+        .collect();
+    for m in members.split('"').skip(1).step_by(2).filter(|m| *m != ".") {
+        assert!(
+            copied
+                .iter()
+                .any(|c| m == *c || m.starts_with(&format!("{}/", c.trim_end_matches('/')))),
+            "the Dockerfile does not copy the workspace member {m}"
+        );
+    }
     let engine = Command::new("docker")
         .arg("info")
         .output()

@@ -144,7 +144,6 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "tools",
         ],
     ),
-    ("testbed", &["wire/fingerprint"]),
 ];
 
 /// Imports the allow-lists do not grant that the tree still has
@@ -1024,23 +1023,17 @@ fn the_check_catches_each_kind_of_violation() {
     );
 }
 
-/// `cargo build --release` (no features) compiles no testbed code: the
-/// `testbed` feature, which alone declares the module, is on only for the
-/// tests (a dev-dependency) or when asked for.
+/// The daemon's build compiles no testbed code: the testbed is a crate of
+/// its own (`crates/testbed`) that only the tests, examples and benches
+/// depend on, and of idpool it reads only how a client looks on the wire
+/// (`wire::fingerprint`, the same code the calibration judges with; its
+/// binary also sets up logging through `diag`).
 #[test]
 fn the_daemon_builds_without_the_testbed() {
-    let features = |extra: &[&str]| {
+    let tree = |args: &[&str]| {
         let out = std::process::Command::new(env!("CARGO"))
             .args(["tree", "--offline", "--locked", "--prefix", "none"])
-            .args([
-                "-e",
-                "features,normal,build",
-                "-p",
-                "idpool",
-                "-i",
-                "idpool",
-            ])
-            .args(extra)
+            .args(args)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .output()
             .expect("cargo tree");
@@ -1051,22 +1044,39 @@ fn the_daemon_builds_without_the_testbed() {
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    let plain = features(&[]);
-    assert!(plain.contains("idpool feature \"default\""), "{plain}");
+    let daemon = tree(&["-p", "idpool", "-e", "normal,build"]);
+    assert!(daemon.starts_with("idpool v"), "{daemon}");
     assert!(
-        !plain.contains("\"testbed\""),
-        "a normal build enables the testbed:\n{plain}"
+        !daemon.contains("idpool-testbed"),
+        "the daemon's build pulls in the testbed:\n{daemon}"
     );
-    let asked = features(&["--features", "testbed"]);
-    assert!(asked.contains("idpool feature \"testbed\""), "{asked}");
-    let lib = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/lib.rs"))
-        .expect("lib.rs");
-    assert!(lib.contains("#[cfg(feature = \"testbed\")]\npub mod testbed;"));
-    let manifest = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
-        .expect("Cargo.toml");
-    let bin = manifest
-        .split("[[bin]]")
-        .find(|b| b.contains("name = \"idpool-testbed\""))
-        .expect("the testbed binary");
-    assert!(bin.contains("required-features = [\"testbed\"]"), "{bin}");
+    let tests = tree(&["-p", "idpool", "-e", "dev", "--depth", "1"]);
+    assert!(tests.contains("idpool-testbed v"), "{tests}");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    assert!(!root.join("src/testbed").exists());
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).expect("lib.rs");
+    assert!(!lib.contains("pub mod testbed"));
+    // What the testbed takes of idpool.
+    let files = sources(&root.join("crates/testbed/src"));
+    assert!(files.len() > 5, "{} testbed files", files.len());
+    let mut used = std::collections::BTreeSet::new();
+    for f in &files {
+        let code = code_of(&f.text);
+        for (at, _) in code.match_indices("idpool::") {
+            let path: String = code[at + "idpool::".len()..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            let module = path.split("::").take(2).collect::<Vec<_>>().join("::");
+            used.insert(format!("{}: {module}", f.rel));
+        }
+    }
+    let allowed =
+        |u: &str| u.ends_with(": wire::fingerprint") || u == "main.rs: diag::init_tracing";
+    let other: Vec<&String> = used.iter().filter(|u| !allowed(u)).collect();
+    assert!(
+        other.is_empty(),
+        "the testbed imports more of idpool: {other:?}"
+    );
+    assert!(used.iter().any(|u| allowed(u)), "{used:?}");
 }

@@ -14,7 +14,7 @@ use crate::common::canary::Canary;
 use crate::common::daemon::Daemon;
 use crate::common::fleet::{CLUSTER_KEY, Redis, node, rest, status};
 use crate::common::{Env, shop};
-use idpool::testbed::RateLimit;
+use idpool_testbed::RateLimit;
 
 /// `POST /api/v1/fleet/call/{tool}` with the cluster key, as a daemon
 /// would send it, claiming `role`: (HTTP status, body).

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::common::daemon::Daemon;
 use crate::common::fleet::rest;
 use crate::common::shop;
-use idpool::testbed::hostile::NESTED_TEXT;
+use idpool_testbed::hostile::NESTED_TEXT;
 
 fn warnings(v: &Value) -> String {
     v["warnings"].to_string()

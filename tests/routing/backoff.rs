@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::daemon::{Daemon, Mcp};
 use common::{chromium_browsers_under, shop};
-use idpool::testbed::{LogEntry, RateLimit};
+use idpool_testbed::{LogEntry, RateLimit};
 use serde_json::{Value, json};
 
 /// The `tb_sid` identity a logged request carried (`None`: it had none yet).
@@ -336,8 +336,8 @@ async fn every_breaker_open_fails_at_once_or_waits_when_told() {
         );
         let pool = env.pool();
         env.testbed.set_modes(|m| {
-            m.fault = Some(idpool::testbed::Fault::of(
-                idpool::testbed::FaultKind::Error,
+            m.fault = Some(idpool_testbed::Fault::of(
+                idpool_testbed::FaultKind::Error,
                 None,
                 401,
             ))
@@ -433,7 +433,7 @@ async fn the_adaptive_budget_halves_under_a_site_wide_limit_and_recovers_after_i
         ),
     );
     env.testbed.set_modes(|m| {
-        m.site_limit = Some(idpool::testbed::SiteLimit {
+        m.site_limit = Some(idpool_testbed::SiteLimit {
             max_per_sec: 5,
             retry_after: Some(1),
         })
@@ -510,8 +510,8 @@ async fn a_tiers_own_block_falls_through_and_says_why() {
         &text.replace(tier1, &format!("{tier1}block = {{ status = [418] }}\n")),
     );
     env.testbed.set_modes(|m| {
-        m.fault = Some(idpool::testbed::Fault::of(
-            idpool::testbed::FaultKind::Error,
+        m.fault = Some(idpool_testbed::Fault::of(
+            idpool_testbed::FaultKind::Error,
             Some("/ajax/"),
             418,
         ))

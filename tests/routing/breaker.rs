@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use idpool::pool::BreakerState;
 use idpool::strategy::Outcome;
-use idpool::testbed::{FaultKind, RateLimit};
 use idpool::wire::http::FetchRequest;
+use idpool_testbed::{FaultKind, RateLimit};
 
 #[tokio::test]
 async fn three_captchas_open_the_breaker_for_that_strategy_only() {
@@ -140,7 +140,7 @@ async fn empty_pages_and_5xx_never_change_a_breaker() {
         assert_eq!(f.outcome, Outcome::Empty);
     }
     env.testbed.set_modes(|m| {
-        m.fault = Some(idpool::testbed::Fault {
+        m.fault = Some(idpool_testbed::Fault {
             kind: FaultKind::Error,
             path_prefix: None,
             remaining: Some(5),

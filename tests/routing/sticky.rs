@@ -6,8 +6,8 @@ use crate::common;
 
 use common::{shop, shutdown_and_check, truth};
 use idpool::lease::cascade::RunOptions;
-use idpool::testbed::data;
 use idpool::tools;
+use idpool_testbed::data;
 use serde_json::{Value, json};
 
 /// An item with at least `pages` pages of reviews.

@@ -2,7 +2,7 @@
 //! ground truth, field for field, from the real responses of tiers 1 and 2.
 
 use idpool::strategy::{Strategy, TomlStrategy};
-use idpool::testbed::{Testbed, TestbedConfig, data};
+use idpool_testbed::{Testbed, TestbedConfig, data};
 use serde_json::{Value, json};
 
 fn truth(item: &str, page: usize) -> Vec<Value> {

@@ -12,8 +12,8 @@ use idpool::identity::session::Format;
 use idpool::lease::cascade::RunOptions;
 use idpool::pool::BreakerState;
 use idpool::strategy::LoginState;
-use idpool::testbed::accounts;
 use idpool::tools;
+use idpool_testbed::accounts;
 use serde_json::{Value, json};
 
 /// The bundled testshop with a second marketplace on `localhost`.

@@ -8,8 +8,8 @@ use std::time::Duration;
 use common::{shop, shutdown_and_check, truth};
 use idpool::lease::cascade::RunOptions;
 use idpool::pool::BreakerState;
-use idpool::testbed::{Fault, FaultKind, data};
 use idpool::tools;
+use idpool_testbed::{Fault, FaultKind, data};
 use serde_json::{Value, json};
 
 fn fault(kind: FaultKind, prefix: &str, status: u16) -> Fault {

@@ -3,8 +3,8 @@
 use crate::common;
 
 use common::{Env, shutdown_and_check};
-use idpool::testbed::{Fault, FaultKind, data};
 use idpool::tools;
+use idpool_testbed::{Fault, FaultKind, data};
 use serde_json::json;
 
 #[tokio::test]
@@ -296,7 +296,7 @@ async fn hosts_in_allowed_hosts_work_without_a_strategy() {
     assert_eq!(r["outcome"], "ok");
     // The generic markers still recognise a captcha page.
     env.testbed
-        .set_modes(|m| m.rate_limit = Some(idpool::testbed::RateLimit::captcha(1, 600, 600)));
+        .set_modes(|m| m.rate_limit = Some(idpool_testbed::RateLimit::captcha(1, 600, 600)));
     tools::scrape::run(
         &pool,
         json!({"url": env.alt_url("/product/B0GEN").as_str(), "mode": "http"}),

@@ -7,8 +7,8 @@
 use crate::common;
 
 use common::{Env, free_base_port, shutdown_and_check};
-use idpool::testbed::site;
 use idpool::tools;
+use idpool_testbed::site;
 use serde_json::{Value, json};
 
 /// The default `[security]` and `[web]`, except that the test names where
@@ -286,7 +286,7 @@ async fn scrape_formats_selectors_actions_headers_and_captures() {
     )
     .await
     .expect("selectors");
-    let truth: Vec<Value> = (idpool::testbed::data::page("B0SELECT", 1).0.into_iter())
+    let truth: Vec<Value> = (idpool_testbed::data::page("B0SELECT", 1).0.into_iter())
         .map(|r| {
             json!({"id": r.id, "author": r.author, "rating": r.rating, "title": r.title,
             "body": r.body, "date": r.date, "verified": r.verified, "helpful": r.helpful})

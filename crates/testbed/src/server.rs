@@ -16,8 +16,8 @@ use tower::ServiceExt;
 
 use super::app::Conn;
 use super::state::Shared;
-use crate::wire::fingerprint::hello::{Replay, read_client_hello};
-use crate::wire::fingerprint::{Tap, TapBuf};
+use idpool::wire::fingerprint::hello::{Replay, read_client_hello};
+use idpool::wire::fingerprint::{Tap, TapBuf};
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// How much of each connection is kept for header-order fingerprints.

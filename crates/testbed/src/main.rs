@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use idpool::testbed::{Modes, RateLimit, SiteLimit, Testbed, TestbedConfig};
+use idpool_testbed::{Modes, RateLimit, SiteLimit, Testbed, TestbedConfig};
 
 /// The local imitation of a protected shop that idpool's tests, demo and benchmarks use.
 #[derive(Debug, Parser)]

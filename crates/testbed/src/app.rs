@@ -19,7 +19,7 @@ use super::accounts;
 use super::data;
 use super::html;
 use super::state::{CHALLENGE_ROUNDS, CONTEXT_HEADERS, FaultKind, LogEntry, Presented, Shared};
-use crate::wire::fingerprint::tls::ClientHello;
+use idpool::wire::fingerprint::tls::ClientHello;
 
 /// What the connection told us, attached to every request.
 #[derive(Debug, Clone, Default)]
@@ -28,18 +28,18 @@ pub struct Conn {
     pub hello: Option<ClientHello>,
     /// The first bytes the client sent (decrypted): its HTTP/2 frames or
     /// HTTP/1.1 heads, for header order and the HTTP/2 fingerprint.
-    pub tap: Option<Arc<crate::wire::fingerprint::TapBuf>>,
+    pub tap: Option<Arc<idpool::wire::fingerprint::TapBuf>>,
 }
 
 impl Conn {
     /// How the client sent `req`: header order, HTTP/2 fingerprint, priority.
-    fn view(&self, req: &Request) -> Option<crate::wire::fingerprint::RequestView> {
+    fn view(&self, req: &Request) -> Option<idpool::wire::fingerprint::RequestView> {
         let path = req
             .uri()
             .path_and_query()
             .map_or_else(|| req.uri().path().to_string(), |p| p.to_string());
         let bytes = self.tap.as_ref()?.snapshot();
-        crate::wire::fingerprint::request_view(&bytes, req.method().as_str(), &path)
+        idpool::wire::fingerprint::request_view(&bytes, req.method().as_str(), &path)
     }
 }
 

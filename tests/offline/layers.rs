@@ -1080,3 +1080,43 @@ fn the_daemon_builds_without_the_testbed() {
     );
     assert!(used.iter().any(|u| allowed(u)), "{used:?}");
 }
+
+/// `scripts/bench.sh --versus-rev` builds an earlier commit in a worktree
+/// under `.idpool/`: cargo must take it for a workspace of its own, not a
+/// stray member of this one.
+#[test]
+fn an_earlier_commit_under_idpool_is_not_part_of_the_workspace() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::create_dir_all(root.join(".idpool")).expect(".idpool");
+    let dir = tempfile::Builder::new()
+        .prefix("workspace-check-")
+        .tempdir_in(root.join(".idpool"))
+        .expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("src")).expect("src");
+    std::fs::write(
+        dir.path().join("Cargo.toml"),
+        "[package]\nname = \"earlier\"\nversion = \"0.0.0\"\nedition = \"2024\"\n",
+    )
+    .expect("manifest");
+    std::fs::write(dir.path().join("src/lib.rs"), "").expect("lib.rs");
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "locate-project",
+            "--workspace",
+            "--message-format",
+            "plain",
+            "--offline",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .expect("cargo locate-project");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        Path::new(String::from_utf8_lossy(&out.stdout).trim()),
+        dir.path().join("Cargo.toml")
+    );
+}

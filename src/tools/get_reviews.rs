@@ -216,10 +216,9 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
     };
     let mut out = done.into_map();
     out.insert("pages".into(), Value::Array(provenance));
-    let body = Value::Object(out);
-    Ok(match served {
-        Some(by) => Output::served(body, by),
-        None => Output::plain(body),
+    Ok(Output {
+        body: Value::Object(out),
+        provenance: served,
     })
 }
 

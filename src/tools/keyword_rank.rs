@@ -210,8 +210,8 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
     if !warnings.is_empty() {
         out["warnings"] = json!(warnings);
     }
-    Ok(match served {
-        Some(by) => Output::served(out, by),
-        None => Output::plain(out),
+    Ok(Output {
+        body: out,
+        provenance: served,
     })
 }

@@ -199,17 +199,12 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Output> 
         "truncated": truncated,
     });
     // Sitemaps and the start page: tier 2, on the call's one identity.
-    Ok(match call.slot() {
-        Some(slot) => Output::served(
-            body,
-            Provenance {
-                slot,
-                tier: 2,
-                attempts: call.sent(),
-            },
-        ),
-        None => Output::plain(body),
-    })
+    let provenance = call.slot().map(|slot| Provenance {
+        slot,
+        tier: 2,
+        attempts: call.sent(),
+    });
+    Ok(Output { body, provenance })
 }
 
 /// Read the site's sitemaps breadth-first: those `robots.txt` names, and

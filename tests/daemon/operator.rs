@@ -224,6 +224,23 @@ async fn status_page(
         0,
         "a cancelled action calls nothing"
     );
+    // Closed and asked again in one task, before the dialog's `close` event
+    // is delivered (a person's Escape and Enter at once): it opens again.
+    let reopened = eval(
+        &page,
+        &format!(
+            "(() => {{ const r = document.querySelector('{}'); const d = document.getElementById('confirm'); \
+             r.click(); d.close(); r.click(); const open = d.open; d.close(); return open; }})()",
+            RESET
+        ),
+    )
+    .await;
+    assert_eq!(
+        reopened,
+        json!(true),
+        "a second question right after a close"
+    );
+    until(&page, &format!("!{OPEN}"), 5, "closed again").await;
     let focused = "document.activeElement.id === 'confirm-ok'";
     let reset = focus_and_press(&page, RESET, "Enter", focused).await;
     reset.press_key("Enter").await.expect("Enter on Confirm");

@@ -52,8 +52,11 @@ impl SlotBrowser {
         );
         tracing::warn!(slot = self.spec.slot, "{why}");
         r.flags.closing.store(true, Ordering::Release);
-        // SIGKILL ends a stopped process too; the supervisor reaps it.
-        process::signal_group(r.pid, libc::SIGKILL);
+        // SIGKILL ends a stopped process too; the supervisor reaps it. One it
+        // reaped already is not signalled: its pid may be another's by now.
+        if !r.flags.dead.load(Ordering::Acquire) {
+            process::signal_group(r.pid, libc::SIGKILL);
+        }
         if let Some(stop) = r.stop.take() {
             let _ = stop.send(());
         }
@@ -63,9 +66,10 @@ impl SlotBrowser {
         {
             r.supervisor.abort();
         }
+        // Dead already (killed from outside during the probe): its
+        // supervisor counted it, and this does not again.
+        r.flags.count_crash(&self.facts, &why);
         let mut f = self.facts.lock();
-        f.crashes += 1;
-        f.last_error = Some(crate::diag::error_line(&why));
         f.running = false;
         f.pid = None;
     }

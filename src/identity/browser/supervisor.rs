@@ -24,6 +24,21 @@ pub struct Flags {
     /// Why the daemon ended it on its own (the DevTools relay's cap): the
     /// failed operation reports this rather than a broken connection.
     pub ended_because: parking_lot::Mutex<Option<String>>,
+    /// Its end was counted as a crash: once per process, whoever saw it
+    /// first (the supervisor an exit, the hang check a browser that stopped
+    /// answering, which may have died on its own a moment before).
+    crash_counted: AtomicBool,
+}
+
+impl Flags {
+    /// Count this browser's end as a crash, unless it was counted already.
+    pub fn count_crash(&self, facts: &Mutex<BrowserFacts>, why: &str) {
+        if !self.crash_counted.swap(true, Ordering::AcqRel) {
+            let mut f = facts.lock();
+            f.crashes += 1;
+            f.last_error = Some(crate::diag::error_line(&why));
+        }
+    }
 }
 
 /// The Chromium a supervisor watches over.
@@ -77,19 +92,16 @@ pub async fn supervise(
         Some(status) => {
             // The main process is gone; make sure no helper of its group lingers.
             process::end_group(pid).await;
-            if let Some(why) = flags.ended_because.lock().clone() {
-                let mut f = facts.lock();
-                f.crashes += 1;
-                f.last_error = Some(crate::diag::error_line(&why));
+            let ended_because = flags.ended_because.lock().clone();
+            if let Some(why) = ended_because {
+                flags.count_crash(&facts, &why);
             } else if !flags.closing.load(Ordering::Acquire) {
                 let why = match status {
                     Ok(s) => format!("Chromium (pid {pid}) exited unexpectedly: {s}"),
                     Err(e) => format!("Chromium (pid {pid}) could not be waited for: {e}"),
                 };
                 tracing::warn!(slot, "{why}");
-                let mut f = facts.lock();
-                f.crashes += 1;
-                f.last_error = Some(crate::diag::error_line(&why));
+                flags.count_crash(&facts, &why);
             }
         }
     }

@@ -33,6 +33,8 @@ pub struct Fleet {
     /// Other daemons' events (JSON), relayed from the channel.
     pub(crate) remote: broadcast::Sender<String>,
     pub(crate) adopted: AtomicU64,
+    /// The live daemons as the last heartbeat read them.
+    pub(crate) view: Mutex<Vec<super::NodeInfo>>,
 }
 
 #[derive(Debug, Clone)]
@@ -41,10 +43,22 @@ pub(crate) struct Member {
     /// This daemon holds the lease (as far as it last heard).
     pub(crate) owned: bool,
     pub(crate) spare: bool,
-    /// A hash of the jar as it was last written to the fleet.
-    pub(crate) jar_pushed: Option<u64>,
+    /// What was last written to the fleet of it.
+    pub(crate) pushed: Pushed,
     /// Another daemon held it: its state there is newer than ours.
     pub(crate) lost: bool,
+}
+
+/// What the heartbeat last wrote of one identity: an identity is written
+/// when it changed, not every beat (`Pushed::default()`: write it all).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Pushed {
+    /// Hashes of its jar and of its record.
+    pub(crate) jar: Option<u64>,
+    pub(crate) record: Option<u64>,
+    /// Per strategy: a hash of its site state's change key (everything but
+    /// the success count and the clock), the success count, and when.
+    pub(crate) sites: std::collections::HashMap<String, (u64, u64, Instant)>,
 }
 
 impl Fleet {
@@ -62,7 +76,7 @@ impl Fleet {
                 fleet_id: (i < slots).then(|| format!("{node}/{i}")),
                 owned: i < slots,
                 spare: i >= slots,
-                jar_pushed: None,
+                pushed: Pushed::default(),
                 lost: false,
             })
             .collect();
@@ -82,7 +96,40 @@ impl Fleet {
             forward,
             remote: broadcast::channel(1024).0,
             adopted: AtomicU64::new(0),
+            view: Mutex::new(Vec::new()),
         }
+    }
+
+    /// This daemon's share of a fleet-wide bound of `bound` places (a
+    /// strategy's `global_max_in_flight`): an equal part for each live
+    /// daemon, the remainder to the first by name, at least one. Kept here,
+    /// so a call waits for a place without asking Redis, and a dead
+    /// daemon's places come back to the others as its registration lapses.
+    /// Redis away (or before the first heartbeat): the whole bound.
+    pub fn share(&self, bound: usize) -> usize {
+        if !self.cluster.is_up() {
+            return bound;
+        }
+        let view = self.view.lock();
+        let me = self.cluster.node();
+        let n = view.len().max(1);
+        let index = view.iter().position(|v| v.node == me).unwrap_or(0);
+        (bound / n + usize::from(index < bound % n)).max(1)
+    }
+
+    /// The live daemons as the last heartbeat read them (sorted by name).
+    pub fn live(&self) -> Vec<super::NodeInfo> {
+        self.view.lock().clone()
+    }
+
+    /// The names of the live daemons.
+    pub fn live_names(&self) -> std::collections::HashSet<String> {
+        self.view.lock().iter().map(|v| v.node.clone()).collect()
+    }
+
+    pub(crate) fn set_live(&self, mut nodes: Vec<super::NodeInfo>) {
+        nodes.sort_by(|a, b| a.node.cmp(&b.node));
+        *self.view.lock() = nodes;
     }
 
     /// Other daemons' events (JSON, stamped with their node).
@@ -142,7 +189,7 @@ impl Fleet {
         let mut m = self.members.lock();
         if let Some(x) = m.get_mut(slot) {
             if x.fleet_id != fleet_id {
-                x.jar_pushed = None;
+                x.pushed = Pushed::default();
             }
             x.fleet_id = fleet_id;
             x.owned = owned;

@@ -32,14 +32,14 @@ pub struct Cluster {
     pub(super) lease_ttl: Duration,
     health: Mutex<Health>,
     reconnects: AtomicU64,
-    scripts: Scripts,
+    pub(super) scripts: Scripts,
 }
 
-struct Scripts {
-    lease: redis::Script,
+pub(super) struct Scripts {
+    take: redis::Script,
     release: redis::Script,
+    pub(super) register: redis::Script,
     pace: redis::Script,
-    enter: redis::Script,
 }
 
 #[derive(Debug, Clone)]
@@ -128,10 +128,10 @@ impl Cluster {
             }),
             reconnects: AtomicU64::new(0),
             scripts: Scripts {
-                lease: redis::Script::new(scripts::LEASE),
+                take: redis::Script::new(scripts::TAKE),
                 release: redis::Script::new(scripts::RELEASE),
+                register: redis::Script::new(scripts::REGISTER),
                 pace: redis::Script::new(scripts::PACE),
-                enter: redis::Script::new(scripts::ENTER),
             },
         }))
     }
@@ -229,17 +229,18 @@ impl Cluster {
         metrics::gauge!("idpool_cluster_up").set(if h.up { 1.0 } else { 0.0 });
     }
 
-    /// Take or renew the lease of `fleet_id`: the owner after the call.
-    pub async fn lease(&self, fleet_id: &str) -> Result<String> {
+    /// Take the lease of `fleet_id` unless a live daemon holds it: the
+    /// owner after the call (see [`scripts::TAKE`]).
+    pub async fn take(&self, fleet_id: &str) -> Result<String> {
         let key = self.key_of(&["lease", fleet_id]);
-        let ttl = self.lease_ttl.as_millis() as u64;
-        let s = &self.scripts.lease;
+        let nodes = self.key_of(&["node", ""]);
+        let s = &self.scripts.take;
         let node = self.node.clone();
-        self.run("lease", async move |c| {
+        self.run("take", async move |c| {
             s.prepare_invoke()
                 .key(&key)
                 .arg(&node)
-                .arg(ttl)
+                .arg(&nodes)
                 .invoke_async(c)
                 .await
         })
@@ -287,47 +288,6 @@ impl Cluster {
             .await?;
         let wait = Duration::from_millis(wait.max(0) as u64);
         Ok(if ok == 1 { Ok(wait) } else { Err(wait) })
-    }
-
-    /// Take one of `max` fleet-wide in-flight places of `strategy` for
-    /// `token` (lapsing after `ttl`); `false` when all are taken.
-    pub async fn enter(
-        &self,
-        strategy: &str,
-        max: usize,
-        token: &str,
-        ttl: Duration,
-    ) -> Result<bool> {
-        let key = self.key_of(&["inflight", strategy]);
-        let s = &self.scripts.enter;
-        let ttl = (ttl.as_millis() as u64).max(1);
-        let token = token.to_string();
-        self.run("enter", async move |c| {
-            s.prepare_invoke()
-                .key(&key)
-                .arg(max)
-                .arg(&token)
-                .arg(ttl)
-                .invoke_async::<i64>(c)
-                .await
-        })
-        .await
-        .map(|n| n == 1)
-    }
-
-    /// Hand an in-flight place back.
-    pub async fn leave(&self, strategy: &str, token: &str) -> Result<()> {
-        let key = self.key_of(&["inflight", strategy]);
-        let token = token.to_string();
-        self.run("leave", async move |c| {
-            redis::cmd("ZREM")
-                .arg(&key)
-                .arg(&token)
-                .query_async::<i64>(c)
-                .await
-        })
-        .await
-        .map(drop)
     }
 }
 

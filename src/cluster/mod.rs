@@ -10,12 +10,14 @@
 //! answers by reconciling ([`Cluster::reconnects`]).
 //!
 //! Keys, all under `cluster.key_prefix`:
-//! - `lease:<fleet id>`: the node that owns an identity (TTL, renewed);
+//! - `lease:<fleet id>`: the node that owns an identity, valid while that
+//!   node's `node:<name>` lives (one TTL, renewed by its heartbeat);
 //! - `identities`: hash fleet id → the identity's record (profile, session);
 //! - `jar:<fleet id>`: its cookies; `sites:<fleet id>`: hash strategy → its
 //!   breaker, `Retry-After` hold, tier memory and login state;
 //! - `node:<name>`: a live daemon's address (TTL); `nodes`: the set of names;
-//! - `pace:<strategy>`, `inflight:<strategy>`: the fleet-wide budgets;
+//! - `pace:<strategy>`: the fleet-wide request budget (the in-flight bound
+//!   is shared out among the live daemons: `Fleet::share`);
 //! - `events`: the pub/sub channel of every daemon's events.
 //!
 //! A node's address read back from Redis is not trusted: see [`peer`] for
@@ -32,6 +34,7 @@ mod store;
 pub use address::refused_address;
 pub use events::relay_events;
 pub use fleet::Fleet;
+pub(crate) use fleet::Pushed;
 pub use link::{Cluster, ClusterReport};
 pub use peer::{FORWARDED_TOOLS, Reach, is_forwarded};
 pub use store::NodeInfo;

@@ -23,30 +23,31 @@ pub struct NodeInfo {
 
 impl Cluster {
     /// Say this daemon is alive (for one lease TTL; the heartbeat renews it
-    /// three times as often) and what it holds.
-    pub async fn register(&self, info: &NodeInfo) -> Result<()> {
+    /// three times as often) and what it holds: every lease it holds lives
+    /// as long as this. Answers every live daemon, this one included, by
+    /// name (one round trip).
+    pub async fn register(&self, info: &NodeInfo) -> Result<Vec<NodeInfo>> {
         let key = self.key_of(&["node", &self.node]);
         let nodes = self.key_of(&["nodes"]);
+        let prefix = self.key_of(&["node", ""]);
         let json = serde_json::to_string(info).unwrap_or_default();
         let ttl = self.lease_ttl.as_millis() as u64;
         let node = self.node.clone();
-        self.run("register", async move |c| {
-            redis::pipe()
-                .atomic()
-                .cmd("SET")
-                .arg(&key)
-                .arg(&json)
-                .arg("PX")
-                .arg(ttl)
-                .ignore()
-                .cmd("SADD")
-                .arg(&nodes)
-                .arg(&node)
-                .ignore()
-                .query_async::<()>(c)
-                .await
-        })
-        .await
+        let s = &self.scripts.register;
+        let found: Vec<String> = self
+            .run("register", async move |c| {
+                s.prepare_invoke()
+                    .key(&key)
+                    .key(&nodes)
+                    .arg(&json)
+                    .arg(ttl)
+                    .arg(&node)
+                    .arg(&prefix)
+                    .invoke_async(c)
+                    .await
+            })
+            .await?;
+        Ok(parse_nodes(found))
     }
 
     /// Every daemon alive now (its registration has not lapsed).
@@ -66,13 +67,7 @@ impl Cluster {
                 redis::cmd("MGET").arg(&keys).query_async(c).await
             })
             .await?;
-        let mut out: Vec<NodeInfo> = found
-            .into_iter()
-            .flatten()
-            .filter_map(|j| serde_json::from_str(&j).ok())
-            .collect();
-        out.sort_by(|a, b| a.node.cmp(&b.node));
-        Ok(out)
+        Ok(parse_nodes(found.into_iter().flatten()))
     }
 
     /// Forget this node (a clean shutdown): its registration goes at once.
@@ -100,7 +95,7 @@ impl Cluster {
     pub async fn put_identity(
         &self,
         fleet_id: &str,
-        record: &str,
+        record: Option<&str>,
         jar: Option<&str>,
         sites: &[(String, String)],
     ) -> Result<()> {
@@ -108,12 +103,14 @@ impl Cluster {
         let jar_key = self.key_of(&["jar", fleet_id]);
         let sites_key = self.key_of(&["sites", fleet_id]);
         let fleet_id = fleet_id.to_string();
-        let record = record.to_string();
+        let record = record.map(str::to_string);
         let jar = jar.map(str::to_string);
         let sites = sites.to_vec();
         self.run("put identity", async move |c| {
             let mut p = redis::pipe();
-            p.cmd("HSET").arg(&ids).arg(&fleet_id).arg(&record).ignore();
+            if let Some(r) = &record {
+                p.cmd("HSET").arg(&ids).arg(&fleet_id).arg(r).ignore();
+            }
             if let Some(j) = &jar {
                 p.cmd("SET").arg(&jar_key).arg(j).ignore();
             }
@@ -134,7 +131,8 @@ impl Cluster {
         .await
     }
 
-    /// The owners of `fleet_ids` now (`None`: no lease: free to adopt).
+    /// The lease holders of `fleet_ids` as written (`None`: no lease). A
+    /// holder whose registration lapsed is gone: its leases are free.
     pub async fn owners(&self, fleet_ids: &[String]) -> Result<Vec<Option<String>>> {
         if fleet_ids.is_empty() {
             return Ok(Vec::new());
@@ -181,4 +179,14 @@ impl Cluster {
         .await
         .map(drop)
     }
+}
+
+/// Node records as stored, sorted by name (unreadable ones left out).
+fn parse_nodes(found: impl IntoIterator<Item = String>) -> Vec<NodeInfo> {
+    let mut out: Vec<NodeInfo> = found
+        .into_iter()
+        .filter_map(|j| serde_json::from_str(&j).ok())
+        .collect();
+    out.sort_by(|a, b| a.node.cmp(&b.node));
+    out
 }

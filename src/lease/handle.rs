@@ -69,8 +69,9 @@ pub struct Lease {
     /// The longest `Retry-After` the site sent under this lease.
     retry_after: Mutex<Option<Duration>>,
     finished: bool,
-    /// Its place in the fleet's in-flight bound, given back on drop.
-    pub(super) fleet_token: Option<String>,
+    /// Its first request's turn in the request budget came before the
+    /// lease was handed out (`Leases::next_slot`).
+    pub(super) paid: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Lease {
@@ -101,7 +102,7 @@ impl Lease {
             admission,
             retry_after: Mutex::new(None),
             finished: false,
-            fleet_token: None,
+            paid: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -660,15 +661,5 @@ impl Drop for Lease {
             admission,
         );
         self.leases.released.notify_waiters();
-        if let (Some(token), Some(f), Ok(rt)) = (
-            self.fleet_token.take(),
-            self.leases.fleet.as_ref(),
-            tokio::runtime::Handle::try_current(),
-        ) {
-            let (c, strategy) = (f.cluster().clone(), self.strategy.clone());
-            rt.spawn(async move {
-                let _ = c.leave(&strategy, &token).await;
-            });
-        }
     }
 }

@@ -18,12 +18,15 @@ use crate::routing::router::{TRIAL_OUT, politeness_of};
 use crate::routing::{Admission, Ask, BreakerReport, BudgetReport, Pick, SlotNow};
 use crate::strategy::Politeness;
 
-/// How soon a lease refused by the fleet's in-flight bound asks again.
-const FLEET_RETRY: Duration = Duration::from_millis(50);
-
 impl Leases {
+    /// The strategy's politeness here: in a fleet, this daemon's share of
+    /// its `global_max_in_flight` (see [`crate::cluster::Fleet::share`]).
     fn politeness(&self, strategy: &str) -> Politeness {
-        politeness_of(self.strategy(strategy).as_deref(), &self.cfg.web)
+        let mut pol = politeness_of(self.strategy(strategy).as_deref(), &self.cfg.web);
+        if let Some(f) = &self.fleet {
+            pol.global_max_in_flight = f.share(pol.global_max_in_flight);
+        }
+        pol
     }
 
     /// The request budget of `strategy` across all slots, as operators see it.
@@ -60,6 +63,8 @@ impl Leases {
         }
         let pol = self.politeness(strategy);
         let deadline = Instant::now() + self.cfg.max_wait;
+        // The request budget's turn, once reserved, is kept across picks.
+        let mut paid = false;
         loop {
             let released = self.released.notified();
             tokio::pin!(released);
@@ -80,13 +85,22 @@ impl Leases {
                 .pick(&ask, self.cfg.breaker, now, |id| self.slot_now(id));
             let wait = match pick {
                 Pick::Take { slot, admission } => {
-                    let mut lease = self.lease(slot, strategy, admission);
-                    if lease.enter_fleet(&pol).await {
+                    let lease = self.lease(slot, strategy, admission);
+                    let wait = if paid {
+                        Duration::ZERO
+                    } else {
+                        self.reserve_start(strategy, &pol).await?
+                    };
+                    lease.paid.store(true, std::sync::atomic::Ordering::Release);
+                    if wait.is_zero() {
                         return Ok(lease);
                     }
-                    // The fleet's in-flight bound is full: ask again soon.
+                    // Its turn is later: the place goes back to whoever can
+                    // use it now, and this call picks again at its turn.
                     drop(lease);
-                    Some(now + FLEET_RETRY)
+                    paid = true;
+                    tokio::time::sleep(wait).await;
+                    continue;
                 }
                 Pick::Wait(until) => until,
                 Pick::NoneHeld => {

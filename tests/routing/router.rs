@@ -27,10 +27,13 @@ fn pool_with(
         std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
         std::fs::write(p, text).expect("write");
     };
+    // The breakers and politeness alone decide here: a lease takes its turn
+    // in the request budget before it is handed out, and the adaptive
+    // budget (cut when two identities are blocked) is the budget tests'.
     w(
         "strategies/s.toml",
         format!(
-            "name = \"s\"\nhosts = [\"s.test\"]\n[politeness]\nmin_interval_ms = {min_interval_ms}\nmax_in_flight = {max_in_flight}\nglobal_max_in_flight = 64\n"
+            "name = \"s\"\nhosts = [\"s.test\"]\n[politeness]\nmin_interval_ms = {min_interval_ms}\nmax_in_flight = {max_in_flight}\nglobal_max_in_flight = 64\nadaptive = false\n"
         ),
     );
     w(

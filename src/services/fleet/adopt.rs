@@ -26,12 +26,13 @@ impl FleetSync {
         candidates.sort_by(|a, b| a.0.cmp(&b.0));
         let fids: Vec<String> = candidates.iter().map(|(f, _)| f.clone()).collect();
         let owners = c.owners(&fids).await?;
+        let live = f.live_names();
         for ((fid, record), owner) in candidates.into_iter().zip(owners) {
-            if owner.is_some() {
+            if owner.is_some_and(|o| live.contains(&o)) {
                 continue;
             }
             let Some(spare) = f.free_spare() else { break };
-            if c.lease(&fid).await? != c.node() {
+            if c.take(&fid).await? != c.node() {
                 continue; // another daemon was quicker
             }
             match self.seat(spare, &fid, &record).await {

@@ -2,15 +2,18 @@
 //! identities, and the heartbeat that keeps the fleet's store true.
 //!
 //! Every `lease_ttl / 3` the heartbeat (between beats, finished calls and
-//! breaker, login or retirement events write step 2 alone, coalesced):
-//! 1. renews the lease of every identity it holds; one found held by another
-//!    daemon is dropped here at once (never used by two);
-//! 2. writes each held identity's record, jar (when it changed) and site
-//!    states (breakers, holds, tier memory, login states);
-//! 3. registers the node (address, identities, free spares);
-//! 4. with `adopt = true`, takes over identities whose lease lapsed into
-//!    free spare slots: same cookies, same proxy session, same site state,
-//!    a fresh Chromium profile.
+//! breaker, login or retirement events write step 3 alone, coalesced):
+//! 1. registers the node (address, identities, free spares) for one lease
+//!    TTL and reads the live daemons back, in one script: every lease this
+//!    daemon holds lives as long as that registration;
+//! 2. checks the leases it holds in one read; one found held by another
+//!    live daemon is dropped here at once (never used by two);
+//! 3. writes what changed of each held identity: its record, its jar, its
+//!    site states (breakers, holds, tier memory, login states; a success
+//!    count alone at most every 30 s); an unchanged identity costs nothing;
+//! 4. with `adopt = true`, takes over identities whose owner's registration
+//!    lapsed into free spare slots: same cookies, same proxy session, same
+//!    site state, a fresh Chromium profile.
 //!
 //! Redis away: nothing here blocks a call; the slots keep serving with
 //! local state. Redis back: the same beat reconciles (leases re-taken,
@@ -33,6 +36,10 @@ mod state;
 
 /// The shortest gap between two heartbeats that calls woke.
 const COALESCE: Duration = Duration::from_millis(200);
+
+/// A site state whose only change is its success count is written at most
+/// this often (an adopter may start with a count this stale).
+const SUCCESSES_EVERY: Duration = Duration::from_secs(30);
 
 /// The heartbeat that keeps the fleet's store true for this daemon's
 /// identities, adoption, and the fleet's view.
@@ -132,7 +139,7 @@ impl FleetSync {
             f.members
                 .lock()
                 .iter_mut()
-                .for_each(|m| m.jar_pushed = None);
+                .for_each(|m| m.pushed = crate::cluster::Pushed::default());
             self.leases.events().emit(
                 "fleet_reconciled",
                 None,
@@ -140,18 +147,22 @@ impl FleetSync {
                 serde_json::json!({"node": c.node(), "identities": f.held().len()}),
             );
         }
-        if self.renew_leases().await.is_ok() {
-            let _ = self.write_identities().await;
-            let info = NodeInfo {
-                node: c.node().to_string(),
-                advertise: c.advertise().to_string(),
-                identities: f.held(),
-                spare: f.spares_free(),
-                version: env!("CARGO_PKG_VERSION").to_string(),
-            };
-            let _ = c.register(&info).await;
-            if f.adopt && Instant::now() >= *f.adopt_after.lock() && f.free_spare().is_some() {
-                let _ = self.adopt_lapsed().await;
+        // Registered first: this daemon's leases live as long as its
+        // registration, and the answer is the fleet's live daemons.
+        let info = NodeInfo {
+            node: c.node().to_string(),
+            advertise: c.advertise().to_string(),
+            identities: f.held(),
+            spare: f.spares_free(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        };
+        if let Ok(live) = c.register(&info).await {
+            f.set_live(live);
+            if self.renew_leases().await.is_ok() {
+                let _ = self.write_identities().await;
+                if f.adopt && Instant::now() >= *f.adopt_after.lock() && f.free_spare().is_some() {
+                    let _ = self.adopt_lapsed().await;
+                }
             }
         }
         if !f.ready.swap(true, Ordering::AcqRel) {
@@ -159,8 +170,9 @@ impl FleetSync {
         }
     }
 
-    /// Renew every lease this daemon holds (or believes it should): one held
-    /// by another daemon is dropped here at once.
+    /// Check every lease this daemon holds (or believes it should) with one
+    /// read: a lease of a live daemon's is its own; one without a live holder
+    /// is taken; one held by another daemon is dropped here at once.
     async fn renew_leases(&self) -> crate::error::Result<()> {
         let f = &self.fleet;
         let mine: Vec<(usize, String)> = {
@@ -172,13 +184,19 @@ impl FleetSync {
                 .collect()
         };
         let grace = Instant::now() < *f.adopt_after.lock();
-        for (slot, fid) in mine {
+        let fids: Vec<String> = mine.iter().map(|(_, fid)| fid.clone()).collect();
+        let holders = f.cluster.owners(&fids).await?;
+        let live = f.live_names();
+        for ((slot, fid), holder) in mine.into_iter().zip(holders) {
             let lost = f.members.lock().get(slot).is_some_and(|m| m.lost);
             if lost && grace {
                 // Just (re)connected: whoever held it takes it again first.
                 continue;
             }
-            let owner = f.cluster.lease(&fid).await?;
+            let owner = match holder {
+                Some(h) if h == f.cluster.node() || live.contains(&h) => h,
+                _ => f.cluster.take(&fid).await?,
+            };
             let owned = owner == f.cluster.node();
             let was = f.usable(slot);
             if owned && lost {
@@ -242,18 +260,22 @@ impl FleetSync {
         }
     }
 
-    /// Write every held identity's record, jar (when it changed) and site states.
+    /// Write what changed of each identity this daemon holds: its record,
+    /// its jar and each site state whose change key moved (a success count
+    /// alone at most every [`SUCCESSES_EVERY`]). An identity that did not
+    /// change costs Redis nothing; one that did, one pipelined round trip.
     pub async fn write_identities(&self) -> crate::error::Result<()> {
         let f = &self.fleet;
-        let held: Vec<(usize, String, Option<u64>)> = {
+        let held: Vec<(usize, String)> = {
             let m = f.members.lock();
             m.iter()
                 .enumerate()
                 .filter(|(_, m)| m.owned)
-                .filter_map(|(i, m)| Some((i, m.fleet_id.clone()?, m.jar_pushed)))
+                .filter_map(|(i, m)| Some((i, m.fleet_id.clone()?)))
                 .collect()
         };
-        for (slot, fid, pushed) in held {
+        let now = Instant::now();
+        for (slot, fid) in held {
             let Some(s) = self.leases.slots().get(slot) else {
                 continue;
             };
@@ -264,31 +286,62 @@ impl FleetSync {
                 profile: s.profile.name.clone(),
                 identity: s.identity(),
             };
-            let cookies = serde_json::to_string(&s.jar().export_all()).unwrap_or_default();
-            let hash = {
-                use std::hash::{Hash, Hasher};
-                let mut h = std::collections::hash_map::DefaultHasher::new();
-                cookies.hash(&mut h);
-                h.finish()
-            };
-            let jar = (pushed != Some(hash)).then_some(cookies);
-            let sites = self.site_snaps(slot);
             let record = serde_json::to_string(&record).unwrap_or_default();
+            let cookies = serde_json::to_string(&s.jar().export_all()).unwrap_or_default();
+            let (record_hash, jar_hash) = (hash_of(&record), hash_of(&cookies));
+            let snaps = self.site_snaps(slot, now);
+            // What changed since the last write.
+            let (record, jar, sites) = {
+                let m = f.members.lock();
+                let Some(p) = m.get(slot).map(|m| &m.pushed) else {
+                    continue;
+                };
+                let sites: Vec<(String, String, u64, u64)> = snaps
+                    .into_iter()
+                    .filter(
+                        |(strategy, _, key, successes)| match p.sites.get(strategy) {
+                            None => true,
+                            Some((k, n, at)) => {
+                                k != key
+                                    || (n != successes
+                                        && now.saturating_duration_since(*at) >= SUCCESSES_EVERY)
+                            }
+                        },
+                    )
+                    .collect();
+                (
+                    (p.record != Some(record_hash)).then_some(record),
+                    (p.jar != Some(jar_hash)).then_some(cookies),
+                    sites,
+                )
+            };
+            if record.is_none() && jar.is_none() && sites.is_empty() {
+                continue;
+            }
+            let put: Vec<(String, String)> = sites
+                .iter()
+                .map(|(strategy, json, _, _)| (strategy.clone(), json.clone()))
+                .collect();
             f.cluster
-                .put_identity(&fid, &record, jar.as_deref(), &sites)
+                .put_identity(&fid, record.as_deref(), jar.as_deref(), &put)
                 .await?;
-            if jar.is_some()
-                && let Some(m) = f.members.lock().get_mut(slot)
+            if let Some(m) = f.members.lock().get_mut(slot)
+                && m.fleet_id.as_deref() == Some(fid.as_str())
             {
-                m.jar_pushed = Some(hash);
+                let p = &mut m.pushed;
+                p.record = Some(record_hash);
+                p.jar = Some(jar_hash);
+                for (strategy, _, key, successes) in sites {
+                    p.sites.insert(strategy, (key, successes, now));
+                }
             }
         }
         Ok(())
     }
 
-    /// Slot `slot`'s site state per strategy, as the fleet stores it.
-    fn site_snaps(&self, slot: usize) -> Vec<(String, String)> {
-        let now = Instant::now();
+    /// Slot `slot`'s site state per strategy, as the fleet stores it, with
+    /// its change key and success count.
+    fn site_snaps(&self, slot: usize, now: Instant) -> Vec<(String, String, u64, u64)> {
         let mut router = self.leases.router();
         router
             .sites
@@ -296,8 +349,17 @@ impl FleetSync {
             .filter_map(|(strategy, sites)| {
                 let site = sites.get_mut(&slot)?;
                 let snap = SiteSnap::of(site, now);
-                Some((strategy.clone(), serde_json::to_string(&snap).ok()?))
+                let key = snap.change_key(site);
+                let json = serde_json::to_string(&snap).ok()?;
+                Some((strategy.clone(), json, key, snap.successes))
             })
             .collect()
     }
+}
+
+fn hash_of(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
 }

@@ -65,6 +65,31 @@ impl SiteSnap {
         }
     }
 
+    /// What a write of this state is for: the key changes when the breaker,
+    /// a `Retry-After` hold, a tier's block, the login state or the hard
+    /// blocks do, not with the clock or a success (`site` gives the
+    /// instants the snapshot holds as "so long from now").
+    pub fn change_key(&self, site: &Site) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let b = &self.breaker;
+        serde_json::to_string(&(
+            b.state,
+            b.failures,
+            b.opens,
+            b.rests,
+            b.cause,
+            &self.login,
+            self.hard_blocks,
+        ))
+        .unwrap_or_default()
+        .hash(&mut h);
+        site.breaker.open_until().hash(&mut h);
+        site.retry_after_until.hash(&mut h);
+        site.tier_blocked_at.hash(&mut h);
+        h.finish()
+    }
+
     /// How long ago it was written.
     fn age(&self) -> Duration {
         Duration::from_millis(unix_ms().saturating_sub(self.at_ms))

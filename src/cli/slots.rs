@@ -264,9 +264,15 @@ pub fn table(status: &Value) -> String {
     }
     for (name, b) in status["strategies"].as_object().into_iter().flatten() {
         if let Some(rpm) = b["requests_per_minute"].as_f64() {
+            let across = if b["scope"] == "fleet" {
+                "the fleet"
+            } else {
+                "all slots"
+            };
             out.push_str(&format!(
-                "budget {name}: {rpm:.1} requests a minute across all slots ({} cuts by the site's pushback)\n",
-                b["cuts"]
+                "budget {name}: {rpm:.1} requests a minute across {across} ({} cuts by the site's pushback; this daemon sends {:.1})\n",
+                b["cuts"],
+                b["sent_per_minute"].as_f64().unwrap_or_default()
             ));
         }
     }

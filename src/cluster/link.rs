@@ -39,7 +39,8 @@ pub(super) struct Scripts {
     take: redis::Script,
     release: redis::Script,
     pub(super) register: redis::Script,
-    pace: redis::Script,
+    pub(super) pace: redis::Script,
+    pub(super) cut: redis::Script,
 }
 
 #[derive(Debug, Clone)]
@@ -132,6 +133,7 @@ impl Cluster {
                 release: redis::Script::new(scripts::RELEASE),
                 register: redis::Script::new(scripts::REGISTER),
                 pace: redis::Script::new(scripts::PACE),
+                cut: redis::Script::new(scripts::CUT),
             },
         }))
     }
@@ -261,33 +263,6 @@ impl Cluster {
         })
         .await
         .map(drop)
-    }
-
-    /// Reserve a start in `strategy`'s fleet-wide budget, one request every
-    /// `interval`: `Ok(Ok(wait))` start after `wait`; `Ok(Err(wait))` the
-    /// next start is further than `max_wait` away (nothing reserved).
-    pub async fn pace(
-        &self,
-        strategy: &str,
-        interval: Duration,
-        max_wait: Duration,
-    ) -> Result<std::result::Result<Duration, Duration>> {
-        let key = self.key_of(&["pace", strategy]);
-        let s = &self.scripts.pace;
-        let interval = (interval.as_millis() as u64).max(1);
-        let max_wait = max_wait.as_millis() as u64;
-        let (ok, wait): (i64, i64) = self
-            .run("pace", async move |c| {
-                s.prepare_invoke()
-                    .key(&key)
-                    .arg(interval)
-                    .arg(max_wait)
-                    .invoke_async(c)
-                    .await
-            })
-            .await?;
-        let wait = Duration::from_millis(wait.max(0) as u64);
-        Ok(if ok == 1 { Ok(wait) } else { Err(wait) })
     }
 }
 

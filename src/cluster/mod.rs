@@ -16,14 +16,16 @@
 //! - `jar:<fleet id>`: its cookies; `sites:<fleet id>`: hash strategy → its
 //!   breaker, `Retry-After` hold, tier memory and login state;
 //! - `node:<name>`: a live daemon's address (TTL); `nodes`: the set of names;
-//! - `pace:<strategy>`: the fleet-wide request budget (the in-flight bound
-//!   is shared out among the live daemons: `Fleet::share`);
+//! - `budget:<strategy>`: the fleet-wide request budget: paced starts, the
+//!   fleet's measured rate and the adaptive rate in force (the in-flight
+//!   bound is shared out among the live daemons: `Fleet::share`);
 //! - `events`: the pub/sub channel of every daemon's events.
 //!
 //! A node's address read back from Redis is not trusted: see [`peer`] for
 //! where the cluster key may go and what it may call.
 
 mod address;
+mod budget;
 mod events;
 mod fleet;
 mod link;
@@ -32,6 +34,7 @@ mod scripts;
 mod store;
 
 pub use address::refused_address;
+pub use budget::{CUT_FACTOR, CUT_SPACING, Cut, CutAsk, PaceAsk, Paced};
 pub use events::relay_events;
 pub use fleet::Fleet;
 pub(crate) use fleet::Pushed;

@@ -51,20 +51,88 @@ end
 return 0
 ";
 
-/// A request budget shared by the fleet, paced like the local one (GCRA):
-/// each request reserves the next free start `ARGV[1]` ms after the
-/// previous one. `KEYS[1]` the strategy's next free start; `ARGV[2]` the
-/// longest wait the caller takes. Answers `{1, wait_ms}` (reserved: start
-/// after that wait) or `{0, wait_ms}` (nothing reserved: too far away).
+/// The fleet's request budget for one strategy, paced like the local one
+/// (GCRA): `KEYS[1]` the hash `budget:<strategy>` (`rate`: the adaptive
+/// rate in force, per minute; `next`: the next free start, ms; `cut_at`,
+/// `cuts`). `ARGV`: the strategy's own rate (0: none), the longest wait
+/// the caller takes (ms), `1` when the budget is adaptive, the growth this
+/// daemon's successes earned since its last call, the cap (0: none).
+/// Answers `{1, wait_ms, rate×10}` (reserved: start after that wait) or
+/// `{0, wait_ms, rate×10}` (nothing reserved: too far away); rate×10 is
+/// -10 with no rate in force. Four commands in all (`EVALSHA`, `TIME`,
+/// `HMGET`, `HSET`).
 pub const PACE: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local interval = tonumber(ARGV[1])
-local nxt = tonumber(redis.call('GET', KEYS[1]) or '0')
-local at = math.max(now, nxt)
-if at - now > tonumber(ARGV[2]) then
-  return {0, at - now}
+local h = KEYS[1]
+local f = redis.call('HMGET', h, 'rate', 'next')
+local rate = tonumber(ARGV[1])
+local grown = false
+if ARGV[3] == '1' and f[1] then
+  rate = tonumber(f[1]) + tonumber(ARGV[4])
+  local cap = tonumber(ARGV[5])
+  if cap > 0 and rate > cap then rate = cap end
+  grown = tonumber(ARGV[4]) > 0
 end
-redis.call('SET', KEYS[1], string.format('%d', at + interval), 'PX', at - now + interval + 1000)
-return {1, at - now}
+if rate <= 0 then
+  return {1, 0, -10}
+end
+local at = math.max(now, tonumber(f[2] or '0'))
+if at - now > tonumber(ARGV[2]) then
+  return {0, at - now, math.floor(rate * 10)}
+end
+local nxt = string.format('%d', math.floor(at + 60000 / rate))
+if grown then
+  redis.call('HSET', h, 'next', nxt, 'rate', tostring(rate))
+else
+  redis.call('HSET', h, 'next', nxt)
+end
+return {1, at - now, math.floor(rate * 10)}
+";
+
+/// The site pushed back on one of the fleet's identities (`ARGV[6]`):
+/// once pushbacks came from `ARGV[8]` identities within `ARGV[7]` ms (the
+/// site's word, not one identity's business), cut the fleet's budget, at
+/// most once every `ARGV[1]` ms (answers to requests sent before a cut say
+/// nothing new); the pushbacks are spent by the cut. The cut is from the
+/// rate the site accepted, `ARGV[5]` per minute (the fleet's rate sent, as
+/// the daemons registered it, times the share of answers the caller saw
+/// the site take), or from the rate in force when that is less: times
+/// `ARGV[2]`, never under the floor `ARGV[3]`, never over the cap `ARGV[4]`
+/// (0: none). `KEYS[1]` the hash [`PACE`] keeps (forgotten an hour after
+/// the last cut), `KEYS[2]` the recent pushbacks (identity → when).
+/// Answers `{1, from×10, to×10}` (cut; from -10: no rate was in force) or
+/// `{0, 0, rate×10}` (not cut).
+pub const CUT: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local h = KEYS[1]
+local window = tonumber(ARGV[7])
+redis.call('ZADD', KEYS[2], now, ARGV[6])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
+redis.call('PEXPIRE', KEYS[2], window)
+local f = redis.call('HMGET', h, 'rate', 'cut_at')
+local rate = tonumber(f[1])
+if redis.call('ZCARD', KEYS[2]) < tonumber(ARGV[8]) then
+  return {0, 0, math.floor((rate or -1) * 10)}
+end
+if now - tonumber(f[2] or '0') < tonumber(ARGV[1]) then
+  return {0, 0, math.floor((rate or -1) * 10)}
+end
+local base = rate
+local accepted = tonumber(ARGV[5])
+if accepted > 0 and ((not base) or accepted < base) then
+  base = accepted
+end
+if not base then
+  return {0, 0, -10}
+end
+local to = math.max(base * tonumber(ARGV[2]), tonumber(ARGV[3]))
+local cap = tonumber(ARGV[4])
+if cap > 0 and to > cap then to = cap end
+redis.call('HSET', h, 'rate', tostring(to), 'cut_at', string.format('%d', now))
+redis.call('HINCRBY', h, 'cuts', 1)
+redis.call('PEXPIRE', h, 3600000)
+redis.call('DEL', KEYS[2])
+return {1, math.floor((rate or -1) * 10), math.floor(to * 10)}
 ";

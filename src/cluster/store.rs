@@ -19,6 +19,10 @@ pub struct NodeInfo {
     /// Spare slots still free for adoption.
     pub spare: usize,
     pub version: String,
+    /// Per strategy: requests a minute it started over the last 10 s (what
+    /// a cut of the fleet's budget sums as the fleet's rate).
+    #[serde(default)]
+    pub sent: std::collections::BTreeMap<String, f64>,
 }
 
 impl Cluster {

@@ -130,13 +130,25 @@ const HELP: &[(Kind, &str, Option<metrics::Unit>, &str)] = {
             Gauge,
             "idpool_strategy_budget_rpm",
             None,
-            "Requests a minute across all slots that a strategy's budget allows now (no series while no budget is in force).",
+            "Requests a minute across all slots (in a fleet: across the fleet) that a strategy's budget allows now (no series while no budget is in force).",
         ),
         (
             Counter,
             "idpool_strategy_budget_cuts_total",
             None,
             "Times a strategy's adaptive budget was cut after pushback.",
+        ),
+        (
+            Gauge,
+            "idpool_strategy_sent_rpm",
+            None,
+            "Requests a minute this daemon started for a strategy over the last 10 s (its use of the budget; in a fleet, of the fleet's).",
+        ),
+        (
+            Gauge,
+            "idpool_strategy_in_flight_max",
+            None,
+            "Requests this daemon may have in flight at a strategy's site at once (in a fleet: its share of global_max_in_flight).",
         ),
         (
             Gauge,
@@ -392,6 +404,8 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
             metrics::gauge!("idpool_strategy_budget_rpm", &l).set(rpm);
         }
         metrics::counter!("idpool_strategy_budget_cuts_total", &l).absolute(b.cuts);
+        metrics::gauge!("idpool_strategy_sent_rpm", &l).set(b.sent_per_minute);
+        metrics::gauge!("idpool_strategy_in_flight_max", &l).set(b.in_flight as f64);
     }
     for slot in pool.slots() {
         slot_series(pool, slot, &strategies);

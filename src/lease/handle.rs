@@ -579,10 +579,22 @@ impl Lease {
             site.retry_after_until = Some(now + d);
         }
         let budget = router.budget(&self.strategy, &self.politeness);
+        budget.note_outcome(
+            now,
+            !matches!(verdict, Verdict::HardBlock | Verdict::RateLimited(_)),
+        );
         // Like the breaker, the budget hears a pushback once per identity:
         // answers to requests sent before it was stopped add nothing.
         let current = self.admission.trial || before == BreakerState::Closed;
+        let fleet = (self.leases.fleet.as_ref()).filter(|f| f.cluster().is_up());
+        let mut cut_fleet = false;
         let change = match verdict {
+            Verdict::HardBlock | Verdict::RateLimited(_) if current && fleet.is_some() => {
+                // The fleet judges the pushback (two of its identities
+                // within the window: the site's word) and cuts its budget.
+                cut_fleet = self.politeness.adaptive;
+                None
+            }
             Verdict::HardBlock | Verdict::RateLimited(_) if current => {
                 budget.pushback(&self.politeness, self.slot.id, now)
             }
@@ -594,6 +606,10 @@ impl Lease {
             Verdict::Neutral => None,
         };
         drop(router);
+        if cut_fleet && let Some(f) = fleet {
+            self.leases
+                .cut_fleet(f, self.slot.id, &self.strategy, &self.politeness);
+        }
         if let Some(c) = change {
             self.leases.events.emit(
                 "budget",

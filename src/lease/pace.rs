@@ -15,8 +15,22 @@ use crate::strategy::Politeness;
 impl Leases {
     /// Reserve the next start in `strategy`'s request budget: how long
     /// from now it is, or a refusal when it is further than
-    /// `http.max_queue_wait_secs` away (nothing reserved).
+    /// `http.max_queue_wait_secs` away (nothing reserved). In a fleet the
+    /// budget is the fleet's (Redis away: the local one, degraded).
     pub(super) async fn reserve_start(&self, strategy: &str, pol: &Politeness) -> Result<Duration> {
+        // A fleet's budget is asked only while a rate is in force (the
+        // strategy's fixed one, or a cut's): an unlimited call costs Redis
+        // nothing; a cut reaches every daemon by its event.
+        let limited = || {
+            pol.max_requests_per_minute.is_some()
+                || self.router.lock().budget(strategy, pol).rate().is_some()
+        };
+        if let Some(f) = self.fleet.as_ref().filter(|f| f.cluster().is_up())
+            && limited()
+            && let Some(wait) = self.reserve_fleet(f, strategy, pol).await?
+        {
+            return Ok(wait);
+        }
         let now = Instant::now();
         let at = {
             let mut router = self.router.lock();
@@ -25,25 +39,62 @@ impl Leases {
             let rate = budget.report(pol).requests_per_minute;
             budget
                 .reserve(now, self.cfg.max_wait)
-                .map(|at| (at, rate))
                 .map_err(|wait| (wait, rate))
         };
-        match at {
-            Ok((at, rate)) => {
-                let local = at.saturating_duration_since(now);
-                match (rate, self.fleet.as_ref()) {
-                    (Some(rate), Some(f)) => {
-                        let fleet = self.pace_fleet(f, strategy, rate).await?;
-                        Ok(local.max(fleet))
-                    }
-                    _ => Ok(local),
-                }
+        at.map(|at| at.saturating_duration_since(now))
+            .map_err(|(wait, rate)| {
+                Error::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "`{strategy}` is held to {:.1} requests a minute (the site pushed back) and has no room within {} s; retry after {:.1} s",
+                        rate.unwrap_or_default(),
+                        self.cfg.max_wait.as_secs(),
+                        wait.as_secs_f64()
+                    ),
+                )
+                .retryable(false)
+                .with_retry_after(wait)
+            })
+    }
+
+    /// The fleet's budget: one start every `60 / rate` seconds across every
+    /// daemon, reserved by an atomic script in Redis that also hands on
+    /// the growth this daemon's successes earned and answers the rate in
+    /// force (mirrored into the local budget for reports). `None`: Redis
+    /// did not answer (the local budget paces this one).
+    async fn reserve_fleet(
+        &self,
+        f: &crate::cluster::Fleet,
+        strategy: &str,
+        pol: &Politeness,
+    ) -> Result<Option<Duration>> {
+        let grow = self.router.lock().budget(strategy, pol).take_growth();
+        let ask = crate::cluster::PaceAsk {
+            rate: pol.max_requests_per_minute,
+            adaptive: pol.adaptive,
+            grow,
+            cap: pol.max_requests_per_minute,
+            max_wait: self.cfg.max_wait,
+        };
+        let Ok(paced) = f.cluster().pace(strategy, ask).await else {
+            return Ok(None);
+        };
+        let now = Instant::now();
+        {
+            let mut router = self.router.lock();
+            let budget = router.budget(strategy, pol);
+            budget.set_fleet_rate(paced.rate);
+            if let Ok(wait) = paced.turn {
+                budget.note_sent(now, now + wait);
             }
-            Err((wait, rate)) => Err(Error::new(
+        }
+        match paced.turn {
+            Ok(wait) => Ok(Some(wait)),
+            Err(wait) => Err(Error::new(
                 ErrorKind::Unavailable,
                 format!(
-                    "`{strategy}` is held to {:.1} requests a minute (the site pushed back) and has no room within {} s; retry after {:.1} s",
-                    rate.unwrap_or_default(),
+                    "`{strategy}` is held to {:.1} requests a minute across the fleet and has no room within {} s; retry after {:.1} s",
+                    paced.rate.unwrap_or_default(),
                     self.cfg.max_wait.as_secs(),
                     wait.as_secs_f64()
                 ),
@@ -53,36 +104,70 @@ impl Leases {
         }
     }
 
-    /// In a fleet, the budget is the fleet's: one start every `60 / rate`
-    /// seconds across every daemon, reserved by an atomic script in Redis.
-    /// Redis away: the local budget alone (degraded).
-    async fn pace_fleet(
-        &self,
+    /// The site pushed back on `slot`: tell the fleet, which cuts its budget
+    /// once pushbacks came from two of its identities within the window (in
+    /// the background: `finish` does not wait for Redis), and say so when
+    /// this daemon's pushback was the one that cut.
+    pub(super) fn cut_fleet(
+        self: &std::sync::Arc<Self>,
         f: &crate::cluster::Fleet,
+        slot: usize,
         strategy: &str,
-        rate: f64,
-    ) -> Result<Duration> {
-        let interval = Duration::from_secs_f64(60.0 / rate.max(0.01));
-        let c = f.cluster();
-        if !c.is_up() {
-            // Degraded: only the heartbeat asks Redis until it is back, so
-            // calls never wait for its timeouts.
-            return Ok(Duration::ZERO);
-        }
-        match c.pace(strategy, interval, self.cfg.max_wait).await {
-            Ok(Ok(wait)) => Ok(wait),
-            Ok(Err(wait)) => Err(Error::new(
-                ErrorKind::Unavailable,
-                format!(
-                    "`{strategy}` is held to {rate:.1} requests a minute across the fleet and has no room within {} s; retry after {:.1} s",
-                    self.cfg.max_wait.as_secs(),
-                    wait.as_secs_f64()
-                ),
-            )
-            .retryable(false)
-            .with_retry_after(wait)),
-            Err(_) => Ok(Duration::ZERO),
-        }
+        pol: &Politeness,
+    ) {
+        let identity = f
+            .fleet_id(slot)
+            .unwrap_or_else(|| format!("{}/{slot}", f.cluster().node()));
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (c, leases) = (f.cluster().clone(), self.clone());
+        let (strategy, pol) = (strategy.to_string(), pol.clone());
+        // The rate the site took: the fleet's rate sent (the others' as
+        // they registered it, this daemon's now) times the share of
+        // answers the site took here.
+        let accepted = {
+            let mut router = self.router.lock();
+            let b = router.budget(&strategy, &pol);
+            let mine = b.report(&pol).sent_per_minute;
+            let others: f64 = (f.live().iter())
+                .filter(|n| n.node != c.node())
+                .filter_map(|n| n.sent.get(&strategy))
+                .sum();
+            (mine + others) * b.accepted_share(Instant::now())
+        };
+        rt.spawn(async move {
+            let ask = crate::cluster::CutAsk {
+                identity,
+                identities: crate::routing::budget::PUSHBACK_IDENTITIES,
+                window: crate::routing::budget::PUSHBACK_WINDOW,
+                accepted,
+                floor: pol.min_requests_per_minute,
+                cap: pol.max_requests_per_minute,
+            };
+            let Ok(cut) = c.cut(&strategy, &ask).await
+            else {
+                return;
+            };
+            let budget_to = {
+                let mut router = leases.router.lock();
+                let budget = router.budget(&strategy, &pol);
+                if cut.cut {
+                    budget.fleet_cut(cut.to);
+                } else {
+                    budget.set_fleet_rate(cut.to);
+                }
+                cut.to
+            };
+            if cut.cut {
+                leases.events.emit(
+                    "budget",
+                    None,
+                    Some(&strategy),
+                    serde_json::json!({"from": cut.from, "to": budget_to, "why": "cut", "scope": "fleet"}),
+                );
+            }
+        });
     }
 }
 

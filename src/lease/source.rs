@@ -32,7 +32,35 @@ impl Leases {
     /// The request budget of `strategy` across all slots, as operators see it.
     pub fn budget(&self, strategy: &str) -> BudgetReport {
         let pol = self.politeness(strategy);
-        self.router.lock().budget(strategy, &pol).report(&pol)
+        let mut report = self.router.lock().budget(strategy, &pol).report(&pol);
+        if self.fleet.as_ref().is_some_and(|f| f.cluster().is_up()) {
+            report.scope = "fleet";
+        }
+        report
+    }
+
+    /// Per strategy: requests a minute this daemon started over the last
+    /// 10 s (what it registers in a fleet).
+    pub fn sent_rates(&self) -> std::collections::BTreeMap<String, f64> {
+        let router = self.router.lock();
+        router
+            .budgets()
+            .map(|(s, b)| (s.clone(), b.report(&Politeness::default()).sent_per_minute))
+            .filter(|(_, r)| *r > 0.0)
+            .collect()
+    }
+
+    /// In a fleet: another daemon cut `strategy`'s budget to `rate` (its
+    /// event, relayed): pace by it from the next request.
+    pub fn set_fleet_rate(&self, strategy: &str, rate: Option<f64>) {
+        if self.strategy(strategy).is_none() {
+            return;
+        }
+        let pol = self.politeness(strategy);
+        self.router
+            .lock()
+            .budget(strategy, &pol)
+            .set_fleet_rate(rate);
     }
 
     /// Lease a slot for `strategy`, waiting for politeness (bounded by

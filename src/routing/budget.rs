@@ -31,6 +31,9 @@ pub const PUSHBACK_IDENTITIES: usize = 2;
 pub const PUSHBACK_WINDOW: Duration = Duration::from_secs(30);
 /// How far back the rate sent is measured when the first cut comes.
 pub const MEASURE_WINDOW: Duration = Duration::from_secs(10);
+/// How far back the share of answers the site took is measured (what a
+/// fleet's cut starts from: the rate the site accepted, not the rate sent).
+pub const OUTCOME_WINDOW: Duration = Duration::from_secs(5);
 
 /// One strategy's request budget.
 #[derive(Debug, Clone)]
@@ -43,6 +46,10 @@ pub struct Budget {
     /// Request starts within [`MEASURE_WINDOW`].
     sent: VecDeque<Instant>,
     cuts: u64,
+    /// Requests a minute successes earned since the fleet last heard.
+    growth: f64,
+    /// Answers within [`OUTCOME_WINDOW`]: when, and whether the site took it.
+    outcomes: VecDeque<(Instant, bool)>,
 }
 
 /// A budget change, for events.
@@ -63,8 +70,17 @@ pub struct BudgetReport {
     /// The strategy's fixed `max_requests_per_minute`, if any.
     pub max_requests_per_minute: Option<f64>,
     pub adaptive: bool,
-    /// Times the site's pushback halved it.
+    /// Times the site's pushback cut it (in a fleet: this daemon's cuts of
+    /// the fleet's budget).
     pub cuts: u64,
+    /// `fleet`: the rate is the fleet's, shared by every daemon; `local`.
+    pub scope: &'static str,
+    /// Requests a minute this daemon started over the last 10 s: its use
+    /// of the budget.
+    pub sent_per_minute: f64,
+    /// Requests this daemon may have in flight at the site at once: the
+    /// strategy's `global_max_in_flight` (in a fleet: this daemon's share).
+    pub in_flight: usize,
 }
 
 impl Budget {
@@ -75,6 +91,8 @@ impl Budget {
             pushbacks: Vec::new(),
             sent: VecDeque::new(),
             cuts: 0,
+            growth: 0.0,
+            outcomes: VecDeque::new(),
         }
     }
 
@@ -92,6 +110,13 @@ impl Budget {
             }
             (None, _) => now,
         };
+        self.growth = 0.0;
+        self.note_sent(now, at);
+        Ok(at)
+    }
+
+    /// A start at `at` (reserved at `now`), for the rate measured.
+    pub fn note_sent(&mut self, now: Instant, at: Instant) {
         while self
             .sent
             .front()
@@ -100,13 +125,66 @@ impl Budget {
             self.sent.pop_front();
         }
         self.sent.push_back(at);
-        Ok(at)
     }
 
-    /// A block or rate limit reached `slot`: maybe the site as a whole says slow down.
-    pub fn pushback(&mut self, p: &Politeness, slot: usize, now: Instant) -> Option<Change> {
+    /// In a fleet: the fleet's rate in force (its budget is the one that
+    /// paces), mirrored here for reports and for knowing whether to ask.
+    pub fn set_fleet_rate(&mut self, rate: Option<f64>) {
+        self.rate = rate;
+    }
+
+    /// Requests a minute allowed now (`None`: no limit in force).
+    pub fn rate(&self) -> Option<f64> {
+        self.rate
+    }
+
+    /// An answer arrived: whether the site took it (a block or rate limit
+    /// did not).
+    pub fn note_outcome(&mut self, now: Instant, accepted: bool) {
+        while self
+            .outcomes
+            .front()
+            .is_some_and(|(t, _)| now.saturating_duration_since(*t) > OUTCOME_WINDOW)
+        {
+            self.outcomes.pop_front();
+        }
+        if self.outcomes.len() >= 4096 {
+            self.outcomes.pop_front();
+        }
+        self.outcomes.push_back((now, accepted));
+    }
+
+    /// The share of answers the site took over the last [`OUTCOME_WINDOW`]
+    /// (1 with none), never under 1 %.
+    pub fn accepted_share(&self, now: Instant) -> f64 {
+        let recent = (self.outcomes.iter())
+            .filter(|(t, _)| now.saturating_duration_since(*t) <= OUTCOME_WINDOW);
+        let (n, ok) = recent.fold((0usize, 0usize), |(n, ok), (_, a)| {
+            (n + 1, ok + usize::from(*a))
+        });
+        if n == 0 {
+            return 1.0;
+        }
+        (ok as f64 / n as f64).max(0.01)
+    }
+
+    /// The growth this budget's successes earned since the last call.
+    pub fn take_growth(&mut self) -> f64 {
+        std::mem::take(&mut self.growth)
+    }
+
+    /// In a fleet: this daemon's pushback cut the fleet's budget to `to`.
+    pub fn fleet_cut(&mut self, to: Option<f64>) {
+        self.rate = to;
+        self.cuts += 1;
+    }
+
+    /// A block or rate limit reached `slot`: whether the site as a whole
+    /// says slow down (pushbacks from [`PUSHBACK_IDENTITIES`] identities
+    /// within [`PUSHBACK_WINDOW`]; they are spent by saying so).
+    pub fn site_pushed_back(&mut self, p: &Politeness, slot: usize, now: Instant) -> bool {
         if !p.adaptive {
-            return None;
+            return false;
         }
         self.pushbacks
             .retain(|(_, t)| now.saturating_duration_since(*t) <= PUSHBACK_WINDOW);
@@ -115,9 +193,18 @@ impl Budget {
         who.sort_unstable();
         who.dedup();
         if who.len() < PUSHBACK_IDENTITIES {
-            return None;
+            return false;
         }
         self.pushbacks.clear();
+        true
+    }
+
+    /// A block or rate limit reached `slot`: maybe the site as a whole says
+    /// slow down, and the budget halves.
+    pub fn pushback(&mut self, p: &Politeness, slot: usize, now: Instant) -> Option<Change> {
+        if !self.site_pushed_back(p, slot, now) {
+            return None;
+        }
         let from = self.rate;
         let base = self
             .rate
@@ -135,6 +222,9 @@ impl Budget {
 
     /// A success: the budget grows back additively.
     pub fn success(&mut self, p: &Politeness) {
+        if p.adaptive {
+            self.growth += p.increase_per_success;
+        }
         if let (Some(rate), true) = (self.rate, p.adaptive) {
             let grown = rate + p.increase_per_success;
             self.rate = Some(p.max_requests_per_minute.map_or(grown, |m| grown.min(m)));
@@ -147,6 +237,15 @@ impl Budget {
             max_requests_per_minute: p.max_requests_per_minute,
             adaptive: p.adaptive,
             cuts: self.cuts,
+            scope: "local",
+            in_flight: p.global_max_in_flight,
+            sent_per_minute: {
+                let now = Instant::now();
+                let n = (self.sent.iter())
+                    .filter(|t| now.saturating_duration_since(**t) <= MEASURE_WINDOW)
+                    .count();
+                (n as f64 * 60.0 / MEASURE_WINDOW.as_secs_f64() * 10.0).round() / 10.0
+            },
         }
     }
 }
@@ -205,6 +304,26 @@ mod tests {
         }
         assert_eq!(b.report(&p).requests_per_minute, Some(240.0));
         assert_eq!(b.report(&p).cuts, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_share_the_site_took_is_measured_over_the_outcome_window() {
+        let p = politeness(None);
+        let mut b = Budget::new(&p);
+        assert_eq!(b.accepted_share(Instant::now()), 1.0, "nothing heard yet");
+        for k in 0..10 {
+            b.note_outcome(Instant::now(), k % 4 != 0);
+        }
+        // 3 of 10 refused.
+        assert!((b.accepted_share(Instant::now()) - 0.7).abs() < 1e-9);
+        advance(OUTCOME_WINDOW + Duration::from_secs(1)).await;
+        b.note_outcome(Instant::now(), false);
+        assert_eq!(b.accepted_share(Instant::now()), 0.01, "the floor");
+        // Successes earn growth for the fleet, handed on once.
+        b.success(&p);
+        b.success(&p);
+        assert_eq!(b.take_growth(), 20.0);
+        assert_eq!(b.take_growth(), 0.0);
     }
 
     #[tokio::test(start_paused = true)]

@@ -77,6 +77,11 @@ impl Router {
         }
     }
 
+    /// Every strategy's budget that exists yet.
+    pub fn budgets(&self) -> impl Iterator<Item = (&String, &Budget)> {
+        self.budgets.iter()
+    }
+
     pub fn budget(&mut self, strategy: &str, pol: &Politeness) -> &mut Budget {
         if !self.budgets.contains_key(strategy) {
             self.budgets.insert(strategy.to_string(), Budget::new(pol));

@@ -121,6 +121,44 @@ impl FleetSync {
     /// Publish this daemon's events to the fleet's channel (stamped with
     /// the node); a breaker, login or retirement event also wakes the
     /// heartbeat, so the fleet sees it within a moment.
+    /// Another daemon cut a strategy's fleet budget: its event (relayed
+    /// from the channel) sets the rate here, so this daemon paces by it
+    /// from its next request.
+    pub(super) fn spawn_budget_listener(&self) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut rx = self.fleet.remote.subscribe();
+        let leases = std::sync::Arc::downgrade(&self.leases);
+        let (stop, me) = (self.stop.clone(), self.fleet.cluster.node().to_string());
+        rt.spawn(async move {
+            loop {
+                let text = tokio::select! {
+                    () = stop.cancelled() => return,
+                    m = rx.recv() => match m {
+                        Ok(t) => t,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(_) => return,
+                    },
+                };
+                let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+                    continue;
+                };
+                if v["kind"] != "budget"
+                    || v["detail"]["scope"] != "fleet"
+                    || v["node"] == me.as_str()
+                {
+                    continue;
+                }
+                let (Some(strategy), Some(leases)) = (v["strategy"].as_str(), leases.upgrade())
+                else {
+                    continue;
+                };
+                leases.set_fleet_rate(strategy, v["detail"]["to"].as_f64());
+            }
+        });
+    }
+
     pub(super) fn spawn_event_publisher(&self) {
         let (f, Ok(rt)) = (&self.fleet, tokio::runtime::Handle::try_current()) else {
             return;

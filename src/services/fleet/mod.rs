@@ -95,6 +95,7 @@ impl FleetSync {
             stop.clone(),
         ));
         self.spawn_event_publisher();
+        self.spawn_budget_listener();
         let wake = f.push.clone();
         rt.spawn(async move {
             let mut next_full = Instant::now();
@@ -155,6 +156,7 @@ impl FleetSync {
             identities: f.held(),
             spare: f.spares_free(),
             version: env!("CARGO_PKG_VERSION").to_string(),
+            sent: self.leases.sent_rates(),
         };
         if let Ok(live) = c.register(&info).await {
             f.set_live(live);

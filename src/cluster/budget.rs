@@ -1,0 +1,127 @@
+//! The fleet's request budget per strategy, in Redis: paced starts and
+//! the adaptive rate every daemon's pushback cuts and every daemon's
+//! successes grow (see [`super::scripts::PACE`]
+//! and [`super::scripts::CUT`]).
+
+use std::time::Duration;
+
+use super::Cluster;
+use crate::error::Result;
+
+/// How often the fleet's budget may be cut: answers to requests sent
+/// before a cut say nothing new about the rate after it.
+pub const CUT_SPACING: Duration = Duration::from_secs(2);
+/// A cut keeps this much of the fleet's rate. Gentler than one daemon's
+/// halving: the fleet's cut starts from the rate the whole fleet was
+/// measured sending, not from a guess.
+pub const CUT_FACTOR: f64 = 0.7;
+
+/// What a fleet budget call asks.
+#[derive(Debug, Clone, Copy)]
+pub struct PaceAsk {
+    /// The strategy's own rate (its fixed budget, or the local one in force).
+    pub rate: Option<f64>,
+    pub adaptive: bool,
+    /// Requests a minute this daemon's successes added since its last call.
+    pub grow: f64,
+    /// `max_requests_per_minute`, when set.
+    pub cap: Option<f64>,
+    pub max_wait: Duration,
+}
+
+/// A fleet budget's answer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Paced {
+    /// `Ok(wait)`: reserved, start after it; `Err(wait)`: nothing reserved,
+    /// the next start is that far away.
+    pub turn: std::result::Result<Duration, Duration>,
+    /// The fleet's rate in force, per minute (`None`: none).
+    pub rate: Option<f64>,
+}
+
+/// What a pushback tells the fleet's budget.
+#[derive(Debug, Clone)]
+pub struct CutAsk {
+    /// The fleet id the site pushed back on.
+    pub identity: String,
+    /// Pushbacks from this many identities within `window` are the site's
+    /// word (one identity's are its own business).
+    pub identities: usize,
+    pub window: Duration,
+    /// Requests a minute the site took: what the cut starts from (or the
+    /// rate in force, when that is less).
+    pub accepted: f64,
+    /// The floor and the cap (`min_requests_per_minute`, `max_…`).
+    pub floor: f64,
+    pub cap: Option<f64>,
+}
+
+/// A cut's answer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cut {
+    /// Whether this call cut (false: another daemon cut just before).
+    pub cut: bool,
+    pub from: Option<f64>,
+    pub to: Option<f64>,
+}
+
+fn rate_of(tenths: i64) -> Option<f64> {
+    (tenths >= 0).then(|| tenths as f64 / 10.0)
+}
+
+impl Cluster {
+    /// Reserve the next start in `strategy`'s fleet budget (one round trip).
+    pub async fn pace(&self, strategy: &str, ask: PaceAsk) -> Result<Paced> {
+        let key = self.key_of(&["budget", strategy]);
+        let s = &self.scripts.pace;
+        let (ok, wait, tenths): (i64, i64, i64) = self
+            .run("pace", async move |c| {
+                s.prepare_invoke()
+                    .key(&key)
+                    .arg(ask.rate.unwrap_or(0.0))
+                    .arg(ask.max_wait.as_millis() as u64)
+                    .arg(if ask.adaptive { 1 } else { 0 })
+                    .arg(ask.grow)
+                    .arg(ask.cap.unwrap_or(0.0))
+                    .invoke_async(c)
+                    .await
+            })
+            .await?;
+        let wait = Duration::from_millis(wait.max(0) as u64);
+        Ok(Paced {
+            turn: if ok == 1 { Ok(wait) } else { Err(wait) },
+            rate: rate_of(tenths),
+        })
+    }
+
+    /// The site pushed back on `ask.identity`: once pushbacks came from
+    /// `ask.identities` of the fleet's identities within `ask.window`, cut
+    /// `strategy`'s fleet budget (see [`CUT_SPACING`], [`CUT_FACTOR`]).
+    pub async fn cut(&self, strategy: &str, ask: &CutAsk) -> Result<Cut> {
+        let key = self.key_of(&["budget", strategy]);
+        let pushbacks = self.key_of(&["pushbacks", strategy]);
+        let s = &self.scripts.cut;
+        let (cut, from, to): (i64, i64, i64) = self
+            .run("cut", async move |c| {
+                s.prepare_invoke()
+                    .key(&key)
+                    .key(&pushbacks)
+                    .arg(CUT_SPACING.as_millis() as u64)
+                    .arg(CUT_FACTOR)
+                    .arg(ask.floor)
+                    .arg(ask.cap.unwrap_or(0.0))
+                    .arg(ask.accepted)
+                    .arg(&ask.identity)
+                    .arg(ask.window.as_millis() as u64)
+                    .arg(ask.identities)
+                    .invoke_async(c)
+                    .await
+            })
+            .await?;
+        Ok(Cut {
+            cut: cut == 1,
+            from: rate_of(from),
+            to: rate_of(to),
+        })
+    }
+}

@@ -230,3 +230,35 @@ pub async fn held(d: &Daemon) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// The most requests the shop was answering at once (from its log).
+pub fn most_at_once<'a>(log: impl IntoIterator<Item = &'a idpool_testbed::LogEntry>) -> usize {
+    let mut edges: Vec<(u64, i32)> = log
+        .into_iter()
+        .flat_map(|e| [(e.at_ms, 1), (e.done_ms, -1)])
+        .collect();
+    // An answer done at t frees its place before one arriving at t.
+    edges.sort_by_key(|(t, d)| (*t, *d));
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, d) in edges {
+        now += d;
+        most = most.max(now);
+    }
+    most as usize
+}
+
+/// Poll `f` every 50 ms until it holds or `limit` passes; how long it took.
+pub async fn within<F, Fut>(limit: Duration, mut f: F) -> Option<Duration>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < limit {
+        if f().await {
+            return Some(t0.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::daemon::Daemon;
-use common::fleet::{Redis, held, node, rest, status};
+use common::fleet::{Redis, held, most_at_once, node, rest, status, within};
 use common::proxies::{Seen, http_connect_proxy};
 use common::shop;
 use idpool_testbed::{LogEntry, RateLimit};
@@ -42,44 +42,12 @@ fn budgeted(env: &common::Env) {
 /// for each of the three daemons: each keeps at least one).
 const IN_FLIGHT: usize = 3;
 
-/// The most requests the shop was answering at once (from its log).
-fn most_at_once(log: &[LogEntry]) -> usize {
-    let mut edges: Vec<(u64, i32)> = log
-        .iter()
-        .flat_map(|e| [(e.at_ms, 1), (e.done_ms, -1)])
-        .collect();
-    // An answer done at t frees its place before one arriving at t.
-    edges.sort_by_key(|(t, d)| (*t, *d));
-    let (mut now, mut most) = (0i32, 0i32);
-    for (_, d) in edges {
-        now += d;
-        most = most.max(now);
-    }
-    most as usize
-}
-
 fn audit(env: &common::Env, node: &str) -> Vec<Value> {
     std::fs::read_to_string(env.path(&format!("{node}/data/audit.log")))
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
-}
-
-/// Poll `f` every 50 ms until it holds or `limit` passes; how long it took.
-async fn within<F, Fut>(limit: Duration, mut f: F) -> Option<Duration>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let t0 = Instant::now();
-    while t0.elapsed() < limit {
-        if f().await {
-            return Some(t0.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    None
 }
 
 /// The breaker of `fleet_id` for testshop, as daemon `d` reads the fleet.

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::daemon::Daemon;
-use common::fleet::{Redis, held, node, rest, status};
+use common::fleet::{Redis, held, most_at_once, node, rest, status, within};
 use common::shop;
 use idpool_testbed::{LogEntry, SiteLimit};
 use serde_json::json;
@@ -33,21 +33,6 @@ async fn commands(redis: &Redis) -> u64 {
         .find_map(|l| l.strip_prefix("total_commands_processed:"))
         .and_then(|n| n.trim().parse().ok())
         .expect("total_commands_processed")
-}
-
-/// The most requests the shop answered at once.
-fn most_at_once(log: &[&LogEntry]) -> usize {
-    let mut edges: Vec<(u64, i32)> = log
-        .iter()
-        .flat_map(|e| [(e.at_ms, 1), (e.done_ms, -1)])
-        .collect();
-    edges.sort_by_key(|(t, d)| (*t, *d));
-    let (mut now, mut most) = (0i32, 0i32);
-    for (_, d) in edges {
-        now += d;
-        most = most.max(now);
-    }
-    most as usize
 }
 
 /// The testbed's clock (ms since it started), as its log last saw it.
@@ -89,22 +74,6 @@ async fn load(fleet: &[&Daemon], until: Instant, tag: &str) -> (u32, u32, Option
         .fold((0, 0, None), |(o, f, first), (o2, f2, first2)| {
             (o + o2, f + f2, first.or(first2))
         })
-}
-
-/// Poll `f` every 50 ms until it holds or `limit` passes; how long it took.
-async fn within<F, Fut>(limit: Duration, mut f: F) -> Option<Duration>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let t0 = Instant::now();
-    while t0.elapsed() < limit {
-        if f().await {
-            return Some(t0.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    None
 }
 
 /// The places `d` holds in testshop's fleet-wide bound.
@@ -155,7 +124,7 @@ async fn six_daemons_wait_without_spinning_share_a_site_limit_and_outlive_a_kill
     let cmds = commands(&redis).await - from_cmds;
     let log = env.testbed.log();
     let seen: Vec<&LogEntry> = log.iter().filter(|e| e.at_ms >= from_ms).collect();
-    let most = most_at_once(&seen);
+    let most = most_at_once(seen.iter().copied());
     let net_per_call = (cmds as f64 - idle_per_sec * secs) / f64::from(ok.max(1));
     println!(
         "bound {BOUND}, {} callers: {ok} calls in {secs:.1} s ({:.0}/s), {} requests, at most {most} at once; \

@@ -38,8 +38,9 @@ impl Conn {
             .uri()
             .path_and_query()
             .map_or_else(|| req.uri().path().to_string(), |p| p.to_string());
-        let bytes = self.tap.as_ref()?.snapshot();
-        idpool::wire::fingerprint::request_view(&bytes, req.method().as_str(), &path)
+        self.tap
+            .as_ref()?
+            .request_view(req.method().as_str(), &path)
     }
 }
 

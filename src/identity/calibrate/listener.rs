@@ -314,9 +314,7 @@ fn answer(
             .uri()
             .path_and_query()
             .map_or_else(|| path.clone(), |p| p.to_string());
-        if let Some(view) =
-            crate::wire::fingerprint::request_view(&tap.snapshot(), req.method().as_str(), &target)
-        {
+        if let Some(view) = tap.request_view(req.method().as_str(), &target) {
             run.seen.insert(
                 name.to_string(),
                 Observed {

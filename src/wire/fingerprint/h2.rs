@@ -133,99 +133,152 @@ fn priority_at(b: &[u8]) -> Option<Priority> {
 /// Parse the client's frames after the preface; stops at a truncated frame or
 /// a header block that does not decode.
 pub fn parse(bytes: &[u8]) -> Connection {
-    let mut c = Connection::default();
-    let Some(mut rest) = bytes.strip_prefix(PREFACE) else {
-        return c;
-    };
-    let mut decoder = loona_hpack::Decoder::new();
-    // A header block split over HEADERS + CONTINUATION frames.
-    let mut pending: Option<(u32, Option<Priority>, Vec<u8>)> = None;
-    while rest.len() >= 9 {
-        let len = usize::from(rest[0]) << 16 | usize::from(rest[1]) << 8 | usize::from(rest[2]);
-        let (kind, flags) = (rest[3], rest[4]);
-        let Some(stream) = u32_at(rest, 5).map(|s| s & 0x7fff_ffff) else {
-            break;
-        };
-        let Some(payload) = rest.get(9..9 + len) else {
-            break;
-        };
-        rest = &rest[9 + len..];
-        match kind {
-            SETTINGS if flags & ACK == 0 && c.settings.is_empty() => {
-                c.settings = payload
-                    .chunks_exact(6)
-                    .map(|e| {
-                        (
-                            u16::from_be_bytes([e[0], e[1]]),
-                            u32::from_be_bytes([e[2], e[3], e[4], e[5]]),
-                        )
-                    })
-                    .collect();
-            }
-            WINDOW_UPDATE if stream == 0 && c.requests.is_empty() && c.window_update.is_none() => {
-                c.window_update = u32_at(payload, 0).map(|w| w & 0x7fff_ffff);
-            }
-            PRIORITY if c.requests.is_empty() && pending.is_none() => {
-                if let Some(p) = priority_at(payload) {
-                    c.priority_frames.push((stream, p));
-                }
-            }
-            HEADERS => {
-                let mut body = payload;
-                let mut pad = 0usize;
-                if flags & PADDED != 0 {
-                    let Some((&p, b)) = body.split_first() else {
-                        break;
-                    };
-                    pad = usize::from(p);
-                    body = b;
-                }
-                let mut prio = None;
-                if flags & PRIORITY_FLAG != 0 {
-                    prio = priority_at(body);
-                    body = body.get(5..).unwrap_or_default();
-                }
-                let Some(block) = body.get(..body.len().saturating_sub(pad)) else {
-                    break;
-                };
-                pending = Some((stream, prio, block.to_vec()));
-                if flags & END_HEADERS == 0 {
-                    continue;
-                }
-            }
-            CONTINUATION => {
-                if let Some((_, _, block)) = pending.as_mut() {
-                    block.extend_from_slice(payload);
-                }
-                if flags & END_HEADERS == 0 {
-                    continue;
-                }
-            }
-            DATA => {}
-            _ => {}
-        }
-        if matches!(kind, HEADERS | CONTINUATION)
-            && let Some((stream, priority, block)) = pending.take()
-        {
-            let Ok(list) = decoder.decode(&block) else {
-                break;
-            };
-            c.requests.push(Request {
-                stream,
-                headers: list
-                    .into_iter()
-                    .map(|(k, v)| {
-                        (
-                            String::from_utf8_lossy(&k).into_owned(),
-                            String::from_utf8_lossy(&v).into_owned(),
-                        )
-                    })
-                    .collect(),
-                priority,
-            });
+    let mut p = Parser::default();
+    p.feed(bytes);
+    p.conn
+}
+
+/// [`parse`], resumable: fed the connection's bytes as they grow, it reads
+/// only what is new (a long-lived connection is not decoded again from its
+/// first frame for each request).
+pub struct Parser {
+    decoder: loona_hpack::Decoder<'static>,
+    /// A header block split over HEADERS + CONTINUATION frames.
+    pending: Option<(u32, Option<Priority>, Vec<u8>)>,
+    /// How far the bytes were read (whole frames only).
+    offset: usize,
+    /// Not HTTP/2, or a frame that cannot be read: nothing more is read.
+    stopped: bool,
+    pub conn: Connection,
+}
+
+impl Default for Parser {
+    fn default() -> Self {
+        Parser {
+            decoder: loona_hpack::Decoder::new(),
+            pending: None,
+            offset: 0,
+            stopped: false,
+            conn: Connection::default(),
         }
     }
-    c
+}
+
+impl Parser {
+    /// Read what `bytes` (the connection's bytes so far, from its first)
+    /// holds beyond what was read before.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        if self.stopped {
+            return;
+        }
+        if self.offset == 0 {
+            if bytes.len() < PREFACE.len() {
+                self.stopped = !PREFACE.starts_with(bytes);
+                return;
+            }
+            if !bytes.starts_with(PREFACE) {
+                self.stopped = true;
+                return;
+            }
+            self.offset = PREFACE.len();
+        }
+        let Some(mut rest) = bytes.get(self.offset..) else {
+            return;
+        };
+        let c = &mut self.conn;
+        while rest.len() >= 9 {
+            let len = usize::from(rest[0]) << 16 | usize::from(rest[1]) << 8 | usize::from(rest[2]);
+            let (kind, flags) = (rest[3], rest[4]);
+            let Some(stream) = u32_at(rest, 5).map(|s| s & 0x7fff_ffff) else {
+                break;
+            };
+            let Some(payload) = rest.get(9..9 + len) else {
+                // Not all here yet.
+                break;
+            };
+            rest = &rest[9 + len..];
+            self.offset += 9 + len;
+            match kind {
+                SETTINGS if flags & ACK == 0 && c.settings.is_empty() => {
+                    c.settings = payload
+                        .chunks_exact(6)
+                        .map(|e| {
+                            (
+                                u16::from_be_bytes([e[0], e[1]]),
+                                u32::from_be_bytes([e[2], e[3], e[4], e[5]]),
+                            )
+                        })
+                        .collect();
+                }
+                WINDOW_UPDATE
+                    if stream == 0 && c.requests.is_empty() && c.window_update.is_none() =>
+                {
+                    c.window_update = u32_at(payload, 0).map(|w| w & 0x7fff_ffff);
+                }
+                PRIORITY if c.requests.is_empty() && self.pending.is_none() => {
+                    if let Some(p) = priority_at(payload) {
+                        c.priority_frames.push((stream, p));
+                    }
+                }
+                HEADERS => {
+                    let mut body = payload;
+                    let mut pad = 0usize;
+                    if flags & PADDED != 0 {
+                        let Some((&p, b)) = body.split_first() else {
+                            self.stopped = true;
+                            return;
+                        };
+                        pad = usize::from(p);
+                        body = b;
+                    }
+                    let mut prio = None;
+                    if flags & PRIORITY_FLAG != 0 {
+                        prio = priority_at(body);
+                        body = body.get(5..).unwrap_or_default();
+                    }
+                    let Some(block) = body.get(..body.len().saturating_sub(pad)) else {
+                        self.stopped = true;
+                        return;
+                    };
+                    self.pending = Some((stream, prio, block.to_vec()));
+                    if flags & END_HEADERS == 0 {
+                        continue;
+                    }
+                }
+                CONTINUATION => {
+                    if let Some((_, _, block)) = self.pending.as_mut() {
+                        block.extend_from_slice(payload);
+                    }
+                    if flags & END_HEADERS == 0 {
+                        continue;
+                    }
+                }
+                DATA => {}
+                _ => {}
+            }
+            if matches!(kind, HEADERS | CONTINUATION)
+                && let Some((stream, priority, block)) = self.pending.take()
+            {
+                let Ok(list) = self.decoder.decode(&block) else {
+                    self.stopped = true;
+                    return;
+                };
+                c.requests.push(Request {
+                    stream,
+                    headers: list
+                        .into_iter()
+                        .map(|(k, v)| {
+                            (
+                                String::from_utf8_lossy(&k).into_owned(),
+                                String::from_utf8_lossy(&v).into_owned(),
+                            )
+                        })
+                        .collect(),
+                    priority,
+                });
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -276,5 +329,42 @@ mod tests {
         );
         // A truncated frame stops the parse without a panic.
         assert_eq!(parse(&b[..b.len() - 2]).requests.len(), 0);
+    }
+
+    #[test]
+    fn a_parser_fed_as_the_bytes_grow_reads_what_one_parse_reads() {
+        // Three requests on one connection, the encoder's dynamic table in
+        // use (the later blocks refer back to the first).
+        let mut b = PREFACE.to_vec();
+        b.extend(frame(SETTINGS, 0, 0, &[0, 1, 0, 1, 0, 0]));
+        let mut enc = loona_hpack::Encoder::new();
+        for (k, path) in ["/a", "/b?q=1", "/c"].iter().enumerate() {
+            let block = enc.encode(vec![
+                (&b":method"[..], &b"GET"[..]),
+                (&b":path"[..], path.as_bytes()),
+                (&b"cookie"[..], &b"sid=0123456789"[..]),
+            ]);
+            let stream = 1 + 2 * k as u32;
+            b.extend(frame(HEADERS, 0, stream, &block[..2]));
+            b.extend(frame(CONTINUATION, END_HEADERS, stream, &block[2..]));
+            b.extend(frame(DATA, 0, stream, b"body"));
+        }
+        let whole = parse(&b);
+        assert_eq!(whole.requests.len(), 3);
+        // Fed in every cut, mid-preface, mid-frame and mid-block included.
+        for step in [1usize, 5, 9, 13, 64] {
+            let mut p = Parser::default();
+            let mut end = 0;
+            while end < b.len() {
+                end = (end + step).min(b.len());
+                p.feed(&b[..end]);
+            }
+            assert_eq!(p.conn, whole, "step {step}");
+        }
+        // Not HTTP/2: nothing is read, now or later.
+        let mut p = Parser::default();
+        p.feed(b"GET / HTTP/1.1\r\n");
+        p.feed(&b);
+        assert!(p.conn.requests.is_empty());
     }
 }

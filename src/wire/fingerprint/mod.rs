@@ -17,6 +17,7 @@ pub mod hello;
 pub mod residual;
 mod tap;
 pub mod tls;
+mod view;
 
 pub use calibration::{
     ASK_ALL, Asked, Calibration, Capture, H1Names, NavigationProfile, Observed, RequestProfile,
@@ -24,56 +25,4 @@ pub use calibration::{
 };
 pub use residual::Report;
 pub use tap::{Tap, TapBuf};
-
-use serde::Serialize;
-
-/// One request as its client sent it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RequestView {
-    /// `h2` or `http/1.1`.
-    pub protocol: &'static str,
-    /// Header names (lower case for HTTP/2, as sent for HTTP/1.1) and values,
-    /// in order; HTTP/2 pseudo-headers included.
-    pub headers: Vec<(String, String)>,
-    /// HTTP/1.1: the head's lines exactly as sent, request line first
-    /// (empty for HTTP/2).
-    pub lines: Vec<String>,
-    /// The connection's Akamai HTTP/2 fingerprint
-    /// (`SETTINGS|WINDOW_UPDATE|PRIORITY|pseudo-header order`).
-    pub akamai: Option<String>,
-    /// This request's HEADERS priority: `weight:exclusive:depends_on`
-    /// (weight 1–256), when the frame carried one.
-    pub priority: Option<String>,
-}
-
-/// The request `method path` (path with query) in the bytes a connection sent
-/// so far; the latest match when the client asked for it more than once.
-pub fn request_view(bytes: &[u8], method: &str, path: &str) -> Option<RequestView> {
-    if bytes.starts_with(h2::PREFACE) {
-        let conn = h2::parse(bytes);
-        let akamai = conn.akamai();
-        conn.requests
-            .iter()
-            .rev()
-            .find(|r| r.pseudo(":method") == Some(method) && r.pseudo(":path") == Some(path))
-            .map(|r| RequestView {
-                protocol: "h2",
-                headers: r.headers.clone(),
-                lines: Vec::new(),
-                akamai: Some(akamai.clone()),
-                priority: r.priority.map(|p| p.to_string()),
-            })
-    } else {
-        h1::parse(bytes)
-            .into_iter()
-            .rev()
-            .find(|r| r.method == method && r.target == path)
-            .map(|r| RequestView {
-                protocol: "http/1.1",
-                headers: r.headers,
-                lines: r.lines,
-                akamai: None,
-                priority: None,
-            })
-    }
-}
+pub use view::{RequestView, h2_view, request_view};

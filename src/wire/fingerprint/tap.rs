@@ -9,10 +9,22 @@ use parking_lot::Mutex;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The bytes a tapped connection has read so far (up to its cap).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct TapBuf {
     bytes: Mutex<Vec<u8>>,
     cap: usize,
+    /// An HTTP/2 connection's frames read so far (each request's view
+    /// reads only the frames that came since the last one).
+    h2: Mutex<Option<super::h2::Parser>>,
+}
+
+impl std::fmt::Debug for TapBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TapBuf")
+            .field("len", &self.bytes.lock().len())
+            .field("cap", &self.cap)
+            .finish()
+    }
 }
 
 impl TapBuf {
@@ -20,7 +32,25 @@ impl TapBuf {
         Arc::new(TapBuf {
             bytes: Mutex::new(Vec::new()),
             cap,
+            h2: Mutex::new(None),
         })
+    }
+
+    /// The request `method path` as this connection sent it (the latest
+    /// match), like [`super::request_view`] over [`TapBuf::snapshot`], but
+    /// an HTTP/2 connection's frames are decoded once, not per request.
+    pub fn request_view(&self, method: &str, path: &str) -> Option<super::view::RequestView> {
+        let bytes = self.bytes.lock();
+        if !bytes.starts_with(super::h2::PREFACE) {
+            let copy = bytes.clone();
+            drop(bytes);
+            return super::view::request_view(&copy, method, path);
+        }
+        let mut h2 = self.h2.lock();
+        let p = h2.get_or_insert_with(Default::default);
+        p.feed(&bytes);
+        drop(bytes);
+        super::view::h2_view(&p.conn, method, path)
     }
 
     /// A copy of what was read so far.

@@ -153,7 +153,36 @@ async fn all(explicit: Option<&Path>, cfg: &Config) -> Vec<Check> {
     checks.push(looks(cfg, &plan));
     checks.push(geography(cfg, &plan));
     checks.push(daemon(cfg).await);
+    checks.push(leftovers(cfg, &plan).await);
     checks
+}
+
+/// Chromium left running by an earlier life of this data dir's daemon (it
+/// was killed, or its machine's init took its children): ended here, as
+/// the daemon's own start does. A running daemon's browsers are its
+/// children and are left alone.
+async fn leftovers(cfg: &Config, plan: &[SlotPlan]) -> Check {
+    const NAME: &str = "leftover browsers";
+    let mut ended = Vec::new();
+    for slot in plan {
+        let dir = cfg.pool.data_dir.join("slots").join(slot.id.to_string());
+        for pid in launcher::end_orphans(slot.id, &dir.join("chromium")).await {
+            ended.push(format!("slot {} (pid {pid})", slot.id));
+        }
+    }
+    if ended.is_empty() {
+        return ok(NAME, "no Chromium left by an earlier run");
+    }
+    bad(
+        Status::Warn,
+        NAME,
+        format!(
+            "ended {} Chromium left by an earlier run: {}",
+            ended.len(),
+            ended.join(", ")
+        ),
+        "nothing more to do; if it recurs, the daemon is being killed without its shutdown (see `journalctl -u idpool`)",
+    )
 }
 
 /// Chromium found, and what its `--version` says (`Ok` carries the line).

@@ -4,4 +4,5 @@
 mod common;
 
 mod fleet;
+mod orphans;
 mod scale;

@@ -465,12 +465,21 @@ pub async fn end_stale(spec: &LaunchSpec) -> Option<u32> {
         .filter(|p| !stale.contains(p) && ours(*p))
         .collect();
     stale.extend(others);
-    for &pid in &stale {
-        tracing::warn!(
-            slot = spec.slot,
-            pid,
-            "ending Chromium left by an earlier run"
-        );
+    end_main_processes(spec.slot, &stale).await;
+    // Its display, after it (a Chromium that lost its display exits anyway).
+    let display = super::display::end_stale(&spec.user_data_dir).await;
+    if stale.is_empty() {
+        return display;
+    }
+    remove_singleton_locks(&spec.user_data_dir);
+    stale.first().copied()
+}
+
+/// End Chromium main processes (their groups), `slot`'s, left by an
+/// earlier run; reaped when this process inherited them.
+async fn end_main_processes(slot: usize, stale: &[u32]) {
+    for &pid in stale {
+        tracing::warn!(slot, pid, "ending Chromium left by an earlier run");
         let mut group = group_members(pid);
         group.push(pid);
         signal_group(pid, libc::SIGKILL);
@@ -483,13 +492,41 @@ pub async fn end_stale(spec: &LaunchSpec) -> Option<u32> {
         // Its parent died with the earlier run; as subreaper we may have inherited it.
         reap(&group).await;
     }
-    // Its display, after it (a Chromium that lost its display exits anyway).
-    let display = super::display::end_stale(&spec.user_data_dir).await;
-    if stale.is_empty() {
-        return display;
+}
+
+/// Chromium main processes on the profile `user_data_dir` that no live daemon
+/// started: their parent is gone (they were handed to init or a
+/// subreaper) or is not an `idpool` process. What `idpool doctor` ends
+/// while a daemon may be running: a running daemon's own browsers are its
+/// children and are left alone.
+pub fn orphans(user_data_dir: &Path) -> Vec<u32> {
+    let dir_arg = format!("--user-data-dir={}", user_data_dir.display());
+    let is_idpool = |pid: u32| {
+        cmdline(pid)
+            .and_then(|a| a.first().cloned())
+            .is_some_and(|exe| Path::new(&exe).file_name().is_some_and(|n| n == "idpool"))
+    };
+    all_pids()
+        .into_iter()
+        .filter(|&p| {
+            cmdline(p).is_some_and(|a| {
+                a.contains(&dir_arg) && !a.iter().any(|x| x.starts_with("--type="))
+            })
+        })
+        .filter(|&p| !super::process::parent(p).is_some_and(is_idpool))
+        .collect()
+}
+
+/// End [`orphans`] of slot `slot`'s profile `user_data_dir` (and their
+/// display); the pids ended.
+pub async fn end_orphans(slot: usize, user_data_dir: &Path) -> Vec<u32> {
+    let found = orphans(user_data_dir);
+    if !found.is_empty() {
+        end_main_processes(slot, &found).await;
+        let _ = super::display::end_stale(user_data_dir).await;
+        remove_singleton_locks(user_data_dir);
     }
-    remove_singleton_locks(&spec.user_data_dir);
-    stale.first().copied()
+    found
 }
 
 /// Chromium refuses a profile whose `Singleton*` links point at a dead process.

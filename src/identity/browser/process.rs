@@ -27,6 +27,11 @@ pub fn cmdline(pid: u32) -> Option<Vec<String>> {
     )
 }
 
+/// The parent of `pid`.
+pub fn parent(pid: u32) -> Option<u32> {
+    stat_field(pid, 1)
+}
+
 /// Field `n` of `/proc/<pid>/stat` counted after the command name
 /// (0: state, 1: parent pid, 2: process group).
 fn stat_field(pid: u32, n: usize) -> Option<u32> {

@@ -28,7 +28,10 @@ impl FleetSync {
         let owners = c.owners(&fids).await?;
         let live = f.live_names();
         for ((fid, record), owner) in candidates.into_iter().zip(owners) {
-            if owner.is_some_and(|o| live.contains(&o)) {
+            // Held by a live daemon: its own. One naming this daemon that it
+            // does not hold is from its earlier life (it was killed, and
+            // came back before its leases lapsed): its to adopt again.
+            if owner.is_some_and(|o| o != c.node() && live.contains(&o)) {
                 continue;
             }
             let Some(spare) = f.free_spare() else { break };

@@ -579,14 +579,17 @@ impl Lease {
             site.retry_after_until = Some(now + d);
         }
         let budget = router.budget(&self.strategy, &self.politeness);
-        budget.note_outcome(
-            now,
-            !matches!(verdict, Verdict::HardBlock | Verdict::RateLimited(_)),
-        );
+        let fleet = (self.leases.fleet.as_ref()).filter(|f| f.cluster().is_up());
+        if fleet.is_some() {
+            // What a cut of the fleet's budget starts from.
+            budget.note_outcome(
+                now,
+                !matches!(verdict, Verdict::HardBlock | Verdict::RateLimited(_)),
+            );
+        }
         // Like the breaker, the budget hears a pushback once per identity:
         // answers to requests sent before it was stopped add nothing.
         let current = self.admission.trial || before == BreakerState::Closed;
-        let fleet = (self.leases.fleet.as_ref()).filter(|f| f.cluster().is_up());
         let mut cut_fleet = false;
         let change = match verdict {
             Verdict::HardBlock | Verdict::RateLimited(_) if current && fleet.is_some() => {

@@ -11,6 +11,10 @@ use crate::error::Result;
 /// How often the fleet's budget may be cut: answers to requests sent
 /// before a cut say nothing new about the rate after it.
 pub const CUT_SPACING: Duration = Duration::from_secs(2);
+/// The fleet's answers are counted in buckets this long: a cut measures
+/// what the site took over the last one or two (and never from before the
+/// cut before it).
+pub const MEASURE_BUCKET: Duration = CUT_SPACING;
 /// A cut keeps this much of the fleet's rate. Gentler than one daemon's
 /// halving: the fleet's cut starts from the rate the whole fleet was
 /// measured sending, not from a guess.
@@ -24,6 +28,10 @@ pub struct PaceAsk {
     pub adaptive: bool,
     /// Requests a minute this daemon's successes added since its last call.
     pub grow: f64,
+    /// Answers the site took, and refused, that this daemon heard since its
+    /// last call: what the next cut measures the site by.
+    pub taken: u64,
+    pub refused: u64,
     /// `max_requests_per_minute`, when set.
     pub cap: Option<f64>,
     pub max_wait: Duration,
@@ -48,8 +56,9 @@ pub struct CutAsk {
     /// word (one identity's are its own business).
     pub identities: usize,
     pub window: Duration,
-    /// Requests a minute the site took: what the cut starts from (or the
-    /// rate in force, when that is less).
+    /// Requests a minute the site took, as this daemon estimates it: what
+    /// the fleet's first cut starts from (later ones measure it in Redis),
+    /// or the rate in force, when that is less.
     pub accepted: f64,
     /// The floor and the cap (`min_requests_per_minute`, `max_…`).
     pub floor: f64,
@@ -63,6 +72,9 @@ pub struct Cut {
     pub cut: bool,
     pub from: Option<f64>,
     pub to: Option<f64>,
+    /// The rate the site accepted the cut started from (measured by the
+    /// fleet, or the caller's estimate before the first cut).
+    pub accepted: Option<f64>,
 }
 
 fn rate_of(tenths: i64) -> Option<f64> {
@@ -83,6 +95,9 @@ impl Cluster {
                     .arg(if ask.adaptive { 1 } else { 0 })
                     .arg(ask.grow)
                     .arg(ask.cap.unwrap_or(0.0))
+                    .arg(ask.taken)
+                    .arg(ask.refused)
+                    .arg(MEASURE_BUCKET.as_millis() as u64)
                     .invoke_async(c)
                     .await
             })
@@ -101,7 +116,7 @@ impl Cluster {
         let key = self.key_of(&["budget", strategy]);
         let pushbacks = self.key_of(&["pushbacks", strategy]);
         let s = &self.scripts.cut;
-        let (cut, from, to): (i64, i64, i64) = self
+        let (cut, from, to, accepted): (i64, i64, i64, i64) = self
             .run("cut", async move |c| {
                 s.prepare_invoke()
                     .key(&key)
@@ -122,6 +137,7 @@ impl Cluster {
             cut: cut == 1,
             from: rate_of(from),
             to: rate_of(to),
+            accepted: rate_of(accepted),
         })
     }
 }

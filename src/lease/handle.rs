@@ -72,6 +72,9 @@ pub struct Lease {
     /// Its first request's turn in the request budget came before the
     /// lease was handed out (`Leases::next_slot`).
     pub(super) paid: std::sync::atomic::AtomicBool,
+    /// When its latest request had its turn (a fleet's cut after it makes
+    /// that request's pushback old news).
+    pub(super) sent_at: Mutex<Instant>,
 }
 
 impl std::fmt::Debug for Lease {
@@ -103,6 +106,7 @@ impl Lease {
             retry_after: Mutex::new(None),
             finished: false,
             paid: std::sync::atomic::AtomicBool::new(false),
+            sent_at: Mutex::new(Instant::now()),
         }
     }
 
@@ -594,8 +598,11 @@ impl Lease {
         let change = match verdict {
             Verdict::HardBlock | Verdict::RateLimited(_) if current && fleet.is_some() => {
                 // The fleet judges the pushback (two of its identities
-                // within the window: the site's word) and cuts its budget.
-                cut_fleet = self.politeness.adaptive;
+                // within the window: the site's word) and cuts its budget;
+                // a request paced by the rate before its last cut tells it
+                // nothing.
+                cut_fleet =
+                    self.politeness.adaptive && budget.pushback_is_news(*self.sent_at.lock());
                 None
             }
             Verdict::HardBlock | Verdict::RateLimited(_) if current => {

@@ -68,11 +68,13 @@ impl Leases {
         strategy: &str,
         pol: &Politeness,
     ) -> Result<Option<Duration>> {
-        let grow = self.router.lock().budget(strategy, pol).take_growth();
+        let heard = self.router.lock().budget(strategy, pol).take_reported();
         let ask = crate::cluster::PaceAsk {
             rate: pol.max_requests_per_minute,
             adaptive: pol.adaptive,
-            grow,
+            grow: heard.grow,
+            taken: heard.taken,
+            refused: heard.refused,
             cap: pol.max_requests_per_minute,
             max_wait: self.cfg.max_wait,
         };
@@ -123,9 +125,10 @@ impl Leases {
         };
         let (c, leases) = (f.cluster().clone(), self.clone());
         let (strategy, pol) = (strategy.to_string(), pol.clone());
-        // The rate the site took: the fleet's rate sent (the others' as
-        // they registered it, this daemon's now) times the share of
-        // answers the site took here.
+        // Before the fleet's first cut, the rate the site took is this
+        // daemon's estimate: the fleet's rate sent (the others' as they
+        // registered it, this daemon's now) times the share of answers the
+        // site took here. Later cuts measure it in Redis.
         let accepted = {
             let mut router = self.router.lock();
             let b = router.budget(&strategy, &pol);
@@ -164,7 +167,8 @@ impl Leases {
                     "budget",
                     None,
                     Some(&strategy),
-                    serde_json::json!({"from": cut.from, "to": budget_to, "why": "cut", "scope": "fleet"}),
+                    serde_json::json!({"from": cut.from, "to": budget_to, "why": "cut", "scope": "fleet",
+                        "accepted": cut.accepted.map(|a| a.round())}),
                 );
             }
         });
@@ -183,6 +187,7 @@ impl Lease {
             .reserve_start(&self.strategy, &self.politeness)
             .await?;
         tokio::time::sleep(wait).await;
+        *self.sent_at.lock() = Instant::now();
         Ok(())
     }
 }

@@ -52,7 +52,7 @@ impl Leases {
 
     /// In a fleet: another daemon cut `strategy`'s budget to `rate` (its
     /// event, relayed): pace by it from the next request.
-    pub fn set_fleet_rate(&self, strategy: &str, rate: Option<f64>) {
+    pub fn heard_fleet_cut(&self, strategy: &str, rate: Option<f64>) {
         if self.strategy(strategy).is_none() {
             return;
         }
@@ -60,7 +60,7 @@ impl Leases {
         self.router
             .lock()
             .budget(strategy, &pol)
-            .set_fleet_rate(rate);
+            .heard_fleet_cut(rate);
     }
 
     /// Lease a slot for `strategy`, waiting for politeness (bounded by

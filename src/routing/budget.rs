@@ -50,6 +50,22 @@ pub struct Budget {
     growth: f64,
     /// Answers within [`OUTCOME_WINDOW`]: when, and whether the site took it.
     outcomes: VecDeque<(Instant, bool)>,
+    /// Answers since the fleet last heard: taken, refused (a fleet's budget
+    /// measures what the site took from them).
+    answers: (u64, u64),
+    /// When this daemon last heard the fleet's budget was cut: answers to
+    /// requests sent before it say nothing about the rate after it.
+    fleet_cut_seen: Option<Instant>,
+}
+
+/// What a daemon hands on to the fleet's budget with its next reservation.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Reported {
+    /// Requests a minute its successes earned.
+    pub grow: f64,
+    /// Answers the site took, and refused (blocks and rate limits).
+    pub taken: u64,
+    pub refused: u64,
 }
 
 /// A budget change, for events.
@@ -93,6 +109,8 @@ impl Budget {
             cuts: 0,
             growth: 0.0,
             outcomes: VecDeque::new(),
+            answers: (0, 0),
+            fleet_cut_seen: None,
         }
     }
 
@@ -110,7 +128,9 @@ impl Budget {
             }
             (None, _) => now,
         };
+        // Paced here, not by the fleet: nothing to hand on.
         self.growth = 0.0;
+        self.answers = (0, 0);
         self.note_sent(now, at);
         Ok(at)
     }
@@ -130,7 +150,26 @@ impl Budget {
     /// In a fleet: the fleet's rate in force (its budget is the one that
     /// paces), mirrored here for reports and for knowing whether to ask.
     pub fn set_fleet_rate(&mut self, rate: Option<f64>) {
+        // Well under what this daemon knew: a cut it has not heard of yet
+        // (growth handed on out of order only lowers it by a few steps).
+        if rate.is_some_and(|to| self.rate.is_none_or(|from| to < 0.9 * from)) {
+            self.fleet_cut_seen = Some(Instant::now());
+        }
         self.rate = rate;
+    }
+
+    /// In a fleet: another daemon cut the fleet's budget to `rate` (its
+    /// event, relayed).
+    pub fn heard_fleet_cut(&mut self, rate: Option<f64>) {
+        self.rate = rate;
+        self.fleet_cut_seen = Some(Instant::now());
+    }
+
+    /// Whether a pushback to a request started at `sent` is news to the
+    /// fleet's budget: not when the request went out before this daemon
+    /// heard of the last cut (it was paced by the rate before it).
+    pub fn pushback_is_news(&self, sent: Instant) -> bool {
+        self.fleet_cut_seen.is_none_or(|cut| sent >= cut)
     }
 
     /// Requests a minute allowed now (`None`: no limit in force).
@@ -152,6 +191,11 @@ impl Budget {
             self.outcomes.pop_front();
         }
         self.outcomes.push_back((now, accepted));
+        if accepted {
+            self.answers.0 += 1;
+        } else {
+            self.answers.1 += 1;
+        }
     }
 
     /// The share of answers the site took over the last [`OUTCOME_WINDOW`]
@@ -168,15 +212,22 @@ impl Budget {
         (ok as f64 / n as f64).max(0.01)
     }
 
-    /// The growth this budget's successes earned since the last call.
-    pub fn take_growth(&mut self) -> f64 {
-        std::mem::take(&mut self.growth)
+    /// What this budget heard since the fleet last did: the growth its
+    /// successes earned and the answers the site took and refused.
+    pub fn take_reported(&mut self) -> Reported {
+        let (taken, refused) = std::mem::take(&mut self.answers);
+        Reported {
+            grow: std::mem::take(&mut self.growth),
+            taken,
+            refused,
+        }
     }
 
     /// In a fleet: this daemon's pushback cut the fleet's budget to `to`.
     pub fn fleet_cut(&mut self, to: Option<f64>) {
         self.rate = to;
         self.cuts += 1;
+        self.fleet_cut_seen = Some(Instant::now());
     }
 
     /// A block or rate limit reached `slot`: whether the site as a whole
@@ -319,11 +370,47 @@ mod tests {
         advance(OUTCOME_WINDOW + Duration::from_secs(1)).await;
         b.note_outcome(Instant::now(), false);
         assert_eq!(b.accepted_share(Instant::now()), 0.01, "the floor");
-        // Successes earn growth for the fleet, handed on once.
+        // Successes earn growth for the fleet, handed on once with the
+        // answers heard since.
         b.success(&p);
         b.success(&p);
-        assert_eq!(b.take_growth(), 20.0);
-        assert_eq!(b.take_growth(), 0.0);
+        let heard = Reported {
+            grow: 20.0,
+            taken: 7,
+            refused: 4,
+        };
+        assert_eq!(b.take_reported(), heard);
+        assert_eq!(b.take_reported(), Reported::default());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pushback_to_a_request_sent_before_a_fleet_cut_is_old_news() {
+        let p = politeness(None);
+        let mut b = Budget::new(&p);
+        let before = Instant::now();
+        assert!(b.pushback_is_news(before), "no cut heard yet");
+        advance(Duration::from_millis(10)).await;
+        // A rate in force, first heard from a reservation: a cut.
+        b.set_fleet_rate(Some(600.0));
+        let after = Instant::now();
+        assert!(!b.pushback_is_news(before));
+        assert!(b.pushback_is_news(after));
+        // Growth handed back by a reservation, even out of order, is none.
+        advance(Duration::from_millis(10)).await;
+        b.set_fleet_rate(Some(620.0));
+        b.set_fleet_rate(Some(590.0));
+        assert!(b.pushback_is_news(after));
+        // Another daemon's cut, relayed.
+        advance(Duration::from_millis(10)).await;
+        b.heard_fleet_cut(Some(500.0));
+        assert!(!b.pushback_is_news(after));
+        let after = Instant::now();
+        assert!(b.pushback_is_news(after));
+        // This daemon's own cut.
+        advance(Duration::from_millis(10)).await;
+        b.fleet_cut(Some(400.0));
+        assert!(!b.pushback_is_news(after));
+        assert!(b.pushback_is_news(Instant::now()));
     }
 
     #[tokio::test(start_paused = true)]

@@ -3,6 +3,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod budget;
 mod fleet;
 mod orphans;
 mod scale;

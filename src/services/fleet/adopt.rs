@@ -157,7 +157,7 @@ impl FleetSync {
                 else {
                     continue;
                 };
-                leases.set_fleet_rate(strategy, v["detail"]["to"].as_f64());
+                leases.heard_fleet_cut(strategy, v["detail"]["to"].as_f64());
             }
         });
     }

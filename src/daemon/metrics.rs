@@ -85,6 +85,12 @@ const HELP: &[(Kind, &str, Option<metrics::Unit>, &str)] = {
             "Tool calls, by tool and result (ok, error, invalid, denied, cancelled).",
         ),
         (
+            Counter,
+            "idpool_mcp_thin_total",
+            None,
+            "Streamable HTTP requests answered on the thin path, by lane (session, stateless) and method.",
+        ),
+        (
             Histogram,
             "idpool_mcp_call_duration_seconds",
             Some(Unit::Seconds),

@@ -55,6 +55,80 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// A call's metrics and audit line, written once: when it ends, or, when
+/// its future is dropped first (the client closed the connection on the
+/// thin path), as cancelled by the client.
+struct Record<'a> {
+    core: &'a Core,
+    ctx: &'a CallContext,
+    tool: &'a str,
+    /// The arguments, redacted (taken by the one write).
+    args: Option<Value>,
+    started: Instant,
+    hop: Option<String>,
+    done: bool,
+}
+
+impl Record<'_> {
+    fn write(&mut self, end: &CallEnd) {
+        if std::mem::replace(&mut self.done, true) {
+            return;
+        }
+        let result = match end {
+            CallEnd::Ok(_) => "ok",
+            CallEnd::Failed(_) => "error",
+            CallEnd::InvalidParams(_) | CallEnd::Invalid(_) => "invalid",
+            CallEnd::Denied(_) => "denied",
+            CallEnd::Cancelled => "cancelled",
+        };
+        let tool_label = tools::find(self.tool).map_or("unknown", |s| s.name);
+        metrics::counter!("idpool_mcp_calls_total", "tool" => tool_label, "result" => result)
+            .increment(1);
+        metrics::histogram!("idpool_mcp_call_duration_seconds", "tool" => tool_label)
+            .record(self.started.elapsed().as_secs_f64());
+        let Some(audit) = &self.core.audit else {
+            return;
+        };
+        let (ok, error) = match end {
+            CallEnd::Ok(_) => (true, None),
+            CallEnd::Failed(f) | CallEnd::Invalid(f) => {
+                (false, Some(crate::auth::audit::redact_text(&f.message)))
+            }
+            CallEnd::InvalidParams(m) => (false, Some(crate::auth::audit::redact_text(m))),
+            CallEnd::Denied(d) => (false, Some(d.to_string())),
+            CallEnd::Cancelled => (false, Some("cancelled by the client".into())),
+        };
+        let by = match end {
+            CallEnd::Ok(o) => o.provenance,
+            _ => None,
+        };
+        let ctx = self.ctx;
+        audit.record(&AuditRecord {
+            ts: crate::events::now_rfc3339(),
+            principal: ctx.principal.name.clone(),
+            role: ctx.principal.role.to_string(),
+            transport: ctx.principal.transport.to_string(),
+            session: ctx.session.clone(),
+            method: "tools/call".into(),
+            tool: Some(self.tool.to_string()),
+            args: self.args.take().unwrap_or(Value::Null),
+            ok,
+            error,
+            duration_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            slot: by.map(|b| b.slot),
+            tier: by.map(|b| b.tier),
+            attempts: by.map(|b| b.attempts),
+            hop: self.hop.take(),
+        });
+    }
+}
+
+impl Drop for Record<'_> {
+    fn drop(&mut self) {
+        self.write(&CallEnd::Cancelled);
+    }
+}
+
 impl Core {
     /// `keys`: `None` when there is no keys file (loopback-only, anonymous role).
     pub fn new(
@@ -242,12 +316,18 @@ impl Core {
         progress: Option<Progress>,
         cancel: CancellationToken,
     ) -> CallEnd {
-        let started = Instant::now();
-        let audit_args = crate::auth::audit::redact(&args);
+        let mut record = Record {
+            core: self,
+            ctx,
+            tool,
+            args: Some(crate::auth::audit::redact(&args)),
+            started: Instant::now(),
+            hop: ctx.hop.as_ref().map(|n| format!("from {n}")),
+            done: false,
+        };
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         let _counted = InFlight(self);
         let spec = tools::find(tool);
-        let mut hop = ctx.hop.as_ref().map(|n| format!("from {n}"));
         let end = match spec {
             None => CallEnd::InvalidParams(format!("unknown tool `{tool}`")),
             Some(spec) => match authorize(&ctx.principal, tool, spec.role) {
@@ -261,7 +341,7 @@ impl Core {
                         && let Some((node, end)) =
                             self.try_forward(ctx, tool, &args, false).await =>
                 {
-                    hop = Some(format!("to {node}"));
+                    record.hop = Some(format!("to {node}"));
                     end
                 }
                 Ok(()) => {
@@ -274,7 +354,7 @@ impl Core {
                         (CallEnd::Failed(f), Some(args)) if queue_full(f) => {
                             match self.try_forward(ctx, tool, &args, true).await {
                                 Some((node, forwarded)) => {
-                                    hop = Some(format!("to {node}"));
+                                    record.hop = Some(format!("to {node}"));
                                     forwarded
                                 }
                                 None => end,
@@ -285,50 +365,7 @@ impl Core {
                 }
             },
         };
-        let result = match &end {
-            CallEnd::Ok(_) => "ok",
-            CallEnd::Failed(_) => "error",
-            CallEnd::InvalidParams(_) | CallEnd::Invalid(_) => "invalid",
-            CallEnd::Denied(_) => "denied",
-            CallEnd::Cancelled => "cancelled",
-        };
-        let tool_label = spec.map_or("unknown", |s| s.name);
-        metrics::counter!("idpool_mcp_calls_total", "tool" => tool_label, "result" => result)
-            .increment(1);
-        metrics::histogram!("idpool_mcp_call_duration_seconds", "tool" => tool_label)
-            .record(started.elapsed().as_secs_f64());
-        if let Some(audit) = &self.audit {
-            let (ok, error) = match &end {
-                CallEnd::Ok(_) => (true, None),
-                CallEnd::Failed(f) | CallEnd::Invalid(f) => {
-                    (false, Some(crate::auth::audit::redact_text(&f.message)))
-                }
-                CallEnd::InvalidParams(m) => (false, Some(crate::auth::audit::redact_text(m))),
-                CallEnd::Denied(d) => (false, Some(d.to_string())),
-                CallEnd::Cancelled => (false, Some("cancelled by the client".into())),
-            };
-            let by = match &end {
-                CallEnd::Ok(o) => o.provenance,
-                _ => None,
-            };
-            audit.record(&AuditRecord {
-                ts: crate::events::now_rfc3339(),
-                principal: ctx.principal.name.clone(),
-                role: ctx.principal.role.to_string(),
-                transport: ctx.principal.transport.to_string(),
-                session: ctx.session.clone(),
-                method: "tools/call".into(),
-                tool: Some(tool.to_string()),
-                args: audit_args,
-                ok,
-                error,
-                duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                slot: by.map(|b| b.slot),
-                tier: by.map(|b| b.tier),
-                attempts: by.map(|b| b.attempts),
-                hop,
-            });
-        }
+        record.write(&end);
         end
     }
 }

@@ -57,8 +57,10 @@ pub fn routes(core: Arc<Core>, shutdown: CancellationToken) -> (Router, Arc<McpH
     // rmcp ends a session after 5 idle minutes by default; agents often think
     // longer than that between calls. An hour, then the client re-initializes
     // (the stdio bridge does it by itself).
+    // The idle limit is ours (`end_idle`): the thin path answers most of a
+    // session's requests without rmcp seeing them.
     let mut manager = LocalSessionManager::default();
-    manager.session_config.keep_alive = Some(SESSION_IDLE);
+    manager.session_config.keep_alive = None;
     let sessions = Arc::new(manager);
     let state = Arc::new(McpHttp {
         core: core.clone(),
@@ -92,6 +94,7 @@ pub fn routes(core: Arc<Core>, shutdown: CancellationToken) -> (Router, Arc<McpH
         .route("/sse", get(super::sse::open))
         .route("/messages", post(super::sse::message))
         .with_state(state.sse.clone());
+    tokio::spawn(sweep_idle(Arc::downgrade(&state), shutdown));
     let router = Router::new()
         .route_service("/mcp", streamable)
         .merge(legacy)
@@ -104,10 +107,56 @@ pub fn routes(core: Arc<Core>, shutdown: CancellationToken) -> (Router, Arc<McpH
 /// A Streamable HTTP session with no traffic this long is ended.
 pub const SESSION_IDLE: Duration = Duration::from_secs(3600);
 
+/// End idle sessions once a minute, until shutdown.
+async fn sweep_idle(state: std::sync::Weak<McpHttp>, shutdown: CancellationToken) {
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let Some(state) = state.upgrade() else {
+            return;
+        };
+        state.end_idle(SESSION_IDLE).await;
+    }
+}
+
 impl McpHttp {
     /// Open Streamable HTTP and legacy SSE sessions.
     pub async fn session_counts(&self) -> (usize, usize) {
         (self.count_sessions().await, self.sse.len())
+    }
+
+    /// End the sessions nobody used for `idle` (a request of any kind, on
+    /// either path, counts as use).
+    pub async fn end_idle(&self, idle: Duration) -> usize {
+        let stale: Vec<String> = self
+            .bindings
+            .lock()
+            .iter()
+            .filter(|(_, b)| b.last_used.elapsed() >= idle)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &stale {
+            self.bindings.lock().remove(id);
+            let sid: rmcp::transport::common::server_side_http::SessionId = id.as_str().into();
+            if let Err(e) = self.sessions.close_session(&sid).await {
+                tracing::debug!("closing idle session {id}: {e}");
+            }
+            tracing::info!(session = %id, "session ended after {} s without a request", idle.as_secs());
+        }
+        if !stale.is_empty() {
+            self.count_sessions().await;
+        }
+        stale.len()
+    }
+
+    /// Whether rmcp still holds session `id` (it ends one whose client
+    /// went away).
+    async fn rmcp_has(&self, id: &str) -> bool {
+        self.sessions.sessions.read().await.contains_key(id)
     }
 
     /// A Streamable HTTP session is used only with the key that opened it.
@@ -220,6 +269,8 @@ struct Admitted {
     /// The request opens a session (an `initialize` without a session id, or
     /// a legacy `GET /sse`).
     opens_session: bool,
+    /// A request the thin path answers itself, and who asks.
+    thin: Option<(super::thin::Thin, Principal)>,
 }
 
 /// Host, Origin, key, role cap, session owner and (for a POST to `/mcp`) a
@@ -282,10 +333,17 @@ async fn admit(state: &McpHttp, mut req: Request) -> Result<(Request, Admitted),
     }
     let mut json_reply = false;
     let mut opens_session = path == "/sse" && req.method() == Method::GET;
+    let mut thin = None;
     if path == "/mcp" && req.method() == Method::POST {
-        let (r, json, init) = read_body(req, settings.max_body_bytes).await?;
-        (req, json_reply) = (r, json);
-        opens_session = init && session.is_none();
+        let (r, message) = read_body(req, settings.max_body_bytes).await?;
+        req = r;
+        if let Some(m) = message {
+            json_reply = m.wants_json();
+            opens_session = m.is_initialize() && session.is_none();
+            thin = m
+                .into_thin(req.headers(), session.is_some())
+                .map(|t| (t, principal.clone()));
+        }
     }
     req.extensions_mut().insert(principal);
     req.extensions_mut().insert(Owner(owner.clone()));
@@ -297,14 +355,18 @@ async fn admit(state: &McpHttp, mut req: Request) -> Result<(Request, Admitted),
             owner,
             json_reply,
             opens_session,
+            thin,
         },
     ))
 }
 
 /// Read a POST's body here so malformed JSON gets a JSON-RPC parse error
-/// (rmcp would answer 415 in plain text) and oversize bodies a 413; whether
-/// it wants one JSON reply (a single message without a progress token).
-async fn read_body(req: Request, limit: usize) -> Result<(Request, bool, bool), Response> {
+/// (rmcp would answer 415 in plain text) and oversize bodies a 413; the
+/// message, read once, when it is a single one.
+async fn read_body(
+    req: Request,
+    limit: usize,
+) -> Result<(Request, Option<super::thin::Message>), Response> {
     let (parts, body) = req.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
         return Err(reject(
@@ -315,8 +377,8 @@ async fn read_body(req: Request, limit: usize) -> Result<(Request, bool, bool), 
     };
     // One pass for a single message; a batch (or anything unusual) is
     // only checked for JSON, and keeps rmcp's stream.
-    let (json_reply, init) = match serde_json::from_slice::<super::reply::Peek>(&bytes) {
-        Ok(p) => (p.wants_json(), p.is_initialize()),
+    let message = match serde_json::from_slice::<super::thin::Message>(&bytes) {
+        Ok(m) => Some(m),
         Err(_) => {
             if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(&bytes) {
                 return Err(reject(
@@ -325,19 +387,30 @@ async fn read_body(req: Request, limit: usize) -> Result<(Request, bool, bool), 
                     format!("parse error: {e}"),
                 ));
             }
-            (false, false)
+            None
         }
     };
-    Ok((
-        Request::from_parts(parts, Body::from(bytes)),
-        json_reply,
-        init,
-    ))
+    Ok((Request::from_parts(parts, Body::from(bytes)), message))
 }
 
 /// Run an admitted request; bind a new Streamable HTTP session to its key,
 /// forget one that was deleted.
-async fn serve(state: &McpHttp, req: Request, a: Admitted, next: Next) -> Response {
+async fn serve(state: &McpHttp, req: Request, mut a: Admitted, next: Next) -> Response {
+    if let Some((thin, principal)) = a.thin.take() {
+        let live = match (&a.session, thin.lane) {
+            (Some(id), super::thin::Lane::Session) => state.rmcp_has(id).await,
+            (None, super::thin::Lane::Stateless) => true,
+            _ => false,
+        };
+        if live {
+            let ctx = super::dispatch::CallContext {
+                principal,
+                session: a.session,
+                hop: None,
+            };
+            return super::thin::answer(&state.core, ctx, thin).await;
+        }
+    }
     let is_delete = req.method() == Method::DELETE;
     if a.opens_session {
         state.make_room(&a.owner).await;

@@ -2,7 +2,8 @@
 //! behind the rmcp handler (`server.rs`), served on stdio (`stdio.rs`),
 //! Streamable HTTP and legacy SSE (`http.rs`, `sse.rs`) behind one gate
 //! (`gate.rs`: Host, Origin, API key; `bounds.rs`: how many sessions).
-//! `catalog.rs` describes the tools.
+//! `catalog.rs` describes the tools; `thin.rs` answers a single tool call,
+//! tool list or ping over Streamable HTTP without rmcp's session task.
 
 mod bounds;
 pub mod catalog;
@@ -16,6 +17,7 @@ mod reply;
 pub mod server;
 pub mod sse;
 pub mod stdio;
+mod thin;
 
 pub use dispatch::{CallContext, Core};
 pub use end::{CallEnd, Failure, FleetEnd};

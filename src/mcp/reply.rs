@@ -13,44 +13,6 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
-/// What the guard needs to know of a POSTed message.
-#[derive(Debug, Default, Deserialize)]
-pub(crate) struct Peek {
-    id: Option<IgnoredAny>,
-    method: Option<String>,
-    params: Option<PeekParams>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct PeekParams {
-    #[serde(rename = "_meta")]
-    meta: Option<PeekMeta>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct PeekMeta {
-    #[serde(rename = "progressToken")]
-    progress_token: Option<IgnoredAny>,
-}
-
-impl Peek {
-    /// An `initialize` request: a new session, when it has no session id.
-    pub(crate) fn is_initialize(&self) -> bool {
-        self.id.is_some() && self.method.as_deref() == Some("initialize")
-    }
-
-    /// A single request whose caller asked for no progress: one answer, no stream.
-    pub(crate) fn wants_json(&self) -> bool {
-        self.id.is_some()
-            && self.method.is_some()
-            && self
-                .params
-                .as_ref()
-                .and_then(|p| p.meta.as_ref())
-                .is_none_or(|m| m.progress_token.is_none())
-    }
-}
-
 /// The answer part of a JSON-RPC message: a response or error has an id and
 /// no method.
 #[derive(Deserialize)]
@@ -245,20 +207,6 @@ mod tests {
         ));
         assert!(!is_answer(
             br#"{"jsonrpc":"2.0","method":"notifications/progress"}"#
-        ));
-    }
-
-    #[test]
-    fn peek_wants_json_only_without_progress() {
-        let p = |s: &str| serde_json::from_str::<Peek>(s).unwrap().wants_json();
-        assert!(p(
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#
-        ));
-        assert!(!p(
-            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":5}}}"#
-        ));
-        assert!(!p(
-            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#
         ));
     }
 }

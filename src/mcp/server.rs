@@ -144,29 +144,7 @@ impl ServerHandler for McpServer {
             // response; a short gap keeps them apart.
             tokio::time::sleep(PROGRESS_GAP).await;
         }
-        match end {
-            CallEnd::Ok(o) => Ok(with_media(o.body).into()),
-            CallEnd::Failed(f) | CallEnd::Invalid(f) => {
-                // The text for people and models; kind and retry_after for
-                // programs in `_meta` (structured content would be checked
-                // against the tool's output schema by some SDKs).
-                let meta = serde_json::Map::from_iter([(META_ERROR.to_string(), f.to_json())]);
-                let r = CallToolResult::error(vec![ContentBlock::text(f.message)])
-                    .with_meta(Some(rmcp::model::MetaObject(meta)));
-                Ok(r.into())
-            }
-            CallEnd::InvalidParams(m) => Err(McpError::invalid_params(m, None)),
-            CallEnd::Denied(d) => Err(McpError::new(
-                ErrorCode(crate::auth::Denied::CODE),
-                d.to_string(),
-                Some(json!({"role": d.role, "tool": d.tool, "required": d.needed})),
-            )),
-            CallEnd::Cancelled => Err(McpError::new(
-                ErrorCode::INTERNAL_ERROR,
-                "cancelled by the client",
-                None,
-            )),
-        }
+        call_result(end).map(Into::into)
     }
 
     async fn list_resources(
@@ -323,6 +301,33 @@ impl ServerHandler for McpServer {
             "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
         }))?;
         Ok(result.into())
+    }
+}
+
+/// A call's end as MCP: a result (a failure is a result with `isError`), or
+/// a JSON-RPC error. Both transports' answers are built here.
+pub(crate) fn call_result(end: CallEnd) -> Result<CallToolResult, McpError> {
+    match end {
+        CallEnd::Ok(o) => Ok(with_media(o.body)),
+        CallEnd::Failed(f) | CallEnd::Invalid(f) => {
+            // The text for people and models; kind and retry_after for
+            // programs in `_meta` (structured content would be checked
+            // against the tool's output schema by some SDKs).
+            let meta = serde_json::Map::from_iter([(META_ERROR.to_string(), f.to_json())]);
+            Ok(CallToolResult::error(vec![ContentBlock::text(f.message)])
+                .with_meta(Some(rmcp::model::MetaObject(meta))))
+        }
+        CallEnd::InvalidParams(m) => Err(McpError::invalid_params(m, None)),
+        CallEnd::Denied(d) => Err(McpError::new(
+            ErrorCode(crate::auth::Denied::CODE),
+            d.to_string(),
+            Some(json!({"role": d.role, "tool": d.tool, "required": d.needed})),
+        )),
+        CallEnd::Cancelled => Err(McpError::new(
+            ErrorCode::INTERNAL_ERROR,
+            "cancelled by the client",
+            None,
+        )),
     }
 }
 

@@ -1110,3 +1110,149 @@ async fn the_python_sdk_round_trips_on_streamable_http_and_legacy_sse() {
     }
     d.stop().await;
 }
+
+/// The thin path (a single call, list or ping without progress, answered
+/// without rmcp's session task) answers as rmcp does: the same result for
+/// the same call as rmcp's stream gives, in a 2025 session and stateless,
+/// with a text copy that is the structured copy's JSON.
+#[tokio::test]
+async fn the_thin_path_answers_what_rmcp_answers() {
+    let env = shop(1).await;
+    let d = Daemon::start(&env, 1, "").await;
+    let mut c = Mcp::new(&d, None);
+    c.initialize().await;
+    let args = json!({"item": "B0THIN", "strategy": "testshop"});
+    let thin = c.tool(1, "get_reviews", args.clone()).await;
+    // The same call with a progress token goes through rmcp (a stream).
+    let a = c
+        .post(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "get_reviews", "arguments": args, "_meta": {"progressToken": "p"}}}),
+        )
+        .await;
+    assert_eq!(
+        a.headers["content-type"].to_str().unwrap_or(""),
+        "text/event-stream",
+        "progress keeps rmcp's stream"
+    );
+    let streamed = a.response(2).clone();
+    assert_eq!(
+        untimed(&thin["result"]),
+        untimed(&streamed["result"]),
+        "thin and rmcp differ"
+    );
+    let result = &thin["result"];
+    assert_eq!(result["isError"], json!(false));
+    assert!(
+        result.get("resultType").is_none(),
+        "a 2025 session: {result}"
+    );
+    let text = result["content"][0]["text"].as_str().expect("a text copy");
+    assert_eq!(
+        serde_json::from_str::<Value>(text).expect("the text copy is JSON"),
+        result["structuredContent"]
+    );
+    assert_eq!(
+        result["structuredContent"]["reviews"],
+        json!(masked_truth("B0THIN")[..10])
+    );
+    // A failure and an unknown tool answer as rmcp's do.
+    let bad = json!({"item": "B0THIN", "strategy": "nope"});
+    let thin_bad = c.tool(3, "get_reviews", bad.clone()).await;
+    let a = c
+        .post(
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "get_reviews", "arguments": bad, "_meta": {"progressToken": "q"}}}),
+        )
+        .await;
+    assert_eq!(thin_bad, a.response(3).clone());
+    assert_eq!(thin_bad["result"]["isError"], json!(true), "{thin_bad}");
+    let unknown = c.tool(4, "no_such_tool", json!({})).await;
+    assert_eq!(unknown["error"]["code"], json!(-32602), "{unknown}");
+    // tools/list and ping.
+    let list = c.call(5, "tools/list", json!({})).await;
+    let a = c
+        .post(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"_meta": {"progressToken": "r"}}}))
+        .await;
+    assert_eq!(list, a.response(5).clone());
+    assert!(
+        list["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.len() > 5)
+    );
+    assert_eq!(c.call(6, "ping", json!({})).await["result"], json!({}));
+
+    // 2026-07-28 stateless: `resultType`, and the same result.
+    let stateless = Mcp::new(&d, None);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+    });
+    let a = stateless
+        .send(
+            stateless
+                .request(reqwest::Method::POST)
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", "get_reviews")
+                .body(
+                    json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+                    "name": "get_reviews", "arguments": {"item": "B0THIN", "strategy": "testshop"},
+                    "_meta": meta}})
+                    .to_string(),
+                ),
+        )
+        .await;
+    assert_eq!(a.status, StatusCode::OK);
+    let r = &a.response(7)["result"];
+    assert_eq!(r["resultType"], json!("complete"), "{r}");
+    let (r, result) = (untimed(r), untimed(result));
+    assert_eq!(r["structuredContent"], result["structuredContent"]);
+    assert_eq!(r["content"], result["content"]);
+
+    // Each went the thin way: three calls, a list and a ping in the session,
+    // one call stateless.
+    let metrics = reqwest::get(d.url("/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    for line in [
+        "idpool_mcp_thin_total{lane=\"session\",method=\"tools/call\"} 3",
+        "idpool_mcp_thin_total{lane=\"session\",method=\"tools/list\"} 1",
+        "idpool_mcp_thin_total{lane=\"session\",method=\"ping\"} 1",
+        "idpool_mcp_thin_total{lane=\"stateless\",method=\"tools/call\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} not in /metrics");
+    }
+    d.stop().await;
+}
+
+/// A tool result without its timings (each attempt's `ms`), the text copy
+/// read as JSON: two runs of one call compare equal.
+fn untimed(result: &Value) -> Value {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.remove("ms");
+                m.values_mut().for_each(strip);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut r = result.clone();
+    if let Some(blocks) = r["content"].as_array_mut() {
+        for b in blocks {
+            if let Some(text) = b["text"].as_str()
+                && let Ok(parsed) = serde_json::from_str::<Value>(text)
+            {
+                b["text"] = parsed;
+            }
+        }
+    }
+    strip(&mut r);
+    r
+}

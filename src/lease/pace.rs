@@ -35,8 +35,9 @@ impl Leases {
         let at = {
             let mut router = self.router.lock();
             let budget = router.budget(strategy, pol);
-            // The budget's report only for the refusal's message.
-            let rate = budget.report(pol).requests_per_minute;
+            // The rate only for the refusal's message (a report counts
+            // the starts: not on every request).
+            let rate = budget.rate();
             budget
                 .reserve(now, self.cfg.max_wait)
                 .map_err(|wait| (wait, rate))

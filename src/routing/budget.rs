@@ -44,7 +44,7 @@ pub struct Budget {
     /// Recent pushbacks: which slot, when.
     pushbacks: Vec<(usize, Instant)>,
     /// Request starts within [`MEASURE_WINDOW`].
-    sent: VecDeque<Instant>,
+    sent: Starts,
     cuts: u64,
     /// Requests a minute successes earned since the fleet last heard.
     growth: f64,
@@ -99,13 +99,55 @@ pub struct BudgetReport {
     pub in_flight: usize,
 }
 
+/// Request starts over [`MEASURE_WINDOW`], counted in buckets of
+/// [`Starts::BUCKET`]: noting one and reading the count cost the same at
+/// 10 requests a second as at 10,000 (a list of every start was scanned on
+/// each request's pacing: 40 % of a tier-1 call's CPU at 7,900 calls/s).
+#[derive(Debug, Clone, Default)]
+struct Starts {
+    /// (first start in the bucket, starts in it), oldest first.
+    buckets: VecDeque<(Instant, u32)>,
+}
+
+impl Starts {
+    const BUCKET: Duration = Duration::from_millis(250);
+
+    fn note(&mut self, now: Instant, at: Instant) {
+        while self
+            .buckets
+            .front()
+            .is_some_and(|(t, _)| now.saturating_duration_since(*t) > MEASURE_WINDOW)
+        {
+            self.buckets.pop_front();
+        }
+        match self.buckets.back_mut() {
+            // A start before the newest bucket's (a pace reset) counts there.
+            Some((first, n)) if at < *first + Self::BUCKET => *n += 1,
+            _ => self.buckets.push_back((at, 1)),
+        }
+    }
+
+    /// Starts within the window at `now`.
+    fn within(&self, now: Instant) -> usize {
+        (self.buckets.iter())
+            .filter(|(t, _)| now.saturating_duration_since(*t) <= MEASURE_WINDOW)
+            .map(|(_, n)| *n as usize)
+            .sum()
+    }
+
+    /// Every start kept (those of the window at the last one noted).
+    fn all(&self) -> usize {
+        self.buckets.iter().map(|(_, n)| *n as usize).sum()
+    }
+}
+
 impl Budget {
     pub fn new(p: &Politeness) -> Self {
         Budget {
             rate: p.max_requests_per_minute,
             next_free: None,
             pushbacks: Vec::new(),
-            sent: VecDeque::new(),
+            sent: Starts::default(),
             cuts: 0,
             growth: 0.0,
             outcomes: VecDeque::new(),
@@ -137,14 +179,7 @@ impl Budget {
 
     /// A start at `at` (reserved at `now`), for the rate measured.
     pub fn note_sent(&mut self, now: Instant, at: Instant) {
-        while self
-            .sent
-            .front()
-            .is_some_and(|t| now.saturating_duration_since(*t) > MEASURE_WINDOW)
-        {
-            self.sent.pop_front();
-        }
-        self.sent.push_back(at);
+        self.sent.note(now, at);
     }
 
     /// In a fleet: the fleet's rate in force (its budget is the one that
@@ -259,7 +294,7 @@ impl Budget {
         let from = self.rate;
         let base = self
             .rate
-            .unwrap_or_else(|| self.sent.len() as f64 * 60.0 / MEASURE_WINDOW.as_secs_f64());
+            .unwrap_or_else(|| self.sent.all() as f64 * 60.0 / MEASURE_WINDOW.as_secs_f64());
         let floor = p.min_requests_per_minute;
         let to = (base / 2.0).max(floor);
         self.rate = Some(p.max_requests_per_minute.map_or(to, |m| to.min(m)));
@@ -291,10 +326,7 @@ impl Budget {
             scope: "local",
             in_flight: p.global_max_in_flight,
             sent_per_minute: {
-                let now = Instant::now();
-                let n = (self.sent.iter())
-                    .filter(|t| now.saturating_duration_since(**t) <= MEASURE_WINDOW)
-                    .count();
+                let n = self.sent.within(Instant::now());
                 (n as f64 * 60.0 / MEASURE_WINDOW.as_secs_f64() * 10.0).round() / 10.0
             },
         }
@@ -312,6 +344,33 @@ mod tests {
             increase_per_success: 10.0,
             ..Politeness::default()
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_rate_sent_is_counted_over_the_window_whatever_the_rate() {
+        let p = politeness(None);
+        let mut b = Budget::new(&p);
+        // 40,000 starts within a second: one bucket's worth of memory.
+        for _ in 0..40_000 {
+            let now = Instant::now();
+            b.reserve(now, Duration::from_secs(1)).unwrap();
+            advance(Duration::from_micros(20)).await;
+        }
+        assert!(b.sent.buckets.len() <= 5, "{}", b.sent.buckets.len());
+        assert_eq!(b.report(&p).sent_per_minute, 240_000.0);
+        // A start 6 s later: both seconds count; 11 s after the first, only
+        // the later one.
+        advance(Duration::from_secs(6)).await;
+        b.reserve(Instant::now(), Duration::from_secs(1)).unwrap();
+        assert_eq!(b.sent.within(Instant::now()), 40_001);
+        advance(Duration::from_secs(5)).await;
+        assert_eq!(b.sent.within(Instant::now()), 1);
+        b.reserve(Instant::now(), Duration::from_secs(1)).unwrap();
+        assert_eq!(
+            b.sent.all(),
+            2,
+            "the old bucket is dropped as a start is noted"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -250,10 +250,55 @@ fn module_of(rel: &str) -> Vec<String> {
 /// The file's code: tests' modules cut off, comments and string
 /// literals blanked (line numbers kept).
 fn code_of(text: &str) -> String {
-    let text = match text.find("#[cfg(test)]\nmod tests") {
-        Some(i) => &text[..i],
-        None => text,
-    };
+    without_test_modules(&without_literals(text))
+}
+
+/// `code` (comments and literals already blanked) without its
+/// `#[cfg(test)] mod … { … }` blocks, their lines kept as empty lines (line
+/// numbers stay), and with whatever follows such a block.
+fn without_test_modules(code: &str) -> String {
+    const ATTR: &str = "#[cfg(test)]";
+    let mut out = String::with_capacity(code.len());
+    let mut rest = code;
+    while let Some(i) = rest.find(ATTR) {
+        let after = &rest[i + ATTR.len()..];
+        let item = after.trim_start();
+        let open = item
+            .strip_prefix("mod ")
+            .and_then(|m| m.find(['{', ';']).filter(|&j| m.as_bytes()[j] == b'{'))
+            .map(|j| "mod ".len() + j);
+        let Some(open) = open else {
+            out.push_str(&rest[..i + ATTR.len()]);
+            rest = after;
+            continue;
+        };
+        let start = i + ATTR.len() + (after.len() - item.len()) + open;
+        let mut depth = 0usize;
+        let mut end = rest.len();
+        for (k, ch) in rest[start..].char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = start + k + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        out.push_str(&rest[..i]);
+        out.extend(rest[i..end].chars().filter(|c| *c == '\n'));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `text` with comments, strings and char literals blanked (their newlines
+/// kept).
+fn without_literals(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let b: Vec<char> = text.chars().collect();
     let mut i = 0;
@@ -1003,6 +1048,18 @@ fn the_check_catches_each_kind_of_violation() {
         file("mcp/gate.rs", "use crate::auth::Role;\n"),
     ];
     assert!(forbidden(&fine).is_empty(), "{:?}", forbidden(&fine));
+    // A test module is skipped, not everything after it.
+    let after_tests = [file(
+        "tools/scrape.rs",
+        "#[cfg(test)]\nmod tests {\n    use crate::wire::x;\n    fn t() { let s = \"}\"; }\n}\nfn f() { crate::wire::http::send(); }\n",
+    )];
+    let f = forbidden(&after_tests);
+    assert_eq!(
+        f.keys().collect::<Vec<_>>(),
+        ["tools -> wire/http"],
+        "{f:?}"
+    );
+    assert_eq!(f["tools -> wire/http"], ["src/tools/scrape.rs:6"]);
     assert!(cycles(&fine).is_empty(), "{:?}", cycles(&fine));
 
     // A road outside the lease.

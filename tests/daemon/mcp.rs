@@ -831,11 +831,10 @@ async fn legacy_sse_endpoint_messages_pings_and_idle_drop() {
     d.stop().await;
 }
 
-#[tokio::test]
-async fn cancellation_stops_the_call_and_frees_the_slot() {
+/// One request at a time on the only slot (a leaked lease would block the
+/// next call), and the next review page answers after a minute.
+fn one_slow_review_page(env: &common::Env) {
     use idpool_testbed::{Fault, FaultKind};
-    let env = shop(1).await;
-    // One request at a time on the only slot: a leaked lease would block the next call.
     let toml = std::fs::read_to_string(env.path("strategies/testshop.toml")).expect("toml");
     let toml = regex::Regex::new(r"(?m)^max_in_flight = \d+")
         .expect("re")
@@ -852,6 +851,62 @@ async fn cancellation_stops_the_call_and_frees_the_slot() {
             size_mb: 0,
         })
     });
+}
+
+/// A call on the thin path (no progress token) whose client closes its
+/// connection: the call ends, its slot is free for the next call, and its
+/// audit line says it was cancelled.
+#[tokio::test]
+async fn a_thin_call_whose_client_goes_away_is_audited_and_frees_its_slot() {
+    let env = shop(1).await;
+    one_slow_review_page(&env);
+    let d = Daemon::start(&env, 1, "").await;
+    let mut c = Mcp::new(&d, None);
+    c.initialize().await;
+    let gave_up = c
+        .request(reqwest::Method::POST)
+        .timeout(Duration::from_millis(1500))
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "get_reviews", "arguments": {"item": "B0GONE", "strategy": "testshop", "slot": 0}}})
+            .to_string(),
+        )
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the slow call answered: {gave_up:?}");
+    let r = tokio::time::timeout(
+        Duration::from_secs(30),
+        c.tool(
+            2,
+            "get_reviews",
+            json!({"item": "B0AFTER", "strategy": "testshop", "slot": 0}),
+        ),
+    )
+    .await
+    .expect("the slot was freed when the client went away");
+    assert_eq!(
+        r["result"]["structuredContent"]["reviews"],
+        json!(masked_truth("B0AFTER")[..10]),
+        "{r}"
+    );
+    let text = std::fs::read_to_string(env.path("data/audit.log")).expect("audit");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("B0GONE") && l.contains("cancelled by the client")),
+        "{text}"
+    );
+    assert_eq!(
+        text.lines().filter(|l| l.contains("B0GONE")).count(),
+        1,
+        "one line for the call: {text}"
+    );
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn cancellation_stops_the_call_and_frees_the_slot() {
+    let env = shop(1).await;
+    one_slow_review_page(&env);
     let d = Daemon::start(&env, 1, "").await;
     let mut c = Mcp::new(&d, None);
     c.initialize().await;

@@ -62,6 +62,8 @@ struct Record<'a> {
     core: &'a Core,
     ctx: &'a CallContext,
     tool: &'a str,
+    /// The tool's name for metrics (`unknown` for a tool that is none).
+    label: &'static str,
     /// The arguments, redacted (taken by the one write).
     args: Option<Value>,
     started: Instant,
@@ -81,10 +83,9 @@ impl Record<'_> {
             CallEnd::Denied(_) => "denied",
             CallEnd::Cancelled => "cancelled",
         };
-        let tool_label = tools::find(self.tool).map_or("unknown", |s| s.name);
-        metrics::counter!("idpool_mcp_calls_total", "tool" => tool_label, "result" => result)
+        metrics::counter!("idpool_mcp_calls_total", "tool" => self.label, "result" => result)
             .increment(1);
-        metrics::histogram!("idpool_mcp_call_duration_seconds", "tool" => tool_label)
+        metrics::histogram!("idpool_mcp_call_duration_seconds", "tool" => self.label)
             .record(self.started.elapsed().as_secs_f64());
         let Some(audit) = &self.core.audit else {
             return;
@@ -316,10 +317,12 @@ impl Core {
         progress: Option<Progress>,
         cancel: CancellationToken,
     ) -> CallEnd {
+        let spec = tools::find(tool);
         let mut record = Record {
             core: self,
             ctx,
             tool,
+            label: spec.map_or("unknown", |s| s.name),
             args: Some(crate::auth::audit::redact(&args)),
             started: Instant::now(),
             hop: ctx.hop.as_ref().map(|n| format!("from {n}")),
@@ -327,7 +330,6 @@ impl Core {
         };
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         let _counted = InFlight(self);
-        let spec = tools::find(tool);
         let end = match spec {
             None => CallEnd::InvalidParams(format!("unknown tool `{tool}`")),
             Some(spec) => match authorize(&ctx.principal, tool, spec.role) {

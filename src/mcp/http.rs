@@ -397,10 +397,11 @@ async fn read_body(
 /// forget one that was deleted.
 async fn serve(state: &McpHttp, req: Request, mut a: Admitted, next: Next) -> Response {
     if let Some((thin, principal)) = a.thin.take() {
-        let live = match (&a.session, thin.lane) {
-            (Some(id), super::thin::Lane::Session) => state.rmcp_has(id).await,
-            (None, super::thin::Lane::Stateless) => true,
-            _ => false,
+        // A session's request: rmcp must still hold the session (stateless
+        // ones have none).
+        let live = match &a.session {
+            Some(id) => state.rmcp_has(id).await,
+            None => true,
         };
         if live {
             let ctx = super::dispatch::CallContext {

@@ -14,7 +14,7 @@
 //! per-version rules, and a unit test holds the hot result to rmcp's bytes.
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::Response;
 use rmcp::model::{
     ClientCapabilities, EmptyResult, ErrorData, ListToolsResult, RequestId, ServerJsonRpcMessage,
@@ -46,7 +46,7 @@ pub(crate) struct Message {
 /// How the request reached us: within a 2025-era session, or as a
 /// 2026-07-28 stateless request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Lane {
+enum Lane {
     Session,
     Stateless,
 }
@@ -63,7 +63,7 @@ enum Work {
 #[derive(Debug)]
 pub(crate) struct Thin {
     id: RequestId,
-    pub(crate) lane: Lane,
+    lane: Lane,
     work: Work,
 }
 
@@ -251,7 +251,6 @@ pub(crate) async fn answer(core: &Core, ctx: CallContext, thin: Thin) -> Respons
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    *r.status_mut() = StatusCode::OK;
     r
 }
 
@@ -299,8 +298,8 @@ fn result_bytes(id: &RequestId, body: &Value, lane: Lane) -> Vec<u8> {
             );
         }
     };
-    let quoted = json.iter().filter(|b| matches!(b, b'"' | b'\\')).count();
-    let mut out = Vec::with_capacity(2 * json.len() + quoted + 160);
+    // Twice the body and the envelope; escapes grow it when they must.
+    let mut out = Vec::with_capacity(2 * json.len() + 256);
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     match id {
         RequestId::Number(n) => out.extend_from_slice(n.to_string().as_bytes()),

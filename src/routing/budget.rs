@@ -350,7 +350,7 @@ mod tests {
     async fn the_rate_sent_is_counted_over_the_window_whatever_the_rate() {
         let p = politeness(None);
         let mut b = Budget::new(&p);
-        // 40,000 starts within a second: one bucket's worth of memory.
+        // 40,000 starts within 0.8 s: a handful of buckets, not a list of starts.
         for _ in 0..40_000 {
             let now = Instant::now();
             b.reserve(now, Duration::from_secs(1)).unwrap();

@@ -103,8 +103,11 @@ impl Fleet {
     /// This daemon's share of a fleet-wide bound of `bound` places (a
     /// strategy's `global_max_in_flight`): an equal part for each live
     /// daemon, the remainder to the first by name, at least one. Kept here,
-    /// so a call waits for a place without asking Redis, and a dead
-    /// daemon's places come back to the others as its registration lapses.
+    /// so a call waits for a place without asking Redis. A daemon whose
+    /// beats stopped is counted out once its last beat is older than
+    /// [`crate::cluster::Cluster::fresh_within`] (half a lease TTL), so a
+    /// dead daemon's places come back to the others within three quarters
+    /// of a TTL, before its registration (and its leases) lapse.
     /// Redis away (or before the first heartbeat): the whole bound.
     pub fn share(&self, bound: usize) -> usize {
         if !self.cluster.is_up() {
@@ -112,8 +115,9 @@ impl Fleet {
         }
         let view = self.view.lock();
         let me = self.cluster.node();
-        let n = view.len().max(1);
-        let index = view.iter().position(|v| v.node == me).unwrap_or(0);
+        let counted = || view.iter().filter(|v| !v.stale || v.node == me);
+        let n = counted().count().max(1);
+        let index = counted().position(|v| v.node == me).unwrap_or(0);
         (bound / n + usize::from(index < bound % n)).max(1)
     }
 

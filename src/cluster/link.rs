@@ -155,6 +155,21 @@ impl Cluster {
         self.lease_ttl
     }
 
+    /// How often the heartbeat registers this daemon: a quarter of the
+    /// lease TTL, so a live daemon's registration is renewed three times
+    /// before it could lapse.
+    pub fn beat_every(&self) -> Duration {
+        self.lease_ttl / 4
+    }
+
+    /// A daemon whose last beat is older than this (two beats) is still
+    /// registered (its leases hold until the registration lapses) but no
+    /// longer counted when the fleet divides a bound: a dead daemon's
+    /// share returns to the others within `0.75 × lease_ttl` of its death.
+    pub fn fresh_within(&self) -> Duration {
+        2 * self.beat_every()
+    }
+
     pub fn is_up(&self) -> bool {
         self.health.lock().up
     }

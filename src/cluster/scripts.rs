@@ -21,23 +21,31 @@ return owner
 ";
 
 /// The heartbeat's registration, and the fleet's live daemons in the same
-/// round trip. `KEYS[1]` this node's key, `KEYS[2]` the set of names;
-/// `ARGV` the node's record, its TTL in ms, its name and the prefix of node
-/// keys. Answers every live daemon's record; names whose key lapsed leave
-/// the set.
+/// round trip. `KEYS[1]` this node's key, `KEYS[2]` the set of names,
+/// `KEYS[3]` each name's last beat (Redis ms); `ARGV` the node's record,
+/// its TTL in ms, its name and the prefix of node keys. Answers every live
+/// daemon's record followed by how long ago it last beat (ms; 0 for a
+/// daemon that does not write beats); names whose key lapsed leave the set.
 pub const REGISTER: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('SADD', KEYS[2], ARGV[3])
+redis.call('HSET', KEYS[3], ARGV[3], string.format('%d', now))
 local names = redis.call('SMEMBERS', KEYS[2])
 local keys = {}
 for i, n in ipairs(names) do keys[i] = ARGV[4] .. n end
 local found = redis.call('MGET', unpack(keys))
+local beats = redis.call('HMGET', KEYS[3], unpack(names))
 local live = {}
 for i, n in ipairs(names) do
   if found[i] then
     live[#live + 1] = found[i]
+    local at = tonumber(beats[i]) or now
+    live[#live + 1] = string.format('%d', math.max(now - at, 0))
   else
     redis.call('SREM', KEYS[2], n)
+    redis.call('HDEL', KEYS[3], n)
   end
 end
 return live

@@ -23,16 +23,22 @@ pub struct NodeInfo {
     /// a cut of the fleet's budget sums as the fleet's rate).
     #[serde(default)]
     pub sent: std::collections::BTreeMap<String, f64>,
+    /// Its last beat is older than [`Cluster::fresh_within`] (as read by
+    /// the last heartbeat here): still registered, not counted in shares.
+    #[serde(skip)]
+    pub stale: bool,
 }
 
 impl Cluster {
     /// Say this daemon is alive (for one lease TTL; the heartbeat renews it
-    /// three times as often) and what it holds: every lease it holds lives
+    /// four times as often) and what it holds: every lease it holds lives
     /// as long as this. Answers every live daemon, this one included, by
-    /// name (one round trip).
+    /// name, each marked stale when its last beat is older than
+    /// [`Cluster::fresh_within`] (one round trip).
     pub async fn register(&self, info: &NodeInfo) -> Result<Vec<NodeInfo>> {
         let key = self.key_of(&["node", &self.node]);
         let nodes = self.key_of(&["nodes"]);
+        let beats = self.key_of(&["beats"]);
         let prefix = self.key_of(&["node", ""]);
         let json = serde_json::to_string(info).unwrap_or_default();
         let ttl = self.lease_ttl.as_millis() as u64;
@@ -43,6 +49,7 @@ impl Cluster {
                 s.prepare_invoke()
                     .key(&key)
                     .key(&nodes)
+                    .key(&beats)
                     .arg(&json)
                     .arg(ttl)
                     .arg(&node)
@@ -51,7 +58,16 @@ impl Cluster {
                     .await
             })
             .await?;
-        Ok(parse_nodes(found))
+        let fresh = self.fresh_within().as_millis();
+        let mut out = Vec::with_capacity(found.len() / 2);
+        for pair in found.chunks_exact(2) {
+            if let Ok(mut n) = serde_json::from_str::<NodeInfo>(&pair[0]) {
+                n.stale = pair[1].parse::<u128>().is_ok_and(|age| age > fresh);
+                out.push(n);
+            }
+        }
+        out.sort_by(|a, b| a.node.cmp(&b.node));
+        Ok(out)
     }
 
     /// Every daemon alive now (its registration has not lapsed).
@@ -78,6 +94,7 @@ impl Cluster {
     pub async fn unregister(&self) -> Result<()> {
         let key = self.key_of(&["node", &self.node]);
         let set = self.key_of(&["nodes"]);
+        let beats = self.key_of(&["beats"]);
         let node = self.node.clone();
         self.run("unregister", async move |c| {
             redis::pipe()
@@ -86,6 +103,10 @@ impl Cluster {
                 .ignore()
                 .cmd("SREM")
                 .arg(&set)
+                .arg(&node)
+                .ignore()
+                .cmd("HDEL")
+                .arg(&beats)
                 .arg(&node)
                 .ignore()
                 .query_async::<()>(c)

@@ -3,6 +3,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod beats;
 mod budget;
 mod fleet;
 mod orphans;

@@ -1,11 +1,12 @@
 //! The pool in a fleet (`[cluster]`): which slots hold which fleet
 //! identities, and the heartbeat that keeps the fleet's store true.
 //!
-//! Every `lease_ttl / 3` the heartbeat (between beats, finished calls and
+//! Every `lease_ttl / 4` the heartbeat (between beats, finished calls and
 //! breaker, login or retirement events write step 3 alone, coalesced):
 //! 1. registers the node (address, identities, free spares) for one lease
 //!    TTL and reads the live daemons back, in one script: every lease this
-//!    daemon holds lives as long as that registration;
+//!    daemon holds lives as long as that registration; a daemon whose last
+//!    beat is older than two beats is counted out of the bounds' shares;
 //! 2. checks the leases it holds in one read; one found held by another
 //!    live daemon is dropped here at once (never used by two);
 //! 3. writes what changed of each held identity: its record, its jar, its
@@ -88,7 +89,7 @@ impl FleetSync {
         };
         let weak = Arc::downgrade(self);
         let stop = self.stop.clone();
-        let every = f.cluster.lease_ttl() / 3;
+        let every = f.cluster.beat_every();
         rt.spawn(crate::cluster::relay_events(
             f.cluster.clone(),
             f.remote.clone(),
@@ -157,6 +158,7 @@ impl FleetSync {
             spare: f.spares_free(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             sent: self.leases.sent_rates(),
+            stale: false,
         };
         if let Ok(live) = c.register(&info).await {
             f.set_live(live);

@@ -86,6 +86,12 @@ const HELP: &[(Kind, &str, Option<metrics::Unit>, &str)] = {
         ),
         (
             Counter,
+            "idpool_audit_writes_total",
+            None,
+            "write(2) calls the audit log made; each carries one or more calls' lines (group commit).",
+        ),
+        (
+            Counter,
             "idpool_mcp_thin_total",
             None,
             "Streamable HTTP requests answered on the thin path, by lane (session, stateless) and method.",

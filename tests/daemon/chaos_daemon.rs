@@ -12,48 +12,69 @@ use common::daemon::{Daemon, Mcp, free_port};
 use common::{chromium_browsers_under, shop};
 use serde_json::{Value, json};
 
+/// The calls the daemon answered: what each one's audit line carries.
+type Answered = std::sync::Arc<parking_lot::Mutex<Vec<String>>>;
+
 /// Calls that touch every file the daemon writes: reviews (jars, audit) and
-/// browser scrapes (Chromium, its profile, jars after the sync).
-fn load(d: &Daemon, n: usize, testbed: &str) -> Vec<tokio::task::JoinHandle<()>> {
+/// browser scrapes (Chromium, its profile, jars after the sync). Each
+/// answered call (a result or an error: the daemon acknowledged it) is
+/// noted in `answered` by the item or URL its audit line names.
+fn load(
+    d: &Daemon,
+    n: usize,
+    testbed: &str,
+    round: usize,
+    answered: &Answered,
+) -> Vec<tokio::task::JoinHandle<()>> {
     (0..n)
         .map(|k| {
             let mut c = Mcp::new(d, None);
-            let product = format!("{testbed}/product/B0CHAOS{k}");
+            let answered = answered.clone();
+            let testbed = testbed.to_string();
             tokio::spawn(async move {
                 if !c.initialize().await.status.is_success() {
                     return;
                 }
                 for i in 0u64.. {
-                    let args = if (i + k as u64).is_multiple_of(3) {
-                        json!({"url": product, "mode": "browser"})
+                    // Unique per call, so each acknowledged call has its
+                    // own audit line to find.
+                    let tag = format!("B0CHAOS{round}X{k}X{i}");
+                    let (tool, args, mark) = if (i + k as u64).is_multiple_of(3) {
+                        let url = format!("{testbed}/product/{tag}");
+                        ("scrape", json!({"url": url, "mode": "browser"}), url)
                     } else {
-                        json!({"item": format!("B0CHAOS{}", i % 7), "strategy": "testshop", "pages": 2})
+                        let args = json!({"item": tag, "strategy": "testshop", "pages": 2});
+                        ("get_reviews", args, tag)
                     };
-                    let tool = if args.get("url").is_some() { "scrape" } else { "get_reviews" };
-                    let _ = c.tool(i, tool, args).await;
+                    let r = c.tool(i, tool, args).await;
+                    if r.get("result").is_some() || r.get("error").is_some() {
+                        answered.lock().push(mark);
+                    }
                 }
             })
         })
         .collect()
 }
 
-fn audit_lines_are_whole(env: &common::Env, round: usize) -> usize {
+/// Every audit line, checked whole (complete JSON, the file ending in a
+/// newline); panics on a torn one.
+fn audit_lines_are_whole(env: &common::Env, round: usize) -> Vec<Value> {
     let Ok(text) = std::fs::read_to_string(env.path("data/audit.log")) else {
-        return 0;
+        return Vec::new();
     };
-    let mut n = 0;
+    let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let v: Value = serde_json::from_str(line).unwrap_or_else(|e| {
             panic!("round {round}: audit line {} is torn ({e}): {line}", i + 1)
         });
         assert!(v["ts"].is_string(), "round {round}: {line}");
-        n += 1;
+        out.push(v);
     }
     assert!(
         text.is_empty() || text.ends_with('\n'),
         "round {round}: the audit log ends in a partial line"
     );
-    n
+    out
 }
 
 fn jars_load(env: &common::Env, slots: usize, round: usize) {
@@ -78,13 +99,15 @@ async fn the_daemon_sigkilled_under_load_twenty_times_leaves_whole_files_and_no_
     let data = env.path("data");
     let testbed = env.testbed.https_url();
     let mut audit = 0;
+    let mut acknowledged = 0;
     for round in 0..20 {
         let d = Daemon::start_at(&env, port, 2, "", "", &[]).await;
         // The browsers of the daemon killed before are gone by the time the
         // new one answers (it ends them before it listens).
         let left = chromium_browsers_under(&data);
         assert!(left.is_empty(), "round {round}: orphan Chromium: {left:?}");
-        let tasks = load(&d, 4, &testbed);
+        let answered = Answered::default();
+        let tasks = load(&d, 4, &testbed, round, &answered);
         tokio::time::sleep(Duration::from_millis(600 + 97 * round as u64 % 900)).await;
         let pid = d.child.id().expect("pid");
         // SAFETY: a plain signal to the daemon this test started.
@@ -97,11 +120,33 @@ async fn the_daemon_sigkilled_under_load_twenty_times_leaves_whole_files_and_no_
             t.abort();
         }
         let lines = audit_lines_are_whole(&env, round);
-        assert!(lines >= audit, "round {round}: audit lines were lost");
-        audit = lines;
+        assert!(lines.len() >= audit, "round {round}: audit lines were lost");
+        audit = lines.len();
+        // Every call the daemon answered before it died has its line: the
+        // line is written before the answer leaves (docs/performance.md).
+        let named: std::collections::HashSet<&str> = lines
+            .iter()
+            .filter_map(|l| l["args"]["item"].as_str().or(l["args"]["url"].as_str()))
+            .collect();
+        let answered = answered.lock().clone();
+        let missing: Vec<&String> = answered
+            .iter()
+            .filter(|m| !named.contains(m.as_str()))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "round {round}: {} of {} answered calls have no audit line: {missing:?}",
+            missing.len(),
+            answered.len()
+        );
+        acknowledged += answered.len();
         jars_load(&env, 2, round);
     }
     assert!(audit > 20, "the load reached the audit log: {audit} lines");
+    println!(
+        "{acknowledged} answered calls over 20 kills, each with its audit line; {audit} lines"
+    );
+    assert!(acknowledged > 20, "calls were answered: {acknowledged}");
     // A last clean start and stop: nothing left behind.
     let d = Daemon::start_at(&env, port, 2, "", "", &[]).await;
     assert!(chromium_browsers_under(&data).is_empty());

@@ -64,6 +64,8 @@ pub struct Host {
     pub isolation: Isolation,
     /// The browsers' namespace and its thread, held for the pool's life.
     pub netns: Option<Arc<crate::wire::netns::Netns>>,
+    /// `browser.standby`: browsers kept launched ahead of need.
+    pub standby: usize,
     calibrator: Option<Arc<crate::identity::calibrate::Calibrator>>,
 }
 
@@ -160,6 +162,12 @@ impl Pool {
             let idle = Duration::from_secs(cfg.browser.idle_close_secs);
             upkeep::spawn_idle_closer(&leases, &stop, idle);
         }
+        crate::services::standby::spawn(
+            &leases,
+            &stop,
+            cfg.browser.standby,
+            cfg.browser.max_rss_mb,
+        );
         upkeep::spawn_browser_watcher(&leases, &stop);
         upkeep::spawn_maintenance(&leases, &stop);
         services.browsing.spawn_reaper(stop.clone());
@@ -181,6 +189,7 @@ impl Pool {
                     chromium_major: chromium,
                     isolation,
                     netns,
+                    standby: cfg.browser.standby,
                     calibrator,
                 },
                 stop,

@@ -150,6 +150,12 @@ pub struct BrowserConfig {
     pub recycle_after: u32,
     /// Close a browser nobody used for this long (0: never).
     pub idle_close_secs: u64,
+    /// Keep up to this many slots' browsers launched (and calibrated)
+    /// ahead of the calls that need them: the slots the router picks next.
+    /// Refilled at start and after browser calls, never after an idle
+    /// close; skipped while the host's available memory is under
+    /// `max_rss_mb` (0: no standby).
+    pub standby: usize,
     /// Restart a browser whose process tree's PSS passes this many MiB (0: never).
     pub max_rss_mb: u64,
     /// How long Chromium may take to start and print its DevTools address.
@@ -184,6 +190,7 @@ impl Default for BrowserConfig {
             display: Display::None,
             recycle_after: 200,
             idle_close_secs: 600,
+            standby: 0,
             max_rss_mb: 1024,
             launch_timeout_secs: 20,
             op_timeout_secs: 45,

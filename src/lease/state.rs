@@ -137,6 +137,35 @@ impl Leases {
         self.fleet.as_ref().is_none_or(|f| f.usable(id))
     }
 
+    /// The slots the router picks next for browser work, in order: the
+    /// next slot of each strategy with a browser tier (by its round-robin
+    /// cursor), then of the open web, then the slots after those, each slot
+    /// once (for `browser.standby`).
+    pub fn browser_order(&self) -> Vec<usize> {
+        let n = self.slots().len();
+        let registry = self.registry();
+        let mut names: Vec<String> = registry
+            .all()
+            .filter(|s| (s.operations().values()).any(|op| op.tiers.iter().any(|t| t.number == 3)))
+            .map(|s| s.name().to_string())
+            .collect();
+        names.push(crate::routing::WEB.to_string());
+        let cursors: Vec<usize> = {
+            let router = self.router.lock();
+            names.iter().map(|s| router.cursor(s)).collect()
+        };
+        let mut out = Vec::with_capacity(n);
+        for k in 0..n {
+            for c in &cursors {
+                let id = (c + k) % n;
+                if !out.contains(&id) {
+                    out.push(id);
+                }
+            }
+        }
+        out
+    }
+
     /// The router's state, locked (for the fleet's snapshots of it).
     pub(crate) fn router(&self) -> parking_lot::MutexGuard<'_, Router> {
         self.router.lock()

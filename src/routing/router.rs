@@ -292,6 +292,11 @@ pub struct Ask<'a> {
 }
 
 impl Router {
+    /// Where `strategy`'s round robin starts its next pick.
+    pub fn cursor(&self, strategy: &str) -> usize {
+        self.cursor.get(strategy).copied().unwrap_or(0)
+    }
+
     /// Pick a slot for `ask` now: round robin from the strategy's cursor
     /// over slots `now_of` calls usable whose breaker admits, with room and
     /// their politeness interval passed.

@@ -8,6 +8,7 @@
 //! - `jobs.rs`: crawls that run past their call;
 //! - `fleet/`: the heartbeat, adoption and the fleet's view (`[cluster]`);
 //! - `upkeep.rs`: browser facts as events, proxy probes, idle browsers;
+//! - `standby.rs`: browsers launched ahead of the calls that need them;
 //! - `pii.rs`: who sees personal data in clear;
 //! - `serving.rs`: the connections and MCP sessions the daemon holds open.
 
@@ -18,6 +19,7 @@ pub mod live;
 pub mod pii;
 pub mod serving;
 pub mod session_files;
+pub mod standby;
 pub mod upkeep;
 
 use std::sync::Arc;

@@ -59,7 +59,7 @@ pub const SPEC: Spec = Spec {
                 "scope": {"type": "string", "description": "fleet: the rate is the fleet's budget, shared by every daemon; local."},
                 "sent_per_minute": {"type": "number", "description": "Requests a minute this daemon started over the last 10 s (its use of the budget)."},
                 "in_flight": {"type": "integer", "description": "Requests this daemon may have in flight at the site at once (in a fleet: its share of global_max_in_flight)."},
-            }}}, "browsers": {"type": "object", "description": "isolated, via, reason, sandbox, and exposes: what the slots' browsers expose to other local users."}, "cluster": {"type": ["object", "null"], "description": "In a fleet: node, state (up or degraded), redis (no credentials), for_secs, last_error, reconnects, adopted."}, "fleet": {"type": ["object", "null"]}, "drift": {"type": "object", "description": "Per strategy and operation: pages seen, drifting, without_items {empty_ratio, baseline, drifting} and fields {name: {empty_ratio, baseline, drifting}}."}, "server": {"type": "object", "description": "What the daemon holds open: connections {open, max} and MCP sessions {http, sse, max, evicted}."}}),
+            }}}, "browsers": {"type": "object", "description": "isolated, via, reason, sandbox, and exposes: what the slots' browsers expose to other local users."}, "standby": {"type": "object", "description": "browser.standby: wanted (browsers kept launched ahead of need) and ready (launched, not used since); each slot's browser.standby says which."}, "cluster": {"type": ["object", "null"], "description": "In a fleet: node, state (up or degraded), redis (no credentials), for_secs, last_error, reconnects, adopted."}, "fleet": {"type": ["object", "null"]}, "drift": {"type": "object", "description": "Per strategy and operation: pages seen, drifting, without_items {empty_ratio, baseline, drifting} and fields {name: {empty_ratio, baseline, drifting}}."}, "server": {"type": "object", "description": "What the daemon holds open: connections {open, max} and MCP sessions {http, sse, max, evicted}."}}),
             &["slots", "strategies"],
         )
     },
@@ -163,6 +163,13 @@ pub fn run(pool: &Pool) -> Value {
         "slots": slots,
         "strategies": budgets,
         "browsers": pool.host().isolation,
+        "standby": {
+            "wanted": pool.host().standby.min(pool.slots().len()),
+            "ready": pool.slots().iter().filter(|s| {
+                let f = s.browser_facts();
+                f.running && f.standby
+            }).count(),
+        },
         "drift": pool.leases().drift().report(),
         "server": pool.services().serving.to_json(),
         "cluster": pool.leases().fleet().map(|f| {

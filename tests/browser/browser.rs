@@ -694,6 +694,92 @@ async fn idle_browsers_close_and_big_ones_restart() {
     shutdown_and_check(&pool).await;
 }
 
+/// Polls `f` every 100 ms for up to `secs`.
+async fn until(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    for _ in 0..secs * 10 {
+        if f() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    f()
+}
+
+#[tokio::test]
+async fn standby_browsers_wait_on_the_next_slots_and_go_when_idle() {
+    let env = Env::new(3).await;
+    env.write_config_with(
+        3,
+        true,
+        common::free_base_port(3),
+        "[browser]\nstandby = 1\nidle_close_secs = 4\n",
+    );
+    let pool = env.pool();
+    let standby = |i: usize| {
+        let f = pool.slots()[i].browser_facts();
+        f.running && f.standby
+    };
+    // Before any call, the slot the router picks first has its browser,
+    // calibrated; the others have none.
+    assert!(
+        until(30, || standby(0)).await,
+        "no standby browser on slot 0: {:?}",
+        pool.slots()[0].browser_facts()
+    );
+    pool.slots()[0].calibration_settled().await;
+    assert!(
+        pool.slots()[0].calibration_record().is_some(),
+        "the standby browser was not calibrated"
+    );
+    assert!(!pool.slots()[1].browser_facts().running && !pool.slots()[2].browser_facts().running);
+    let status = idpool::tools::pool_status::run(&pool);
+    assert_eq!(
+        status["standby"],
+        serde_json::json!({"wanted": 1, "ready": 1}),
+        "{status}"
+    );
+    assert_eq!(status["slots"][0]["browser"]["standby"], true);
+
+    // The first browser call goes to it: no launch of its own.
+    let f = pool
+        .browse(env.url("/product/B0STANDBY"), None, None)
+        .await
+        .expect("browse");
+    assert_eq!((f.via, f.slot, f.response.status), (Via::Browser, 0, 200));
+    let facts = pool.slots()[0].browser_facts();
+    assert_eq!((facts.launches, facts.standby), (1, false), "{facts:?}");
+    // Refilled on the slot the router picks next.
+    assert!(
+        until(30, || standby(1)).await,
+        "the standby was not refilled on slot 1"
+    );
+    assert!(!pool.slots()[2].browser_facts().running);
+
+    // Nobody calls: every browser goes after `idle_close_secs`, and none is
+    // launched again for the standby.
+    assert!(
+        until(30, || pool
+            .slots()
+            .iter()
+            .all(|s| !s.browser_facts().running))
+        .await,
+        "idle browsers were not closed"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let launches: Vec<u64> = pool
+        .slots()
+        .iter()
+        .map(|s| s.browser_facts().launches)
+        .collect();
+    assert_eq!(
+        launches,
+        [1, 1, 0],
+        "a browser was launched after the idle close"
+    );
+    assert!(pool.slots().iter().all(|s| !s.browser_facts().running));
+    shutdown_and_check(&pool).await;
+}
+
 #[tokio::test]
 async fn wait_for_sees_javascript_rendered_content_and_times_out_cleanly() {
     let env = Env::new(1).await;

@@ -6,6 +6,8 @@ use serde::Serialize;
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct BrowserFacts {
     pub running: bool,
+    /// Launched ahead of need (`browser.standby`) and not used since.
+    pub standby: bool,
     pub pid: Option<u32>,
     pub port: u16,
     pub ops_since_recycle: u32,

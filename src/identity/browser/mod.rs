@@ -184,6 +184,19 @@ impl SlotBrowser {
     /// Chromium launched or relaunched if needed. Navigations in one turn
     /// follow each other with nothing of another caller in between.
     pub(crate) async fn turn(&self) -> Result<Turn<'_>> {
+        let turn = self.upkeep_turn().await?;
+        self.claim_standby();
+        Ok(turn)
+    }
+
+    /// A call takes this browser: it is no standby any more.
+    pub(crate) fn claim_standby(&self) {
+        self.facts.lock().standby = false;
+    }
+
+    /// A turn for the daemon's own upkeep (calibration): like
+    /// [`Self::turn`], but a standby browser stays one.
+    pub(crate) async fn upkeep_turn(&self) -> Result<Turn<'_>> {
         let wait = Duration::from_secs(self.cfg.lock_wait_secs);
         let mut guard = tokio::time::timeout(wait, self.state.lock())
             .await
@@ -317,6 +330,22 @@ impl SlotBrowser {
                 ))
             }
         }
+    }
+
+    /// Launch Chromium ahead of need when it is not running and nobody is
+    /// at it (a standby launch, `browser.standby`); `Ok(true)` when it
+    /// launched. Its idle time counts from the launch.
+    pub async fn warm(&self) -> Result<bool> {
+        let Ok(mut guard) = self.state.try_lock() else {
+            return Ok(false);
+        };
+        Self::forget_dead(&mut guard).await;
+        if guard.is_some() {
+            return Ok(false);
+        }
+        self.ensure_running(&mut guard).await?;
+        self.facts.lock().standby = true;
+        Ok(true)
     }
 
     /// Close this slot's browser (graceful CDP close, then the process group).

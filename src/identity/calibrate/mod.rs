@@ -289,7 +289,7 @@ async fn self_check(slot: Subject<'_>, l: &listener::Listener) -> check::Browser
         capture: Default::default(),
     };
     let normal = |_: &str, _: &str, _: u16| crate::identity::browser::PageState::Normal;
-    let page = match slot.browser.turn().await {
+    let page = match slot.browser.upkeep_turn().await {
         Ok(mut turn) => turn.navigate(&req, None, &normal).await,
         Err(e) => Err(e),
     };
@@ -332,7 +332,7 @@ pub struct Subject<'a> {
 /// runs in that browser between them). No cookie sync, no probe.
 async fn browser_visit(browser: &SlotBrowser, base: &str) -> Result<()> {
     let normal = |_: &str, _: &str, _: u16| crate::identity::browser::PageState::Normal;
-    let mut turn = browser.turn().await?;
+    let mut turn = browser.upkeep_turn().await?;
     let h1 = h1_base(base);
     for url in [
         format!("{base}/start"),

@@ -266,11 +266,30 @@ impl Slot {
         req: &crate::identity::browser::BrowserRequest,
         probe: &crate::identity::browser::Probe<'_>,
     ) -> Result<crate::identity::browser::PageResult> {
+        // A standby browser is this call's now; said before the use is
+        // counted, so the standby sees the one and then the other.
+        self.browser.claim_standby();
         self.wear.used();
         let result = self.browser.navigate(req, Some(&self.jar), probe).await;
         self.save_jar().await;
         self.calibrate_if_due();
         result
+    }
+
+    /// Launch this slot's browser ahead of need (see
+    /// [`crate::identity::browser::SlotBrowser::warm`]) and calibrate its
+    /// HTTP tier in the background when due; `Ok(true)` when it launched.
+    pub async fn warm_browser(self: &Arc<Self>) -> Result<bool> {
+        let launched = self.browser.warm().await?;
+        if launched {
+            self.calibrate_if_due();
+        }
+        Ok(launched)
+    }
+
+    /// Browser navigations this slot made (since its identity was last renewed).
+    pub fn browser_uses(&self) -> u64 {
+        self.wear.uses()
     }
 
     /// Calibrate when the browser runs a version (or the slot a profile) no

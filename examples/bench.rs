@@ -7,9 +7,17 @@
 //! bench wreq  --url URL [--ca PEM] -c N -d SECS         raw wreq GETs (one client, chrome_149)
 //! bench pool  --config FILE --tool T --args JSON -c N -d SECS
 //!                                                       a tool through the pool API in-process
-//! bench mcp   --url URL/mcp --tool T --args JSON -c N -d SECS
+//! bench mcp   --url URL/mcp --tool T --args JSON -c N -d SECS [--stateless]
 //!                                                       MCP Streamable HTTP clients (one
-//!                                                       connection and session each)
+//!                                                       connection and session each; with
+//!                                                       --stateless 2026-07-28 requests,
+//!                                                       no session)
+//! bench rest  --url URL/api/v1/tools/T --args JSON -c N -d SECS
+//!                                                       the REST face (one connection each)
+//! bench stdio --config FILE --idpool BIN --tool T --args JSON -c N -d SECS
+//!                                                       `idpool mcp` (the stdio bridge to
+//!                                                       the daemon), N requests in flight
+//!                                                       on its one pipe
 //! bench cdp   --url URL -n N [--chromium PATH]          raw chromiumoxide: launch, first
 //!                                                       content, then N warm navigations
 //! bench mcp-once --url URL/mcp --tool T --args JSON     one call on a fresh session (cold)
@@ -40,6 +48,10 @@ struct Args {
     chromium: Option<String>,
     /// A server process whose CPU time over the measured window is reported.
     watch: Option<u32>,
+    /// 2026-07-28 stateless MCP requests.
+    stateless: bool,
+    /// The `idpool` binary (the stdio bridge).
+    idpool: Option<String>,
 }
 
 fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args> {
@@ -63,6 +75,8 @@ fn parse_args(mut it: impl Iterator<Item = String>) -> Result<Args> {
             "-n" | "--count" => a.count = value()?.parse()?,
             "--chromium" => a.chromium = Some(value()?),
             "--watch-pid" => a.watch = Some(value()?.parse()?),
+            "--stateless" => a.stateless = true,
+            "--idpool" => a.idpool = Some(value()?),
             other => bail!("unknown flag {other}"),
         }
     }
@@ -78,10 +92,14 @@ async fn main() -> Result<()> {
         "wreq" => wreq_load(&a).await?,
         "pool" => pool_load(&a).await?,
         "mcp" => mcp_load(&a).await?,
+        "rest" => rest_load(&a).await?,
+        "stdio" => stdio_load(&a).await?,
         "mcp-once" => mcp_once(&a).await?,
         "mcp-count" => mcp_count(&a).await?,
         "cdp" => cdp(&a).await?,
-        _ => bail!("usage: bench wreq|pool|mcp|mcp-once|cdp [flags] (see the source)"),
+        _ => bail!(
+            "usage: bench wreq|pool|mcp|rest|stdio|mcp-once|mcp-count|cdp [flags] (see the source)"
+        ),
     };
     println!("{out}");
     Ok(())
@@ -260,12 +278,19 @@ async fn pool_load(a: &Args) -> Result<Value> {
         |(pool, args, tool): &mut (Arc<idpool::pool::Pool>, Value, String)| {
             Box::pin(async move {
                 let opts = idpool::lease::cascade::RunOptions::default();
+                if tool == "pool_status" {
+                    // The status as a caller gets it: built and serialized.
+                    let v = idpool::tools::pool_status::run(pool);
+                    return Ok(serde_json::to_vec(&v)?.len());
+                }
                 let v = match tool.as_str() {
                     "get_reviews" => {
                         idpool::tools::get_reviews::run(pool, args.clone(), opts).await?
                     }
                     "extract" => idpool::tools::extract::run(pool, args.clone(), opts).await?,
-                    other => bail!("pool mode runs get_reviews or extract, not {other}"),
+                    other => {
+                        bail!("pool mode runs get_reviews, extract or pool_status, not {other}")
+                    }
                 }
                 .body;
                 let n = v["reviews"]
@@ -292,9 +317,12 @@ struct McpClient {
     next_id: u64,
     tool: String,
     args: Value,
+    /// 2026-07-28 stateless requests (no session).
+    stateless: bool,
 }
 
 const MCP_VERSION: &str = "2025-06-18";
+const MCP_STATELESS: &str = "2026-07-28";
 
 /// The JSON-RPC message answering `id` in a JSON or SSE response body.
 fn answer_of(content_type: &str, body: &str, id: u64) -> Result<Value> {
@@ -314,11 +342,26 @@ fn answer_of(content_type: &str, body: &str, id: u64) -> Result<Value> {
 
 impl McpClient {
     async fn connect(url: &str, tool: &str, args: Value) -> Result<Self> {
+        Self::open(url, tool, args, false).await
+    }
+
+    async fn open(url: &str, tool: &str, args: Value, stateless: bool) -> Result<Self> {
         let http = reqwest::Client::builder()
             .http1_only()
             .pool_max_idle_per_host(1)
             .timeout(Duration::from_secs(60))
             .build()?;
+        if stateless {
+            return Ok(McpClient {
+                http,
+                url: url.to_string(),
+                session: String::new(),
+                next_id: 1,
+                tool: tool.to_string(),
+                args,
+                stateless,
+            });
+        }
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": MCP_VERSION, "capabilities": {},
             "clientInfo": {"name": "idpool-bench", "version": "1"}}});
@@ -351,6 +394,7 @@ impl McpClient {
             next_id: 1,
             tool: tool.to_string(),
             args,
+            stateless,
         })
     }
 
@@ -358,17 +402,32 @@ impl McpClient {
     async fn call(&mut self) -> Result<usize> {
         let id = self.next_id;
         self.next_id += 1;
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": self.tool, "arguments": self.args}});
-        let r = self
+        let request = self
             .http
             .post(&self.url)
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-session-id", &self.session)
-            .header("mcp-protocol-version", MCP_VERSION)
-            .json(&body)
-            .send()
-            .await?;
+            .header("accept", "application/json, text/event-stream");
+        let r = if self.stateless {
+            let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": self.tool, "arguments": self.args, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MCP_STATELESS,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "idpool-bench", "version": "1"},
+            }}});
+            request
+                .header("mcp-protocol-version", MCP_STATELESS)
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", &self.tool)
+                .json(&body)
+        } else {
+            let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": self.tool, "arguments": self.args}});
+            request
+                .header("mcp-session-id", &self.session)
+                .header("mcp-protocol-version", MCP_VERSION)
+                .json(&body)
+        }
+        .send()
+        .await?;
         let ct = r
             .headers()
             .get("content-type")
@@ -386,18 +445,150 @@ impl McpClient {
 
 async fn mcp_load(a: &Args) -> Result<Value> {
     let args: Value = serde_json::from_str(&a.args).context("--args is not JSON")?;
-    let (url, tool) = (a.url.clone(), a.tool.clone());
+    let (url, tool, stateless) = (a.url.clone(), a.tool.clone(), a.stateless);
     load(
         a.watch,
         a.concurrency,
         a.duration,
         move |_| {
             let (url, tool, args) = (url.clone(), tool.clone(), args.clone());
-            async move { McpClient::connect(&url, &tool, args).await }
+            async move { McpClient::open(&url, &tool, args, stateless).await }
         },
         |c: &mut McpClient| Box::pin(c.call()),
     )
     .await
+}
+
+/// `POST /api/v1/tools/{tool}` clients, one connection each.
+async fn rest_load(a: &Args) -> Result<Value> {
+    let args: Value = serde_json::from_str(&a.args).context("--args is not JSON")?;
+    let url = a.url.clone();
+    load(
+        a.watch,
+        a.concurrency,
+        a.duration,
+        move |_| {
+            let http = reqwest::Client::builder()
+                .http1_only()
+                .pool_max_idle_per_host(1)
+                .timeout(Duration::from_secs(60))
+                .build();
+            let (url, args) = (url.clone(), args.clone());
+            async move { Ok((http?, url, args)) }
+        },
+        |(http, url, args): &mut (reqwest::Client, String, Value)| {
+            Box::pin(async move {
+                let r = http.post(url.as_str()).json(args).send().await?;
+                let status = r.status();
+                let text = r.text().await?;
+                if !status.is_success() {
+                    bail!("{status}: {text:.300}");
+                }
+                Ok(text.len())
+            })
+        },
+    )
+    .await
+}
+
+/// `idpool mcp` bridging to the daemon: one process, one pipe, `-c`
+/// requests in flight on it (answers matched by id).
+async fn stdio_load(a: &Args) -> Result<Value> {
+    use std::collections::HashMap;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::sync::{Mutex, oneshot};
+
+    let args: Value = serde_json::from_str(&a.args).context("--args is not JSON")?;
+    let bin = a.idpool.clone().context("stdio needs --idpool")?;
+    let config = a.config.clone().context("stdio needs --config")?;
+    let mut child = tokio::process::Command::new(&bin)
+        .args(["--config", &config, "mcp"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot start {bin} mcp"))?;
+    let bridge_pid = child.id();
+    let stdin = child.stdin.take().context("bridge stdin")?;
+    let stdout = child.stdout.take().context("bridge stdout")?;
+    type Waiting = Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>;
+    let waiting: Waiting = Arc::default();
+    let reader = {
+        let waiting = waiting.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                if let Some(id) = v["id"].as_u64()
+                    && let Some(tx) = waiting.lock().await.remove(&id)
+                {
+                    let _ = tx.send(v);
+                }
+            }
+        })
+    };
+    let stdin = Arc::new(Mutex::new(stdin));
+    let next = Arc::new(std::sync::atomic::AtomicU64::new(1));
+    let ask = {
+        let (stdin, waiting, next) = (stdin.clone(), waiting.clone(), next.clone());
+        move |method: &'static str, params: Value| {
+            let (stdin, waiting, next) = (stdin.clone(), waiting.clone(), next.clone());
+            async move {
+                let id = next.fetch_add(1, Ordering::Relaxed);
+                let (tx, rx) = oneshot::channel();
+                waiting.lock().await.insert(id, tx);
+                let mut line =
+                    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+                        .to_string();
+                line.push('\n');
+                stdin.lock().await.write_all(line.as_bytes()).await?;
+                let v = tokio::time::timeout(Duration::from_secs(60), rx)
+                    .await
+                    .context("no answer in 60 s")?
+                    .context("the bridge closed")?;
+                if v.get("error").is_some() || v["result"]["isError"] == json!(true) {
+                    bail!("error: {:.300}", v.to_string());
+                }
+                Ok::<usize, anyhow::Error>(v.to_string().len())
+            }
+        }
+    };
+    ask(
+        "initialize",
+        json!({"protocolVersion": MCP_VERSION, "capabilities": {},
+               "clientInfo": {"name": "idpool-bench", "version": "1"}}),
+    )
+    .await
+    .context("initialize over stdio")?;
+    stdin
+        .lock()
+        .await
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .await?;
+    let (tool, ask) = (a.tool.clone(), Arc::new(ask));
+    let mut out = load(
+        a.watch,
+        a.concurrency,
+        a.duration,
+        |_| async { Ok(()) },
+        move |_: &mut ()| {
+            let (ask, tool, args) = (ask.clone(), tool.clone(), args.clone());
+            Box::pin(
+                async move { ask("tools/call", json!({"name": tool, "arguments": args})).await },
+            )
+        },
+    )
+    .await?;
+    // The bridge's CPU over its whole life (warm-up included).
+    out["bridge_cpu_total_s"] = json!(bridge_pid.and_then(process_cpu_seconds));
+    drop(stdin);
+    let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+    let _ = child.kill().await;
+    reader.abort();
+    Ok(out)
 }
 
 /// One call on a fresh session: the daemon's cold path (a lazy browser launch).
@@ -419,10 +610,10 @@ async fn mcp_count(a: &Args) -> Result<Value> {
         c.call().await?;
         lat.push(t.elapsed().as_secs_f64() * 1e3);
     }
+    let each = lat.clone();
     lat.sort_by(f64::total_cmp);
-    Ok(
-        json!({"calls": lat.len(), "p50_ms": percentile(&lat, 0.5), "p99_ms": percentile(&lat, 0.99)}),
-    )
+    Ok(json!({"calls": lat.len(), "p50_ms": percentile(&lat, 0.5),
+        "p99_ms": percentile(&lat, 0.99), "each_ms": each}))
 }
 
 /// Raw chromiumoxide with the flags idpool's launcher uses: launch to first

@@ -56,6 +56,39 @@ fn load(
         .collect()
 }
 
+/// Answered `pool_status` calls, by MCP session.
+type StatusAnswered = std::sync::Arc<parking_lot::Mutex<std::collections::HashMap<String, usize>>>;
+
+/// Clients that call `pool_status` as fast as it answers (the load that
+/// has calls in flight at the kill); each answer is counted for its
+/// session, whose audit lines must number at least as many.
+fn status_load(
+    d: &Daemon,
+    n: usize,
+    answered: &StatusAnswered,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..n)
+        .map(|_| {
+            let mut c = Mcp::new(d, None);
+            let answered = answered.clone();
+            tokio::spawn(async move {
+                if !c.initialize().await.status.is_success() {
+                    return;
+                }
+                let Some(session) = c.session.clone() else {
+                    return;
+                };
+                for i in 0u64.. {
+                    let r = c.tool(i, "pool_status", json!({})).await;
+                    if r.get("result").is_some() || r.get("error").is_some() {
+                        *answered.lock().entry(session.clone()).or_default() += 1;
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
 /// Every audit line, checked whole (complete JSON, the file ending in a
 /// newline); panics on a torn one.
 fn audit_lines_are_whole(env: &common::Env, round: usize) -> Vec<Value> {
@@ -107,7 +140,9 @@ async fn the_daemon_sigkilled_under_load_twenty_times_leaves_whole_files_and_no_
         let left = chromium_browsers_under(&data);
         assert!(left.is_empty(), "round {round}: orphan Chromium: {left:?}");
         let answered = Answered::default();
-        let tasks = load(&d, 4, &testbed, round, &answered);
+        let statuses = StatusAnswered::default();
+        let mut tasks = load(&d, 4, &testbed, round, &answered);
+        tasks.extend(status_load(&d, 4, &statuses));
         tokio::time::sleep(Duration::from_millis(600 + 97 * round as u64 % 900)).await;
         let pid = d.child.id().expect("pid");
         // SAFETY: a plain signal to the daemon this test started.
@@ -140,6 +175,19 @@ async fn the_daemon_sigkilled_under_load_twenty_times_leaves_whole_files_and_no_
             answered.len()
         );
         acknowledged += answered.len();
+        for (session, n) in statuses.lock().iter() {
+            let lines_of = lines
+                .iter()
+                .filter(|l| {
+                    l["tool"] == "pool_status" && l["session"].as_str() == Some(session.as_str())
+                })
+                .count();
+            assert!(
+                lines_of >= *n,
+                "round {round}: session {session} had {n} pool_status calls answered and {lines_of} audit lines"
+            );
+            acknowledged += n;
+        }
         jars_load(&env, 2, round);
     }
     assert!(audit > 20, "the load reached the audit log: {audit} lines");

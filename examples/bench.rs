@@ -322,6 +322,15 @@ struct McpClient {
 }
 
 const MCP_VERSION: &str = "2025-06-18";
+
+/// An HTTP/1.1 client that keeps one connection (a load client's own).
+fn one_connection() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .http1_only()
+        .pool_max_idle_per_host(1)
+        .timeout(Duration::from_secs(60))
+        .build()
+}
 const MCP_STATELESS: &str = "2026-07-28";
 
 /// The JSON-RPC message answering `id` in a JSON or SSE response body.
@@ -346,11 +355,7 @@ impl McpClient {
     }
 
     async fn open(url: &str, tool: &str, args: Value, stateless: bool) -> Result<Self> {
-        let http = reqwest::Client::builder()
-            .http1_only()
-            .pool_max_idle_per_host(1)
-            .timeout(Duration::from_secs(60))
-            .build()?;
+        let http = one_connection()?;
         if stateless {
             return Ok(McpClient {
                 http,
@@ -468,11 +473,7 @@ async fn rest_load(a: &Args) -> Result<Value> {
         a.concurrency,
         a.duration,
         move |_| {
-            let http = reqwest::Client::builder()
-                .http1_only()
-                .pool_max_idle_per_host(1)
-                .timeout(Duration::from_secs(60))
-                .build();
+            let http = one_connection();
             let (url, args) = (url.clone(), args.clone());
             async move { Ok((http?, url, args)) }
         },

@@ -68,7 +68,8 @@ pub struct AuditLog {
     written: AtomicU64,
     /// Lines written since the last `fdatasync`.
     dirty: AtomicBool,
-    /// `write` calls made (for `/metrics` and the bench).
+    /// `write` calls made (`/metrics` counts the same as
+    /// `idpool_audit_writes_total`).
     writes: AtomicU64,
 }
 

@@ -59,15 +59,10 @@ impl Cluster {
             })
             .await?;
         let fresh = self.fresh_within().as_millis();
-        let mut out = Vec::with_capacity(found.len() / 2);
-        for pair in found.chunks_exact(2) {
-            if let Ok(mut n) = serde_json::from_str::<NodeInfo>(&pair[0]) {
-                n.stale = pair[1].parse::<u128>().is_ok_and(|age| age > fresh);
-                out.push(n);
-            }
-        }
-        out.sort_by(|a, b| a.node.cmp(&b.node));
-        Ok(out)
+        Ok(parse_nodes(found.chunks_exact(2).map(|pair| {
+            let stale = pair[1].parse::<u128>().is_ok_and(|age| age > fresh);
+            (pair[0].as_str(), stale)
+        })))
     }
 
     /// Every daemon alive now (its registration has not lapsed).
@@ -87,7 +82,9 @@ impl Cluster {
                 redis::cmd("MGET").arg(&keys).query_async(c).await
             })
             .await?;
-        Ok(parse_nodes(found.into_iter().flatten()))
+        Ok(parse_nodes(
+            found.iter().flatten().map(|j| (j.as_str(), false)),
+        ))
     }
 
     /// Forget this node (a clean shutdown): its registration goes at once.
@@ -206,11 +203,15 @@ impl Cluster {
     }
 }
 
-/// Node records as stored, sorted by name (unreadable ones left out).
-fn parse_nodes(found: impl IntoIterator<Item = String>) -> Vec<NodeInfo> {
+/// Node records as stored, each with whether it is stale, sorted by name
+/// (unreadable ones left out).
+fn parse_nodes<'a>(found: impl IntoIterator<Item = (&'a str, bool)>) -> Vec<NodeInfo> {
     let mut out: Vec<NodeInfo> = found
         .into_iter()
-        .filter_map(|j| serde_json::from_str(&j).ok())
+        .filter_map(|(j, stale)| {
+            let n: NodeInfo = serde_json::from_str(j).ok()?;
+            Some(NodeInfo { stale, ..n })
+        })
         .collect();
     out.sort_by(|a, b| a.node.cmp(&b.node));
     out

@@ -137,6 +137,17 @@ impl Leases {
         self.fleet.as_ref().is_none_or(|f| f.usable(id))
     }
 
+    /// Standby browsers waiting for a call (launched ahead of need, not
+    /// used since).
+    pub fn standby_ready(&self) -> usize {
+        (self.slots().iter())
+            .filter(|s| {
+                let f = s.browser_facts();
+                f.running && f.standby
+            })
+            .count()
+    }
+
     /// The slots the router picks next for browser work, in order: the
     /// next slot of each strategy with a browser tier (by its round-robin
     /// cursor), then of the open web, then the slots after those, each slot

@@ -58,15 +58,7 @@ pub fn spawn(leases: &Arc<Leases>, stop: &CancellationToken, want: usize, cap_mb
 /// Launch standby browsers until `want` of them wait; `false` when memory
 /// stopped it.
 async fn fill(leases: &Arc<Leases>, want: usize, cap_mb: u64, stop: &CancellationToken) -> bool {
-    let waiting = |l: &Leases| {
-        (l.slots().iter())
-            .filter(|s| {
-                let f = s.browser_facts();
-                f.running && f.standby
-            })
-            .count()
-    };
-    let mut ready = waiting(leases);
+    let mut ready = leases.standby_ready();
     for id in leases.browser_order() {
         if ready >= want || stop.is_cancelled() {
             break;

@@ -165,10 +165,7 @@ pub fn run(pool: &Pool) -> Value {
         "browsers": pool.host().isolation,
         "standby": {
             "wanted": pool.host().standby.min(pool.slots().len()),
-            "ready": pool.slots().iter().filter(|s| {
-                let f = s.browser_facts();
-                f.running && f.standby
-            }).count(),
+            "ready": pool.leases().standby_ready(),
         },
         "drift": pool.leases().drift().report(),
         "server": pool.services().serving.to_json(),

@@ -47,8 +47,11 @@ if [ "${IDPOOL_BENCH_SKIP_SETUP:-}" != 1 ]; then
   ensure_venv
 fi
 
-# --versus-rev REV: build REV first (a worktree under .idpool/, the same target
-# folder so only idpool itself compiles again) and keep its two binaries.
+# --versus-rev REV: build REV first (a worktree under .idpool/) and keep its
+# two binaries. Its target folder is one of its own, shared by every REV built
+# so (only idpool compiles again for the next): in the main one, the build
+# below found its own units fresh and left REV's binaries in target/release,
+# so "after" ran REV too.
 versus=()
 if [ "${1:-}" = "--versus-rev" ]; then
   rev=$(git rev-parse --verify "${2:?--versus-rev needs a commit}^{commit}")
@@ -58,7 +61,7 @@ if [ "${1:-}" = "--versus-rev" ]; then
     log "cargo build --release of $rev (the build compared against)"
     rm -rf "$old/src"
     git worktree add --detach "$old/src" "$rev" >/dev/null
-    target=$(realpath -m "${CARGO_TARGET_DIR:-target}")
+    target=$(realpath -m .idpool/versus-target)
     (cd "$old/src" && CARGO_TARGET_DIR="$target" \
       cargo build --locked --release --bin idpool --example bench)
     mkdir -p "$old/bin/examples"

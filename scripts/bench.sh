@@ -49,9 +49,10 @@ fi
 
 # --versus-rev REV: build REV first (a worktree under .idpool/) and keep its
 # two binaries. Its target folder is one of its own, shared by every REV built
-# so (only idpool compiles again for the next): in the main one, the build
-# below found its own units fresh and left REV's binaries in target/release,
-# so "after" ran REV too.
+# so (only idpool compiles again for the next): in the main one REV's build
+# wrote idpool's artifacts under the same names as this tree's (the hash is
+# of the path within the workspace), the build below then found them fresh,
+# and "after" ran REV's code too.
 versus=()
 if [ "${1:-}" = "--versus-rev" ]; then
   rev=$(git rev-parse --verify "${2:?--versus-rev needs a commit}^{commit}")

@@ -279,8 +279,9 @@ async fn pool_load(a: &Args) -> Result<Value> {
             Box::pin(async move {
                 let opts = idpool::lease::cascade::RunOptions::default();
                 if tool == "pool_status" {
-                    // The status as a caller gets it: built and serialized.
-                    let v = idpool::tools::pool_status::run(pool);
+                    // The status as a caller gets it: the snapshot, copied
+                    // into the call's result and serialized.
+                    let v = serde_json::Value::clone(&idpool::tools::pool_status::snapshot(pool));
                     return Ok(serde_json::to_vec(&v)?.len());
                 }
                 let v = match tool.as_str() {

@@ -4,6 +4,7 @@
 //! ring for the status page.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -34,6 +35,8 @@ pub struct SlotEvent {
 pub struct Events {
     tx: broadcast::Sender<SlotEvent>,
     recent: Mutex<VecDeque<SlotEvent>>,
+    /// Events emitted so far: what changed since a report was built.
+    seq: AtomicU64,
 }
 
 impl Default for Events {
@@ -42,6 +45,7 @@ impl Default for Events {
         Events {
             tx,
             recent: Mutex::new(VecDeque::with_capacity(RECENT)),
+            seq: AtomicU64::new(0),
         }
     }
 }
@@ -73,8 +77,15 @@ impl Events {
             }
             r.push_back(ev.clone());
         }
+        self.seq.fetch_add(1, Ordering::Release);
         // No subscriber is fine.
         let _ = self.tx.send(ev);
+    }
+
+    /// How many events were emitted so far: a report built at one count is
+    /// out of date once it moves.
+    pub fn seq(&self) -> u64 {
+        self.seq.load(Ordering::Acquire)
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<SlotEvent> {

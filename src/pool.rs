@@ -47,6 +47,17 @@ struct Inner {
     host: Host,
     /// Cancelled by [`Pool::shutdown`]: the pool's background tasks end.
     stop: CancellationToken,
+    /// The last status report and the state it was built from.
+    status: parking_lot::Mutex<Option<(Stamp, Arc<serde_json::Value>)>>,
+}
+
+/// What a status report depends on: the events emitted, the requests the
+/// slots sent, and the second its clocks (time left open, rates) read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    events: u64,
+    requests: u64,
+    second: u64,
 }
 
 /// What a reload rebuilds the strategies from.
@@ -193,6 +204,7 @@ impl Pool {
                     calibrator,
                 },
                 stop,
+                status: parking_lot::Mutex::new(None),
             }),
         })
     }
@@ -326,6 +338,34 @@ impl Pool {
 
     pub fn slots(&self) -> &[Arc<Slot>] {
         self.inner.leases.slots()
+    }
+
+    /// The status report `build` makes, kept while the pool does not change:
+    /// a report is built again once an event is emitted (breakers, browsers,
+    /// logins, cookies, reloads), a slot sends a request, or the clock
+    /// reaches the next second (what `build` reads of time: time left open,
+    /// rates). Callers between changes share one report.
+    pub fn status_snapshot(
+        &self,
+        build: impl FnOnce(&Pool) -> serde_json::Value,
+    ) -> Arc<serde_json::Value> {
+        let stamp = Stamp {
+            events: self.events().seq(),
+            requests: self.slots().iter().map(|s| s.requests()).sum(),
+            second: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        };
+        if let Some((at, report)) = self.inner.status.lock().as_ref()
+            && *at == stamp
+        {
+            return report.clone();
+        }
+        // Built outside the lock: two callers at a change may both build;
+        // the later one's report is kept.
+        let report = Arc::new(build(self));
+        *self.inner.status.lock() = Some((stamp, report.clone()));
+        report
     }
 
     pub fn slot(&self, id: usize) -> Option<&Arc<Slot>> {

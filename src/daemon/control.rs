@@ -185,7 +185,7 @@ async fn slots(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> R
     if let Err(r) = gate(&c, &headers, &uri, false, "GET /api/v1/slots", Role::Viewer) {
         return refuse(r);
     }
-    axum::Json(crate::tools::pool_status::run(c.core.pool())).into_response()
+    axum::Json(&*crate::tools::pool_status::snapshot(c.core.pool())).into_response()
 }
 
 async fn slot(
@@ -204,7 +204,7 @@ async fn slot(
     ) {
         return refuse(r);
     }
-    let all = crate::tools::pool_status::run(c.core.pool());
+    let all = crate::tools::pool_status::snapshot(c.core.pool());
     let found = n.parse::<u64>().ok().and_then(|n| {
         all["slots"]
             .as_array()

@@ -198,7 +198,9 @@ impl ServerHandler for McpServer {
             None,
         );
         let body = match uri {
-            "idpool://slots" => crate::tools::pool_status::run(pool),
+            "idpool://slots" => {
+                serde_json::Value::clone(&crate::tools::pool_status::snapshot(pool))
+            }
             "idpool://strategies" => crate::tools::list_strategies::run(pool),
             _ => {
                 let Some(name) = uri.strip_prefix("idpool://strategies/") else {

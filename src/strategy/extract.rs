@@ -14,6 +14,7 @@ use toml::Spanned;
 
 use super::Body;
 use super::field::{Ctx, Field, FieldFile, Locate};
+use super::lazy_json::LazyJson;
 use super::locale::Locale;
 use super::pointer::JsonPointer;
 use crate::diag::Diagnostic;
@@ -232,36 +233,31 @@ impl Extractor {
                 out
             }
             Format::Json | Format::HtmlInJson => {
-                // The parse is this extraction's own: items are moved out of it.
-                let mut json = body.take_json()?;
+                // Only what the pointers lead to is parsed (no tree of the
+                // rest); items are parsed into values the result owns.
+                let json = LazyJson::new(body.text())?;
                 let empty = match &self.empty {
-                    Some(Locator::Pointer(p)) => p.get(&json).is_some_and(|v| !truthy(v)),
+                    Some(Locator::Pointer(p)) => json.get(p)?.is_some_and(|v| !truthy(&v)),
                     _ => false,
                 };
                 let (mut has_more, mut next_url) = (false, None);
                 if let Some(Locator::Pointer(p)) = &self.next
-                    && let Some(v) = p.get(&json)
+                    && let Some(v) = json.get(p)?
                 {
-                    has_more = truthy(v);
+                    has_more = truthy(&v);
                     next_url = v
                         .as_str()
                         .and_then(|h| page_url.join(h).ok())
                         .map(|u| u.to_string());
                 }
                 let mut out = if self.format == Format::Json {
-                    self.json_items(&mut json, &cx)?
+                    self.json_items(&json, &cx)?
                 } else {
                     let p = html_pointer.unwrap_or("");
-                    let doc = match json.pointer(p) {
-                        Some(Value::String(s)) => crate::dom::fragment(s),
-                        Some(Value::Array(a)) => crate::dom::fragment(
-                            &a.iter()
-                                .filter_map(Value::as_str)
-                                .collect::<Vec<_>>()
-                                .join("\n"),
-                        ),
-                        _ => return Err(format!("no HTML at `{p}` in the JSON response")),
+                    let Some(html) = json.text(&JsonPointer::new(p)) else {
+                        return Err(format!("no HTML at `{p}` in the JSON response"));
                     };
+                    let doc = crate::dom::fragment(&html);
                     let mut out = self.html_items(&doc.html, &cx);
                     out.cut = doc.cut;
                     out
@@ -304,12 +300,12 @@ impl Extractor {
         }
     }
 
-    fn json_items(&self, json: &mut Value, cx: &Ctx<'_>) -> Result<Extracted, String> {
+    fn json_items(&self, json: &LazyJson<'_>, cx: &Ctx<'_>) -> Result<Extracted, String> {
         let Locator::Pointer(p) = &self.items else {
             return Ok(Extracted::default());
         };
-        let list = match p.get_mut(json) {
-            Some(Value::Array(a)) => std::mem::take(a),
+        let list = match json.get(p)? {
+            Some(Value::Array(a)) => a,
             Some(_) => return Err(format!("`{}` in the JSON response is not a list", p.text)),
             None => Vec::new(),
         };

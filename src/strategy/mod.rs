@@ -14,6 +14,7 @@ mod field;
 mod file;
 pub mod fixture;
 mod host;
+mod lazy_json;
 pub mod locale;
 mod login;
 mod markers;

@@ -51,7 +51,7 @@ impl JsonPointer {
 }
 
 /// An array index token as RFC 6901 writes it (no sign, no leading zero).
-fn index(t: &str) -> Option<usize> {
+pub(super) fn index(t: &str) -> Option<usize> {
     if t.starts_with('+') || (t.len() > 1 && t.starts_with('0')) {
         return None;
     }

@@ -47,7 +47,7 @@ pub const SPEC: Spec = Spec {
     strategy_enum: false,
     output: || {
         result_schema(
-            json!({"slots": {"type": "array", "items": {"type": "object", "properties": {
+            json!({"as_of": {"type": "number", "description": "When this report was built (unix seconds): it is built again when an event, a request or the next second changes the pool."}, "slots": {"type": "array", "items": {"type": "object", "properties": {
                 "slot": {"type": "integer"}, "profile": {"type": "string"},
                 "breakers": {"type": "object"}, "browser": {"type": "object"},
                 "cookies": {"type": "object"}, "calibration": {"type": "object"},
@@ -69,7 +69,7 @@ pub const SPEC: Spec = Spec {
     run: |pool, args, _| {
         Box::pin(async move {
             let a: Args = parse("pool_status", args)?;
-            let mut v = run(pool);
+            let mut v = Value::clone(&snapshot(pool));
             if a.fleet {
                 v["fleet"] = match pool.services().fleet.as_ref() {
                     Some(sync) => match sync.view().await {
@@ -84,6 +84,13 @@ pub const SPEC: Spec = Spec {
     },
 };
 
+/// The status as callers get it: the pool's snapshot, built by [`run`]
+/// again only when the pool changed ([`Pool::status_snapshot`]).
+pub fn snapshot(pool: &Pool) -> std::sync::Arc<Value> {
+    pool.status_snapshot(run)
+}
+
+/// The status built now.
 pub fn run(pool: &Pool) -> Value {
     let strategies = pool.strategy_names();
     // Login states only for strategies that can tell (a `[session]` table).
@@ -160,6 +167,7 @@ pub fn run(pool: &Pool) -> Value {
         .map(|name| (name.clone(), json!(pool.leases().budget(name))))
         .collect();
     json!({
+        "as_of": SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| (d.as_millis() as f64) / 1000.0),
         "slots": slots,
         "strategies": budgets,
         "browsers": pool.host().isolation,

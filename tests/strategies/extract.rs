@@ -144,3 +144,86 @@ fn operation_parameters_become_json_schema_and_are_checked() {
         Some("B0TESTA1")
     );
 }
+
+/// A `json` tier reads only where its pointers lead (the rest of the
+/// response is skipped, not built into a tree) and gets what a reading of
+/// the whole tree would: items at a nested pointer, fields moved out whole
+/// or read by several fields, flags for `empty` and `next`, a list that is
+/// not a list named, and a body that is not JSON named.
+#[test]
+fn a_json_tier_reads_what_its_pointers_lead_to() {
+    let text = r#"name = "feed"
+hosts = ["feed.test"]
+base_url = "https://feed.test"
+[operations.items]
+description = "a JSON feed"
+[operations.items.tier1]
+url = "{base_url}/feed.json"
+format = "json"
+[operations.items.tier1.extract]
+items = "/data/list"
+empty = "/data/count"
+next = "/data/next"
+[operations.items.tier1.extract.fields]
+id = { pointer = "/id" }
+who = { pointer = "/user/name" }
+user = { pointer = "/user" }
+stars = { pointer = "/stars", number = true }
+pic = { pointer = "/pic", exists = true }
+"#;
+    let s = TomlStrategy::parse(std::path::Path::new("feed.toml"), text).expect("parses");
+    let tier = &s.operations()["items"].tiers[0];
+    let url = url::Url::parse("https://feed.test/feed.json").expect("url");
+    // Unrelated parts of every kind, before and after the list.
+    let noise = json!({"ads": [{"deep": [[[{"x": "y\"z"}]]]}], "html": "<p class=\"a\">x</p>"});
+    let body = json!({
+        "meta": noise,
+        "data": {
+            "list": [
+                {"id": "r1", "user": {"name": "Ann", "since": 2019}, "stars": "4.5", "pic": "a.png"},
+                {"id": "r2", "user": {"name": "Bo\u{e9}"}, "stars": 3, "pic": null},
+                {"id": "r\"3", "stars": null},
+            ],
+            "count": 3,
+            "next": "/feed.json?page=2",
+        },
+        "tail": noise,
+    })
+    .to_string();
+    let got = tier.extractor.extract(&body, None, &url).expect("extracts");
+    let items: Vec<Value> = got.items.into_iter().map(Value::Object).collect();
+    assert_eq!(
+        items,
+        vec![
+            json!({"id": "r1", "who": "Ann", "user": {"name": "Ann", "since": 2019}, "stars": 4.5, "pic": true}),
+            json!({"id": "r2", "who": "Bo\u{e9}", "user": {"name": "Bo\u{e9}"}, "stars": 3, "pic": false}),
+            json!({"id": "r\"3", "who": null, "user": null, "stars": null, "pic": false}),
+        ]
+    );
+    assert!(got.has_more && !got.empty);
+    assert_eq!(
+        got.next_url.as_deref(),
+        Some("https://feed.test/feed.json?page=2")
+    );
+    // A page that proves itself empty.
+    let empty = json!({"data": {"list": [], "count": 0, "next": false}}).to_string();
+    let got = tier
+        .extractor
+        .extract(&empty, None, &url)
+        .expect("empty page");
+    assert!(got.empty && got.items.is_empty() && !got.has_more);
+    // Not a list where the items should be; not JSON at all.
+    let e = tier
+        .extractor
+        .extract(r#"{"data": {"list": {"id": 1}}}"#, None, &url)
+        .expect_err("not a list");
+    assert!(
+        e.contains("`/data/list`") && e.contains("not a list"),
+        "{e}"
+    );
+    let e = tier
+        .extractor
+        .extract(r#"{"data": {"list": [1, }"#, None, &url)
+        .expect_err("broken");
+    assert!(e.contains("not JSON"), "{e}");
+}

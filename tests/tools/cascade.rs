@@ -614,3 +614,52 @@ async fn a_callers_base_url_never_fills_the_template() {
     let e = idpool::strategy::TomlStrategy::load(&path).expect_err("reserved");
     assert!(e.to_string().contains("`base_url` is reserved"), "{e}");
 }
+
+/// `pool_status` answers from a snapshot: callers between changes share one
+/// report, and an event or a request makes the next caller's report new.
+#[tokio::test]
+async fn pool_status_is_kept_until_the_pool_changes() {
+    let env = shop(1).await;
+    let pool = env.pool();
+    let snap = || tools::pool_status::snapshot(&pool);
+    // Nothing changed between two calls: one report (a call may straddle
+    // the turn of a second, which builds it again; five tries cannot all).
+    assert!(
+        (0..5).any(|_| std::sync::Arc::ptr_eq(&snap(), &snap())),
+        "the report was built again with nothing changed"
+    );
+    let before = snap();
+    pool.events()
+        .emit("reload", None, None, json!({"strategies": 1}));
+    assert!(
+        !std::sync::Arc::ptr_eq(&before, &snap()),
+        "an event left the old report"
+    );
+    let requests = |v: &Value| v["slots"][0]["requests"].as_u64().expect("requests");
+    let before = snap();
+    let opts = RunOptions {
+        only_tiers: Some(vec![1]),
+        ..RunOptions::default()
+    };
+    tools::get_reviews::run(
+        &pool,
+        json!({"item": "B0TESTA1", "strategy": "testshop"}),
+        opts,
+    )
+    .await
+    .expect("get_reviews");
+    let after = snap();
+    assert!(
+        requests(&after) > requests(&before),
+        "the report after a request does not count it: {} then {}",
+        requests(&before),
+        requests(&after)
+    );
+    // The tool's answer is the snapshot's.
+    let out = (tools::pool_status::SPEC.run)(&pool, json!({}), &RunOptions::default())
+        .await
+        .expect("pool_status");
+    assert_eq!(requests(&out.body), requests(&snap()));
+    assert!(out.body["as_of"].as_f64().is_some_and(|t| t > 1.7e9));
+    shutdown_and_check(&pool).await;
+}

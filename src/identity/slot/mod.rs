@@ -578,6 +578,11 @@ impl Slot {
         self.health.lock().clone()
     }
 
+    /// HTTP requests this slot sent (answered or not).
+    pub fn requests(&self) -> u64 {
+        self.health.lock().requests
+    }
+
     /// One HTTP request through this identity (for [`crate::lease::Lease::http`]);
     /// the jar is saved when it changed.
     pub(crate) async fn fetch(&self, req: FetchRequest) -> Result<FetchResponse> {

@@ -130,6 +130,9 @@ pub fn is_secret_name(name: &str) -> bool {
         "proxy",
         "credential",
         "session",
+        "passphrase",
+        // An identity bundle (encrypted, but a sealed identity all the same).
+        "bundle",
     ]
     .iter()
     .any(|s| n.contains(s))

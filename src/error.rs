@@ -27,13 +27,16 @@ pub enum ErrorKind {
     /// The site pushed back and every identity for it is resting: try again
     /// after [`Error::retry_after`].
     Unavailable,
+    /// The caller's key has no grant for any identity that could serve the
+    /// call (`not_granted`): it is not moved to one it may not use.
+    NotGranted,
     /// Anything else that is our bug rather than the input's fault.
     Internal,
 }
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 10] = [
+    pub const ALL: [ErrorKind; 11] = [
         ErrorKind::Config,
         ErrorKind::InvalidArgument,
         ErrorKind::Refused,
@@ -43,6 +46,7 @@ impl ErrorKind {
         ErrorKind::Io,
         ErrorKind::NotFound,
         ErrorKind::Unavailable,
+        ErrorKind::NotGranted,
         ErrorKind::Internal,
     ];
 
@@ -58,6 +62,7 @@ impl ErrorKind {
             ErrorKind::Io => "io",
             ErrorKind::NotFound => "not_found",
             ErrorKind::Unavailable => "unavailable",
+            ErrorKind::NotGranted => "not_granted",
             ErrorKind::Internal => "internal",
         }
     }

@@ -14,6 +14,7 @@ pub use crate::identity::browser::isolation::Isolation;
 pub use crate::identity::browser::{BrowserFacts, launcher::major_of};
 pub use crate::identity::slot::{CalibrationStatus, Slot, SlotEnv, SlotHealth, SlotIdentity};
 pub use crate::lease::{BrowseOptions, Call, Fetched, Lease, Leases, Retirement, Via};
+pub use crate::routing::grants;
 pub use crate::routing::{
     Admission, Breaker, BreakerReport, BreakerState, Budget, BudgetReport, Cause, Change,
     LoginRecord, Site, Verdict, WEB, is_web_key, web_key,
@@ -143,6 +144,7 @@ impl Pool {
             crate::identity::browser::launcher::installed_major(cfg.browser.executable.as_deref());
         let slots = open_slots(cfg, &profiles, &env, chromium)?;
         let fleet = open_fleet(cfg, slots.len())?;
+        let slots_len = slots.len();
         let leases = Arc::new(Leases::new(
             slots,
             registry,
@@ -155,12 +157,14 @@ impl Pool {
                 web: cfg.web.clone(),
                 max_wait: Duration::from_secs(cfg.http.max_queue_wait_secs),
                 retire: cfg.pool.retire,
+                labels: slot_labels(cfg, slots_len),
             },
         ));
         let services = Services {
             browsing: Arc::new(Browsing::new(leases.clone())),
             logins: Logins::new(leases.clone(), stop.clone()),
             session_files: SessionFiles::new(leases.clone()),
+            bundles: crate::services::Bundles::new(leases.clone()),
             jobs: Jobs::open(&cfg.pool.data_dir, stop.child_token()),
             pii: Pii::open(&cfg.pool.data_dir, cfg.security.pii_role)?,
             serving: Default::default(),
@@ -313,7 +317,7 @@ impl Pool {
 
     /// Lease a slot for `strategy` (see [`Leases::next_slot`]).
     pub async fn next_slot(&self, strategy: &str, pin: Option<usize>) -> Result<Lease> {
-        self.inner.leases.next_slot(strategy, pin).await
+        self.inner.leases.next_slot(strategy, pin, None).await
     }
 
     /// One navigation in a slot's browser, as one call.
@@ -323,12 +327,12 @@ impl Pool {
         wait_for: Option<String>,
         pin: Option<usize>,
     ) -> Result<Fetched> {
-        self.inner.leases.browse(url, wait_for, pin).await
+        self.inner.leases.browse(url, wait_for, pin, None).await
     }
 
     /// One HTTP request through the pool, as one call.
     pub async fn fetch(&self, req: FetchRequest, pin: Option<usize>) -> Result<Fetched> {
-        self.inner.leases.http(req, pin).await
+        self.inner.leases.http(req, pin, None).await
     }
 
     /// The breaker of (slot, strategy) as operators see it.
@@ -418,6 +422,17 @@ fn open_slots(
         )?));
     }
     Ok(slots)
+}
+
+/// Each slot's labels by its number (spares have none).
+fn slot_labels(cfg: &Config, slots: usize) -> Vec<Vec<String>> {
+    let mut labels = vec![Vec::new(); slots];
+    for plan in cfg.slot_plan() {
+        if let Some(l) = labels.get_mut(plan.id) {
+            l.clone_from(&plan.labels);
+        }
+    }
+    labels
 }
 
 /// The fleet side, when `[cluster]` sets a Redis URL; `slots` configured

@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 
 use super::roles::Role;
 use crate::diag::{self, Diagnostic};
+use crate::pool::grants::Grant;
 
 /// One stored key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,6 +21,9 @@ pub struct KeyEntry {
     /// Unix seconds when the key was made.
     #[serde(default)]
     pub created: u64,
+    /// What the key may act as (`[[key.grant]]`); none: every identity.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grant: Vec<Grant>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -94,6 +98,16 @@ impl Keys {
 
     /// Make a new key called `name`; returns the key itself (shown once).
     pub fn add(&mut self, name: &str, role: Role) -> Result<String, String> {
+        self.add_granted(name, role, Vec::new())
+    }
+
+    /// [`Keys::add`] with grants.
+    pub fn add_granted(
+        &mut self,
+        name: &str,
+        role: Role,
+        grant: Vec<Grant>,
+    ) -> Result<String, String> {
         if name.is_empty()
             || !name
                 .chars()
@@ -115,8 +129,46 @@ impl Keys {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_secs())
                 .unwrap_or(0),
+            grant,
         });
         Ok(secret)
+    }
+
+    /// Add `grant` to the key called `name`.
+    pub fn grant(&mut self, name: &str, grant: Grant) -> Result<(), String> {
+        let e = self.entry_mut(name)?;
+        if e.grant.contains(&grant) {
+            return Err(format!("key `{name}` already has the grant `{grant}`"));
+        }
+        e.grant.push(grant);
+        Ok(())
+    }
+
+    /// Remove the key's grant number `index` (from 1, as `keys list`
+    /// shows them); returns it.
+    pub fn revoke_grant(&mut self, name: &str, index: usize) -> Result<Grant, String> {
+        let e = self.entry_mut(name)?;
+        let n = e.grant.len();
+        if index == 0 || index > n {
+            return Err(format!(
+                "key `{name}` has {n} grant(s); give a number from 1 to {n}"
+            ));
+        }
+        if n == 1 {
+            // Without grants a key may use every identity: taking the last
+            // one would widen it, not narrow it.
+            return Err(format!(
+                "grant 1 is the last grant of `{name}`; without grants the key could use every identity: add another grant first, or revoke the key"
+            ));
+        }
+        Ok(e.grant.remove(index - 1))
+    }
+
+    fn entry_mut(&mut self, name: &str) -> Result<&mut KeyEntry, String> {
+        self.entries
+            .iter_mut()
+            .find(|e| e.name == name)
+            .ok_or_else(|| format!("no key named `{name}`"))
     }
 
     /// Remove the key called `name`; false when there is none.
@@ -242,5 +294,64 @@ mod tests {
         .unwrap();
         let e = Keys::load(&path).unwrap_err();
         assert_eq!(e.line, Some(3), "{e}");
+    }
+
+    #[test]
+    fn grants_round_trip_through_the_file_and_the_last_one_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.toml");
+        let mut keys = Keys::load(&path).unwrap();
+        let g1 = Grant::parse("slots=1;tools=get_reviews").unwrap();
+        let g2 = Grant::parse("signed_in=testshop;until=2030-01-01").unwrap();
+        keys.add_granted("agent", Role::Operator, vec![g1.clone()])
+            .unwrap();
+        keys.grant("agent", g2.clone()).unwrap();
+        assert!(
+            keys.grant("agent", g2.clone())
+                .unwrap_err()
+                .contains("already")
+        );
+        assert!(
+            keys.grant("nobody", g2.clone())
+                .unwrap_err()
+                .contains("no key")
+        );
+        keys.save().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("[[key.grant]]"), "{text}");
+        let mut again = Keys::load(&path).unwrap();
+        assert_eq!(again.entries()[0].grant, vec![g1.clone(), g2.clone()]);
+        assert!(
+            again
+                .revoke_grant("agent", 3)
+                .unwrap_err()
+                .contains("from 1 to 2")
+        );
+        assert_eq!(again.revoke_grant("agent", 1).unwrap(), g1);
+        // Without grants the key could use every identity: not by accident.
+        assert!(
+            again
+                .revoke_grant("agent", 1)
+                .unwrap_err()
+                .contains("last grant")
+        );
+        assert_eq!(again.entries()[0].grant, vec![g2]);
+    }
+
+    #[test]
+    fn a_grant_with_an_unknown_part_names_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("keys.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[[key]]\nname = \"a\"\nrole = \"operator\"\nsha256 = \"{}\"\n[[key.grant]]\nslots = [1]\nidentity = \"x\"\n",
+                "0".repeat(64)
+            ),
+        )
+        .unwrap();
+        let e = Keys::load(&path).unwrap_err();
+        assert_eq!(e.line, Some(7), "{e}");
+        assert!(e.to_string().contains("identity"), "{e}");
     }
 }

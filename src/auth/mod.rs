@@ -7,4 +7,4 @@ pub mod roles;
 
 pub use audit::{AuditLog, AuditRecord};
 pub use keys::{KeyEntry, Keys};
-pub use roles::{Denied, Principal, Role, authorize};
+pub use roles::{Denied, Principal, Role, authorize, scope};

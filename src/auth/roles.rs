@@ -2,6 +2,9 @@
 //! single authorization gate every transport goes through.
 
 use std::fmt;
+use std::sync::Arc;
+
+use crate::pool::grants::{Grant, Scope, unix_now};
 
 pub use crate::config::Role;
 
@@ -13,6 +16,8 @@ pub struct Principal {
     pub role: Role,
     /// `stdio`, `http` or `sse`.
     pub transport: &'static str,
+    /// The key's grants (empty: every identity, as its role allows).
+    pub grants: Arc<[Grant]>,
 }
 
 impl Principal {
@@ -21,7 +26,14 @@ impl Principal {
             name: name.into(),
             role,
             transport,
+            grants: Arc::from(Vec::new()),
         }
+    }
+
+    /// The same caller, limited to `grants`.
+    pub fn with_grants(mut self, grants: Vec<Grant>) -> Self {
+        self.grants = Arc::from(grants);
+        self
     }
 }
 
@@ -31,6 +43,8 @@ pub struct Denied {
     pub role: Role,
     pub needed: Role,
     pub tool: String,
+    /// Refused by the key's grants, not its role: what they do not cover.
+    pub grant: Option<String>,
 }
 
 impl Denied {
@@ -40,6 +54,9 @@ impl Denied {
 
 impl fmt::Display for Denied {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(g) = &self.grant {
+            return f.write_str(g);
+        }
         write!(
             f,
             "role `{}` may not call `{}` (needs `{}`)",
@@ -57,8 +74,29 @@ pub fn authorize(who: &Principal, tool: &str, needed: Role) -> Result<(), Denied
             role: who.role,
             needed,
             tool: tool.to_string(),
+            grant: None,
         })
     }
+}
+
+/// The key's grants for `tool` now (`None`: it has none, every identity
+/// is its role's), or `Denied` when it has grants and none covers `tool`.
+pub fn scope(who: &Principal, tool: &str, needed: Role) -> Result<Option<Scope>, Denied> {
+    let Some(scope) = Scope::of(&who.name, &who.grants, tool, unix_now()) else {
+        return Ok(None);
+    };
+    if scope.grants.is_empty() {
+        return Err(Denied {
+            role: who.role,
+            needed,
+            tool: tool.to_string(),
+            grant: Some(format!(
+                "key `{}` has no grant that holds now for `{tool}` (its grants name the tools and identities it may use; `idpool keys list`)",
+                who.name
+            )),
+        });
+    }
+    Ok(Some(scope))
 }
 
 #[cfg(test)]

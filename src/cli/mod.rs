@@ -10,6 +10,7 @@ mod daemon;
 mod doctor;
 mod fetch;
 mod fleet;
+mod identity;
 mod keys;
 mod login;
 mod mcp;
@@ -77,6 +78,9 @@ pub enum Command {
     /// A slot's session in and out: cookies.txt, Cookie-Editor JSON, Playwright storageState.
     #[command(subcommand)]
     Session(session::SessionCmd),
+    /// A slot's whole identity as one encrypted bundle, and back into a slot.
+    #[command(subcommand)]
+    Identity(identity::IdentityCmd),
     /// Check what breaks installs (Chromium, CDP ports, data dir, keys file,
     /// extra roots, strategies and profiles, proxies, calibration, the
     /// daemon): one line per check with its fix; exit 1 when one fails.
@@ -135,6 +139,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Retire(args) => retire::run(cli.config.as_deref(), args).await,
         Command::Login(args) => login::run(cli.config.as_deref(), args).await,
         Command::Session(cmd) => session::run(cli.config.as_deref(), cmd).await,
+        Command::Identity(cmd) => identity::run(cli.config.as_deref(), cmd).await,
         Command::Doctor(args) => doctor::run(cli.config.as_deref(), args).await,
         Command::Completions(args) => completions::completions(args),
         Command::Strategy(cmd) => strategy::run(cli.config.as_deref(), cmd).await,

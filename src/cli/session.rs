@@ -163,7 +163,7 @@ fn print_import(r: &Value) {
 }
 
 /// Through the daemon's admin route, else the tool in-process.
-async fn call(
+pub(super) async fn call(
     cfg: &Config,
     daemon: &super::daemon::DaemonArgs,
     slot: usize,
@@ -171,7 +171,7 @@ async fn call(
     tool: &str,
     args: Value,
 ) -> anyhow::Result<Result<Value, String>> {
-    Ok(match daemon.reach(cfg, "the session command").await? {
+    Ok(match daemon.reach(cfg, "the command").await? {
         Some(base) => {
             let d = super::slots::SlotActions::new(base, daemon.key.clone())?;
             let (code, body) = d.post(slot, action, &args).await?;
@@ -179,7 +179,7 @@ async fn call(
                 Ok(body)
             } else {
                 let hint = if matches!(code, 401 | 403) {
-                    " (sessions need the admin role: an admin key via --key or IDPOOL_KEY)"
+                    " (this needs the admin role: an admin key via --key or IDPOOL_KEY)"
                 } else {
                     ""
                 };

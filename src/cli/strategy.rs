@@ -197,7 +197,7 @@ async fn fetch(
         ..RunOptions::default()
     };
     let ran = idpool::lease::cascade::run(
-        &mut idpool::lease::Call::new(pool.leases(), None),
+        &mut idpool::lease::Call::new(pool.leases(), None, None),
         strategy,
         op,
         &args,

@@ -219,6 +219,8 @@ pub struct SlotPlan {
     /// The slot's upstream proxy when the config names one (else the
     /// profile's, if any).
     pub proxy: Option<ProxyTemplate>,
+    /// The operator's labels for the slot (grants name them).
+    pub labels: Vec<String>,
 }
 
 /// Where the config came from (for `check-config` and logs).
@@ -421,6 +423,7 @@ impl Config {
                     id: *s.id.get_ref(),
                     profile: s.profile.get_ref().clone(),
                     proxy: s.proxy.clone().or_else(|| listed(*s.id.get_ref())),
+                    labels: s.labels.clone(),
                 })
                 .collect();
             v.sort_by_key(|s| s.id);
@@ -434,6 +437,7 @@ impl Config {
                     id,
                     profile: profile.clone(),
                     proxy: listed(id),
+                    labels: Vec::new(),
                 })
                 .collect();
         }
@@ -443,6 +447,7 @@ impl Config {
                 id,
                 profile: profile.clone(),
                 proxy: listed(id),
+                labels: Vec::new(),
             })
             .collect()
     }
@@ -474,6 +479,7 @@ impl Config {
                 id,
                 profile: profile.clone(),
                 proxy: (!p.proxies.is_empty()).then(|| p.proxies[id % p.proxies.len()].clone()),
+                labels: Vec::new(),
             })
             .collect()
     }

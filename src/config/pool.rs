@@ -94,4 +94,7 @@ pub struct SlotDecl {
     /// imported at start when it changed since its last import.
     #[serde(default)]
     pub session: Option<PathBuf>,
+    /// Labels for grants (`[[key.grant]] labels`), e.g. `["de", "retail"]`.
+    #[serde(default)]
+    pub labels: Vec<String>,
 }

@@ -42,6 +42,7 @@ pub fn routes(control: Arc<Control>) -> Router {
         .route("/api/v1/events/recent", get(recent))
         .route("/api/v1/rates", get(rates))
         .route("/api/v1/whoami", get(whoami))
+        .route("/api/v1/grants", get(grants))
         .with_state(control)
 }
 
@@ -50,7 +51,10 @@ pub fn routes(control: Arc<Control>) -> Router {
 fn failed(f: &crate::mcp::Failure) -> Response {
     let mut body = f.to_json();
     body["error"] = json!(f.message);
-    let status = if f.retry_after.is_some() || f.kind == crate::error::ErrorKind::Busy {
+    // Not the caller's to use: refused, whenever its own identity is back.
+    let status = if f.kind == crate::error::ErrorKind::NotGranted {
+        StatusCode::FORBIDDEN
+    } else if f.retry_after.is_some() || f.kind == crate::error::ErrorKind::Busy {
         StatusCode::SERVICE_UNAVAILABLE
     } else {
         StatusCode::BAD_GATEWAY
@@ -283,12 +287,15 @@ pub(super) fn slot_tool(action: &str) -> Option<&'static str> {
         "retire" => "retire_slot",
         "session-import" => "import_session",
         "session-export" => "export_session",
+        "identity-export" => "export_identity",
+        "identity-import" => "import_identity",
         _ => return None,
     })
 }
 
 /// `POST /api/v1/slots/{n}/refresh-cookies`, `/reset`, `/calibrate`, `/retire`,
-/// `/session-import` and `/session-export`.
+/// `/session-import`, `/session-export`, `/identity-export` and
+/// `/identity-import`.
 async fn slot_action(
     State(c): State<Arc<Control>>,
     Path((n, action)): Path<(String, String)>,
@@ -328,9 +335,27 @@ async fn whoami(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> 
         "GET /api/v1/whoami",
         Role::Viewer,
     ) {
-        Ok(who) => axum::Json(json!({"name": who.name, "role": who.role.as_str()})).into_response(),
+        Ok(who) => axum::Json(json!({
+            "name": who.name,
+            "role": who.role.as_str(),
+            "grants": who.grants.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        }))
+        .into_response(),
         Err(r) => refuse(r),
     }
+}
+
+/// Who may use which identity: every key's grants, and each slot's keys
+/// (admin: it names every key).
+async fn grants(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Response {
+    if let Err(r) = gate(&c, &headers, &uri, false, "GET /api/v1/grants", Role::Admin) {
+        return refuse(r);
+    }
+    axum::Json(crate::mcp::grants::report(
+        c.core.pool(),
+        &c.core.key_entries(),
+    ))
+    .into_response()
 }
 
 async fn recent(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Response {

@@ -138,7 +138,8 @@ async fn call(
         tracing::info!(principal = %name, from = %from, claimed = %claimed, "a forwarded call claimed a role above operator: it runs as operator");
     }
     let ctx = CallContext {
-        principal: Principal::new(name, role, "fleet"),
+        // The key's grants hold here as where the call came in.
+        principal: Principal::new(name, role, "fleet").with_grants(v.grants),
         session: v.session,
         hop: Some(from),
     };

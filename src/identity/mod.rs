@@ -4,6 +4,7 @@
 //! (`calibrate/`).
 
 pub mod browser;
+pub mod bundle;
 pub mod calibrate;
 pub mod jar;
 pub mod lock;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::{Fetched, Lease, Leases};
 use crate::error::{Error, ErrorKind, Result};
-use crate::routing::web_key;
+use crate::routing::{Scope, web_key};
 use crate::strategy::Outcome;
 use crate::web::Robots;
 use crate::wire::http::FetchRequest;
@@ -22,28 +22,38 @@ pub struct Call {
     pinned: bool,
     /// Requests this call sent itself (robots.txt and [`Call::http`]).
     sent: usize,
+    /// The caller's grants: the identities the call may use.
+    scope: Option<Arc<Scope>>,
 }
 
 impl Call {
-    /// A call on the pool's leases, on slot `pin` when given.
-    pub fn new(leases: &Arc<Leases>, pin: Option<usize>) -> Self {
+    /// A call on the pool's leases, on slot `pin` when given, on the
+    /// identities `scope` grants (`None`: any).
+    pub fn new(leases: &Arc<Leases>, pin: Option<usize>, scope: Option<Arc<Scope>>) -> Self {
         Call {
             leases: leases.clone(),
             slot: pin,
             pinned: pin.is_some(),
             sent: 0,
+            scope,
         }
     }
 
     /// A call that holds `slot` for now: a cascade starts there while it is
     /// admitted, and moves the call to the slot that serves it.
-    pub fn holding(leases: &Arc<Leases>, slot: usize) -> Self {
+    pub fn holding(leases: &Arc<Leases>, slot: usize, scope: Option<Arc<Scope>>) -> Self {
         Call {
             leases: leases.clone(),
             slot: Some(slot),
             pinned: false,
             sent: 0,
+            scope,
         }
+    }
+
+    /// The caller's grants.
+    pub fn scope(&self) -> Option<&Scope> {
+        self.scope.as_deref()
     }
 
     pub fn leases(&self) -> &Arc<Leases> {
@@ -77,7 +87,7 @@ impl Call {
     /// The `robots.txt` of `url`'s origin, read (when not kept) on the
     /// call's slot.
     pub async fn robots(&mut self, url: &url::Url) -> Result<Arc<Robots>> {
-        let lease = self.leases.lease_for(url, self.slot).await?;
+        let lease = self.leases.lease_for(url, self.slot, self.scope()).await?;
         self.slot = Some(lease.slot());
         self.sent += 1;
         let robots = lease.robots(url).await;
@@ -88,7 +98,10 @@ impl Call {
     /// One HTTP request on the call's slot: lease, [`super::Lease::http`],
     /// finish with its outcome.
     pub async fn http(&mut self, req: FetchRequest) -> Result<Fetched> {
-        let lease = self.leases.lease_for(&req.url, self.slot).await?;
+        let lease = self
+            .leases
+            .lease_for(&req.url, self.slot, self.scope())
+            .await?;
         self.slot = Some(lease.slot());
         self.sent += 1;
         let result = lease.http(req, |_, _| ()).await;
@@ -99,16 +112,21 @@ impl Call {
 impl Leases {
     /// Lease a slot for whichever strategy covers `url` (its host's
     /// [`web_key`] if none).
-    pub async fn lease_for(self: &Arc<Self>, url: &url::Url, pin: Option<usize>) -> Result<Lease> {
+    pub async fn lease_for(
+        self: &Arc<Self>,
+        url: &url::Url,
+        pin: Option<usize>,
+        scope: Option<&Scope>,
+    ) -> Result<Lease> {
         match self.strategy_for(url) {
-            Some(s) => self.next_slot(s.name(), pin).await,
+            Some(s) => self.next_slot(s.name(), pin, scope).await,
             None => {
                 // A scheme or host the guard refuses, said in its words.
                 self.guard.check_static(url)?;
                 let host = url
                     .host_str()
                     .ok_or_else(|| Error::refused("URL has no host"))?;
-                self.next_slot(&web_key(host), pin).await
+                self.next_slot(&web_key(host), pin, scope).await
             }
         }
     }
@@ -127,16 +145,22 @@ impl Leases {
         url: url::Url,
         wait_for: Option<String>,
         pin: Option<usize>,
+        scope: Option<&Scope>,
     ) -> Result<Fetched> {
-        let lease = self.lease_for(&url, pin).await?;
+        let lease = self.lease_for(&url, pin, scope).await?;
         let result = lease.browse(url, wait_for.as_deref(), |_, _| ()).await;
         lease.close(result.map(|(f, ())| f))
     }
 
     /// One HTTP request, as one call: lease, [`Lease::http`], finish with
     /// its outcome.
-    pub async fn http(self: &Arc<Self>, req: FetchRequest, pin: Option<usize>) -> Result<Fetched> {
-        Call::new(self, pin).http(req).await
+    pub async fn http(
+        self: &Arc<Self>,
+        req: FetchRequest,
+        pin: Option<usize>,
+        scope: Option<Arc<Scope>>,
+    ) -> Result<Fetched> {
+        Call::new(self, pin, scope).http(req).await
     }
 
     /// Warm `slot` up for `strategy`: open `url` in its browser, wait for any
@@ -164,7 +188,9 @@ impl Leases {
     }
 
     async fn warm_up(self: &Arc<Self>, slot: usize, strategy: &str, url: &url::Url) -> Result<()> {
-        let lease = self.next_slot(strategy, Some(slot)).await?;
+        // An operator's own warm-up of a slot they name (the dispatcher
+        // checked the slot against the caller's grants).
+        let lease = self.next_slot(strategy, Some(slot), None).await?;
         let result = lease.browse(url.clone(), None, |_, _| ()).await;
         let fetched = lease.close(result.map(|(f, ())| f))?;
         match fetched.outcome {

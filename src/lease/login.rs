@@ -10,6 +10,11 @@ use crate::routing::LoginRecord;
 use crate::strategy::LoginState;
 
 impl Leases {
+    /// Whether `slot` is signed in (`logged_in`) on `strategy` now.
+    pub fn signed_in(&self, slot: usize, strategy: &str) -> bool {
+        self.login(slot, strategy).state == LoginState::LoggedIn
+    }
+
     /// Slot `slot`'s login state for `strategy`.
     pub fn login(&self, slot: usize, strategy: &str) -> LoginRecord {
         let router = self.router.lock();

@@ -15,7 +15,7 @@ use super::{Lease, Leases};
 use crate::config::WhenAllOpen;
 use crate::error::{Error, ErrorKind, Result};
 use crate::routing::router::{TRIAL_OUT, politeness_of};
-use crate::routing::{Admission, Ask, BreakerReport, BudgetReport, Pick, SlotNow};
+use crate::routing::{Admission, Ask, BreakerReport, BudgetReport, Pick, Scope, SlotNow};
 use crate::strategy::Politeness;
 
 impl Leases {
@@ -66,8 +66,14 @@ impl Leases {
     /// Lease a slot for `strategy`, waiting for politeness (bounded by
     /// `http.max_queue_wait_secs`); for an open breaker only with
     /// `when_all_open = "wait"`, and only when it admits within that bound.
-    pub async fn next_slot(self: &Arc<Self>, strategy: &str, pin: Option<usize>) -> Result<Lease> {
-        self.next_slot_avoiding(strategy, pin, &[]).await
+    /// `scope`: the caller's grants (`None`: any identity).
+    pub async fn next_slot(
+        self: &Arc<Self>,
+        strategy: &str,
+        pin: Option<usize>,
+        scope: Option<&Scope>,
+    ) -> Result<Lease> {
+        self.next_slot_avoiding(strategy, pin, &[], scope).await
     }
 
     /// Like [`Leases::next_slot`], preferring slots not in `avoid` (a retry moves on
@@ -77,6 +83,7 @@ impl Leases {
         strategy: &str,
         pin: Option<usize>,
         avoid: &[usize],
+        scope: Option<&Scope>,
     ) -> Result<Lease> {
         if let Some(p) = pin
             && p >= self.slots.len()
@@ -106,6 +113,8 @@ impl Leases {
                 pin,
                 avoid,
                 slots: self.slots.len(),
+                scope,
+                labels: &self.labels,
             };
             let pick = self
                 .router
@@ -138,6 +147,20 @@ impl Leases {
                     )
                     .retryable(false)
                     .with_retry_after(TRIAL_OUT));
+                }
+                Pick::NotGranted => {
+                    let key = scope.map_or("", |s| s.key.as_str());
+                    let tool = scope.map_or("", |s| s.tool.as_str());
+                    let what = match pin {
+                        Some(p) => format!("slot {p} is not granted to key `{key}`"),
+                        None => format!("key `{key}` is granted none of this daemon's identities"),
+                    };
+                    return Err(Error::new(
+                        ErrorKind::NotGranted,
+                        format!(
+                            "{what} for `{tool}` on `{strategy}`; the call was not moved to another identity (`idpool keys list` shows its grants)"
+                        ),
+                    ));
                 }
                 Pick::Resting(r) => {
                     let admits = now + r.retry_after(now);

@@ -30,6 +30,8 @@ pub struct LeaseConfig {
     /// `http.max_queue_wait_secs`: the longest a lease is waited for.
     pub max_wait: Duration,
     pub retire: RetireConfig,
+    /// Each slot's labels (`[[pool.slot]] labels`), for grants by label.
+    pub labels: Vec<Vec<String>>,
 }
 
 /// The lease source: what every lease of the pool shares.
@@ -50,9 +52,16 @@ pub struct Leases {
     /// Extraction that empties against its history.
     pub(super) drift: Drift,
     pub(super) cfg: LeaseConfig,
+    /// `cfg.labels`, one entry per slot.
+    pub(super) labels: Vec<Vec<String>>,
 }
 
 impl Leases {
+    /// The labels the operator gave slot `id`.
+    pub fn labels(&self, id: usize) -> &[String] {
+        self.labels.get(id).map_or(&[], Vec::as_slice)
+    }
+
     pub fn new(
         slots: Vec<Arc<Slot>>,
         registry: Registry,
@@ -72,6 +81,7 @@ impl Leases {
             robots: robots::Cache::default(),
             rates: Rates::default(),
             drift: Drift::default(),
+            labels: cfg.labels.clone(),
             cfg,
         }
     }

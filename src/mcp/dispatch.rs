@@ -16,6 +16,7 @@ use crate::config::ServerConfig;
 use crate::error::ErrorKind;
 use crate::lease::cascade::{Progress, RunOptions};
 use crate::pool::Pool;
+use crate::pool::grants::Scope;
 use crate::tools;
 
 /// Who is calling and over what, for the gate and the audit line.
@@ -225,6 +226,15 @@ impl Core {
         self.audit.as_ref()
     }
 
+    /// The keys loaded now (empty without a keys file).
+    pub fn key_entries(&self) -> Vec<crate::auth::KeyEntry> {
+        self.keys
+            .read()
+            .as_ref()
+            .map(|k| k.entries().to_vec())
+            .unwrap_or_default()
+    }
+
     /// Whether callers must present a key.
     pub fn keys_required(&self) -> bool {
         self.keys.read().is_some()
@@ -240,10 +250,11 @@ impl Core {
     pub fn still_valid(&self, who: &Principal) -> bool {
         match self.keys.read().as_ref() {
             None => who.name == "anonymous",
+            // A key whose grants changed is a new caller: its streams end.
             Some(k) => k
                 .entries()
                 .iter()
-                .any(|e| e.name == who.name && e.role >= who.role),
+                .any(|e| e.name == who.name && e.role >= who.role && *e.grant == *who.grants),
         }
     }
 
@@ -266,7 +277,9 @@ impl Core {
             }
             (Some(k), Some(presented)) => k
                 .verify(presented)
-                .map(|e| Principal::new(e.name.clone(), e.role, transport))
+                .map(|e| {
+                    Principal::new(e.name.clone(), e.role, transport).with_grants(e.grant.clone())
+                })
                 .ok_or_else(|| "the API key is not valid (unknown or revoked)".into()),
         }
     }
@@ -332,13 +345,15 @@ impl Core {
         let _counted = InFlight(self);
         let end = match spec {
             None => CallEnd::InvalidParams(format!("unknown tool `{tool}`")),
-            Some(spec) => match authorize(&ctx.principal, tool, spec.role) {
+            Some(spec) => match authorize(&ctx.principal, tool, spec.role)
+                .and_then(|()| self.grant_scope(ctx, spec, tool, &args))
+            {
                 Err(d) => CallEnd::Denied(d),
-                Ok(()) if self.is_draining() => CallEnd::Failed(Failure::internal(
+                Ok(_) if self.is_draining() => CallEnd::Failed(Failure::internal(
                     "the daemon is shutting down and takes no new calls; retry once it is back"
                         .into(),
                 )),
-                Ok(())
+                Ok(_)
                     if ctx.hop.is_none()
                         && let Some((node, end)) =
                             self.try_forward(ctx, tool, &args, false).await =>
@@ -346,14 +361,20 @@ impl Core {
                     record.hop = Some(format!("to {node}"));
                     end
                 }
-                Ok(()) => {
+                Ok(scope) => {
                     // In a fleet, a call that waited here past the queue
                     // limit may still be served elsewhere.
                     let keep = (self.pool.leases().fleet().is_some() && ctx.hop.is_none())
                         .then(|| args.clone());
-                    let end = self.run_here(ctx, spec, tool, args, progress, cancel).await;
+                    let end = self
+                        .run_here(ctx, spec, tool, args, scope, progress, cancel)
+                        .await;
                     match (&end, keep) {
-                        (CallEnd::Failed(f), Some(args)) if queue_full(f) => {
+                        // Waited past the queue limit, or none of this
+                        // daemon's identities is granted to the key.
+                        (CallEnd::Failed(f), Some(args))
+                            if queue_full(f) || f.kind == ErrorKind::NotGranted =>
+                        {
                             match self.try_forward(ctx, tool, &args, true).await {
                                 Some((node, forwarded)) => {
                                     record.hop = Some(format!("to {node}"));
@@ -402,6 +423,7 @@ impl Core {
             principal: &ctx.principal.name,
             role: ctx.principal.role,
             session: ctx.session.as_deref(),
+            grants: &ctx.principal.grants,
         };
         let end =
             match super::forward::call(fleet.cluster(), &target.advertise, who, tool, args).await {
@@ -413,17 +435,36 @@ impl Core {
 }
 
 impl Core {
+    /// The caller's grants for this call (`None`: it has none), after the
+    /// identities the call names are checked against them.
+    fn grant_scope(
+        &self,
+        ctx: &CallContext,
+        spec: &tools::Spec,
+        tool: &str,
+        args: &Value,
+    ) -> Result<Option<Arc<Scope>>, crate::auth::Denied> {
+        let Some(scope) = crate::auth::scope(&ctx.principal, tool, spec.role)? else {
+            return Ok(None);
+        };
+        super::grants::check_named(&self.pool, &ctx.principal, spec.role, &scope, tool, args)?;
+        Ok(Some(Arc::new(scope)))
+    }
+
     /// Run an authorized call on this daemon's own pool.
+    #[allow(clippy::too_many_arguments)]
     async fn run_here(
         &self,
         ctx: &CallContext,
         spec: &tools::Spec,
         tool: &str,
         args: Value,
+        scope: Option<Arc<Scope>>,
         progress: Option<Progress>,
         cancel: CancellationToken,
     ) -> CallEnd {
         let opts = RunOptions {
+            scope,
             progress,
             session: ctx.session.clone(),
             caller: Some(ctx.principal.name.clone()),

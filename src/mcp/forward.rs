@@ -1,8 +1,9 @@
 //! Daemon-to-daemon calls in a fleet: a call none of this daemon's
 //! identities may take runs on a daemon that has one, through its
 //! `POST /api/v1/fleet/call/{tool}`, authenticated by the cluster key. The
-//! caller's name, role (capped at operator) and session go along; the other
-//! side audits the call `from <node>` and never forwards it again.
+//! caller's name, role (capped at operator), grants and session go along;
+//! the other side holds the call to those grants, audits it `from <node>`
+//! and never forwards it again.
 //!
 //! Only [`FORWARDED_TOOLS`] travel, and the key goes only where
 //! [`Cluster::reach`] allows (an address read from Redis is not trusted).
@@ -15,6 +16,7 @@ use serde_json::Value;
 
 use crate::auth::Role;
 use crate::cluster::{Cluster, FORWARDED_TOOLS, is_forwarded};
+use crate::pool::grants::Grant;
 
 /// The header that carries the cluster key.
 pub const KEY_HEADER: &str = "x-idpool-cluster-key";
@@ -42,6 +44,8 @@ pub struct OnBehalf<'a> {
     pub principal: &'a str,
     pub role: Role,
     pub session: Option<&'a str>,
+    /// The key's grants: the receiving daemon holds the call to them.
+    pub grants: &'a [Grant],
 }
 
 /// A forwarded call on the wire: the arguments and who it runs for.
@@ -53,6 +57,9 @@ pub struct Forwarded {
     pub role: Role,
     #[serde(default)]
     pub session: Option<String>,
+    /// The caller's key's grants (none: every identity).
+    #[serde(default)]
+    pub grants: Vec<Grant>,
 }
 
 fn no_args() -> Value {
@@ -90,6 +97,7 @@ pub async fn call(
         principal: who.principal.to_string(),
         role: who.role.min(MAX_FORWARDED_ROLE),
         session: who.session.map(str::to_string),
+        grants: who.grants.to_vec(),
     };
     let body = serde_json::to_vec(&body)
         .map_err(|e| format!("forwarding `{tool}`: the call cannot be written: {e}"))?;

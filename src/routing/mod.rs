@@ -7,12 +7,14 @@
 
 pub mod breaker;
 pub mod budget;
+pub mod grants;
 pub mod login;
 pub mod router;
 pub mod site;
 
 pub use breaker::{Admission, Breaker, BreakerState, Cause, Verdict};
 pub use budget::{Budget, BudgetReport, Change};
+pub use grants::{Grant, Identity, Place, Scope};
 pub use login::LoginRecord;
 pub use router::{Ask, BreakerReport, Pick, Resting, Router, SlotNow, WEB, is_web_key, web_key};
 pub use site::Site;

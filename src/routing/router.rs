@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use super::breaker::{Admission, Breaker, BreakerState, Cause};
 use super::budget::Budget;
+use super::grants::{Identity, Place, Scope};
 use super::site::Site;
 use crate::config::BreakerConfig;
 use crate::error::{Error, ErrorKind};
@@ -160,6 +161,8 @@ pub enum Pick {
     /// This daemon holds no identity now (a fleet daemon whose identities
     /// another one holds).
     NoneHeld,
+    /// The caller's key may use none of the identities here.
+    NotGranted,
 }
 
 /// What a caller is told to wait for a half-open trial that is out.
@@ -168,6 +171,8 @@ pub const TRIAL_OUT: Duration = Duration::from_secs(1);
 /// Every slot a call could use refuses it for now.
 pub struct Resting {
     slots: usize,
+    /// Identities skipped because the caller's key may not use them.
+    not_granted: usize,
     rate_limited: usize,
     proxy_down: usize,
     until: Option<Instant>,
@@ -177,6 +182,7 @@ impl Resting {
     fn new() -> Self {
         Resting {
             slots: 0,
+            not_granted: 0,
             rate_limited: 0,
             proxy_down: 0,
             until: None,
@@ -235,8 +241,22 @@ impl Resting {
         } else {
             "the site pushed back; no request was sent"
         };
+        // The others could serve it, but the key may not use them: say so,
+        // so the caller knows the call was not moved on.
+        let (kind, who) = if self.not_granted > 0 {
+            (
+                ErrorKind::NotGranted,
+                format!(
+                    "{} (the identities this key may use; {} other identity(ies) are not granted to it)",
+                    who.replacen("every identity", "every granted identity", 1),
+                    self.not_granted
+                ),
+            )
+        } else {
+            (ErrorKind::Unavailable, who)
+        };
         Error::new(
-            ErrorKind::Unavailable,
+            kind,
             format!("{who}; retry after {:.1} s ({why})", after.as_secs_f64()),
         )
         .retryable(false)
@@ -289,9 +309,37 @@ pub struct Ask<'a> {
     pub pin: Option<usize>,
     pub avoid: &'a [usize],
     pub slots: usize,
+    /// The caller's grants (`None`: every identity).
+    pub scope: Option<&'a Scope>,
+    /// Each slot's labels, for grants by label.
+    pub labels: &'a [Vec<String>],
 }
 
 impl Router {
+    /// Whether `ask`'s grants let it use slot `id`: its number, labels and
+    /// login states as the router has them.
+    fn granted(&self, scope: &Scope, id: usize, ask: &Ask<'_>) -> bool {
+        let signed_in = |strategy: &str| {
+            self.sites
+                .get(strategy)
+                .and_then(|m| m.get(&id))
+                .and_then(|s| s.login.as_ref())
+                .is_some_and(|l| l.state == crate::strategy::LoginState::LoggedIn)
+        };
+        let who = Identity {
+            slot: id,
+            labels: ask.labels.get(id).map_or(&[], Vec::as_slice),
+            signed_in: &signed_in,
+        };
+        scope.permits(
+            &who,
+            Some(Place {
+                key: ask.strategy,
+                host: None,
+            }),
+        )
+    }
+
     /// Where `strategy`'s round robin starts its next pick.
     pub fn cursor(&self, strategy: &str) -> usize {
         self.cursor.get(strategy).copied().unwrap_or(0)
@@ -321,6 +369,12 @@ impl Router {
         let mut earliest: Option<Instant> = None;
         let mut resting = Resting::new();
         for &id in &order {
+            if let Some(scope) = ask.scope
+                && !self.granted(scope, id, ask)
+            {
+                resting.not_granted += 1;
+                continue;
+            }
             match now_of(id) {
                 SlotNow::NotHeld => continue,
                 SlotNow::ProxyDown(probe) => {
@@ -363,6 +417,8 @@ impl Router {
         }
         if any_admitted {
             Pick::Wait(earliest)
+        } else if resting.slots == 0 && resting.not_granted > 0 {
+            Pick::NotGranted
         } else if resting.slots == 0 {
             Pick::NoneHeld
         } else {

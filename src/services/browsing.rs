@@ -15,6 +15,7 @@ use crate::error::{Error, ErrorKind, Result};
 pub use crate::identity::browser::tab::Until;
 use crate::identity::browser::tab::{self, Snapshot};
 use crate::lease::Leases;
+use crate::routing::Scope;
 
 /// Sessions per slot, and in all.
 pub const MAX_PER_SLOT: usize = 2;
@@ -34,6 +35,8 @@ pub struct Owner {
 pub struct BrowserSession {
     pub id: String,
     pub slot: usize,
+    /// The routing key it was opened for (a strategy, or `web:HOST`).
+    pub key: String,
     owner: Owner,
     tab: chromiumoxide::Page,
     /// The last snapshot's refs.
@@ -98,6 +101,7 @@ impl Browsing {
         strategy: Option<&str>,
         slot: Option<usize>,
         owner: Owner,
+        scope: Option<&Scope>,
     ) -> Result<(Arc<BrowserSession>, Option<Snapshot>)> {
         let key = match (&url, strategy) {
             (_, Some(s)) => {
@@ -120,7 +124,7 @@ impl Browsing {
         };
         // The router picks an admitted identity (breakers, proxies); the
         // lease itself is handed back at once.
-        let slot = self.leases.next_slot(&key, slot).await?.slot();
+        let slot = self.leases.next_slot(&key, slot, scope).await?.slot();
         {
             let map = self.map.lock();
             if map.len() >= MAX_SESSIONS
@@ -139,6 +143,7 @@ impl Browsing {
         let session = Arc::new(BrowserSession {
             id: uuid::Uuid::new_v4().simple().to_string(),
             slot,
+            key,
             owner,
             tab,
             refs: Default::default(),
@@ -148,7 +153,7 @@ impl Browsing {
         self.map.lock().insert(session.id.clone(), session.clone());
         let first = match url {
             Some(u) => match self
-                .step(&session.id, &session.owner, Step::Navigate(u))
+                .step(&session.id, &session.owner, Step::Navigate(u), scope)
                 .await
             {
                 Ok(s) => s.snapshot,
@@ -175,7 +180,15 @@ impl Browsing {
     }
 
     /// One step on a session, in the slot's browser turn.
-    pub async fn step(&self, id: &str, owner: &Owner, step: Step<'_>) -> Result<Stepped> {
+    /// `scope`: the caller's grants for the step's tool (a navigation goes
+    /// only where they cover the session's identity).
+    pub async fn step(
+        &self,
+        id: &str,
+        owner: &Owner,
+        step: Step<'_>,
+        scope: Option<&Scope>,
+    ) -> Result<Stepped> {
         let session = self.session(id, owner)?;
         *session.last_used.lock() = Instant::now();
         let slot = &self.leases.slots()[session.slot];
@@ -210,7 +223,10 @@ impl Browsing {
             Step::Navigate(url) => {
                 // Through a lease on the session's slot, as every request:
                 // the guard, robots, pacing, metrics and the breaker.
-                let lease = self.leases.lease_for(&url, Some(session.slot)).await?;
+                let lease = self
+                    .leases
+                    .lease_for(&url, Some(session.slot), scope)
+                    .await?;
                 let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
                 let cookies = slot.jar().export_for_domain(&host);
                 turn.push_cookies(t, &cookies).await?;
@@ -298,6 +314,12 @@ impl Browsing {
     }
 
     /// Sessions open now, per slot.
+    /// The slot and routing key of session `id`, whoever owns it (for the
+    /// dispatcher's grant check; the owner check comes with the step).
+    pub fn identity_of(&self, id: &str) -> Option<(usize, String)> {
+        self.map.lock().get(id).map(|s| (s.slot, s.key.clone()))
+    }
+
     pub fn list(&self) -> Vec<(String, usize)> {
         (self.map.lock().values())
             .map(|s| (s.id.clone(), s.slot))

@@ -254,7 +254,7 @@ impl Logins {
     ) -> Result<&'static str> {
         let lease = self
             .leases
-            .next_slot(strategy.name(), Some(slot.id))
+            .next_slot(strategy.name(), Some(slot.id), None)
             .await?;
         let (end, cookies) = match lease.hold_browser(url).await {
             Ok((mut turn, tab, fetched)) => {

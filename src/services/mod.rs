@@ -5,6 +5,7 @@
 //! - `browsing.rs`: interactive browser sessions (the `browser_*` tools);
 //! - `live.rs`: login sessions a person drives through the live view;
 //! - `session_files.rs`: session files into and out of a slot;
+//! - `bundles.rs`: a slot's whole identity as one encrypted file, and back;
 //! - `jobs.rs`: crawls that run past their call;
 //! - `fleet/`: the heartbeat, adoption and the fleet's view (`[cluster]`);
 //! - `upkeep.rs`: browser facts as events, proxy probes, idle browsers;
@@ -13,6 +14,7 @@
 //! - `serving.rs`: the connections and MCP sessions the daemon holds open.
 
 pub mod browsing;
+pub mod bundles;
 pub mod fleet;
 pub mod jobs;
 pub mod live;
@@ -25,6 +27,7 @@ pub mod upkeep;
 use std::sync::Arc;
 
 pub use browsing::Browsing;
+pub use bundles::Bundles;
 pub use fleet::FleetSync;
 pub use jobs::Jobs;
 pub use live::{Frame, LiveSession, LiveStatus, LoginLimits, Logins};
@@ -37,6 +40,8 @@ pub struct Services {
     pub browsing: Arc<Browsing>,
     pub logins: Arc<Logins>,
     pub session_files: SessionFiles,
+    /// Identity bundles out of and into slots.
+    pub bundles: Bundles,
     pub jobs: Jobs,
     pub pii: Pii,
     pub serving: Serving,

@@ -213,7 +213,7 @@ impl SessionFiles {
             if !covered {
                 continue;
             }
-            let Ok(lease) = self.leases.next_slot(s.name(), Some(slot)).await else {
+            let Ok(lease) = self.leases.next_slot(s.name(), Some(slot), None).await else {
                 continue;
             };
             let req = crate::wire::http::FetchRequest::get(url);

@@ -14,7 +14,6 @@ use toml::Spanned;
 
 use super::Body;
 use super::field::{Ctx, Field, FieldFile, Locate};
-use super::lazy_json::LazyJson;
 use super::locale::Locale;
 use super::pointer::JsonPointer;
 use crate::diag::Diagnostic;
@@ -233,31 +232,51 @@ impl Extractor {
                 out
             }
             Format::Json | Format::HtmlInJson => {
-                // Only what the pointers lead to is parsed (no tree of the
-                // rest); items are parsed into values the result owns.
-                let json = LazyJson::new(body.text())?;
-                let empty = match &self.empty {
-                    Some(Locator::Pointer(p)) => json.get(p)?.is_some_and(|v| !truthy(&v)),
-                    _ => false,
-                };
+                // One pass over the response: values are built only where
+                // the pointers lead (items are then the result's own).
+                let html_at = JsonPointer::new(html_pointer.unwrap_or(""));
+                fn ptr(l: &Option<Locator>) -> Option<&JsonPointer> {
+                    match l {
+                        Some(Locator::Pointer(p)) => Some(p),
+                        _ => None,
+                    }
+                }
+                let wanted: [Option<&JsonPointer>; 3] = [
+                    ptr(&self.empty),
+                    ptr(&self.next),
+                    match (&self.items, self.format) {
+                        (Locator::Pointer(p), Format::Json) => Some(p),
+                        (_, Format::HtmlInJson) => Some(&html_at),
+                        _ => None,
+                    },
+                ];
+                let asked: Vec<&JsonPointer> = wanted.iter().flatten().copied().collect();
+                let mut got = super::lazy_json::pick(body.text(), &asked)?.into_iter();
+                let [empty_v, next_v, main_v] =
+                    wanted.map(|w| w.and_then(|_| got.next().flatten()));
+                let empty = empty_v.as_ref().is_some_and(|v| !truthy(v));
                 let (mut has_more, mut next_url) = (false, None);
-                if let Some(Locator::Pointer(p)) = &self.next
-                    && let Some(v) = json.get(p)?
-                {
-                    has_more = truthy(&v);
+                if let Some(v) = &next_v {
+                    has_more = truthy(v);
                     next_url = v
                         .as_str()
                         .and_then(|h| page_url.join(h).ok())
                         .map(|u| u.to_string());
                 }
                 let mut out = if self.format == Format::Json {
-                    self.json_items(&json, &cx)?
+                    self.json_items(main_v, &cx)?
                 } else {
                     let p = html_pointer.unwrap_or("");
-                    let Some(html) = json.text(&JsonPointer::new(p)) else {
-                        return Err(format!("no HTML at `{p}` in the JSON response"));
+                    let doc = match &main_v {
+                        Some(Value::String(s)) => crate::dom::fragment(s),
+                        Some(Value::Array(a)) => crate::dom::fragment(
+                            &a.iter()
+                                .filter_map(Value::as_str)
+                                .collect::<Vec<_>>()
+                                .join("\n"),
+                        ),
+                        _ => return Err(format!("no HTML at `{p}` in the JSON response")),
                     };
-                    let doc = crate::dom::fragment(&html);
                     let mut out = self.html_items(&doc.html, &cx);
                     out.cut = doc.cut;
                     out
@@ -300,11 +319,12 @@ impl Extractor {
         }
     }
 
-    fn json_items(&self, json: &LazyJson<'_>, cx: &Ctx<'_>) -> Result<Extracted, String> {
+    /// `found`: what the items pointer leads to.
+    fn json_items(&self, found: Option<Value>, cx: &Ctx<'_>) -> Result<Extracted, String> {
         let Locator::Pointer(p) = &self.items else {
             return Ok(Extracted::default());
         };
-        let list = match json.get(p)? {
+        let list = match found {
             Some(Value::Array(a)) => a,
             Some(_) => return Err(format!("`{}` in the JSON response is not a list", p.text)),
             None => Vec::new(),

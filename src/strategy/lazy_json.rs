@@ -1,152 +1,183 @@
-//! A JSON response read where a strategy's pointers lead, without a
-//! `Value` tree of the rest. The document's top level is scanned once into
-//! borrowed slices of the text (`RawValue`; the scan validates the whole
-//! document); a pointer walks down from there, scanning only the levels it
-//! passes through, and only what it ends on is parsed: into a `Value` (an
-//! item list, a flag), or a string borrowed from the text when it has no
-//! escapes (the HTML of an `html_in_json` tier). serde_json's recursion
-//! limit bounds every scan's depth.
+//! A JSON response read where a strategy's pointers lead, in one pass and
+//! without a `Value` tree of the rest: the parse walks the document once,
+//! follows the keys and indexes the pointers name, builds values only for
+//! what a pointer ends on (an item list, a flag, the HTML of an
+//! `html_in_json` tier) and skips everything else (serde's `IgnoredAny`:
+//! validated, not kept). serde_json's recursion limit bounds the depth of
+//! what is built; skipping is iterative (no stack to overflow).
 
 use std::borrow::Cow;
 use std::fmt;
 
 use serde::Deserialize;
-use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
-use super::pointer::JsonPointer;
+use super::pointer::{JsonPointer, index};
 
-/// One level of the document: its children as slices of the text.
-enum Level<'a> {
-    /// Keys in document order (a key given twice: the last one counts, as
-    /// in `serde_json::Value`).
-    Object(Vec<(Cow<'a, str>, &'a RawValue)>),
-    Array(Vec<&'a RawValue>),
-    Scalar,
+/// The pointers as a tree of their tokens.
+#[derive(Default)]
+struct Node {
+    /// Pointers (their positions) that end here.
+    ends: Vec<usize>,
+    children: Vec<(String, Node)>,
 }
 
-impl<'a> Level<'a> {
-    fn scan(raw: &'a RawValue) -> Result<Level<'a>, serde_json::Error> {
-        let mut de = serde_json::Deserializer::from_str(raw.get());
-        de.deserialize_any(LevelVisitor)
+impl Node {
+    fn add(&mut self, tokens: &[String], at: usize) {
+        match tokens.split_first() {
+            None => self.ends.push(at),
+            Some((t, rest)) => {
+                let i = match self.children.iter().position(|(k, _)| k == t) {
+                    Some(i) => i,
+                    None => {
+                        self.children.push((t.clone(), Node::default()));
+                        self.children.len() - 1
+                    }
+                };
+                self.children[i].1.add(rest, at);
+            }
+        }
     }
 
-    fn child(&self, token: &str) -> Option<&'a RawValue> {
-        match self {
-            Level::Object(entries) => entries
-                .iter()
-                .rev()
-                .find(|(k, _)| k == token)
-                .map(|(_, v)| *v),
-            Level::Array(items) => super::pointer::index(token).and_then(|i| items.get(i).copied()),
-            Level::Scalar => None,
+    /// Every pointer under this node, with its tokens from here.
+    fn under<'t>(&'t self, path: &mut Vec<&'t str>, out: &mut Vec<(usize, Vec<&'t str>)>) {
+        for &at in &self.ends {
+            out.push((at, path.clone()));
+        }
+        for (k, child) in &self.children {
+            path.push(k);
+            child.under(path, out);
+            path.pop();
+        }
+    }
+
+    fn clear(&self, out: &mut [Option<Value>]) {
+        let mut all = Vec::new();
+        self.under(&mut Vec::new(), &mut all);
+        for (at, _) in all {
+            out[at] = None;
         }
     }
 }
 
-struct LevelVisitor;
-
-/// A key borrowed from the text when it has no escapes.
+/// A key, borrowed from the text when it has no escapes.
 #[derive(Deserialize)]
 struct Key<'a>(#[serde(borrow)] Cow<'a, str>);
 
-impl<'de> Visitor<'de> for LevelVisitor {
-    type Value = Level<'de>;
+/// Read the value at `node` into `out`.
+struct At<'n, 'o> {
+    node: &'n Node,
+    out: &'o mut [Option<Value>],
+}
+
+impl<'de> DeserializeSeed<'de> for At<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        if self.node.ends.is_empty() {
+            return d.deserialize_any(Walk(self));
+        }
+        // A pointer ends here: this value is built, and the pointers below
+        // it are read out of it.
+        let v = Value::deserialize(d)?;
+        let mut all = Vec::new();
+        self.node.under(&mut Vec::new(), &mut all);
+        for (at, path) in all {
+            let mut cur = Some(&v);
+            for t in path {
+                cur = cur.and_then(|c| match c {
+                    Value::Object(m) => m.get(t),
+                    Value::Array(a) => index(t).and_then(|i| a.get(i)),
+                    _ => None,
+                });
+            }
+            self.out[at] = cur.cloned();
+        }
+        Ok(())
+    }
+}
+
+struct Walk<'n, 'o>(At<'n, 'o>);
+
+impl<'de> Visitor<'de> for Walk<'_, '_> {
+    type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON value")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Level<'de>, A::Error> {
-        let mut entries = Vec::new();
-        while let Some((Key(k), v)) = map.next_entry::<Key<'de>, &'de RawValue>()? {
-            entries.push((k, v));
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let At { node, out } = self.0;
+        while let Some(Key(k)) = map.next_key::<Key<'de>>()? {
+            match node.children.iter().find(|(t, _)| *t == k) {
+                Some((_, child)) => {
+                    // A key given twice: the last one counts, as in `Value`.
+                    child.clear(out);
+                    map.next_value_seed(At { node: child, out })?;
+                }
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
         }
-        Ok(Level::Object(entries))
+        Ok(())
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Level<'de>, A::Error> {
-        let mut items = Vec::new();
-        while let Some(v) = seq.next_element::<&'de RawValue>()? {
-            items.push(v);
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let At { node, out } = self.0;
+        let mut i = 0usize;
+        loop {
+            let wanted = node.children.iter().find(|(t, _)| index(t) == Some(i));
+            let more = match wanted {
+                Some((_, child)) => seq.next_element_seed(At { node: child, out })?.is_some(),
+                None => seq.next_element::<IgnoredAny>()?.is_some(),
+            };
+            if !more {
+                return Ok(());
+            }
+            i += 1;
         }
-        Ok(Level::Array(items))
     }
 
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Level<'de>, E> {
-        Ok(Level::Scalar)
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
     }
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Level<'de>, E> {
-        Ok(Level::Scalar)
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
     }
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Level<'de>, E> {
-        Ok(Level::Scalar)
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
     }
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Level<'de>, E> {
-        Ok(Level::Scalar)
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
     }
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Level<'de>, E> {
-        Ok(Level::Scalar)
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
     }
-    fn visit_unit<E: de::Error>(self) -> Result<Level<'de>, E> {
-        Ok(Level::Scalar)
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
     }
 }
 
-/// A JSON document, its top level scanned.
-pub(super) struct LazyJson<'a> {
-    top: Level<'a>,
-    root: &'a RawValue,
-}
-
-impl<'a> LazyJson<'a> {
-    /// `Err` names why `text` is not one JSON document.
-    pub(super) fn new(text: &'a str) -> Result<Self, String> {
-        let bad = |e: serde_json::Error| format!("response is not JSON ({e})");
-        let root: &RawValue = serde_json::from_str(text).map_err(bad)?;
-        let top = Level::scan(root).map_err(bad)?;
-        Ok(LazyJson { top, root })
+/// The values `pointers` lead to in `text` (`None`: nothing there), read in
+/// one pass; `Err` names why `text` is not one JSON document (or what is
+/// nested deeper than serde_json parses, where a pointer leads into it).
+pub(super) fn pick(text: &str, pointers: &[&JsonPointer]) -> Result<Vec<Option<Value>>, String> {
+    let mut root = Node::default();
+    for (at, p) in pointers.iter().enumerate() {
+        root.add(&p.tokens, at);
     }
-
-    /// The slice of the text `p` points at.
-    fn raw(&self, p: &JsonPointer) -> Option<&'a RawValue> {
-        let Some((first, rest)) = p.tokens.split_first() else {
-            return Some(self.root);
-        };
-        let mut at = self.top.child(first)?;
-        for t in rest {
-            at = Level::scan(at).ok()?.child(t)?;
-        }
-        Some(at)
+    let mut out = vec![None; pointers.len()];
+    let mut de = serde_json::Deserializer::from_str(text);
+    At {
+        node: &root,
+        out: &mut out,
     }
-
-    /// The value at `p`, parsed on its own (the rest of the document is
-    /// not); `Err` when it is nested deeper than serde_json parses (128).
-    pub(super) fn get(&self, p: &JsonPointer) -> Result<Option<Value>, String> {
-        self.raw(p)
-            .map(|raw| serde_json::from_str(raw.get()))
-            .transpose()
-            .map_err(|e| format!("`{}` in the JSON response: {e}", p.text))
-    }
-
-    /// What `p` points at as text: a string (borrowed when it has no
-    /// escapes), or a list's strings joined by newlines; `None` for
-    /// anything else.
-    pub(super) fn text(&self, p: &JsonPointer) -> Option<Cow<'a, str>> {
-        let raw = self.raw(p)?;
-        if let Ok(Key(s)) = serde_json::from_str::<Key<'a>>(raw.get()) {
-            return Some(s);
-        }
-        let Ok(Level::Array(items)) = Level::scan(raw) else {
-            return None;
-        };
-        let parts: Vec<Cow<'a, str>> = items
-            .iter()
-            .filter_map(|r| serde_json::from_str::<Key<'a>>(r.get()).ok().map(|k| k.0))
-            .collect();
-        Some(Cow::Owned(parts.join("\n")))
-    }
+    .deserialize(&mut de)
+    .and_then(|()| de.end())
+    .map_err(|e| format!("response is not JSON ({e})"))?;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -159,12 +190,11 @@ mod tests {
 
     #[test]
     fn reads_what_pointers_lead_to_as_value_would() {
-        let doc = r#"{"html": "<p class=\"x\">hi</p>", "plain": "<b>no escapes</b>",
-            "total": 3, "has_more": false, "a": {"b": [10, {"c": "deep"}]},
-            "list": ["<i>1</i>", "<i>2</i>"], "dup": 1, "dup": 2, "a/b": {"m~n": 7}}"#;
-        let lazy = LazyJson::new(doc).unwrap();
+        let doc = r#"{"html": "<p class=\"x\">hi</p>", "total": 3, "has_more": false,
+            "a": {"b": [10, {"c": "deep"}]}, "list": ["<i>1</i>", "<i>2</i>"],
+            "dup": {"x": 1}, "dup": {"y": 2}, "a/b": {"m~n": 7}, "skip": [[[{"q": "\u00e9"}]]]}"#;
         let tree: Value = serde_json::from_str(doc).unwrap();
-        for p in [
+        let all = [
             "",
             "/html",
             "/total",
@@ -178,49 +208,46 @@ mod tests {
             "/missing",
             "/total/x",
             "/dup",
+            "/dup/x",
+            "/dup/y",
             "/a~1b/m~0n",
             "/list/1",
-        ] {
+        ];
+        let ptrs: Vec<JsonPointer> = all.iter().map(|p| ptr(p)).collect();
+        // All at once, and each alone: the same as reading the whole tree.
+        let refs: Vec<&JsonPointer> = ptrs.iter().collect();
+        let got = pick(doc, &refs).unwrap();
+        for (i, p) in all.iter().enumerate() {
+            assert_eq!(got[i], tree.pointer(p).cloned(), "pointer `{p}` among all");
             assert_eq!(
-                lazy.get(&ptr(p)),
-                Ok(tree.pointer(p).cloned()),
-                "pointer `{p}`"
+                pick(doc, &[&ptrs[i]]).unwrap()[0],
+                tree.pointer(p).cloned(),
+                "pointer `{p}` alone"
             );
         }
-        assert_eq!(lazy.text(&ptr("/html")).unwrap(), r#"<p class="x">hi</p>"#);
-        // A string without escapes is read in place.
-        assert!(matches!(
-            lazy.text(&ptr("/plain")),
-            Some(Cow::Borrowed("<b>no escapes</b>"))
-        ));
-        assert_eq!(lazy.text(&ptr("/list")).unwrap(), "<i>1</i>\n<i>2</i>");
-        assert_eq!(lazy.text(&ptr("/total")), None);
     }
 
     #[test]
     fn a_broken_or_too_deep_document_is_named() {
-        assert!(
-            LazyJson::new(r#"{"x": "#)
-                .err()
-                .unwrap()
-                .contains("not JSON")
-        );
-        // Garbage after the document, even past the first level.
-        assert!(LazyJson::new(r#"{"x": [1, }"#).is_err());
-        assert!(LazyJson::new(r#"{"x": 1} trailing"#).is_err());
-        // Deeper than serde_json parses: skipping it is iterative (no
-        // stack to overflow), and reading it is refused by name.
+        let p = ptr("/x");
+        assert!(pick(r#"{"x": "#, &[&p]).unwrap_err().contains("not JSON"));
+        // Broken where no pointer leads: still refused (the whole text is read).
+        assert!(pick(r#"{"y": [1, }"#, &[&p]).is_err());
+        assert!(pick(r#"{"x": 1} trailing"#, &[&p]).is_err());
+        // Deeper than serde_json parses: skipped safely where no pointer
+        // leads, refused by name where one does.
         let deep = format!(
             "{{\"x\": {}{}, \"ok\": 1}}",
             "[".repeat(100_000),
             "]".repeat(100_000)
         );
-        let lazy = LazyJson::new(&deep).unwrap();
-        assert_eq!(lazy.get(&ptr("/ok")), Ok(Some(Value::from(1))));
-        let err = lazy.get(&ptr("/x")).unwrap_err();
-        assert!(err.contains("`/x`") && err.contains("recursion"), "{err}");
-        let scalar = LazyJson::new("42").unwrap();
-        assert_eq!(scalar.get(&ptr("")), Ok(Some(Value::from(42))));
-        assert_eq!(scalar.get(&ptr("/a")), Ok(None));
+        assert_eq!(
+            pick(&deep, &[&ptr("/ok")]).unwrap()[0],
+            Some(Value::from(1))
+        );
+        let err = pick(&deep, &[&p]).unwrap_err();
+        assert!(err.contains("recursion"), "{err}");
+        assert_eq!(pick("42", &[&ptr("")]).unwrap()[0], Some(Value::from(42)));
+        assert_eq!(pick("42", &[&ptr("/a")]).unwrap()[0], None);
     }
 }

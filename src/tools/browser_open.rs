@@ -54,7 +54,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::t
         pool.guard().check_static(u)?;
     }
     let (session, first) = pool
-        .services().browsing.open(url, a.strategy.as_deref(), a.slot.or(opts.slot), owner(opts))
+        .services().browsing.open(url, a.strategy.as_deref(), a.slot.or(opts.slot), owner(opts), opts.scope.as_deref())
         .await?;
     let mut v = json!({"session": session.id, "slot": session.slot});
     let by = crate::tools::Provenance {

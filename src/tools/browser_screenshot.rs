@@ -46,7 +46,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::t
     use base64::Engine as _;
     let a: Args = parse("browser_screenshot", args)?;
     let done = pool
-        .services().browsing.step(&a.session, &owner(opts), Step::Screenshot { full_page: a.full_page })
+        .services().browsing.step(&a.session, &owner(opts), Step::Screenshot { full_page: a.full_page }, opts.scope.as_deref())
         .await?;
     let by = super::browsing::acted(&done);
     let png = done

@@ -72,7 +72,7 @@ pub async fn run_step(
     let done = pool
         .services()
         .browsing
-        .step(session, &owner(opts), step)
+        .step(session, &owner(opts), step, opts.scope.as_deref())
         .await?;
     Ok(Output::served(answer(session, &done), acted(&done)))
 }

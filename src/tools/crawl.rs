@@ -218,6 +218,8 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
                 opts.progress.clone()
             },
             slot: opts.slot,
+            // The key's grants hold for the whole crawl.
+            scope: opts.scope.clone(),
             ..RunOptions::default()
         };
         tokio::spawn(async move { crawl(&pool, &plan, &job, &opts).await })
@@ -268,7 +270,7 @@ async fn crawl(pool: &Pool, plan: &Plan, job: &Arc<Job>, opts: &RunOptions) {
             pool.services().jobs.finish(job, Status::Cancelled, None);
             return;
         }
-        if let Some(why) = robots_refusal(pool, &url).await {
+        if let Some(why) = robots_refusal(pool, &url, opts).await {
             job.skip(json!({"url": url.as_str(), "reason": why}));
             continue;
         }
@@ -326,12 +328,12 @@ async fn crawl(pool: &Pool, plan: &Plan, job: &Arc<Job>, opts: &RunOptions) {
 }
 
 /// Why robots.txt keeps `url` out, for a host no strategy covers.
-async fn robots_refusal(pool: &Pool, url: &url::Url) -> Option<String> {
+async fn robots_refusal(pool: &Pool, url: &url::Url, opts: &RunOptions) -> Option<String> {
     if !pool.leases().config().web.respect_robots || pool.strategy_for(url).is_some() {
         return None;
     }
     // An unreadable robots.txt is the page fetch's to report.
-    let robots = crate::lease::Call::new(pool.leases(), None).robots(url).await.ok()?;
+    let robots = crate::lease::Call::new(pool.leases(), None, opts.scope.clone()).robots(url).await.ok()?;
     robots.check(url).err()
 }
 

@@ -104,7 +104,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
         rotate: !sticky,
         ..opts
     };
-    let r = cascade::run(&mut crate::lease::Call::new(pool.leases(), None), &strategy, op, &bound, &opts).await?;
+    let r = cascade::run(&mut crate::lease::Call::new(pool.leases(), None, opts.scope.clone()), &strategy, op, &bound, &opts).await?;
     let by = Provenance::of(&r);
     let mut out = json!({
         "strategy": strategy.family(),

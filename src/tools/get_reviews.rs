@@ -168,7 +168,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
     let mut masked: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
     // One call holds one identity for every page, while the site lets it.
-    let mut call = crate::lease::Call::new(pool.leases(), None);
+    let mut call = crate::lease::Call::new(pool.leases(), None, opts.scope.clone());
     for page in first..first + pages {
         let mut params = args.clone();
         params.insert("item".into(), json!(item_id));

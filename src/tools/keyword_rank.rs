@@ -185,7 +185,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
     let mut pages = 0;
     let mut served: Option<Provenance> = None;
     // One call holds one identity for every page, while the site lets it.
-    let mut call = crate::lease::Call::new(pool.leases(), None);
+    let mut call = crate::lease::Call::new(pool.leases(), None, opts.scope.clone());
     for page in 1..=a.max_pages {
         let mut params = Map::new();
         params.insert("keyword".into(), json!(a.keyword));

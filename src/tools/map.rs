@@ -146,7 +146,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Output> 
         search: a.search.as_ref().map(|s| s.to_lowercase()),
     };
     // One identity for the whole call: the start page and every sitemap.
-    let mut call = Call::new(pool.leases(), a.slot.or(opts.slot));
+    let mut call = Call::new(pool.leases(), a.slot.or(opts.slot), opts.scope.clone());
     let mut found = Found::default();
     let mut problems = Vec::new();
     let mut read = Vec::new();

@@ -54,6 +54,8 @@ tools!(
     retire_slot,
     import_session,
     export_session,
+    export_identity,
+    import_identity,
 );
 
 /// The tool called `name`.

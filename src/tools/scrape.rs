@@ -532,7 +532,7 @@ async fn fetch(pool: &Pool, plan: &Plan, opts: &RunOptions) -> Result<cascade::P
         slot: plan.slot.or(opts.slot),
         ..opts.clone()
     };
-    let mut call = crate::lease::Call::new(pool.leases(), None);
+    let mut call = crate::lease::Call::new(pool.leases(), None, opts.scope.clone());
     cascade::page(&mut call, &page, &opts).await
 }
 

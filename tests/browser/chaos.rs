@@ -46,7 +46,7 @@ fn browser_call(pool: &Pool, item: &str) -> tokio::task::JoinHandle<idpool::Resu
             ..RunOptions::default()
         };
         let r = cascade::run(
-            &mut idpool::lease::Call::new(pool.leases(), None),
+            &mut idpool::lease::Call::new(pool.leases(), None, None),
             &strategy,
             &op,
             &bound,

@@ -25,11 +25,17 @@ pub fn idpool(env: &Env) -> tokio::process::Command {
 
 /// Add a key with the CLI; returns the key it printed.
 pub async fn add_key(env: &Env, name: &str, role: &str) -> String {
-    let out = idpool(env)
-        .args(["keys", "add", name, "--role", role])
-        .output()
-        .await
-        .expect("idpool keys add runs");
+    add_key_granted(env, name, role, &[]).await
+}
+
+/// [`add_key`] with `--grant` for each of `grants`.
+pub async fn add_key_granted(env: &Env, name: &str, role: &str, grants: &[&str]) -> String {
+    let mut cmd = idpool(env);
+    cmd.args(["keys", "add", name, "--role", role]);
+    for g in grants {
+        cmd.args(["--grant", g]);
+    }
+    let out = cmd.output().await.expect("idpool keys add runs");
     assert!(
         out.status.success(),
         "keys add: {}",

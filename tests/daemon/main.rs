@@ -3,10 +3,12 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod bundles;
 mod chaos_daemon;
 mod daemon;
 mod doctor;
 mod edges;
+mod grants;
 mod load;
 mod mcp;
 mod operator;

@@ -659,3 +659,69 @@ async fn members_calls_go_where_an_identity_is_signed_in_and_busy_ones_where_the
     a.stop().await;
     b.stop().await;
 }
+
+/// Grants travel with a forwarded call and hold where it runs: a key
+/// granted only slot 1 comes in at `a`, which has no slot 1; `a` forwards
+/// it to `b`, and `b` serves it on its slot 1, never its slot 0 (which its
+/// round robin would take first), and both audit lines say so.
+#[tokio::test]
+async fn grants_hold_for_a_forwarded_call() {
+    let env = shop(2).await;
+    let redis = Redis::start(&env).await;
+    // The key lives in a's keys file (b knows nothing of it).
+    std::fs::create_dir_all(env.path("a")).expect("a");
+    std::fs::write(env.path("a/idpool.toml"), "").expect("placeholder config");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_idpool"))
+        .arg("--config")
+        .arg(env.path("a/idpool.toml"))
+        .args([
+            "keys", "add", "agent", "--role", "operator", "--grant", "slots=1",
+        ])
+        .output()
+        .await
+        .expect("keys add");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let key = String::from_utf8(out.stdout)
+        .expect("utf8")
+        .trim()
+        .to_string();
+    let a = node(&env, &redis, "a", 1, "", "").await;
+    let b = node(&env, &redis, "b", 2, "", "").await;
+    let http = reqwest::Client::new();
+    for item in ["B0GRF1", "B0GRF2", "B0GRF3"] {
+        let r = http
+            .post(a.url("/api/v1/tools/get_reviews"))
+            .bearer_auth(&key)
+            .json(&json!({"item": item, "strategy": "testshop"}))
+            .timeout(Duration::from_secs(120))
+            .send()
+            .await
+            .expect("post");
+        let status = r.status();
+        let v: Value = r.json().await.expect("json");
+        assert_eq!(status, 200, "{item}: {v}");
+        assert_eq!(v["slot"], json!(1), "{item} served on b's slot 1: {v}");
+        let on_a = audit(&env, "a")
+            .into_iter()
+            .rev()
+            .find(|l| l["args"]["item"] == json!(item))
+            .expect("a audited");
+        assert_eq!(on_a["hop"], json!("to b"), "{on_a}");
+        assert_eq!(on_a["principal"], json!("agent"), "{on_a}");
+        let on_b = audit(&env, "b")
+            .into_iter()
+            .find(|l| l["args"]["item"] == json!(item))
+            .expect("b audited");
+        assert_eq!(on_b["hop"], json!("from a"), "{on_b}");
+        assert_eq!(on_b["slot"], json!(1), "{on_b}");
+    }
+    // b's slot 0 sent nothing for the key.
+    let s = status(&b, false).await;
+    assert_eq!(s["slots"][0]["requests"], json!(0), "{}", s["slots"][0]);
+    a.stop().await;
+    b.stop().await;
+}

@@ -44,6 +44,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("identity", &[]),
     ("identity/profile", &["config", "wire/http"]),
     ("identity/jar", &[]),
+    // The sealed container of an identity bundle (crypto only).
+    ("identity/bundle", &[]),
     ("identity/session", &["identity/jar"]),
     (
         "identity/browser",
@@ -99,6 +101,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "config",
             "events",
             "identity/browser",
+            "identity/bundle",
             "identity/jar",
             "identity/session",
             "identity/slot",

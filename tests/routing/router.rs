@@ -40,10 +40,16 @@ fn pool_with(
         "strategies/t.toml",
         "name = \"t\"\nhosts = [\"t.test\"]\n[politeness]\nmin_interval_ms = 0\n".into(),
     );
+    // Slots declared one by one in `extra` replace the size.
+    let size = if extra.contains("[[pool.slot]]") {
+        String::new()
+    } else {
+        format!("size = {slots}\n")
+    };
     w(
         "idpool.toml",
         format!(
-            "[pool]\nsize = {slots}\ndata_dir = \"data\"\nstrategies_dir = \"strategies\"\nprofiles_dir = \"profiles\"\n{extra}\n"
+            "[pool]\n{size}data_dir = \"data\"\nstrategies_dir = \"strategies\"\nprofiles_dir = \"profiles\"\n{extra}\n"
         ),
     );
     let cfg = Config::load_file(&dir.path().join("idpool.toml")).expect("config");
@@ -233,4 +239,100 @@ async fn dropped_trial_lease_frees_the_half_open_trial() {
     assert!(again.is_trial());
     again.finish(Outcome::Ok);
     assert_eq!(pool.breaker(0, "s").state, BreakerState::Closed);
+}
+
+/// Grants: the router picks only identities the caller's key may use (by
+/// slot, by label), refuses a pin on another one by name, and when the
+/// granted ones rest it says `not_granted` with the wait instead of moving
+/// the call to an identity that would serve it; in "wait" mode it waits
+/// for its own identity.
+#[tokio::test(start_paused = true)]
+async fn a_scope_keeps_the_call_on_its_granted_identities() {
+    use idpool::pool::grants::{Grant, Scope};
+    let (_dir, pool) = pool_with(
+        3,
+        0,
+        8,
+        "[[pool.slot]]\nid = 0\nprofile = \"default\"\n[[pool.slot]]\nid = 1\nprofile = \"default\"\nlabels = [\"de\"]\n[[pool.slot]]\nid = 2\nprofile = \"default\"\nlabels = [\"de\", \"retail\"]\n",
+    );
+    let scope = |g: &str| Scope::of("k", &[Grant::parse(g).expect("grant")], "get_reviews", 0);
+    let leases = pool.leases();
+    let one = scope("slots=1").expect("scope");
+    for _ in 0..4 {
+        let l = leases
+            .next_slot("s", None, Some(&one))
+            .await
+            .expect("lease");
+        assert_eq!(l.slot(), 1);
+    }
+    let de = scope("labels=retail").expect("scope");
+    assert_eq!(
+        leases
+            .next_slot("s", None, Some(&de))
+            .await
+            .expect("lease")
+            .slot(),
+        2
+    );
+    let e = leases
+        .next_slot("s", Some(0), Some(&one))
+        .await
+        .expect_err("pinned elsewhere");
+    assert_eq!(e.kind(), ErrorKind::NotGranted);
+    assert!(
+        e.to_string().contains("slot 0 is not granted to key `k`"),
+        "{e}"
+    );
+    // Another strategy the grant leaves out: nothing to pick.
+    let only_t = scope("strategies=t").expect("scope");
+    let e = leases
+        .next_slot("s", None, Some(&only_t))
+        .await
+        .expect_err("not s");
+    assert_eq!(e.kind(), ErrorKind::NotGranted);
+    assert!(leases.next_slot("t", None, Some(&only_t)).await.is_ok());
+    // Slot 1 rests: not_granted with its wait; slots 0 and 2 are admitted.
+    open_breaker(&pool, 1).await;
+    let e = leases
+        .next_slot("s", None, Some(&one))
+        .await
+        .expect_err("rests");
+    assert_eq!(e.kind(), ErrorKind::NotGranted);
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(300)));
+    assert!(
+        e.to_string()
+            .contains("2 other identity(ies) are not granted"),
+        "{e}"
+    );
+    assert_ne!(
+        leases
+            .next_slot("s", None, None)
+            .await
+            .expect("free")
+            .slot(),
+        1
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_wait_mode_a_scoped_call_waits_for_its_own_identity() {
+    use idpool::pool::grants::{Grant, Scope};
+    let (_dir, pool) = pool_with(
+        2,
+        0,
+        8,
+        "[breaker]\nwhen_all_open = \"wait\"\ncooldown_secs = 5\n[http]\nmax_queue_wait_secs = 30\n",
+    );
+    let one =
+        Scope::of("k", &[Grant::parse("slots=1").expect("grant")], "scrape", 0).expect("scope");
+    open_breaker(&pool, 1).await;
+    let before = Instant::now();
+    let l = pool
+        .leases()
+        .next_slot("s", None, Some(&one))
+        .await
+        .expect("its trial, after the cooldown");
+    assert_eq!(l.slot(), 1);
+    assert!(l.is_trial());
+    assert_eq!(Instant::now() - before, Duration::from_secs(5));
 }

@@ -248,6 +248,24 @@ impl Slot {
         Ok(())
     }
 
+    /// Take a calibration made elsewhere (an identity bundle) when it was
+    /// made for this slot's user agent and calibration is on, as a record
+    /// saved by an earlier run applies at start; `false`: not taken, the
+    /// slot calibrates at its next browser launch (a newer Chromium there
+    /// renews a taken one too).
+    pub(crate) fn adopt_calibration(&self, r: serde_json::Value) -> Result<bool> {
+        let Ok(r) = serde_json::from_value::<Record>(r) else {
+            return Ok(false);
+        };
+        if self.calibrator.is_none() || r.user_agent != self.profile.user_agent {
+            return Ok(false);
+        }
+        r.save(&self.dir)?;
+        self.set_calibration(Some(r.calibration.clone()))?;
+        *self.record.write() = Some(r);
+        Ok(true)
+    }
+
     /// What the HTTP tier copies from the browser, if calibrated.
     pub fn calibration(&self) -> Option<Calibration> {
         self.calibration.read().clone()

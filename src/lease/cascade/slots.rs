@@ -138,14 +138,20 @@ async fn next_lease<W: Work>(
             leases.remembered(session, name)
         });
         if let Some(s) = sticky.filter(|s| leases.admits(*s, name) && !avoid.contains(s)) {
-            match leases.next_slot_avoiding(name, Some(s), avoid).await {
-                // Stopped admitting meanwhile: take another.
-                Err(e) if e.kind() == ErrorKind::Unavailable => {}
+            match leases
+                .next_slot_avoiding(name, Some(s), avoid, opts.scope.as_deref())
+                .await
+            {
+                // Stopped admitting meanwhile, or not this caller's to use:
+                // take another.
+                Err(e) if matches!(e.kind(), ErrorKind::Unavailable | ErrorKind::NotGranted) => {}
                 other => return other,
             }
         }
     }
-    leases.next_slot_avoiding(name, opts.slot, avoid).await
+    leases
+        .next_slot_avoiding(name, opts.slot, avoid, opts.scope.as_deref())
+        .await
 }
 
 /// Full-jitter backoff before the `round`th slot.

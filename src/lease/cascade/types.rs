@@ -83,6 +83,9 @@ pub struct RunOptions {
     pub mask_pii: Option<crate::strategy::pii::PiiMask>,
     /// Keep every answer the run gets (`idpool strategy record`).
     pub record: Option<Recorder>,
+    /// The caller's grants for this tool: the identities it may use
+    /// (`None`: any).
+    pub scope: Option<Arc<crate::routing::Scope>>,
 }
 
 /// Every answer a run got, in order, kept for `idpool strategy record`.

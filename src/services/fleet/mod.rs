@@ -33,7 +33,7 @@ use crate::lease::Leases;
 use tokio_util::sync::CancellationToken;
 
 mod adopt;
-mod state;
+pub(crate) mod state;
 
 /// The shortest gap between two heartbeats that calls woke.
 const COALESCE: Duration = Duration::from_millis(200);

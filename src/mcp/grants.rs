@@ -1,0 +1,125 @@
+//! The dispatcher's grant check for the identities a call names itself: a
+//! `slot` argument, a browser `session` (its slot), or, for the admin tools
+//! that act on every slot when none is named, all of them. Identities the
+//! router picks are checked by the router (`routing::grants`).
+
+use serde_json::Value;
+
+use crate::auth::{Denied, Principal};
+use crate::config::Role;
+use crate::pool::Pool;
+use crate::pool::grants::{Identity, Place, Scope};
+
+/// Tools that act on every slot when the call names none.
+const ON_EVERY_SLOT: &[&str] = &["refresh_cookies", "calibrate"];
+
+/// `Err` when `scope` does not cover an identity the call names.
+pub(super) fn check_named(
+    pool: &Pool,
+    who: &Principal,
+    needed: Role,
+    scope: &Scope,
+    tool: &str,
+    args: &Value,
+) -> Result<(), Denied> {
+    let (slots, key) = named(pool, tool, args);
+    let place = key.as_deref().map(|key| Place { key, host: None });
+    let leases = pool.leases();
+    for slot in slots {
+        let signed_in = |strategy: &str| leases.signed_in(slot, strategy);
+        let me = Identity {
+            slot,
+            labels: leases.labels(slot),
+            signed_in: &signed_in,
+        };
+        if !scope.permits(&me, place) {
+            let at = key
+                .as_deref()
+                .map_or(String::new(), |k| format!(" on `{k}`"));
+            return Err(Denied {
+                role: who.role,
+                needed,
+                tool: tool.to_string(),
+                grant: Some(format!(
+                    "key `{}` may not use slot {slot} for `{tool}`{at}: no grant of it covers that identity (`idpool keys list`)",
+                    who.name
+                )),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Who may use which identity now (`GET /api/v1/grants`, the status page):
+/// every key with its role and grants, and for every slot the keys whose
+/// grants cover it (by number, label, login state) for some tool and site;
+/// keys without grants may use every slot.
+pub fn report(pool: &Pool, keys: &[crate::auth::KeyEntry]) -> Value {
+    let now = crate::pool::grants::unix_now();
+    let leases = pool.leases();
+    let slots: Vec<Value> = (0..pool.slots().len())
+        .map(|slot| {
+            let signed_in = |strategy: &str| leases.signed_in(slot, strategy);
+            let me = Identity {
+                slot,
+                labels: leases.labels(slot),
+                signed_in: &signed_in,
+            };
+            let who: Vec<Value> = keys
+                .iter()
+                .filter_map(|k| {
+                    if k.grant.is_empty() {
+                        return Some(
+                            serde_json::json!({"key": k.name, "by": "no grants: every identity"}),
+                        );
+                    }
+                    let by: Vec<String> = k
+                        .grant
+                        .iter()
+                        .filter(|g| g.live(now) && g.covers_identity(&me))
+                        .map(ToString::to_string)
+                        .collect();
+                    (!by.is_empty()).then(|| serde_json::json!({"key": k.name, "by": by}))
+                })
+                .collect();
+            serde_json::json!({"slot": slot, "labels": leases.labels(slot), "keys": who})
+        })
+        .collect();
+    let keys: Vec<Value> = keys
+        .iter()
+        .map(|k| {
+            serde_json::json!({
+                "name": k.name,
+                "role": k.role.as_str(),
+                "grants": k.grant.iter().map(|g| serde_json::json!({
+                    "grant": g.to_string(), "live": g.live(now), "until": g.until,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    serde_json::json!({"keys": keys, "slots": slots})
+}
+
+/// The slots a call names, and the routing key it names with them.
+fn named(pool: &Pool, tool: &str, args: &Value) -> (Vec<usize>, Option<String>) {
+    let mut key = args["strategy"].as_str().map(str::to_string).or_else(|| {
+        let url = url::Url::parse(args["url"].as_str()?).ok()?;
+        Some(match pool.strategy_for(&url) {
+            Some(s) => s.name().to_string(),
+            None => crate::pool::web_key(url.host_str()?),
+        })
+    });
+    let mut slots = Vec::new();
+    if let Some(s) = args["slot"].as_u64().and_then(|s| usize::try_from(s).ok()) {
+        slots.push(s);
+    } else if let Some(id) = args["session"].as_str()
+        && tool.starts_with("browser_")
+        && let Some((slot, k)) = pool.services().browsing.identity_of(id)
+    {
+        slots.push(slot);
+        key = key.or(Some(k));
+    } else if ON_EVERY_SLOT.contains(&tool) {
+        slots.extend(0..pool.slots().len());
+    }
+    (slots, key)
+}

@@ -1,0 +1,300 @@
+//! Identity bundles: a slot's whole identity as one encrypted file, and
+//! back into a slot of this or another daemon.
+//!
+//! What a bundle holds: the identity (its proxy session: the same sticky
+//! IP wherever the proxy template renders it), the profile's name and the
+//! calibration record, the proxy it went through (redacted, or whole with
+//! `with_secrets`), its session (the jar's cookies and the browser's
+//! `localStorage`, as Playwright storageState), and per strategy its site
+//! state: breaker, `Retry-After` hold, tiers blocked, login state.
+//!
+//! An import opens and reads the whole bundle before it touches the slot:
+//! a wrong passphrase, a changed or cut file, another format version or
+//! contents that do not parse leave the slot as it was. Then the slot's
+//! identity is retired (kept under `retired/<generation>/`, nothing lost)
+//! and the bundle's is seated: its proxy session, its cookies, its
+//! storage, its site states, and its calibration when the slot runs the
+//! same browser (else it recalibrates at its next launch).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::fleet::state::SiteSnap;
+use super::session_files::{Format, SessionFiles};
+use crate::error::{Error, ErrorKind, Result};
+use crate::identity::bundle;
+use crate::identity::slot::SlotIdentity;
+use crate::lease::Leases;
+
+/// The format of what is inside a bundle.
+const CONTENTS: u32 = 1;
+
+/// A bundle's contents.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Contents {
+    contents: u32,
+    /// Unix seconds.
+    exported_at: u64,
+    from_slot: usize,
+    profile: String,
+    user_agent: String,
+    identity: SlotIdentity,
+    /// The proxy it went through: whole with `with_secrets`, else with its
+    /// credentials redacted.
+    proxy: Option<String>,
+    proxy_secrets: bool,
+    /// The calibration record (`calibration.json`), as JSON.
+    calibration: Option<serde_json::Value>,
+    /// Cookies and `localStorage`, as Playwright storageState.
+    session: String,
+    /// Per strategy: breaker, holds, tiers blocked, login state.
+    sites: BTreeMap<String, SiteSnap>,
+}
+
+/// What an export made.
+#[derive(Debug, Serialize)]
+pub struct Exported {
+    pub slot: usize,
+    #[serde(skip)]
+    pub bytes: Vec<u8>,
+    pub size: usize,
+    pub cookies: usize,
+    pub origins: usize,
+    pub strategies: Vec<String>,
+    pub proxy_secrets: bool,
+}
+
+/// What an import did.
+#[derive(Debug, Serialize)]
+pub struct Imported {
+    pub slot: usize,
+    pub from_slot: usize,
+    pub exported_at: u64,
+    /// The proxy session the slot now renders its proxy with.
+    pub proxy_session: String,
+    /// The identity the slot had before, kept here.
+    pub previous_kept_in: String,
+    pub cookies: usize,
+    pub local_storage: BTreeMap<String, usize>,
+    pub strategies: Vec<String>,
+    /// The calibration came along (same browser); else the slot
+    /// recalibrates at its next launch.
+    pub calibration_applied: bool,
+    /// The login state per strategy after the import (asked of the site
+    /// where the strategy has a probe page).
+    pub login: BTreeMap<String, crate::strategy::LoginState>,
+    /// Said when the bundle's proxy differs from what the slot renders.
+    pub proxy_note: Option<String>,
+}
+
+/// Identity bundles in and out of the pool's slots.
+#[derive(Clone)]
+pub struct Bundles {
+    leases: Arc<Leases>,
+    files: SessionFiles,
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Bundles {
+    pub fn new(leases: Arc<Leases>) -> Self {
+        Bundles {
+            files: SessionFiles::new(leases.clone()),
+            leases,
+        }
+    }
+
+    fn slot(&self, slot: usize) -> Result<Arc<crate::identity::slot::Slot>> {
+        self.leases.slot(slot).cloned().ok_or_else(|| {
+            Error::not_found(format!(
+                "slot {slot} does not exist (the pool has {} slots)",
+                self.leases.slots().len()
+            ))
+        })
+    }
+
+    /// Slot `slot`'s identity, sealed with `passphrase`.
+    pub async fn export(
+        &self,
+        slot: usize,
+        passphrase: &str,
+        with_secrets: bool,
+    ) -> Result<Exported> {
+        let s = self.slot(slot)?;
+        let session = self
+            .files
+            .export_session(slot, Format::StorageState, None)
+            .await?;
+        let parsed = crate::identity::session::parse(&session, Format::StorageState)?;
+        let now = Instant::now();
+        let sites: BTreeMap<String, SiteSnap> = {
+            let mut router = self.leases.router();
+            router
+                .sites
+                .iter_mut()
+                .filter_map(|(strategy, sites)| {
+                    Some((strategy.clone(), SiteSnap::of(sites.get_mut(&slot)?, now)))
+                })
+                .collect()
+        };
+        let calibration = s
+            .calibration_record()
+            .and_then(|r| serde_json::to_value(r).ok());
+        let contents = Contents {
+            contents: CONTENTS,
+            exported_at: unix_now(),
+            from_slot: slot,
+            profile: s.profile.name.clone(),
+            user_agent: s.profile.user_agent.clone(),
+            identity: s.identity(),
+            proxy: s.upstream().map(|p| {
+                if with_secrets {
+                    p.expose().to_string()
+                } else {
+                    p.redacted()
+                }
+            }),
+            proxy_secrets: with_secrets,
+            calibration,
+            session,
+            sites,
+        };
+        let plain = zeroize::Zeroizing::new(
+            serde_json::to_vec(&contents)
+                .map_err(|e| Error::new(ErrorKind::Internal, format!("identity bundle: {e}")))?,
+        );
+        let pass = zeroize::Zeroizing::new(passphrase.to_string());
+        let bytes = tokio::task::spawn_blocking(move || bundle::seal(&plain, &pass))
+            .await
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("identity bundle: {e}")))??;
+        let out = Exported {
+            slot,
+            size: bytes.len(),
+            bytes,
+            cookies: parsed.cookies.len(),
+            origins: parsed.origins.len(),
+            strategies: contents.sites.keys().cloned().collect(),
+            proxy_secrets: with_secrets,
+        };
+        self.leases.events().emit(
+            "identity_exported",
+            Some(slot),
+            None,
+            json!({"cookies": out.cookies, "origins": out.origins,
+                   "strategies": out.strategies, "proxy_secrets": with_secrets}),
+        );
+        Ok(out)
+    }
+
+    /// Open `bytes` with `passphrase` and seat the identity in slot `slot`.
+    pub async fn import(&self, slot: usize, bytes: Vec<u8>, passphrase: &str) -> Result<Imported> {
+        let s = self.slot(slot)?;
+        let pass = zeroize::Zeroizing::new(passphrase.to_string());
+        let plain = tokio::task::spawn_blocking(move || bundle::open(&bytes, &pass))
+            .await
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("identity bundle: {e}")))??;
+        let plain = zeroize::Zeroizing::new(plain);
+        let c: Contents = serde_json::from_slice(&plain).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("the identity bundle opened but its contents are not readable: {e}"),
+            )
+        })?;
+        if c.contents != CONTENTS {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!(
+                    "the identity bundle's contents are version {}; this idpool reads {CONTENTS}",
+                    c.contents
+                ),
+            ));
+        }
+        // Everything is read before the slot is touched.
+        let parsed = crate::identity::session::parse(&c.session, Format::StorageState)?;
+        let retired = self.leases.retire(slot, "identity import").await?;
+        let mut identity = c.identity.clone();
+        identity.generation = s.identity().generation;
+        s.take_identity(&identity)?;
+        let calibration_applied = match c.calibration.clone() {
+            Some(r) => s.adopt_calibration(r)?,
+            None => false,
+        };
+        let imported = self
+            .files
+            .import_session(slot, &c.session, Format::StorageState)
+            .await?;
+        let now = Instant::now();
+        {
+            let cfg = self.leases.config().breaker;
+            let mut router = self.leases.router();
+            for (strategy, snap) in &c.sites {
+                let mut site = snap.restore(cfg, now);
+                // The login states the import just asked the site for win
+                // over the bundle's.
+                if let Some(m) = router.sites.get(strategy)
+                    && let Some(l) = m.get(&slot).and_then(|x| x.login.clone())
+                {
+                    site.login = Some(l);
+                }
+                router.site(slot, strategy, cfg);
+                if let Some(m) = router.sites.get_mut(strategy) {
+                    m.insert(slot, site);
+                }
+            }
+        }
+        self.leases.wake();
+        let rendered = s.upstream().map(|p| p.redacted());
+        let bundled = c.proxy.as_deref().map(|p| {
+            crate::config::ProxyUrl::parse(p)
+                .map_or_else(|_| "[unreadable]".to_string(), |u| u.redacted())
+        });
+        let proxy_note = match (&bundled, &rendered) {
+            (Some(b), Some(r)) if b != r => Some(format!(
+                "the bundle went through {b}; this slot renders {r} with the same proxy session"
+            )),
+            (Some(b), None) => Some(format!(
+                "the bundle went through {b}, and this slot has no proxy: give it one (`[[pool.slot]] proxy`) for the same IP"
+            )),
+            _ => None,
+        };
+        let out = Imported {
+            slot,
+            from_slot: c.from_slot,
+            exported_at: c.exported_at,
+            proxy_session: identity.session.clone(),
+            previous_kept_in: retired.retired_to.clone(),
+            cookies: imported.cookies,
+            local_storage: imported.local_storage,
+            strategies: c.sites.keys().cloned().collect(),
+            calibration_applied,
+            login: (self.leases.registry().all())
+                .filter(|st| st.login().is_some())
+                .map(|st| {
+                    (
+                        st.name().to_string(),
+                        self.leases.login(slot, st.name()).state,
+                    )
+                })
+                .collect(),
+            proxy_note,
+        };
+        let _ = parsed;
+        self.leases.events().emit(
+            "identity_imported",
+            Some(slot),
+            None,
+            json!({"from_slot": out.from_slot, "cookies": out.cookies,
+                   "strategies": out.strategies, "calibration_applied": calibration_applied}),
+        );
+        Ok(out)
+    }
+}

@@ -11,6 +11,7 @@ Every process it starts is ended and reaped by PID. Nothing leaves loopback.
 import argparse
 import json
 import os
+import re
 import pathlib
 import shutil
 import signal
@@ -486,7 +487,12 @@ class Bench:
                            capture_output=True, text=True, timeout=120)
         out = r.stdout
         rps = float(out.split("Requests/sec:")[1].split()[0])
-        p50 = parse_wrk_latency(out.split("50%")[1].split()[0])
+        # The latency distribution's own line: a "+/- Stdev" column such as
+        # "71.50%" also contains "50%".
+        m = re.search(r"^\s*50%\s+(\S+)", out, re.M)
+        if not m:
+            raise RuntimeError(f"wrk printed no 50% latency line: {out[-300:]}")
+        p50 = parse_wrk_latency(m.group(1))
         return {"calls_per_sec": rps, "p50_ms": p50}
 
     def h2load(self, path):

@@ -89,6 +89,19 @@ async fn start(
             );
         }
     };
+    // A key with grants signs in only as an identity they cover for `login`.
+    if let Err(d) =
+        crate::mcp::grants::check_action(c.core.pool(), &who, "login", slot, &args.strategy)
+    {
+        let msg = d.to_string();
+        c.core.audit_request(
+            Some(&who),
+            "http",
+            &format!("POST /api/v1/slots/{slot}/login"),
+            Some(&msg),
+        );
+        return error(StatusCode::FORBIDDEN, msg);
+    }
     let mut limits = LoginLimits::default();
     if let Some(t) = args.timeout_secs {
         limits.timeout = std::time::Duration::from_secs(t.clamp(10, 3600));
@@ -157,6 +170,9 @@ fn session_of(
         .logins
         .get(id)
         .ok_or_else(|| (StatusCode::NOT_FOUND, format!("no login session `{id}`")))?;
+    // A key with grants sees and drives only the identities they cover.
+    crate::mcp::grants::check_action(c.core.pool(), &who, "login", s.slot, &s.strategy)
+        .map_err(|d| (StatusCode::FORBIDDEN, d.to_string()))?;
     Ok((who, s))
 }
 

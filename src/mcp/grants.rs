@@ -50,6 +50,23 @@ pub(super) fn check_named(
     Ok(())
 }
 
+/// `who`'s grants for `action` as slot `slot` on routing key `key`,
+/// outside a tool call (the live view's sign-in session: `login`): `Err`
+/// when the key has grants and none covers that.
+pub fn check_action(
+    pool: &Pool,
+    who: &Principal,
+    action: &str,
+    slot: usize,
+    key: &str,
+) -> Result<(), Denied> {
+    let Some(scope) = crate::auth::scope(who, action, Role::Admin)? else {
+        return Ok(());
+    };
+    let args = serde_json::json!({"slot": slot, "strategy": key});
+    check_named(pool, who, Role::Admin, &scope, action, &args)
+}
+
 /// Who may use which identity now (`GET /api/v1/grants`, the status page):
 /// every key with its role and grants, and for every slot the keys whose
 /// grants cover it (by number, label, login state) for some tool and site;

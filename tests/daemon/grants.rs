@@ -201,8 +201,32 @@ async fn a_tool_left_out_on_a_signed_in_identity_is_refused_and_audited() {
         ],
     )
     .await;
+    let warden = add_key_granted(&env, "warden", "admin", &["slots=1"]).await;
     let d = Daemon::start(&env, 2, "").await;
     let http = reqwest::Client::new();
+    // An admin limited to slot 1 opens no sign-in session (live view) on
+    // slot 0; on slot 1 it does.
+    let login = |slot: usize| {
+        http.post(d.url(&format!("/api/v1/slots/{slot}/login")))
+            .bearer_auth(&warden)
+            .json(&json!({"strategy": "testshop"}))
+            .send()
+    };
+    let r = login(0).await.expect("post");
+    assert_eq!(r.status(), 403);
+    let said = r.text().await.unwrap_or_default();
+    assert!(said.contains("may not use slot 0 for `login`"), "{said}");
+    let r = login(1).await.expect("post");
+    assert_eq!(r.status(), 200);
+    let live: Value = r.json().await.expect("json");
+    let id = live["id"].as_str().expect("id").to_string();
+    let ended = http
+        .delete(d.url(&format!("/api/v1/live/{id}")))
+        .bearer_auth(&warden)
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(ended.status(), 200);
     // Slot 0 signs in (the user's own account, imported).
     let token = common::sign_in(&env).await;
     let c = idpool_testbed::accounts::COOKIE;

@@ -26,7 +26,12 @@ pub(super) fn check_named(
     let place = key.as_deref().map(|key| Place { key, host: None });
     let leases = pool.leases();
     for slot in slots {
-        let signed_in = |strategy: &str| leases.signed_in(slot, strategy);
+        let signed_in = |strategy: &str| {
+            leases.signed_in(
+                slot,
+                crate::pool::grants::login_key(strategy, key.as_deref()),
+            )
+        };
         let me = Identity {
             slot,
             labels: leases.labels(slot),

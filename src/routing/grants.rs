@@ -27,7 +27,8 @@ pub struct Grant {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signed_in: Option<String>,
     /// Strategies the identities may be used on (a marketplace by its own
-    /// name or its strategy's); empty with `hosts` empty: any.
+    /// name, `amazon@amazon.de`, or its strategy's; `web`: every host of
+    /// the open web); empty with `hosts` empty: any.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub strategies: Vec<String>,
     /// Hosts of the open web (`example.com`, `*.example.com`).
@@ -137,7 +138,7 @@ impl Grant {
             p.key == s
                 || p.key
                     .strip_prefix(s.as_str())
-                    .is_some_and(|rest| rest.starts_with(['.', ':', '/']))
+                    .is_some_and(|rest| rest.starts_with(['@', ':']))
         });
         let host = p
             .host
@@ -245,6 +246,16 @@ impl Scope {
     }
 }
 
+/// The routing key whose login state `signed_in = STRATEGY` asks about on
+/// a call to `key`: the call's own marketplace (`amazon@amazon.de`) when it
+/// is one of that strategy's, else the strategy.
+pub fn login_key<'a>(strategy: &'a str, key: Option<&'a str>) -> &'a str {
+    match key {
+        Some(k) if k.strip_prefix(strategy).is_some_and(|r| r.starts_with('@')) => k,
+        _ => strategy,
+    }
+}
+
 /// Unix seconds now.
 pub fn unix_now() -> u64 {
     std::time::SystemTime::now()
@@ -314,8 +325,10 @@ mod tests {
         let g = Grant::parse("strategies=amazon;hosts=*.example.com").unwrap();
         let at = |key, host| Some(Place { key, host });
         assert!(g.covers_place(at("amazon", None)));
-        assert!(g.covers_place(at("amazon.de", None)));
+        // A marketplace's key is `amazon@amazon.de`.
+        assert!(g.covers_place(at("amazon@amazon.de", None)));
         assert!(!g.covers_place(at("amazonia", None)));
+        assert!(!g.covers_place(at("amazon.evil", None)));
         assert!(g.covers_place(at("web:shop.example.com", None)));
         assert!(g.covers_place(at("web:example.com", None)));
         assert!(!g.covers_place(at("web:example.com.evil.test", None)));
@@ -341,5 +354,11 @@ mod tests {
         );
         assert!(s.permits(&who(2, &[], none), place), "not expired yet");
         assert!(Scope::of("k", &[], "scrape", 0).is_none());
+        assert_eq!(
+            login_key("amazon", Some("amazon@amazon.de")),
+            "amazon@amazon.de"
+        );
+        assert_eq!(login_key("amazon", Some("testshop")), "amazon");
+        assert_eq!(login_key("amazon", None), "amazon");
     }
 }

@@ -321,7 +321,7 @@ impl Router {
     fn granted(&self, scope: &Scope, id: usize, ask: &Ask<'_>) -> bool {
         let signed_in = |strategy: &str| {
             self.sites
-                .get(strategy)
+                .get(super::grants::login_key(strategy, Some(ask.strategy)))
                 .and_then(|m| m.get(&id))
                 .and_then(|s| s.login.as_ref())
                 .is_some_and(|l| l.state == crate::strategy::LoginState::LoggedIn)

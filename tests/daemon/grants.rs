@@ -82,6 +82,33 @@ fn served(v: &Value) -> Result<u64, String> {
 async fn a_key_granted_one_identity_never_acts_as_another() {
     let env = shop(2).await;
     let one = add_key_granted(&env, "only-one", "operator", &["slots=1"]).await;
+    // The CLI: grants listed by number, one more and back, never the last
+    // one taken (that would widen the key), a bad grant named.
+    let keys = |args: &'static [&'static str]| {
+        let mut c = idpool(&env);
+        c.arg("keys").args(args);
+        async move {
+            let o = c.output().await.expect("idpool keys");
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+            (o.status.success(), text)
+        }
+    };
+    let (ok, text) = keys(&["grant", "only-one", "tools=get_reviews;until=2099-01-01"]).await;
+    assert!(ok, "{text}");
+    let (_, listed) = keys(&["list"]).await;
+    assert!(
+        listed.contains("grant 1: slots=1") && listed.contains("grant 2: tools=get_reviews;until="),
+        "{listed}"
+    );
+    assert!(keys(&["revoke-grant", "only-one", "2"]).await.0);
+    let (ok, text) = keys(&["revoke-grant", "only-one", "1"]).await;
+    assert!(!ok && text.contains("last grant"), "{text}");
+    let (ok, text) = keys(&["add", "bad", "--role", "operator", "--grant", "colour=red"]).await;
+    assert!(!ok && text.contains("`colour`"), "{text}");
     let d = Daemon::start_with(
         &env,
         2,

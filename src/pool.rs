@@ -57,7 +57,10 @@ struct Inner {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Stamp {
     events: u64,
-    requests: u64,
+    /// The slots' activity (requests, browser operations, egress traffic).
+    activity: u64,
+    /// Connections and MCP sessions open.
+    serving: (usize, usize, usize),
     second: u64,
 }
 
@@ -346,16 +349,27 @@ impl Pool {
 
     /// The status report `build` makes, kept while the pool does not change:
     /// a report is built again once an event is emitted (breakers, browsers,
-    /// logins, cookies, reloads), a slot sends a request, or the clock
-    /// reaches the next second (what `build` reads of time: time left open,
-    /// rates). Callers between changes share one report.
+    /// logins, cookies, reloads), a slot does something (an HTTP request, a
+    /// browser operation, egress traffic or a refusal), a connection or MCP
+    /// session opens or closes, or the clock reaches the next second (what
+    /// `build` reads of time: time left open, rates). Callers between
+    /// changes share one report.
     pub fn status_snapshot(
         &self,
         build: impl FnOnce(&Pool) -> serde_json::Value,
     ) -> Arc<serde_json::Value> {
+        let serving = &self.services().serving;
         let stamp = Stamp {
             events: self.events().seq(),
-            requests: self.slots().iter().map(|s| s.requests()).sum(),
+            activity: self
+                .slots()
+                .iter()
+                .fold(0u64, |a, s| a.wrapping_add(s.activity())),
+            serving: (
+                serving.connections().0,
+                serving.sessions().0,
+                serving.sessions().1,
+            ),
             second: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),

@@ -655,6 +655,32 @@ async fn pool_status_is_kept_until_the_pool_changes() {
         requests(&before),
         requests(&after)
     );
+    // A browser page sends no HTTP request of the slot's own: its browser
+    // operations and egress traffic make the report new all the same.
+    // (The first page launches the browser, an event; the second is only
+    // a page.)
+    let ops = |v: &Value| v["slots"][0]["browser"]["total_ops"].as_u64().unwrap_or(0);
+    let in_browser = |item: &'static str| {
+        let opts = RunOptions {
+            only_tiers: Some(vec![3]),
+            ..RunOptions::default()
+        };
+        tools::get_reviews::run(&pool, json!({"item": item, "strategy": "testshop"}), opts)
+    };
+    in_browser("B0TESTB2")
+        .await
+        .expect("get_reviews in the browser");
+    let before = snap();
+    in_browser("B0TESTB3")
+        .await
+        .expect("get_reviews in the browser");
+    let after = snap();
+    assert!(
+        ops(&after) > ops(&before),
+        "the report after a browser page does not count it: {} then {}",
+        ops(&before),
+        ops(&after)
+    );
     // The tool's answer is the snapshot's.
     let out = (tools::pool_status::SPEC.run)(&pool, json!({}), &RunOptions::default())
         .await

@@ -596,9 +596,28 @@ impl Slot {
         self.health.lock().clone()
     }
 
-    /// HTTP requests this slot sent (answered or not).
-    pub fn requests(&self) -> u64 {
-        self.health.lock().requests
+    /// A count that moves whenever the slot does something a report shows:
+    /// its HTTP requests, its browser's operations, launches and crashes,
+    /// its egress's traffic and refusals (each a counter that only grows).
+    pub fn activity(&self) -> u64 {
+        let e = self.egress.facts();
+        let b = self.browser.facts();
+        [
+            self.health.lock().requests,
+            e.requests,
+            e.refused,
+            e.connect_failures,
+            e.strangers,
+            e.bytes_up,
+            e.bytes_down,
+            b.total_ops,
+            b.launches,
+            b.crashes,
+            b.recycles,
+            u64::from(b.running),
+        ]
+        .iter()
+        .fold(0u64, |a, n| a.wrapping_add(*n))
     }
 
     /// One HTTP request through this identity (for [`crate::lease::Lease::http`]);

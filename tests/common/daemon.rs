@@ -221,13 +221,36 @@ impl Drop for Daemon {
             return;
         }
         self.signal(libc::SIGTERM);
+        let mut stopped = false;
         for _ in 0..300 {
             if !matches!(self.child.try_wait(), Ok(None)) {
-                return;
+                stopped = true;
+                break;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        let _ = self.child.start_kill();
+        if !stopped {
+            // The test's runtime (its testbed, its proxies) is blocked here:
+            // a daemon waiting on them may not finish in time. Say so, and
+            // end what it started.
+            let log = self.log_text();
+            let tail: String = log.lines().rev().take(40).collect::<Vec<_>>().join("\n");
+            eprintln!(
+                "the daemon did not stop within 30 s of SIGTERM; its log's last lines, newest first:\n{tail}"
+            );
+            let _ = self.child.start_kill();
+            for _ in 0..50 {
+                if !matches!(self.child.try_wait(), Ok(None)) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        if let Some(dir) = self.log.parent() {
+            for pid in super::end_browsers_under(dir) {
+                eprintln!("ended Chromium {pid}, left behind by the test's daemon");
+            }
+        }
     }
 }
 

@@ -202,6 +202,28 @@ pub fn chromium_browsers_under(dir: &Path) -> Vec<(u32, Vec<String>)> {
         .collect()
 }
 
+/// End, by PID, what [`chromium_browsers_under`] `dir` finds: the browsers
+/// a daemon started there and left behind (killed before it could end
+/// them). Each browser leads its own process group (the launcher starts it
+/// so), which ends with it; the pids ended.
+pub fn end_browsers_under(dir: &Path) -> Vec<u32> {
+    let found: Vec<u32> = chromium_browsers_under(dir)
+        .into_iter()
+        .map(|(pid, _)| pid)
+        .collect();
+    for &pid in &found {
+        let Ok(pid) = i32::try_from(pid) else {
+            continue;
+        };
+        // SAFETY: kill(2) on the group of a browser this test's daemon started.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+    found
+}
+
 /// An env whose strategies folder holds the bundled testshop, aimed at this testbed.
 pub async fn shop(slots: usize) -> Env {
     let env = Env::new(slots).await;

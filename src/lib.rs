@@ -51,7 +51,8 @@
 //!               state, guard, robots, metrics) and the lease, which alone
 //!               combines an identity, the routing state, the strategy and
 //!               the network; a call that holds one identity; retirement;
-//!               the cascade (`lease/cascade/`: tier 1 -> 2 -> 3 and across slots)
+//!               the cascade (`lease/cascade/`: tier 1 -> 2 -> 3 and across slots);
+//!               the recordings of browser work it keeps
 //! services/     what holds a lease source and owns its own state: interactive
 //!               browsing, login sessions (live view), session files, crawl
 //!               jobs, the fleet's heartbeat, upkeep, PII masking, serving

@@ -154,14 +154,17 @@ impl Pool {
             guard,
             events,
             fleet,
-            crate::lease::LeaseConfig {
-                breaker: cfg.breaker,
-                cascade: cfg.cascade,
-                web: cfg.web.clone(),
-                max_wait: Duration::from_secs(cfg.http.max_queue_wait_secs),
-                retire: cfg.pool.retire,
-                labels: slot_labels(cfg, slots_len),
-            },
+            (
+                crate::lease::LeaseConfig {
+                    breaker: cfg.breaker,
+                    cascade: cfg.cascade,
+                    web: cfg.web.clone(),
+                    max_wait: Duration::from_secs(cfg.http.max_queue_wait_secs),
+                    retire: cfg.pool.retire,
+                    labels: slot_labels(cfg, slots_len),
+                },
+                crate::lease::Recordings::open(&cfg.recording, &cfg.pool.data_dir)?,
+            ),
         ));
         let services = Services {
             browsing: Arc::new(Browsing::new(leases.clone())),

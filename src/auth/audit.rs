@@ -47,6 +47,9 @@ pub struct AuditRecord {
     /// from, `from <node>` where it ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hop: Option<String>,
+    /// The recordings of browser work the call made (`[recording]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub recordings: Vec<String>,
 }
 
 /// The append-only audit file.
@@ -353,6 +356,7 @@ mod tests {
             tier: None,
             attempts: None,
             hop: None,
+            recordings: Vec::new(),
         }
     }
 
@@ -445,6 +449,7 @@ mod tests {
             tier: None,
             attempts: None,
             hop: None,
+            recordings: Vec::new(),
         };
         log.record(&rec);
         // Written lines wait for the next sync (the daemon's, every 100 ms).

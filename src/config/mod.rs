@@ -11,12 +11,14 @@ use crate::diag::{self, Diagnostic};
 mod cluster;
 mod pool;
 mod proxy;
+mod recording;
 mod role;
 mod security;
 mod server;
 pub use cluster::{ClusterConfig, PeerAddr, PeerHost, redact as redact_redis_url, shown_addr};
 pub use pool::{PoolConfig, RetireConfig, SlotDecl};
 pub use proxy::{ProxyTemplate, ProxyUrl};
+pub use recording::{RecordWhen, RecordingConfig};
 pub use role::Role;
 pub use security::{PrivateNetworks, SecurityConfig, WebConfig};
 pub use server::ServerConfig;
@@ -34,6 +36,7 @@ pub struct Config {
     pub cascade: CascadeConfig,
     pub web: WebConfig,
     pub cluster: ClusterConfig,
+    pub recording: RecordingConfig,
     /// The file this came from; `None` for the embedded defaults.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -257,6 +260,10 @@ impl Config {
             let at = text.find("[cluster]").map(|p| p..p);
             return Err(Diagnostic::at(path, &text, at, problem));
         }
+        if let Some(problem) = cfg.recording.problem() {
+            let at = text.find("[recording]").map(|p| p..p);
+            return Err(Diagnostic::at(path, &text, at, problem));
+        }
         let base = path.parent().unwrap_or(Path::new("."));
         let base = if base.as_os_str().is_empty() {
             Path::new(".")
@@ -273,6 +280,9 @@ impl Config {
         rebase(&mut cfg.pool.strategies_dir);
         rebase(&mut cfg.pool.profiles_dir);
         rebase(&mut cfg.server.keys_file);
+        if let Some(d) = cfg.recording.dir.as_mut() {
+            rebase(d);
+        }
         cfg.cluster.rebase(rebase);
         cfg.pool
             .slot

@@ -7,6 +7,7 @@ mod fleet;
 pub mod listener;
 mod live;
 pub mod metrics;
+mod recordings;
 mod rest;
 pub mod serve;
 pub mod systemd;

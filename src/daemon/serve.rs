@@ -106,6 +106,7 @@ impl Daemon {
         let router = Router::new()
             .merge(super::control::routes(control.clone()))
             .merge(super::live::routes(control.clone()))
+            .merge(super::recordings::routes(control.clone()))
             .merge(super::rest::routes(control.clone()))
             .merge(super::fleet::routes(control.clone()))
             .layer(axum::middleware::from_fn_with_state(
@@ -239,6 +240,7 @@ async fn audit_policy(core: Arc<Core>, stop: CancellationToken) {
                 tier: None,
                 attempts: None,
                 hop: None,
+                recordings: Vec::new(),
             });
         }
     }

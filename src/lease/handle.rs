@@ -55,6 +55,8 @@ pub struct Fetched {
     /// What of the answer was left out, in words (a browser page longer
     /// than `http.max_body_bytes`).
     pub cut: Vec<String>,
+    /// The recording of this browser page (`[recording]`), by id.
+    pub recording: Option<String>,
 }
 
 /// Permission to use one slot for one strategy.
@@ -218,9 +220,15 @@ impl Lease {
         self.obey_robots(&url).await?;
         self.pace().await?;
         let started = std::time::Instant::now();
-        let result = self.navigate(url, opts).await;
+        let rec = self.begin_recording(super::RecordingKind::Call);
+        let tape = rec.as_ref().map(|r| r.tape.clone());
+        let result = self.navigate(url, opts, tape).await;
+        let recording = self.end_recording(rec, result.as_ref().err()).await;
         let (page, final_url, refused) = self.counted(3, started, result)?;
-        Ok(self.judge_page(page, final_url, refused, started, wait_for, read))
+        let (mut fetched, seen) =
+            self.judge_page(page, final_url, refused, started, wait_for, read);
+        fetched.recording = recording;
+        Ok((fetched, seen))
     }
 
     /// One navigation of `tab`, a tab an interactive session holds in this
@@ -316,6 +324,7 @@ impl Lease {
                 .or_else(|| url.host_str().map(str::to_string)),
             actions: opts.actions.clone(),
             capture: opts.capture,
+            tape: None,
         }
     }
 
@@ -438,11 +447,13 @@ impl Lease {
         &self,
         url: url::Url,
         opts: &super::BrowseOptions,
+        tape: Option<Arc<crate::identity::browser::tape::Tape>>,
     ) -> Result<(crate::identity::browser::PageResult, url::Url, Vec<String>)> {
         self.leases.guard.check(&url).await?;
         let generic = self.rules.is_none().then(Markers::generic);
         let probe = |h: &str, u: &str, status: u16| self.page_state(generic.as_ref(), h, u, status);
-        let req = self.browser_request(&url, opts);
+        let mut req = self.browser_request(&url, opts);
+        req.tape = tape;
         let egress = self.slot.egress();
         let mark = egress.mark();
         let page = self.slot.navigate(&req, &probe).await;
@@ -493,6 +504,7 @@ impl Lease {
             login: None,
             captured: Default::default(),
             cut: Vec::new(),
+            recording: None,
         }
     }
 

@@ -12,7 +12,9 @@
 //! metrics (`rates.rs`), the classification under the strategy, the login
 //! state (`login.rs`), the jar save and, at [`Lease::finish`], the breaker's
 //! feedback and the retirement policy (`retire.rs`). A call of many
-//! requests holds one identity through a [`Call`] (`call.rs`).
+//! requests holds one identity through a [`Call`] (`call.rs`). Browser work
+//! the `[recording]` policy picks is recorded (`recorded.rs`, kept by
+//! `recordings.rs`).
 
 mod browse;
 mod call;
@@ -23,6 +25,8 @@ mod login;
 mod observe;
 mod pace;
 mod rates;
+mod recorded;
+pub mod recordings;
 mod retire;
 mod robots;
 mod source;
@@ -37,5 +41,6 @@ pub use call::Call;
 pub use drift::Drift;
 pub use handle::{Fetched, Lease, Via};
 pub use rates::Rates;
+pub use recordings::{Recording, RecordingKind, RecordingMeta, Recordings, Subject};
 pub use retire::Retirement;
 pub use state::{LeaseConfig, Leases};

@@ -54,6 +54,8 @@ pub struct Leases {
     pub(super) cfg: LeaseConfig,
     /// `cfg.labels`, one entry per slot.
     pub(super) labels: Vec<Vec<String>>,
+    /// Recordings of browser work (`[recording]`).
+    pub(super) recordings: Arc<super::Recordings>,
 }
 
 impl Leases {
@@ -68,7 +70,7 @@ impl Leases {
         guard: Arc<Guard>,
         events: Arc<Events>,
         fleet: Option<Arc<Fleet>>,
-        cfg: LeaseConfig,
+        (cfg, recordings): (LeaseConfig, Arc<super::Recordings>),
     ) -> Leases {
         Leases {
             slots,
@@ -83,7 +85,13 @@ impl Leases {
             drift: Drift::default(),
             labels: cfg.labels.clone(),
             cfg,
+            recordings,
         }
+    }
+
+    /// Recordings of browser work.
+    pub fn recordings(&self) -> &Arc<super::Recordings> {
+        &self.recordings
     }
 
     pub fn slots(&self) -> &[Arc<Slot>] {

@@ -69,6 +69,8 @@ struct Record<'a> {
     args: Option<Value>,
     started: Instant,
     hop: Option<String>,
+    /// The recordings the call made.
+    recordings: Vec<String>,
     done: bool,
 }
 
@@ -121,6 +123,7 @@ impl Record<'_> {
             tier: by.map(|b| b.tier),
             attempts: by.map(|b| b.attempts),
             hop: self.hop.take(),
+            recordings: std::mem::take(&mut self.recordings),
         });
     }
 }
@@ -313,6 +316,7 @@ impl Core {
             tier: None,
             attempts: None,
             hop: None,
+            recordings: Vec::new(),
         });
     }
 
@@ -339,6 +343,7 @@ impl Core {
             args: Some(crate::auth::audit::redact(&args)),
             started: Instant::now(),
             hop: ctx.hop.as_ref().map(|n| format!("from {n}")),
+            recordings: Vec::new(),
             done: false,
         };
         self.in_flight.fetch_add(1, Ordering::SeqCst);
@@ -366,9 +371,12 @@ impl Core {
                     // limit may still be served elsewhere.
                     let keep = (self.pool.leases().fleet().is_some() && ctx.hop.is_none())
                         .then(|| args.clone());
-                    let end = self
-                        .run_here(ctx, spec, tool, args, scope, progress, cancel)
-                        .await;
+                    let (end, made) = crate::lease::recordings::collecting(
+                        self.run_here(ctx, spec, tool, args, scope, progress, cancel),
+                    )
+                    .await;
+                    let end = with_recordings(end, &made);
+                    record.recordings = made;
                     match (&end, keep) {
                         // Waited past the queue limit, or none of this
                         // daemon's identities is granted to the key.
@@ -492,6 +500,31 @@ impl Core {
                 self.settings.shutdown_grace_secs
             ))),
         }
+    }
+}
+
+/// The call's recordings in its answer: `recordings` in the result, or in
+/// a failure's facts.
+fn with_recordings(end: CallEnd, made: &[String]) -> CallEnd {
+    if made.is_empty() {
+        return end;
+    }
+    match end {
+        CallEnd::Ok(mut o) => {
+            if let Some(body) = o.body.as_object_mut() {
+                body.insert("recordings".into(), serde_json::json!(made));
+            }
+            CallEnd::Ok(o)
+        }
+        CallEnd::Failed(mut f) => {
+            f.recordings = made.to_vec();
+            CallEnd::Failed(f)
+        }
+        CallEnd::Invalid(mut f) => {
+            f.recordings = made.to_vec();
+            CallEnd::Invalid(f)
+        }
+        other => other,
     }
 }
 

@@ -33,6 +33,9 @@ pub struct Failure {
     /// Seconds until trying again can help (every identity resting).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<f64>,
+    /// Recordings of the browser work the call made before it failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recordings: Vec<String>,
 }
 
 impl Failure {
@@ -43,6 +46,7 @@ impl Failure {
             retry_after: e
                 .retry_after()
                 .map(|d| (d.as_secs_f64() * 10.0).ceil() / 10.0),
+            recordings: Vec::new(),
         }
     }
 
@@ -51,6 +55,7 @@ impl Failure {
             message,
             kind: ErrorKind::Unavailable,
             retry_after: None,
+            recordings: Vec::new(),
         }
     }
 
@@ -59,6 +64,9 @@ impl Failure {
         let mut e = serde_json::json!({"kind": self.kind, "message": self.message});
         if let Some(r) = self.retry_after {
             e["retry_after"] = serde_json::json!(r);
+        }
+        if !self.recordings.is_empty() {
+            e["recordings"] = serde_json::json!(self.recordings);
         }
         e
     }
@@ -96,6 +104,7 @@ impl CallEnd {
                 message,
                 kind,
                 retry_after: None,
+                recordings: Vec::new(),
             })
         };
         match self {
@@ -136,6 +145,7 @@ mod tests {
             message: "no slot became free".into(),
             kind: ErrorKind::Busy,
             retry_after: Some(1.5),
+            recordings: Vec::new(),
         });
         let wire = serde_json::to_value(busy.to_fleet()).expect("serialize");
         assert_eq!(

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, ErrorKind, Result};
 pub use crate::identity::browser::tab::Until;
 use crate::identity::browser::tab::{self, Snapshot};
-use crate::lease::Leases;
+use crate::lease::{Leases, Recording, RecordingKind, Subject};
 use crate::routing::Scope;
 
 /// Sessions per slot, and in all.
@@ -46,6 +46,28 @@ pub struct BrowserSession {
     /// Hosts visited (their cookies go back to the jar).
     hosts: parking_lot::Mutex<BTreeSet<String>>,
     last_used: parking_lot::Mutex<Instant>,
+    /// The session's recording (`[recording]`), filmed from open to close.
+    recording: parking_lot::Mutex<Option<Filmed>>,
+}
+
+/// A session's recording and the filming of its tab.
+struct Filmed {
+    rec: Recording,
+    filming: Option<crate::identity::browser::tape::Filming>,
+}
+
+impl BrowserSession {
+    /// The id of the session's recording, if it is recorded.
+    pub fn recording(&self) -> Option<String> {
+        (self.recording.lock().as_ref()).map(|f| f.rec.id().to_string())
+    }
+
+    /// Log a step on the recording (typed text never: its length only).
+    fn log(&self, kind: &str, detail: impl Into<String>) {
+        if let Some(f) = self.recording.lock().as_ref() {
+            f.rec.tape.action(kind, detail);
+        }
+    }
 }
 
 /// The interactive sessions open on the pool's slots.
@@ -73,6 +95,44 @@ pub enum Step<'a> {
     Screenshot {
         full_page: bool,
     },
+}
+
+impl Step<'_> {
+    /// The step's name in a recording's action log.
+    fn kind(&self) -> &'static str {
+        match self {
+            Step::Navigate(_) => "navigate",
+            Step::Snapshot => "snapshot",
+            Step::Click(_) => "click",
+            Step::Type { .. } => "type",
+            Step::Press(_) => "press",
+            Step::Select { .. } => "select",
+            Step::WaitFor(_) => "wait",
+            Step::Screenshot { .. } => "screenshot",
+        }
+    }
+
+    /// What the action log says of it: never the typed text.
+    fn logged(&self) -> String {
+        match self {
+            Step::Navigate(u) => crate::identity::browser::tape::without_credentials(u.as_str()),
+            Step::Snapshot | Step::Screenshot { .. } => String::new(),
+            Step::Click(r) => format!("ref {r}"),
+            Step::Type {
+                r#ref,
+                text,
+                submit,
+            } => format!(
+                "ref {}: {} characters typed (not recorded){}",
+                r#ref,
+                text.chars().count(),
+                if *submit { ", then Enter" } else { "" }
+            ),
+            Step::Press(k) => (*k).to_string(),
+            Step::Select { r#ref, values } => format!("ref {}: {} option(s)", r#ref, values.len()),
+            Step::WaitFor(u) => format!("{u:?}"),
+        }
+    }
 }
 
 /// What a step leaves: the page's snapshot after it (a screenshot instead
@@ -140,6 +200,31 @@ impl Browsing {
         }
         let s = &self.leases.slots()[slot];
         let tab = s.browser().turn().await?.open_tab().await?;
+        let store = self.leases.recordings();
+        let recording = match store.wants(self.leases.signed_in(slot, &key)) {
+            true => {
+                let rec = store.begin(Subject {
+                    kind: RecordingKind::Session,
+                    slot,
+                    strategy: key.clone(),
+                    key: owner.key.clone(),
+                });
+                rec.tape
+                    .action("open", format!("browser session on slot {slot}"));
+                let filming =
+                    match crate::identity::browser::tape::film(&tab, rec.tape.clone()).await {
+                        Ok(f) => Some(f),
+                        Err(e) => {
+                            rec.tape
+                                .action("error", format!("cannot film the tab: {}", e.message()));
+                            None
+                        }
+                    };
+                crate::lease::recordings::note(rec.id());
+                Some(Filmed { rec, filming })
+            }
+            false => None,
+        };
         let session = Arc::new(BrowserSession {
             id: uuid::Uuid::new_v4().simple().to_string(),
             slot,
@@ -149,6 +234,7 @@ impl Browsing {
             refs: Default::default(),
             hosts: Default::default(),
             last_used: parking_lot::Mutex::new(Instant::now()),
+            recording: parking_lot::Mutex::new(recording),
         });
         self.map.lock().insert(session.id.clone(), session.clone());
         let first = match url {
@@ -191,6 +277,10 @@ impl Browsing {
     ) -> Result<Stepped> {
         let session = self.session(id, owner)?;
         *session.last_used.lock() = Instant::now();
+        if let Some(rec) = session.recording() {
+            crate::lease::recordings::note(&rec);
+        }
+        session.log(step.kind(), step.logged());
         let slot = &self.leases.slots()[session.slot];
         let deadline = Instant::now() + Duration::from_secs(slot.browser().op_timeout_secs());
         let mut turn = slot.browser().turn().await?;
@@ -281,6 +371,16 @@ impl Browsing {
     }
 
     async fn end_session(&self, session: &BrowserSession) -> Result<usize> {
+        let filmed = session.recording.lock().take();
+        if let Some(Filmed { rec, filming }) = filmed {
+            rec.tape.action("close", "");
+            if let Some(f) = filming {
+                f.stop().await;
+            }
+            if let Err(e) = self.leases.recordings().finish(rec).await {
+                tracing::warn!(session = %session.id, error = %e, "cannot write the session's recording");
+            }
+        }
         let slot = &self.leases.slots()[session.slot];
         let mut turn = slot.browser().turn().await?;
         let mut n = 0;

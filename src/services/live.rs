@@ -85,6 +85,10 @@ pub struct LiveSession {
     status: watch::Sender<LiveStatus>,
     cancel: CancellationToken,
     counts: (AtomicU64, AtomicU64),
+    /// The session's recording (`[recording]`), until it is written.
+    recording: parking_lot::Mutex<Option<crate::lease::Recording>>,
+    /// Its id.
+    pub recording_id: Option<String>,
 }
 
 impl std::fmt::Debug for LiveSession {
@@ -192,6 +196,17 @@ impl Logins {
             seconds: 0,
         });
         let (input_tx, input_rx) = mpsc::channel(64);
+        let store = self.leases.recordings();
+        // A person signing an identity in is recorded unless `when = "never"`.
+        let recording = store.wants(true).then(|| {
+            store.begin(crate::lease::Subject {
+                kind: crate::lease::RecordingKind::Live,
+                slot,
+                strategy: strategy.to_string(),
+                key: None,
+            })
+        });
+        let recording_id = recording.as_ref().map(|r| r.id().to_string());
         let session = Arc::new(LiveSession {
             id: format!("{:032x}", rand::random::<u128>()),
             slot,
@@ -204,6 +219,8 @@ impl Logins {
             status,
             cancel: self.stop.child_token(),
             counts: (AtomicU64::new(0), AtomicU64::new(0)),
+            recording: parking_lot::Mutex::new(recording),
+            recording_id,
         });
         sessions.insert(session.id.clone(), session.clone());
         drop(sessions);
@@ -214,6 +231,19 @@ impl Logins {
         tokio::spawn(async move {
             let end = logins.run(&s, &rules, url, &me, input_rx, limits).await;
             drop(person);
+            let rec = me.recording.lock().take();
+            if let Some(rec) = rec {
+                rec.tape.action(
+                    "end",
+                    match &end {
+                        Ok(state) => (*state).to_string(),
+                        Err(e) => format!("failed: {}", e.message()),
+                    },
+                );
+                if let Err(e) = logins.leases.recordings().finish(rec).await {
+                    tracing::warn!(slot = me.slot, error = %e, "cannot write the live view's recording");
+                }
+            }
             let (state, error) = match end {
                 Ok(state) => (state, None),
                 Err(e) => ("failed", Some(e.to_string())),
@@ -297,6 +327,39 @@ impl Logins {
         limits: LoginLimits,
         tab: &chromiumoxide::Page,
     ) -> Result<&'static str> {
+        let tape = me.recording.lock().as_ref().map(|r| r.tape.clone());
+        let listening = match &tape {
+            Some(t) => {
+                t.action(
+                    "navigate",
+                    crate::identity::browser::tape::without_credentials(&me.login_url),
+                );
+                crate::identity::browser::tape::listen(tab, t.clone())
+                    .await
+                    .ok()
+            }
+            None => None,
+        };
+        let end = self
+            .watch_frames(slot, strategy, me, input, limits, tab, tape.as_deref())
+            .await;
+        if let Some(l) = listening {
+            l.stop().await;
+        }
+        end
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn watch_frames(
+        &self,
+        slot: &Arc<Slot>,
+        strategy: &Arc<dyn Strategy>,
+        me: &LiveSession,
+        input: &mut mpsc::Receiver<Input>,
+        limits: LoginLimits,
+        tab: &chromiumoxide::Page,
+        tape: Option<&crate::identity::browser::tape::Tape>,
+    ) -> Result<&'static str> {
         let mut frames = live::start(tab, 1280).await?;
         me.set("waiting", false, None);
         let deadline = Instant::now() + limits.timeout;
@@ -313,6 +376,12 @@ impl Logins {
                             width: f.metadata.device_width,
                             height: f.metadata.device_height,
                         });
+                        if let Some(t) = tape {
+                            let b64: &str = f.data.as_ref();
+                            if let Ok(jpeg) = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b64) {
+                                t.frame(jpeg.into());
+                            }
+                        }
                         *me.last.lock() = Some(frame.clone());
                         let _ = me.frames.send(frame);
                         me.counts.0.fetch_add(1, Ordering::Relaxed);
@@ -320,6 +389,9 @@ impl Logins {
                     None => break Err(Error::new(ErrorKind::Network, "the tab went away")),
                 },
                 i = input.recv() => if let Some(i) = i {
+                    if let Some(t) = tape {
+                        t.action("input", i.logged());
+                    }
                     live::dispatch(tab, &i).await?;
                     last_input = Instant::now();
                     me.counts.1.fetch_add(1, Ordering::Relaxed);

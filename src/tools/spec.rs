@@ -213,7 +213,16 @@ pub fn no_args<'a>(
 }
 
 /// A result's JSON Schema: an object with these properties, these required.
-pub fn result_schema(properties: Value, required: &[&str]) -> Value {
+pub fn result_schema(mut properties: Value, required: &[&str]) -> Value {
+    if let Some(p) = properties.as_object_mut() {
+        p.insert(
+            "recordings".into(),
+            serde_json::json!({
+                "type": "array", "items": {"type": "string"},
+                "description": "Recordings of the browser work this call made ([recording] in idpool.toml; an admin reads them at GET /api/v1/recordings/{id})."
+            }),
+        );
+    }
     serde_json::json!({"type": "object", "properties": properties, "required": required})
 }
 

@@ -167,6 +167,17 @@ impl Daemon {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
+    /// `POST /api/v1/tools/{name}` without a key: the status and the JSON.
+    pub async fn rest_tool(&self, name: &str, args: Value) -> (u16, Value) {
+        let r = reqwest::Client::new()
+            .post(self.url(&format!("/api/v1/tools/{name}")))
+            .json(&args)
+            .send()
+            .await
+            .expect("post");
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

@@ -224,6 +224,15 @@ pub fn end_browsers_under(dir: &Path) -> Vec<u32> {
     found
 }
 
+/// The env's daemon audit log (`data/audit.log`), a JSON value per line.
+pub fn audit_lines(env: &Env) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(env.path("data/audit.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("audit line"))
+        .collect()
+}
+
 /// An env whose strategies folder holds the bundled testshop, aimed at this testbed.
 pub async fn shop(slots: usize) -> Env {
     let env = Env::new(slots).await;

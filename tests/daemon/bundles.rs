@@ -50,13 +50,7 @@ fn cli(env: &common::Env, name: &str) -> tokio::process::Command {
 }
 
 async fn tool(d: &Daemon, name: &str, args: Value) -> (u16, Value) {
-    let r = reqwest::Client::new()
-        .post(d.url(&format!("/api/v1/tools/{name}")))
-        .json(&args)
-        .send()
-        .await
-        .expect("post");
-    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    d.rest_tool(name, args).await
 }
 
 async fn slot_of(d: &Daemon, slot: usize) -> Value {

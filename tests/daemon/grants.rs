@@ -12,14 +12,6 @@ use common::shop;
 use idpool_testbed::{Fault, FaultKind};
 use serde_json::{Value, json};
 
-fn audit(env: &common::Env) -> Vec<Value> {
-    std::fs::read_to_string(env.path("data/audit.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("audit line"))
-        .collect()
-}
-
 /// One tool call over the stdio bridge (`idpool mcp`, the key in
 /// `IDPOOL_KEY`): the JSON-RPC answer.
 async fn over_stdio(env: &common::Env, key: &str, tool: &str, args: Value) -> Value {
@@ -199,7 +191,7 @@ async fn a_key_granted_one_identity_never_acts_as_another() {
         .await
         .expect("json");
     assert_eq!(status["slots"][0]["requests"], 0, "slot 0 was used");
-    let lines = audit(&env);
+    let lines = common::audit_lines(&env);
     let used: Vec<&Value> = lines
         .iter()
         .filter(|l| l["principal"] == "only-one" && l["slot"].is_u64())
@@ -344,7 +336,7 @@ async fn a_tool_left_out_on_a_signed_in_identity_is_refused_and_audited() {
         msg.contains("may not use slot 0 for `browser_type`"),
         "{msg}"
     );
-    let refused = audit(&env)
+    let refused = common::audit_lines(&env)
         .into_iter()
         .rev()
         .find(|l| l["tool"] == "browser_type")

@@ -12,4 +12,5 @@ mod grants;
 mod load;
 mod mcp;
 mod operator;
+mod recordings;
 mod rest;

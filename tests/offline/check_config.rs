@@ -99,6 +99,32 @@ fn config_wrong_type() {
 }
 
 #[test]
+fn config_bad_recording() {
+    let c = Case::new();
+    c.write(
+        "idpool.toml",
+        "[pool]\nsize = 1\n\n[recording]\nwhen = \"sometimes\"\n",
+    );
+    assert_reports(
+        &c,
+        &format!(
+            "{}:5: unknown variant `sometimes`, expected one of `signed_in`, `always`, `never`",
+            c.file("idpool.toml")
+        ),
+    );
+    c.write("idpool.toml", "[pool]\nsize = 1\n\n[recording]\nfps = 0\n");
+    assert_reports(&c, "recording.fps must be above 0 and at most 30 (is 0)");
+    c.write(
+        "idpool.toml",
+        "[pool]\nsize = 1\n\n[recording]\nmax_recording_mb = 64\nmax_total_mb = 32\n",
+    );
+    assert_reports(
+        &c,
+        "recording.max_total_mb (32) must be at least recording.max_recording_mb (64)",
+    );
+}
+
+#[test]
 fn config_duplicate_slot() {
     let c = Case::new();
     c.write(

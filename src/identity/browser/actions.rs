@@ -88,9 +88,18 @@ impl Action {
     }
 }
 
-/// Run `actions` in order on `page`, each bounded by `deadline`.
-pub async fn run(page: &Page, actions: &[Action], deadline: Instant) -> Result<()> {
+/// Run `actions` in order on `page`, each bounded by `deadline`; each is
+/// logged on `tape` (typed text as its length only).
+pub async fn run(
+    page: &Page,
+    actions: &[Action],
+    deadline: Instant,
+    tape: Option<&super::tape::Tape>,
+) -> Result<()> {
     for (i, a) in actions.iter().enumerate() {
+        if let Some(t) = tape {
+            t.action(a.name(), a.logged());
+        }
         let left = deadline.saturating_duration_since(Instant::now());
         tokio::time::timeout(left, step(page, a, deadline))
             .await
@@ -111,6 +120,30 @@ pub async fn run(page: &Page, actions: &[Action], deadline: Instant) -> Result<(
 }
 
 impl Action {
+    /// What a recording's action log says of this step: never the typed text.
+    pub fn logged(&self) -> String {
+        match self {
+            Action::Click { selector } => selector.clone(),
+            Action::Type { selector, text } => format!(
+                "{selector}: {} characters typed (not recorded)",
+                text.chars().count()
+            ),
+            Action::Press { key } => key.clone(),
+            Action::Scroll {
+                selector: Some(s), ..
+            } => s.clone(),
+            Action::Scroll { direction, .. } => format!("{direction:?}").to_lowercase(),
+            Action::Wait {
+                milliseconds: Some(ms),
+                ..
+            } => format!("{ms} ms"),
+            Action::Wait {
+                selector: Some(s), ..
+            } => format!("until {s}"),
+            Action::Wait { .. } => String::new(),
+        }
+    }
+
     fn name(&self) -> &'static str {
         match self {
             Action::Click { .. } => "click",
@@ -197,10 +230,10 @@ pub async fn after(
     (actions, want): (&[Action], Capture),
     result: &mut super::PageResult,
     deadline: Instant,
-    limit: usize,
+    (limit, tape): (usize, Option<&super::tape::Tape>),
 ) -> Result<()> {
     if !actions.is_empty() {
-        run(page, actions, deadline).await?;
+        run(page, actions, deadline, tape).await?;
         (result.html, result.cut_from) = super::page::content(page, limit).await?;
         if let Ok(Some(url)) = page.url().await {
             result.final_url = url;

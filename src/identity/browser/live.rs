@@ -38,6 +38,23 @@ pub enum Input {
     Key { key: String },
 }
 
+impl Input {
+    /// What a recording's action log says of it: typed text never, its
+    /// length only.
+    pub fn logged(&self) -> String {
+        match self {
+            Input::Click { x, y } => format!("click at ({x:.0}, {y:.0})"),
+            Input::Scroll { x, y, dx, dy } => {
+                format!("scroll ({dx:.0}, {dy:.0}) at ({x:.0}, {y:.0})")
+            }
+            Input::Text { text } => {
+                format!("{} characters typed (not recorded)", text.chars().count())
+            }
+            Input::Key { key } => format!("key {key}"),
+        }
+    }
+}
+
 /// Start the tab's screencast; the frames as they come.
 pub async fn start(page: &Page, max_width: i64) -> Result<EventStream<EventScreencastFrame>> {
     let frames = page

@@ -26,6 +26,19 @@ pub(super) async fn load(
     if let Some((jar, domain)) = sync {
         page::push_cookies(tab, &jar.export_for_domain(domain)).await?;
     }
+    let filming = match &req.tape {
+        Some(tape) => {
+            tape.action("navigate", super::tape::without_credentials(&req.url));
+            match super::tape::film(tab, tape.clone()).await {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    tape.action("error", format!("cannot film the tab: {}", e.message()));
+                    None
+                }
+            }
+        }
+        None => None,
+    };
     let mut result = super::settle::navigate(
         tab,
         &req.url,
@@ -36,7 +49,34 @@ pub(super) async fn load(
     )
     .await;
     if let Ok(page) = result.as_mut() {
-        actions::after(tab, (&req.actions, req.capture), page, deadline, limit).await?;
+        let tape = req.tape.as_deref();
+        let acted = actions::after(
+            tab,
+            (&req.actions, req.capture),
+            page,
+            deadline,
+            (limit, tape),
+        )
+        .await;
+        if let Err(e) = acted {
+            if let Some(f) = filming {
+                f.stop().await;
+            }
+            return Err(e);
+        }
+    }
+    if let Some(f) = filming {
+        if let (Some(tape), Ok(page)) = (&req.tape, &result) {
+            tape.action(
+                "loaded",
+                format!(
+                    "{} ({})",
+                    super::tape::without_credentials(&page.final_url),
+                    page.status
+                ),
+            );
+        }
+        f.stop().await;
     }
     if let Some((jar, domain)) = sync {
         let cookies = page::pull_cookies(browser, domain).await?;

@@ -16,6 +16,8 @@
 //!   hung Chromium), `facts` (what operators see).
 //! - `tab`: what a person does on a tab (snapshot, click, type, press,
 //!   select, wait); `kept_tabs`: a turn's own tabs for interactive sessions.
+//! - `tape`: a recording in progress (screencast frames, the action log, a
+//!   network summary) and the filming of a tab onto it.
 //!
 //! [`SlotBrowser`] holds it together: one operation at a time per slot (an async
 //! lock with a bounded wait), relaunch after a crash, tab recycling, idle close and
@@ -40,6 +42,7 @@ pub mod settle;
 mod storage;
 mod supervisor;
 pub mod tab;
+pub mod tape;
 mod trust;
 mod world;
 

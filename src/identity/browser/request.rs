@@ -15,4 +15,6 @@ pub struct BrowserRequest {
     pub actions: Vec<Action>,
     /// Screenshot or PDF of the page as the actions left it.
     pub capture: Capture,
+    /// Film the navigation and the actions onto this recording.
+    pub tape: Option<std::sync::Arc<super::tape::Tape>>,
 }

@@ -287,6 +287,7 @@ async fn self_check(slot: Subject<'_>, l: &listener::Listener) -> check::Browser
             },
         ],
         capture: Default::default(),
+        tape: None,
     };
     let normal = |_: &str, _: &str, _: u16| crate::identity::browser::PageState::Normal;
     let page = match slot.browser.upkeep_turn().await {
@@ -347,6 +348,7 @@ async fn browser_visit(browser: &SlotBrowser, base: &str) -> Result<()> {
             cookie_domain: None,
             actions: Vec::new(),
             capture: Default::default(),
+            tape: None,
         };
         let page = turn.navigate(&req, None, &normal).await?;
         if !page.wait_for_met {

@@ -30,13 +30,17 @@ pub enum ErrorKind {
     /// The caller's key has no grant for any identity that could serve the
     /// call (`not_granted`): it is not moved to one it may not use.
     NotGranted,
+    /// The site wants a person (a captcha, a sign-in wall) on a strategy
+    /// with `[handoff]`, and none cleared it in time (`needs_person`): try
+    /// again after [`Error::retry_after`], or have a person sign in.
+    NeedsPerson,
     /// Anything else that is our bug rather than the input's fault.
     Internal,
 }
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 11] = [
+    pub const ALL: [ErrorKind; 12] = [
         ErrorKind::Config,
         ErrorKind::InvalidArgument,
         ErrorKind::Refused,
@@ -47,6 +51,7 @@ impl ErrorKind {
         ErrorKind::NotFound,
         ErrorKind::Unavailable,
         ErrorKind::NotGranted,
+        ErrorKind::NeedsPerson,
         ErrorKind::Internal,
     ];
 
@@ -63,6 +68,7 @@ impl ErrorKind {
             ErrorKind::NotFound => "not_found",
             ErrorKind::Unavailable => "unavailable",
             ErrorKind::NotGranted => "not_granted",
+            ErrorKind::NeedsPerson => "needs_person",
             ErrorKind::Internal => "internal",
         }
     }

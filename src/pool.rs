@@ -179,6 +179,12 @@ impl Pool {
         if let Some(f) = &services.fleet {
             f.spawn();
         }
+        leases.set_person_desk(Arc::new(crate::services::Desk::new(
+            &services.logins,
+            leases.events().clone(),
+            &cfg.notify,
+            &cfg.server.listen.to_string(),
+        )));
         if cfg.browser.idle_close_secs > 0 {
             let idle = Duration::from_secs(cfg.browser.idle_close_secs);
             upkeep::spawn_idle_closer(&leases, &stop, idle);

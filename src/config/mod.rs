@@ -9,6 +9,7 @@ use serde::Deserialize;
 use crate::diag::{self, Diagnostic};
 
 mod cluster;
+mod notify;
 mod pool;
 mod proxy;
 mod recording;
@@ -16,6 +17,7 @@ mod role;
 mod security;
 mod server;
 pub use cluster::{ClusterConfig, PeerAddr, PeerHost, redact as redact_redis_url, shown_addr};
+pub use notify::NotifyConfig;
 pub use pool::{PoolConfig, RetireConfig, SlotDecl};
 pub use proxy::{ProxyTemplate, ProxyUrl};
 pub use recording::{RecordWhen, RecordingConfig};
@@ -37,6 +39,7 @@ pub struct Config {
     pub web: WebConfig,
     pub cluster: ClusterConfig,
     pub recording: RecordingConfig,
+    pub notify: NotifyConfig,
     /// The file this came from; `None` for the embedded defaults.
     #[serde(skip)]
     pub source: Option<PathBuf>,
@@ -262,6 +265,10 @@ impl Config {
         }
         if let Some(problem) = cfg.recording.problem() {
             let at = text.find("[recording]").map(|p| p..p);
+            return Err(Diagnostic::at(path, &text, at, problem));
+        }
+        if let Some(problem) = cfg.notify.problem() {
+            let at = text.find("[notify]").map(|p| p..p);
             return Err(Diagnostic::at(path, &text, at, problem));
         }
         let base = path.parent().unwrap_or(Path::new("."));

@@ -55,7 +55,7 @@ fn describe(s: &LiveSession) -> serde_json::Value {
     json!({
         "id": s.id, "slot": s.slot, "strategy": s.strategy, "login_url": s.login_url,
         "live_url": format!("/live/{}", s.id), "ws_url": format!("/api/v1/live/{}/ws", s.id),
-        "status": s.status(), "recording": s.recording_id,
+        "status": s.status(), "recording": s.recording_id, "purpose": s.purpose,
     })
 }
 

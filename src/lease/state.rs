@@ -56,6 +56,9 @@ pub struct Leases {
     pub(super) labels: Vec<Vec<String>>,
     /// Recordings of browser work (`[recording]`).
     pub(super) recordings: Arc<super::Recordings>,
+    /// Who finds a person when a site wants one (set once the services
+    /// that hold the live views exist).
+    desk: std::sync::OnceLock<Arc<dyn super::PersonDesk>>,
 }
 
 impl Leases {
@@ -86,7 +89,18 @@ impl Leases {
             labels: cfg.labels.clone(),
             cfg,
             recordings,
+            desk: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Set who finds a person when a site wants one (once).
+    pub fn set_person_desk(&self, desk: Arc<dyn super::PersonDesk>) {
+        let _ = self.desk.set(desk);
+    }
+
+    /// Who finds a person, when the pool has live views.
+    pub fn person_desk(&self) -> Option<&Arc<dyn super::PersonDesk>> {
+        self.desk.get()
     }
 
     /// Recordings of browser work.

@@ -72,11 +72,26 @@ impl Default for LoginLimits {
     }
 }
 
+/// What a person is asked to do in a live session.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Purpose {
+    /// Sign the identity in (an operator opened the session).
+    Login,
+    /// Clear what the site asks of a person (a captcha, a sign-in wall, a
+    /// second factor) for a call that waits (`[handoff]`).
+    Handoff {
+        /// What the site showed.
+        why: String,
+    },
+}
+
 /// A login session with its live view.
 pub struct LiveSession {
     pub id: String,
     pub slot: usize,
     pub strategy: String,
+    pub purpose: Purpose,
     pub login_url: String,
     pub started: Instant,
     frames: broadcast::Sender<Arc<Frame>>,
@@ -175,6 +190,40 @@ impl Logins {
                 )
                 .retryable(false)
             })?;
+        let (session, input_rx) = self.register(slot, strategy, &url, Purpose::Login)?;
+        // The person's hold, from now: the cascade sends no browser work to
+        // this slot while the session is open.
+        let person = s.hold_for_person();
+        let (logins, me) = (self.clone(), session.clone());
+        tokio::spawn(async move {
+            let end = logins.run(&s, &rules, url, &me, input_rx, limits).await;
+            drop(person);
+            logins.ended(&me, end).await;
+        });
+        Ok(session)
+    }
+
+    /// A hand-off's live session on `slot` (see [`Logins::clear`]).
+    pub fn register_handoff(
+        &self,
+        slot: usize,
+        strategy: &str,
+        url: &url::Url,
+        purpose: Purpose,
+    ) -> Result<(Arc<LiveSession>, mpsc::Receiver<Input>)> {
+        self.register(slot, strategy, url, purpose)
+    }
+
+    /// A live session of `purpose` on `slot`, registered (its watchers
+    /// find it by id) with its recording begun; the person's input comes
+    /// out of the receiver. Refused while the slot has one open.
+    fn register(
+        &self,
+        slot: usize,
+        strategy: &str,
+        url: &url::Url,
+        purpose: Purpose,
+    ) -> Result<(Arc<LiveSession>, mpsc::Receiver<Input>)> {
         let mut sessions = self.map.lock();
         sessions.retain(|_, v| !v.status().done || v.started.elapsed() < KEEP_FINISHED);
         if sessions
@@ -183,7 +232,7 @@ impl Logins {
         {
             return Err(Error::new(
                 ErrorKind::Unavailable,
-                format!("slot {slot} has a login session open already"),
+                format!("slot {slot} has a live session open already (a person signing in, or another hand-off)"),
             )
             .retryable(false));
         }
@@ -211,6 +260,7 @@ impl Logins {
             id: format!("{:032x}", rand::random::<u128>()),
             slot,
             strategy: strategy.to_string(),
+            purpose,
             login_url: url.to_string(),
             started: Instant::now(),
             frames: broadcast::channel(8).0,
@@ -223,14 +273,13 @@ impl Logins {
             recording_id,
         });
         sessions.insert(session.id.clone(), session.clone());
-        drop(sessions);
-        // The person's hold, from now: the cascade sends no browser work to
-        // this slot while the session is open.
-        let person = s.hold_for_person();
-        let (logins, me) = (self.clone(), session.clone());
-        tokio::spawn(async move {
-            let end = logins.run(&s, &rules, url, &me, input_rx, limits).await;
-            drop(person);
+        Ok((session, input_rx))
+    }
+
+    /// A session's end: its recording written, the event, its status.
+    async fn ended(&self, me: &LiveSession, end: Result<&'static str>) {
+        let logins = self;
+        {
             let rec = me.recording.lock().take();
             if let Some(rec) = rec {
                 rec.tape.action(
@@ -248,16 +297,83 @@ impl Logins {
                 Ok(state) => (state, None),
                 Err(e) => ("failed", Some(e.to_string())),
             };
-            tracing::info!(slot = me.slot, strategy = %me.strategy, state, "login session ended");
-            logins.leases.events().emit(
-                "login_session",
-                Some(me.slot),
-                Some(&me.strategy),
-                serde_json::json!({"state": state, "seconds": me.started.elapsed().as_secs(), "error": error}),
-            );
+            tracing::info!(slot = me.slot, strategy = %me.strategy, state, purpose = ?me.purpose, "live session ended");
+            if matches!(me.purpose, Purpose::Login) {
+                logins.leases.events().emit(
+                    "login_session",
+                    Some(me.slot),
+                    Some(&me.strategy),
+                    serde_json::json!({"state": state, "seconds": me.started.elapsed().as_secs(), "error": error}),
+                );
+            }
             me.set(state, true, error);
-        });
-        Ok(session)
+        }
+    }
+
+    /// A hand-off: the page at `url`, which showed what `session` asks a
+    /// person to clear, opens in the slot's browser through `lease` (the
+    /// call's own); the session's watchers see it and act in it until the
+    /// page reads clear (or `limits` end it). Whatever the end, the
+    /// browser's cookies for the strategy go into the jar. `cleared`,
+    /// `timed_out`, `idle` or `cancelled`.
+    pub async fn clear(
+        &self,
+        lease: &dyn crate::lease::HeldLease,
+        session: &Arc<LiveSession>,
+        mut input: mpsc::Receiver<Input>,
+        url: url::Url,
+        limits: LoginLimits,
+    ) -> Result<&'static str> {
+        let end = self.clearing(lease, session, &mut input, url, limits).await;
+        let state = match &end {
+            Ok(s) => Ok(*s),
+            Err(e) => Err(Error::new(e.kind(), e.message().to_string())),
+        };
+        self.ended(session, state).await;
+        end
+    }
+
+    async fn clearing(
+        &self,
+        lease: &dyn crate::lease::HeldLease,
+        me: &LiveSession,
+        input: &mut mpsc::Receiver<Input>,
+        url: url::Url,
+        limits: LoginLimits,
+    ) -> Result<&'static str> {
+        let slot = self
+            .leases
+            .slot(me.slot)
+            .cloned()
+            .ok_or_else(|| Error::not_found(format!("slot {} does not exist", me.slot)))?;
+        let strategy = self.leases.strategy(&me.strategy).ok_or_else(|| {
+            Error::not_found(format!(
+                "strategy `{}` is gone (reloaded away)",
+                me.strategy
+            ))
+        })?;
+        let person = slot.hold_for_person();
+        let (mut turn, tab, outcome) = lease.open_for_person(url).await?;
+        let end = if wants_person(outcome) {
+            self.watch(&slot, &strategy, me, input, limits, &tab, Goal::Clear)
+                .await
+        } else {
+            // Clear already (the wall lifted meanwhile).
+            Ok("cleared")
+        };
+        live::stop(&tab).await;
+        let cookies = match turn.running().await {
+            Ok((browser, _)) => {
+                crate::identity::browser::page::pull_cookies(browser, strategy.cookie_domain())
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        drop(turn);
+        drop(person);
+        slot.jar().import(&cookies?);
+        slot.jar().save()?;
+        end
     }
 
     /// Whether slot `slot` has a login session open.
@@ -289,7 +405,8 @@ impl Logins {
         let (end, cookies) = match lease.hold_browser(url).await {
             Ok((mut turn, tab, fetched)) => {
                 drop(fetched);
-                let end = (self.watch(slot, strategy, me, &mut input, limits, &tab)).await;
+                let end =
+                    (self.watch(slot, strategy, me, &mut input, limits, &tab, Goal::SignIn)).await;
                 live::stop(&tab).await;
                 // Whatever the end, what the site set goes into the jar.
                 let cookies = match turn.running().await {
@@ -318,6 +435,7 @@ impl Logins {
     }
 
     /// The session's loop: frames out, input in, the page judged twice a second.
+    #[allow(clippy::too_many_arguments)]
     async fn watch(
         &self,
         slot: &Arc<Slot>,
@@ -326,6 +444,7 @@ impl Logins {
         input: &mut mpsc::Receiver<Input>,
         limits: LoginLimits,
         tab: &chromiumoxide::Page,
+        goal: Goal,
     ) -> Result<&'static str> {
         let tape = me.recording.lock().as_ref().map(|r| r.tape.clone());
         let listening = match &tape {
@@ -341,7 +460,15 @@ impl Logins {
             None => None,
         };
         let end = self
-            .watch_frames(slot, strategy, me, input, limits, tab, tape.as_deref())
+            .watch_frames(
+                slot,
+                strategy,
+                me,
+                input,
+                limits,
+                tab,
+                (tape.as_deref(), goal),
+            )
             .await;
         if let Some(l) = listening {
             l.stop().await;
@@ -358,7 +485,7 @@ impl Logins {
         input: &mut mpsc::Receiver<Input>,
         limits: LoginLimits,
         tab: &chromiumoxide::Page,
-        tape: Option<&crate::identity::browser::tape::Tape>,
+        (tape, goal): (Option<&crate::identity::browser::tape::Tape>, Goal),
     ) -> Result<&'static str> {
         let mut frames = live::start(tab, 1280).await?;
         me.set("waiting", false, None);
@@ -402,9 +529,15 @@ impl Logins {
                         .map(|(html, _)| html)
                         .unwrap_or_default();
                     let at = tab.url().await.ok().flatten().unwrap_or_default();
-                    if let Some((LoginState::LoggedIn, why)) = strategy.login_state(200, &at, &Body::html_page(&html)) {
-                        self.leases.set_login(slot.id, strategy.name(), LoginState::LoggedIn, &why);
-                        break Ok("logged_in");
+                    let body = Body::html_page(&html);
+                    match goal {
+                        Goal::SignIn => if let Some((LoginState::LoggedIn, why)) = strategy.login_state(200, &at, &body) {
+                            self.leases.set_login(slot.id, strategy.name(), LoginState::LoggedIn, &why);
+                            break Ok("logged_in");
+                        },
+                        Goal::Clear => if !html.is_empty() && !wants_person(strategy.classify(200, &at, &body)) {
+                            break Ok("cleared");
+                        },
                     }
                     if Instant::now() >= deadline {
                         break Ok("timed_out");
@@ -418,6 +551,24 @@ impl Logins {
             }
         }
     }
+}
+
+/// What ends a live session's watch.
+#[derive(Debug, Clone, Copy)]
+enum Goal {
+    /// The page shows the identity signed in.
+    SignIn,
+    /// The page no longer shows what wanted a person.
+    Clear,
+}
+
+/// What a person is wanted for: a block page (captcha, robot check), a
+/// sign-in wall, or a challenge that did not pass by itself.
+fn wants_person(o: Outcome) -> bool {
+    matches!(
+        o,
+        Outcome::HardBlock | Outcome::LoginRequired | Outcome::Challenge
+    )
 }
 
 impl LiveSession {

@@ -3,7 +3,10 @@
 //! but through a lease.
 //!
 //! - `browsing.rs`: interactive browser sessions (the `browser_*` tools);
-//! - `live.rs`: login sessions a person drives through the live view;
+//! - `live.rs`: live sessions a person drives (signing an identity in,
+//!   clearing what a site asks of a person);
+//! - `handoff.rs`: the person desk: a call that meets a captcha or a
+//!   sign-in wall on a `[handoff]` strategy waits for a person there;
 //! - `session_files.rs`: session files into and out of a slot;
 //! - `bundles.rs`: a slot's whole identity as one encrypted file, and back;
 //! - `jobs.rs`: crawls that run past their call;
@@ -16,6 +19,7 @@
 pub mod browsing;
 pub mod bundles;
 pub mod fleet;
+pub mod handoff;
 pub mod jobs;
 pub mod live;
 pub mod pii;
@@ -29,6 +33,7 @@ use std::sync::Arc;
 pub use browsing::Browsing;
 pub use bundles::Bundles;
 pub use fleet::FleetSync;
+pub use handoff::Desk;
 pub use jobs::Jobs;
 pub use live::{Frame, LiveSession, LiveStatus, LoginLimits, Logins};
 pub use pii::Pii;

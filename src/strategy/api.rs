@@ -37,6 +37,10 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
     fn login(&self) -> Option<&LoginRules> {
         None
     }
+    /// `[handoff]`: what calls a person instead of failing (none: nothing).
+    fn handoff(&self) -> Option<&super::Handoff> {
+        None
+    }
     /// Where it came from, for messages.
     fn source(&self) -> Option<&Path> {
         None

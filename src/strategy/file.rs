@@ -8,7 +8,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::host::validate_host_pattern;
-use super::{Markers, Politeness, TomlStrategy, locale, login, markers, market, operation};
+use super::{
+    Markers, Politeness, TomlStrategy, handoff, locale, login, markers, market, operation,
+};
 use crate::diag::{self, Diagnostic};
 use crate::wire::http::host_matches;
 
@@ -40,6 +42,9 @@ struct StrategyFile {
     /// How to tell whether an identity is signed in.
     #[serde(default)]
     session: Option<login::LoginFile>,
+    /// What calls a person (a captcha, a sign-in wall) instead of failing.
+    #[serde(default)]
+    handoff: Option<handoff::HandoffFile>,
     /// Prefix of the site's URLs, `{base_url}` in templates (e.g. "https://shop.example").
     #[serde(default)]
     base_url: Option<Spanned<String>>,
@@ -131,6 +136,7 @@ impl TomlStrategy {
             operations.insert(name, compiled);
         }
         login::check_logins(&operations, login.is_some(), path, text)?;
+        let handoff = f.handoff.as_ref().map(|h| h.compile(&err)).transpose()?;
         let locale = match &f.locale {
             Some(l) => l.get_ref().compile().map_err(|m| err(l.span(), m))?,
             None => locale::Locale::default(),
@@ -148,6 +154,7 @@ impl TomlStrategy {
             politeness: f.politeness,
             markers,
             login,
+            handoff,
             base_url,
             operations,
             source: Some(path.to_path_buf()),

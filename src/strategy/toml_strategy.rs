@@ -22,6 +22,8 @@ pub struct TomlStrategy {
     pub markers: Markers,
     /// `[session]`: how to tell a signed-in identity.
     pub login: Option<LoginRules>,
+    /// `[handoff]`: what calls a person instead of failing the call.
+    pub handoff: Option<super::Handoff>,
     /// `{base_url}` in operation templates.
     pub base_url: Option<String>,
     pub operations: BTreeMap<String, operation::Operation>,
@@ -65,6 +67,9 @@ impl Strategy for TomlStrategy {
     }
     fn login(&self) -> Option<&LoginRules> {
         self.login.as_ref()
+    }
+    fn handoff(&self) -> Option<&super::Handoff> {
+        self.handoff.as_ref()
     }
     fn source(&self) -> Option<&Path> {
         self.source.as_deref()

@@ -9,6 +9,7 @@ mod daemon;
 mod doctor;
 mod edges;
 mod grants;
+mod handoff;
 mod load;
 mod mcp;
 mod operator;

@@ -125,6 +125,19 @@ fn config_bad_recording() {
 }
 
 #[test]
+fn config_bad_notify() {
+    let c = Case::new();
+    c.write(
+        "idpool.toml",
+        "[pool]\nsize = 1\n\n[notify]\nurl = \"hooks.example/x\"\n",
+    );
+    assert_reports(
+        &c,
+        "notify.url must be an http(s) URL (is `hooks.example/x`)",
+    );
+}
+
+#[test]
 fn config_duplicate_slot() {
     let c = Case::new();
     c.write(

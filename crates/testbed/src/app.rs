@@ -70,6 +70,11 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/ap/signin", get(signin))
         .route("/loop", get(redirect_loop))
         .route("/redirect", get(redirect_to))
+        // The robot check's answer (the gate takes it while the check is on).
+        .route(
+            "/errors/validateCaptcha",
+            get(|| async { StatusCode::NOT_FOUND }),
+        )
         .merge(super::signin::routes())
         .layer(middleware::from_fn_with_state(
             shared.clone(),
@@ -261,6 +266,32 @@ async fn gate(
     }
 
     let headers = req.headers().clone();
+    if modes.robot_check {
+        let check = &shared.robot_check;
+        if path == "/errors/validateCaptcha" {
+            let (typed, back) = super::robot_check::back_to(req.uri().query().unwrap_or_default());
+            return match typed.as_deref().and_then(|t| check.solve(t)) {
+                Some(token) => {
+                    let mut resp = Redirect::to(&back).into_response();
+                    if let Ok(v) = HeaderValue::from_str(&format!(
+                        "tb_human={token}; Path=/; Max-Age=86400; HttpOnly; SameSite=Lax"
+                    )) {
+                        resp.headers_mut().append(header::SET_COOKIE, v);
+                    }
+                    resp
+                }
+                None => Html(super::robot_check::page(&check.issue(), &back)).into_response(),
+            };
+        }
+        let human = cookie(&headers, "tb_human").is_some_and(|t| check.is_human(t));
+        if !human && path != "/signin" && path != "/favicon.ico" {
+            let back = req
+                .uri()
+                .path_and_query()
+                .map_or("/".to_string(), |p| p.as_str().to_string());
+            return Html(super::robot_check::page(&check.issue(), &back)).into_response();
+        }
+    }
     let mut new_sid = None;
     let clearance = cookie(&headers, "tb_clearance")
         .filter(|c| shared.clearance_ok(c))

@@ -153,6 +153,25 @@ pub fn captcha() -> String {
     )
 }
 
+/// The robot check a person solves: the captcha page's structure, with
+/// the characters to type shown as text and the field focused.
+pub fn robot_check(code: &str, back: &str) -> String {
+    page(
+        "Robot Check",
+        &format!(
+            "<h4>Enter the characters you see below</h4>\n<p>Sorry, we just need to make sure you're not a robot.</p>\n\
+             <p class=\"robot-code\" style=\"font: bold 32px monospace; letter-spacing: .3em\">{}</p>\n\
+             <form method=\"get\" action=\"/errors/validateCaptcha\" name=\"captcha\">\n\
+             <input type=\"hidden\" name=\"return_to\" value=\"{}\">\n\
+             <input type=\"text\" name=\"field-keywords\" autofocus autocomplete=\"off\" \
+             style=\"position: absolute; left: 100px; top: 200px; width: 300px; height: 40px; font-size: 24px\">\n\
+             <button type=\"submit\">Continue shopping</button></form>",
+            esc(code),
+            esc(back)
+        ),
+    )
+}
+
 pub fn blocked(ja4: &str) -> String {
     page(
         "Access denied",

@@ -22,6 +22,7 @@ pub mod data;
 pub mod detect;
 pub mod hostile;
 pub mod html;
+pub mod robot_check;
 mod server;
 mod signin;
 pub mod site;
@@ -163,6 +164,13 @@ impl Testbed {
     }
 
     /// The per-request log, oldest first.
+    /// The robot check's last code shown (what a person at the screen
+    /// reads) and how many were passed (`Modes::robot_check`).
+    pub fn robot_check(&self) -> (Option<String>, u64) {
+        let r = &self.shared.robot_check;
+        (r.last_code(), r.solved())
+    }
+
     pub fn log(&self) -> Vec<LogEntry> {
         self.shared.log.lock().iter().cloned().collect()
     }

@@ -38,6 +38,11 @@ struct Args {
     /// of `review-rating` (what a strategy's selector drift looks like).
     #[arg(long)]
     layout_change: bool,
+    /// A robot check a person solves on every shop page until they pass it
+    /// (the characters are shown on the page; `[handoff]` strategies wait
+    /// for a person in the live view).
+    #[arg(long)]
+    robot_check: bool,
     /// Per-identity rate limit as MAX/WINDOW_SECS[/PENALTY_SECS[/STATUS[/RETRY_AFTER]]]
     /// (e.g. 30/10/20/429: a captcha page with status 429 for 20 s, no Retry-After).
     #[arg(long, value_name = "MAX/SECS")]
@@ -111,6 +116,7 @@ async fn main() -> ExitCode {
             consistency: args.consistency,
             layout_change: args.layout_change,
             probe: false,
+            robot_check: args.robot_check,
             rate_limit,
             site_limit,
             fault: None,

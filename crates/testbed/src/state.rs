@@ -140,6 +140,10 @@ pub struct Modes {
     /// ([`super::detect::inject_probe`]).
     #[serde(default)]
     pub probe: bool,
+    /// A robot check a person solves on every shop page until the visitor
+    /// has passed it ([`super::robot_check`]).
+    #[serde(default)]
+    pub robot_check: bool,
     pub rate_limit: Option<RateLimit>,
     #[serde(default)]
     pub site_limit: Option<SiteLimit>,
@@ -294,6 +298,8 @@ pub struct Shared {
     bindings: Mutex<HashMap<String, Binding>>,
     /// The shop's accounts and their sessions.
     pub accounts: super::accounts::Accounts,
+    /// Who passed the robot check.
+    pub robot_check: super::robot_check::RobotCheck,
 }
 
 impl Default for Shared {
@@ -307,6 +313,7 @@ impl Default for Shared {
             nonces: Mutex::default(),
             bindings: Mutex::default(),
             accounts: super::accounts::Accounts::default(),
+            robot_check: Default::default(),
         }
     }
 }

@@ -205,81 +205,102 @@ impl OpRun<'_> {
         let (mut browser_only, mut no_browser) = (false, false);
         // What the slot came to when it ends before its last tier.
         let mut ended: Option<Outcome> = None;
-        for tier in plan {
+        // A person was asked on this slot already (once per slot).
+        let mut asked = false;
+        'tiers: for tier in plan {
             if (browser_only && tier.number != 3) || (no_browser && tier.number == 3) {
                 continue;
             }
-            if self.spent() >= self.budget {
-                ended = Some(Outcome::Failed); // the call is over: no breaker verdict
-                break;
-            }
-            tried_tiers += 1;
-            let started = Instant::now();
-            let record = self.opts.record.as_ref();
-            let ran = run_tier(&lease, self.strategy, self.op, tier, &self.vars, record).await;
-            if ran.sent {
-                self.spent.fetch_add(1, Ordering::Relaxed);
-            }
-            let attempt = Attempt {
-                slot: lease.slot(),
-                tier: tier.number,
-                outcome: ran.outcome(),
-                status: ran.status,
-                ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-                error: ran.error,
-                detail: ran.detail,
-                refused: ran.refused,
-            };
-            let outcome = attempt.outcome;
-            self.report(&attempt);
-            attempts.push(attempt);
-            if ran.unextracted {
-                lease.observe_page(self.op, None);
-            }
-            match ran.end {
-                TierEnd::Done(extracted, status, final_url) => {
-                    // A genuinely empty page is a result too, and changes no breaker.
-                    let warnings = lease.observe_page(self.op, Some(&extracted.items));
-                    let (slot, trial) = (lease.slot(), lease.is_trial());
-                    lease.finish(outcome);
-                    return Ok(Ok(CascadeResult {
-                        slot,
-                        tier: tier.number,
-                        trial,
-                        attempts: std::mem::take(attempts),
-                        requests: self.spent(),
-                        extracted,
-                        status,
-                        final_url,
-                        fallback: None,
-                        masked: Vec::new(),
-                        warnings,
-                    }));
+            // A tier runs again once a person cleared what it met.
+            loop {
+                if self.spent() >= self.budget {
+                    ended = Some(Outcome::Failed); // the call is over: no breaker verdict
+                    break 'tiers;
                 }
-                TierEnd::HardBlock | TierEnd::RateLimited | TierEnd::LoginRequired => {
-                    ended = Some(outcome);
-                    break;
+                tried_tiers += 1;
+                let started = Instant::now();
+                let record = self.opts.record.as_ref();
+                let ran = run_tier(&lease, self.strategy, self.op, tier, &self.vars, record).await;
+                if ran.sent {
+                    self.spent.fetch_add(1, Ordering::Relaxed);
                 }
-                TierEnd::TierBlock => {
-                    blocks += 1;
-                    no_browser = !browser_only;
-                    let why = attempts.last().and_then(|a| a.detail.as_deref());
-                    lease.mark_tier_blocked(tier.number, why);
+                let attempt = Attempt {
+                    slot: lease.slot(),
+                    tier: tier.number,
+                    outcome: ran.outcome(),
+                    status: ran.status,
+                    ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    error: ran.error,
+                    detail: ran.detail,
+                    refused: ran.refused,
+                };
+                let outcome = attempt.outcome;
+                self.report(&attempt);
+                attempts.push(attempt);
+                if ran.unextracted {
+                    lease.observe_page(self.op, None);
                 }
-                // The challenge is what tier 3 is for, whatever came before.
-                TierEnd::Challenge => (browser_only, no_browser) = (true, false),
-                TierEnd::NextTier => {}
-                TierEnd::NextSlot => {
-                    ended = Some(Outcome::Failed);
-                    break;
+                let page = ran.page.clone();
+                match ran.end {
+                    TierEnd::HardBlock | TierEnd::LoginRequired
+                        if !asked && self.strategy.handoff().is_some_and(|h| h.wants(outcome)) =>
+                    {
+                        asked = true;
+                        let why = (attempts.last())
+                            .and_then(|a| a.detail.clone().or(a.error.clone()))
+                            .unwrap_or_else(|| outcome.as_str().to_string());
+                        if let Err(e) = self.ask_person(&lease, page, outcome, why).await {
+                            lease.finish(outcome);
+                            return Err(e);
+                        }
+                        // Cleared: the same tier again, with what the person earned.
+                        continue;
+                    }
+                    TierEnd::Done(extracted, status, final_url) => {
+                        // A genuinely empty page is a result too, and changes no breaker.
+                        let warnings = lease.observe_page(self.op, Some(&extracted.items));
+                        let (slot, trial) = (lease.slot(), lease.is_trial());
+                        lease.finish(outcome);
+                        return Ok(Ok(CascadeResult {
+                            slot,
+                            tier: tier.number,
+                            trial,
+                            attempts: std::mem::take(attempts),
+                            requests: self.spent(),
+                            extracted,
+                            status,
+                            final_url,
+                            fallback: None,
+                            masked: Vec::new(),
+                            warnings,
+                        }));
+                    }
+                    TierEnd::HardBlock | TierEnd::RateLimited | TierEnd::LoginRequired => {
+                        ended = Some(outcome);
+                        break 'tiers;
+                    }
+                    TierEnd::TierBlock => {
+                        blocks += 1;
+                        no_browser = !browser_only;
+                        let why = attempts.last().and_then(|a| a.detail.as_deref());
+                        lease.mark_tier_blocked(tier.number, why);
+                    }
+                    // The challenge is what tier 3 is for, whatever came before.
+                    TierEnd::Challenge => (browser_only, no_browser) = (true, false),
+                    TierEnd::NextTier => {}
+                    TierEnd::NextSlot => {
+                        ended = Some(Outcome::Failed);
+                        break 'tiers;
+                    }
+                    TierEnd::Refused(e) => {
+                        lease.finish(Outcome::Failed);
+                        return Err(e);
+                    }
                 }
-                TierEnd::Refused(e) => {
-                    lease.finish(Outcome::Failed);
-                    return Err(e);
+                if lease.is_trial() && ran.sent {
+                    ended = Some(outcome); // one request on one tier
+                    break 'tiers;
                 }
-            }
-            if lease.is_trial() && ran.sent {
-                ended = Some(outcome); // one request on one tier
                 break;
             }
         }
@@ -329,6 +350,43 @@ impl OpRun<'_> {
             ));
         }
         plan
+    }
+
+    /// Ask the pool's desk for a person to clear what `outcome` met on
+    /// the lease's slot (`[handoff]`); `Ok` once cleared.
+    async fn ask_person(
+        &self,
+        lease: &Lease,
+        page: Option<url::Url>,
+        outcome: Outcome,
+        why: String,
+    ) -> Result<()> {
+        let wait = self.strategy.handoff().map(|h| h.wait).unwrap_or_default();
+        let no_person = |what: &str| {
+            Error::new(
+                ErrorKind::NeedsPerson,
+                format!(
+                    "`{}` of `{}` on slot {}: the site wants a person ({why}), and {what}",
+                    self.op.name,
+                    self.strategy.name(),
+                    lease.slot()
+                ),
+            )
+            .retryable(false)
+            .with_retry_after(wait)
+        };
+        let (Some(desk), Some(url)) = (lease.leases.person_desk(), page) else {
+            return Err(no_person("this pool has no live view to ask one in"));
+        };
+        let tell = |m: String| self.opts.report(|| m);
+        let ask = crate::lease::PersonAsk {
+            url,
+            outcome,
+            why: why.clone(),
+            wait,
+            tell: &tell,
+        };
+        desk.ask(lease, ask).await
     }
 
     /// One attempt as a progress line.

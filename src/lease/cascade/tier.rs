@@ -27,6 +27,9 @@ pub(super) struct TierRun {
     pub(super) refused: Vec<String>,
     /// The page was content but yielded no items it could prove empty.
     pub(super) unextracted: bool,
+    /// The page a person would open to clear what this tier met (for tier
+    /// 1, the item's page of tier 2 when there is one).
+    pub(super) page: Option<url::Url>,
 }
 
 impl TierRun {
@@ -39,6 +42,7 @@ impl TierRun {
             sent: true,
             refused: Vec::new(),
             unextracted: false,
+            page: None,
         }
     }
 
@@ -105,6 +109,13 @@ pub(super) async fn run_tier(
         }
         judge(strategy, op, tier, f, body)
     };
+    let page = match tier.number {
+        1 => (op.tiers.iter())
+            .find(|t| t.number == 2)
+            .and_then(|t| url::Url::parse(&render(&t.url, vars, true)).ok())
+            .or_else(|| Some(url.clone())),
+        _ => Some(url.clone()),
+    };
     let result = if tier.number == 3 {
         lease.browse(url, tier.wait_for.as_deref(), judged).await
     } else {
@@ -113,6 +124,7 @@ pub(super) async fn run_tier(
     match result {
         Ok((fetched, ran)) => TierRun {
             refused: fetched.refused,
+            page,
             ..ran
         },
         Err(e) if e.kind() == ErrorKind::Refused => {

@@ -108,7 +108,8 @@ impl Desk {
             timeout: wait,
             idle: wait,
         };
-        let clearing = logins.clear(lease, &session, input, ask.url.clone(), limits);
+        let sign_in = ask.outcome == crate::strategy::Outcome::LoginRequired;
+        let clearing = logins.clear(lease, &session, input, (ask.url.clone(), sign_in), limits);
         let telling = async {
             let mut every = tokio::time::interval(TELL_EVERY);
             every.tick().await;
@@ -136,7 +137,7 @@ impl Desk {
                    "seconds": started.elapsed().as_secs()}),
         );
         match end {
-            Ok("cleared") => {
+            Ok("cleared" | "logged_in") => {
                 (ask.tell)(format!(
                     "a person cleared it on slot {slot}, {site}: the call goes on"
                 ));

@@ -313,18 +313,22 @@ impl Logins {
     /// A hand-off: the page at `url`, which showed what `session` asks a
     /// person to clear, opens in the slot's browser through `lease` (the
     /// call's own); the session's watchers see it and act in it until the
-    /// page reads clear (or `limits` end it). Whatever the end, the
-    /// browser's cookies for the strategy go into the jar. `cleared`,
-    /// `timed_out`, `idle` or `cancelled`.
+    /// page reads clear, or, with `sign_in` (a sign-in wall; `url` is where
+    /// the strategy signs in), shows the identity signed in (or `limits`
+    /// end it). Whatever the end, the browser's cookies for the strategy go
+    /// into the jar. `cleared`, `logged_in`, `timed_out`, `idle` or
+    /// `cancelled`.
     pub async fn clear(
         &self,
         lease: &dyn crate::lease::HeldLease,
         session: &Arc<LiveSession>,
         mut input: mpsc::Receiver<Input>,
-        url: url::Url,
+        (url, sign_in): (url::Url, bool),
         limits: LoginLimits,
     ) -> Result<&'static str> {
-        let end = self.clearing(lease, session, &mut input, url, limits).await;
+        let end = self
+            .clearing(lease, session, &mut input, (url, sign_in), limits)
+            .await;
         let state = match &end {
             Ok(s) => Ok(*s),
             Err(e) => Err(Error::new(e.kind(), e.message().to_string())),
@@ -338,7 +342,7 @@ impl Logins {
         lease: &dyn crate::lease::HeldLease,
         me: &LiveSession,
         input: &mut mpsc::Receiver<Input>,
-        url: url::Url,
+        (url, sign_in): (url::Url, bool),
         limits: LoginLimits,
     ) -> Result<&'static str> {
         let slot = self
@@ -354,7 +358,10 @@ impl Logins {
         })?;
         let person = slot.hold_for_person();
         let (mut turn, tab, outcome) = lease.open_for_person(url).await?;
-        let end = if wants_person(outcome) {
+        let end = if sign_in {
+            self.watch(&slot, &strategy, me, input, limits, &tab, Goal::SignIn)
+                .await
+        } else if wants_person(outcome) {
             self.watch(&slot, &strategy, me, input, limits, &tab, Goal::Clear)
                 .await
         } else {

@@ -307,3 +307,94 @@ async fn a_call_waits_for_a_person_and_goes_on_with_what_they_earned() {
     assert_eq!(hooked.lock().len(), 2, "one webhook per hand-off");
     d.stop().await;
 }
+
+/// `[handoff] on = ["login"]`: a members-only call on a slot that turns out
+/// signed out waits while a person signs the identity in through the live
+/// view (the strategy's sign-in page), then reads the members' items on
+/// that slot.
+#[tokio::test]
+async fn a_person_signs_the_identity_in_and_the_call_goes_on() {
+    let env = common::shop(1).await;
+    let strategy = std::fs::read_to_string(env.path("strategies/testshop.toml")).expect("read");
+    env.write(
+        "strategies/testshop.toml",
+        &format!("{strategy}\n[handoff]\non = [\"login\"]\nwait_secs = 60\n"),
+    );
+    let d = Daemon::start_with(&env, 1, "anonymous_role = \"admin\"\n", "", &[]).await;
+    let d2 = d.url("");
+    let call = tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(format!("{d2}/api/v1/tools/extract"))
+            .json(
+                &json!({"strategy": "testshop", "operation": "account_reviews",
+                          "params": {"item": "ACCT7"}, "slot": 0}),
+            )
+            .send()
+            .await
+            .expect("post")
+            .json::<Value>()
+            .await
+            .unwrap_or(Value::Null)
+    });
+    let ev = wait_for_needed(&d, 1).await;
+    assert_eq!(ev["detail"]["reason"], "login_required", "{ev}");
+    let id = ev["detail"]["session"]
+        .as_str()
+        .expect("session")
+        .to_string();
+    let ws_url = d
+        .url(&format!("/api/v1/live/{id}/ws"))
+        .replace("http:", "ws:");
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url.as_str())
+        .await
+        .expect("the live view");
+    let framed = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(Ok(m)) = ws.next().await {
+            if let Message::Text(t) = m
+                && serde_json::from_str::<Value>(&t).is_ok_and(|v| v["type"] == "frame")
+            {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(framed.is_ok(), "no frame of the sign-in page");
+    // The person signs in as in their own browser (the page's blank, then
+    // Tab past the account line's link to the email field).
+    for i in [
+        json!({"type": "click", "x": 700, "y": 600}),
+        json!({"type": "key", "key": "Tab"}),
+        json!({"type": "key", "key": "Tab"}),
+        json!({"type": "text", "text": idpool_testbed::accounts::EMAIL}),
+        json!({"type": "key", "key": "Tab"}),
+        json!({"type": "text", "text": idpool_testbed::accounts::PASSWORD}),
+        json!({"type": "key", "key": "Enter"}),
+    ] {
+        ws.send(Message::Text(i.to_string().into()))
+            .await
+            .expect("send");
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    let r = tokio::time::timeout(Duration::from_secs(60), call)
+        .await
+        .expect("the call ends once the person signed in")
+        .expect("join");
+    assert!(
+        r["items"].as_array().is_some_and(|i| !i.is_empty()) && r["fallback"].is_null(),
+        "{r}\n{}",
+        d.log_text()
+    );
+    assert_eq!(r["slot"], 0, "{r}");
+    assert_eq!(env.testbed.shared.accounts.signins(), 1);
+    let status: Value = reqwest::get(d.url("/api/v1/slots"))
+        .await
+        .expect("slots")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        status["slots"][0]["login"]["testshop"]["state"], "logged_in",
+        "{status}"
+    );
+    d.stop().await;
+}

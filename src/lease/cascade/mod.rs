@@ -196,17 +196,29 @@ impl OpRun<'_> {
         lease: Lease,
         attempts: &mut Vec<Attempt>,
     ) -> Result<Result<CascadeResult, Outcome>> {
+        // A person was asked on this slot already (once per slot).
+        let mut asked = false;
         if self.probe_login(&lease, attempts).await {
-            lease.finish(Outcome::LoginRequired);
-            return Ok(Err(Outcome::LoginRequired));
+            let walled = Outcome::LoginRequired;
+            if !self.strategy.handoff().is_some_and(|h| h.wants(walled)) {
+                lease.finish(walled);
+                return Ok(Err(walled));
+            }
+            // `[handoff] on = ["login"]`: a person signs the slot in first.
+            asked = true;
+            let why = (attempts.last())
+                .and_then(|a| a.detail.clone())
+                .unwrap_or_else(|| "signed out".into());
+            if let Err(e) = self.ask_person(&lease, None, walled, why).await {
+                lease.finish(walled);
+                return Err(e);
+            }
         }
         let plan = self.plan(&lease, attempts);
         let (mut tried_tiers, mut blocks) = (0usize, 0usize);
         let (mut browser_only, mut no_browser) = (false, false);
         // What the slot came to when it ends before its last tier.
         let mut ended: Option<Outcome> = None;
-        // A person was asked on this slot already (once per slot).
-        let mut asked = false;
         'tiers: for tier in plan {
             if (browser_only && tier.number != 3) || (no_browser && tier.number == 3) {
                 continue;
@@ -374,6 +386,13 @@ impl OpRun<'_> {
             )
             .retryable(false)
             .with_retry_after(wait)
+        };
+        // A sign-in wall is cleared where the strategy signs in.
+        let page = match outcome {
+            Outcome::LoginRequired => (self.strategy.login())
+                .and_then(|l| l.login_url.clone())
+                .or(page),
+            _ => page,
         };
         let (Some(desk), Some(url)) = (lease.leases.person_desk(), page) else {
             return Err(no_person("this pool has no live view to ask one in"));

@@ -78,6 +78,45 @@ async fn wait_for_needed(d: &Daemon, n: usize) -> Value {
     panic!("no handoff_needed event number {n}:\n{}", d.log_text());
 }
 
+type LiveView =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The live view of session `id`, once its first frame came (what the
+/// person sees).
+async fn live_view(d: &Daemon, id: &str) -> LiveView {
+    let ws_url = d
+        .url(&format!("/api/v1/live/{id}/ws"))
+        .replace("http:", "ws:");
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url.as_str())
+        .await
+        .expect("the live view");
+    let framed = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(Ok(m)) = ws.next().await {
+            if let Message::Text(t) = m
+                && serde_json::from_str::<Value>(&t).is_ok_and(|v| v["type"] == "frame")
+            {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(
+        framed.is_ok(),
+        "no frame of the page the person is asked to clear"
+    );
+    ws
+}
+
+/// The person's inputs, one by one, as a hand would send them.
+async fn act(ws: &mut LiveView, inputs: &[Value]) {
+    for i in inputs {
+        ws.send(Message::Text(i.to_string().into()))
+            .await
+            .expect("send");
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_call_waits_for_a_person_and_goes_on_with_what_they_earned() {
     let env = common::shop(2).await;
@@ -133,36 +172,19 @@ async fn a_call_waits_for_a_person_and_goes_on_with_what_they_earned() {
 
     // The person: the live view's frames show the robot check; they click
     // its field, type what it shows and press Enter.
-    let ws_url = d
-        .url(&format!("/api/v1/live/{id}/ws"))
-        .replace("http:", "ws:");
-    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url.as_str())
-        .await
-        .expect("the live view");
-    let framed = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(Ok(m)) = ws.next().await {
-            if let Message::Text(t) = m
-                && serde_json::from_str::<Value>(&t).is_ok_and(|v| v["type"] == "frame")
-            {
-                return;
-            }
-        }
-    })
-    .await;
-    assert!(framed.is_ok(), "no frame of the robot check");
+    let mut ws = live_view(&d, &id).await;
     let (code, solved) = env.testbed.robot_check();
     assert_eq!(solved, 0);
     let code = code.expect("the characters on the screen");
-    for i in [
-        json!({"type": "click", "x": 200, "y": 220}),
-        json!({"type": "text", "text": code}),
-        json!({"type": "key", "key": "Enter"}),
-    ] {
-        ws.send(Message::Text(i.to_string().into()))
-            .await
-            .expect("send");
-        tokio::time::sleep(Duration::from_millis(150)).await;
-    }
+    act(
+        &mut ws,
+        &[
+            json!({"type": "click", "x": 200, "y": 220}),
+            json!({"type": "text", "text": code}),
+            json!({"type": "key", "key": "Enter"}),
+        ],
+    )
+    .await;
     let answer = tokio::time::timeout(Duration::from_secs(60), call)
         .await
         .expect("the call ends once the person cleared the check")
@@ -342,39 +364,22 @@ async fn a_person_signs_the_identity_in_and_the_call_goes_on() {
         .as_str()
         .expect("session")
         .to_string();
-    let ws_url = d
-        .url(&format!("/api/v1/live/{id}/ws"))
-        .replace("http:", "ws:");
-    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url.as_str())
-        .await
-        .expect("the live view");
-    let framed = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(Ok(m)) = ws.next().await {
-            if let Message::Text(t) = m
-                && serde_json::from_str::<Value>(&t).is_ok_and(|v| v["type"] == "frame")
-            {
-                return;
-            }
-        }
-    })
-    .await;
-    assert!(framed.is_ok(), "no frame of the sign-in page");
+    let mut ws = live_view(&d, &id).await;
     // The person signs in as in their own browser (the page's blank, then
     // Tab past the account line's link to the email field).
-    for i in [
-        json!({"type": "click", "x": 700, "y": 600}),
-        json!({"type": "key", "key": "Tab"}),
-        json!({"type": "key", "key": "Tab"}),
-        json!({"type": "text", "text": idpool_testbed::accounts::EMAIL}),
-        json!({"type": "key", "key": "Tab"}),
-        json!({"type": "text", "text": idpool_testbed::accounts::PASSWORD}),
-        json!({"type": "key", "key": "Enter"}),
-    ] {
-        ws.send(Message::Text(i.to_string().into()))
-            .await
-            .expect("send");
-        tokio::time::sleep(Duration::from_millis(150)).await;
-    }
+    act(
+        &mut ws,
+        &[
+            json!({"type": "click", "x": 700, "y": 600}),
+            json!({"type": "key", "key": "Tab"}),
+            json!({"type": "key", "key": "Tab"}),
+            json!({"type": "text", "text": idpool_testbed::accounts::EMAIL}),
+            json!({"type": "key", "key": "Tab"}),
+            json!({"type": "text", "text": idpool_testbed::accounts::PASSWORD}),
+            json!({"type": "key", "key": "Enter"}),
+        ],
+    )
+    .await;
     let r = tokio::time::timeout(Duration::from_secs(60), call)
         .await
         .expect("the call ends once the person signed in")

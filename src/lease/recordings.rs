@@ -137,7 +137,7 @@ impl Recordings {
             writing: Default::default(),
         };
         r.sweep_unfinished();
-        r.prune();
+        r.prune(None);
         Ok(Arc::new(r))
     }
 
@@ -190,8 +190,11 @@ impl Recordings {
         let me = self.clone();
         tokio::task::spawn_blocking(move || {
             let _w = me.writing.lock();
-            let meta = me.write(&rec)?;
-            me.prune();
+            let meta = me.write(&rec).inspect_err(|_| {
+                // A failed write (a full disk) leaves nothing half-made.
+                let _ = std::fs::remove_dir_all(me.dir.join(format!("{TMP}{}", rec.id())));
+            })?;
+            me.prune(Some(&meta.id));
             Ok(meta)
         })
         .await
@@ -271,9 +274,10 @@ impl Recordings {
         }
     }
 
-    /// Recordings past `max_age_days` go; then the oldest until the rest
-    /// fit `max_total_mb`.
-    fn prune(&self) {
+    /// Recordings past `max_age_days` go; then the oldest (by when they
+    /// ended) until the rest fit `max_total_mb`; never `keep`, the one just
+    /// written.
+    fn prune(&self, keep: Option<&str>) {
         let mut all = self.scan();
         let max_age = Duration::from_secs(self.cfg.max_age_days.saturating_mul(86_400));
         let now = SystemTime::now()
@@ -281,9 +285,9 @@ impl Recordings {
             .unwrap_or_default()
             .as_secs();
         let cap = self.cfg.max_total_mb.saturating_mul(1 << 20);
-        all.sort_by_key(|m| (m.started_unix, m.id.clone()));
+        all.sort_by_key(|m| (m.started_unix + m.duration_ms / 1000, m.id.clone()));
         let mut total: u64 = all.iter().map(|m| m.bytes).sum();
-        for m in &all {
+        for m in all.iter().filter(|m| Some(m.id.as_str()) != keep) {
             let old = now.saturating_sub(m.started_unix) > max_age.as_secs();
             if old || total > cap {
                 tracing::info!(id = %m.id, old, "removing a recording (recording limits)");

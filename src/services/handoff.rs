@@ -69,15 +69,31 @@ impl Desk {
             .retryable(false)
             .with_retry_after(wait)
         };
+        let cannot = |what: String| {
+            Error::new(
+                ErrorKind::Unavailable,
+                format!("a person cannot be asked on slot {slot}: {what}"),
+            )
+        };
         let Some(logins) = self.logins.upgrade() else {
-            return Err(no_person("the daemon is shutting down".into()));
+            return Err(cannot("the daemon is shutting down".into()));
         };
         let purpose = Purpose::Handoff {
             why: ask.why.clone(),
         };
         let (session, input) = logins
             .register_handoff(slot, &strategy, &ask.url, purpose)
-            .map_err(|e| no_person(e.message().to_string()))?;
+            .map_err(|e| cannot(e.message().to_string()))?;
+        // A call that goes away while it waits (its client cancelled or
+        // hung up) ends the hand-off: the session, its recording, the event.
+        let mut waiting = Waiting {
+            logins: &logins,
+            session: session.clone(),
+            events: &self.events,
+            slot,
+            strategy: &strategy,
+            armed: true,
+        };
         let live = format!("/live/{}", session.id);
         let link = format!("{}{live}", self.link_base);
         let started = Instant::now();
@@ -125,6 +141,7 @@ impl Desk {
             end = clearing => end,
             () = telling => unreachable!("the telling loop never ends"),
         };
+        waiting.armed = false;
         let state = match &end {
             Ok(s) => *s,
             Err(_) => "failed",
@@ -148,8 +165,35 @@ impl Desk {
                 "nobody cleared it in the live view within {} s",
                 wait.as_secs()
             ))),
-            Err(e) => Err(no_person(format!("the live view failed: {}", e.message()))),
+            Err(e) => Err(cannot(format!("the live view failed: {}", e.message()))),
         }
+    }
+}
+
+/// A hand-off in progress; dropped armed (its call went away), it ends the
+/// live session as cancelled and says so.
+struct Waiting<'a> {
+    logins: &'a Arc<Logins>,
+    session: Arc<super::live::LiveSession>,
+    events: &'a Events,
+    slot: usize,
+    strategy: &'a str,
+    armed: bool,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.logins.abandon(&self.session);
+        self.events.emit(
+            "handoff_done",
+            Some(self.slot),
+            Some(self.strategy),
+            json!({"session": self.session.id, "state": "cancelled",
+                   "seconds": self.session.started.elapsed().as_secs()}),
+        );
     }
 }
 
@@ -190,6 +234,8 @@ async fn post(url: url::Url, facts: serde_json::Value) {
         Ok(r) => {
             tracing::warn!(to = %shown, status = r.status().as_u16(), "[notify] url refused the notification")
         }
-        Err(e) => tracing::warn!(to = %shown, error = %e, "cannot reach [notify] url"),
+        Err(e) => {
+            tracing::warn!(to = %shown, error = %e.without_uri(), "cannot reach [notify] url")
+        }
     }
 }

@@ -276,6 +276,33 @@ impl Logins {
         Ok((session, input_rx))
     }
 
+    /// End `me` at once as `cancelled` (the call that waited for it went
+    /// away): its status, and its recording written in the background.
+    pub fn abandon(&self, me: &LiveSession) {
+        if me.status().done {
+            return;
+        }
+        me.cancel();
+        let rec = me.recording.lock().take();
+        if let Some(rec) = rec {
+            rec.tape
+                .action("end", "cancelled: the call that waited went away");
+            let store = self.leases.recordings().clone();
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    if let Err(e) = store.finish(rec).await {
+                        tracing::warn!(error = %e, "cannot write the live view's recording");
+                    }
+                });
+            }
+        }
+        me.set(
+            "cancelled",
+            true,
+            Some("the call that waited for a person went away".into()),
+        );
+    }
+
     /// A session's end: its recording written, the event, its status.
     async fn ended(&self, me: &LiveSession, end: Result<&'static str>) {
         let logins = self;
@@ -297,7 +324,7 @@ impl Logins {
                 Ok(state) => (state, None),
                 Err(e) => ("failed", Some(e.to_string())),
             };
-            tracing::info!(slot = me.slot, strategy = %me.strategy, state, purpose = ?me.purpose, "live session ended");
+            tracing::info!(slot = me.slot, strategy = %me.strategy, state, purpose = ?me.purpose, error = error.as_deref().unwrap_or(""), "live session ended");
             if matches!(me.purpose, Purpose::Login) {
                 logins.leases.events().emit(
                     "login_session",

@@ -327,6 +327,60 @@ async fn a_call_waits_for_a_person_and_goes_on_with_what_they_earned() {
         .collect();
     assert_eq!(states, ["cleared", "timed_out"], "{done:?}");
     assert_eq!(hooked.lock().len(), 2, "one webhook per hand-off");
+
+    // A caller that hangs up while it waits ends its hand-off: the live
+    // session ends `cancelled`, and the slot can ask a person again.
+    let gone = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .expect("client")
+        .post(d.url("/api/v1/tools/get_reviews"))
+        .json(&json!({"item": "B0HAND3", "strategy": "testshop", "slot": 1}))
+        .send()
+        .await;
+    assert!(gone.is_err(), "the call did not wait: {gone:?}");
+    let third = wait_for_needed(&d, 3).await;
+    let id3 = third["detail"]["session"]
+        .as_str()
+        .expect("session")
+        .to_string();
+    let mut ended = Value::Null;
+    for _ in 0..100 {
+        let v: Value = reqwest::get(d.url(&format!("/api/v1/live/{id3}")))
+            .await
+            .expect("live session")
+            .json()
+            .await
+            .expect("json");
+        if v["status"]["done"] == true {
+            ended = v;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(ended["status"]["state"], "cancelled", "{ended}");
+    let again = tokio::spawn({
+        let u = d.url("/api/v1/tools/get_reviews");
+        async move {
+            reqwest::Client::builder()
+                .timeout(Duration::from_secs(2))
+                .build()
+                .expect("client")
+                .post(u)
+                .json(&json!({"item": "B0HAND4", "strategy": "testshop", "slot": 1}))
+                .send()
+                .await
+                .map(|r| r.status())
+        }
+    });
+    let fourth = wait_for_needed(&d, 4).await;
+    assert_eq!(fourth["slot"], 1, "{fourth}");
+    let again = again.await.expect("join");
+    assert!(
+        again.is_err(),
+        "the fourth call did not wait: {again:?}\n{}",
+        d.log_text()
+    );
     d.stop().await;
 }
 

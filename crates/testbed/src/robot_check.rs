@@ -79,7 +79,9 @@ pub fn back_to(query: &str) -> (Option<String>, String) {
     for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
         match k.as_ref() {
             "field-keywords" => typed = Some(v.into_owned()),
-            "return_to" if v.starts_with('/') && !v.starts_with("//") => back = v.into_owned(),
+            "return_to" if v.starts_with('/') && !v.starts_with("//") && !v.contains('\\') => {
+                back = v.into_owned()
+            }
             _ => {}
         }
     }

@@ -50,7 +50,8 @@ impl Input {
             Input::Text { text } => {
                 format!("{} characters typed (not recorded)", text.chars().count())
             }
-            Input::Key { key } => format!("key {key}"),
+            Input::Key { key } if !key_of(key).0.is_empty() => format!("key {key}"),
+            Input::Key { .. } => "a key".to_string(),
         }
     }
 }
@@ -68,6 +69,9 @@ pub async fn start(page: &Page, max_width: i64) -> Result<EventStream<EventScree
         max_height: Some(max_width),
         every_nth_frame: Some(1),
     };
+    // One an earlier watcher left running (its call went away) would make
+    // Chromium refuse a second one.
+    let _ = page.execute(StopScreencastParams::default()).await;
     page.execute(params)
         .await
         .map_err(cdp("start the screencast"))?;

@@ -203,7 +203,9 @@ fn clip(mut s: String) -> String {
     s
 }
 
-/// `url` without `user:password@`; `data:` URLs as their media type only.
+/// `url` as a recording shows it: without `user:password@`, its query's
+/// values and its fragment (a GET form's typed text, a sign-in link's
+/// token); `data:` URLs as their media type only.
 pub fn without_credentials(url: &str) -> String {
     if let Some(rest) = url.strip_prefix("data:") {
         let kind = rest.split([',', ';']).next().unwrap_or_default();
@@ -213,16 +215,23 @@ pub fn without_credentials(url: &str) -> String {
         Ok(mut u) => {
             let _ = u.set_username("");
             let _ = u.set_password(None);
-            u.to_string()
+            u.set_fragment(None);
+            let names: Vec<String> = u.query_pairs().map(|(k, _)| format!("{k}=…")).collect();
+            u.set_query(None);
+            match names.is_empty() {
+                true => u.to_string(),
+                false => format!("{u}?{}", names.join("&")),
+            }
         }
-        Err(_) => url.to_string(),
+        Err(_) => "(not a URL)".to_string(),
     }
 }
 
-/// A tab being filmed onto a tape.
+/// A tab being filmed onto a tape. Dropped without [`Filming::stop`] (a
+/// navigation that timed out), it stops listening at once.
 pub struct Filming {
     stop: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
+    task: Option<tokio::task::JoinHandle<()>>,
     /// The tab whose screencast it started.
     page: Option<Page>,
 }
@@ -260,7 +269,7 @@ async fn film_with(page: &Page, tape: Arc<Tape>, screencast: bool) -> Result<Fil
     ));
     Ok(Filming {
         stop,
-        task,
+        task: Some(task),
         page: screencast.then(|| page.clone()),
     })
 }
@@ -325,13 +334,24 @@ async fn next_frame(
 
 impl Filming {
     /// Stop the screencast and the listeners; what came so far is on the tape.
-    pub async fn stop(self) {
+    pub async fn stop(mut self) {
         // The last frames in flight are taken before the screencast stops.
         tokio::time::sleep(Duration::from_millis(50)).await;
         self.stop.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(2), self.task).await;
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+        }
         if let Some(page) = &self.page {
             let _ = tokio::time::timeout(Duration::from_secs(2), super::live::stop(page)).await;
+        }
+    }
+}
+
+impl Drop for Filming {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        if let Some(task) = self.task.take() {
+            task.abort();
         }
     }
 }
@@ -373,7 +393,7 @@ mod tests {
     #[test]
     fn logs_keep_no_credentials_and_stop_at_their_limit() {
         let t = tape(1.0, 10);
-        t.request("https://ann:s3cret@shop.test/a?q=1", 200, 10);
+        t.request("https://ann:s3cret@shop.test/a?q=typed#t0ken", 200, 10);
         t.request(
             &format!("data:image/png;base64,{}", "A".repeat(5000)),
             200,
@@ -383,7 +403,7 @@ mod tests {
             t.action("click", "x");
         }
         let got = t.take();
-        assert_eq!(got.network[0].url, "https://shop.test/a?q=1");
+        assert_eq!(got.network[0].url, "https://shop.test/a?q=…");
         assert_eq!(got.network[1].url, "data:image/png,…");
         assert_eq!(got.actions.len(), MAX_ENTRIES);
         assert_eq!(got.entries_dropped, 3);

@@ -209,9 +209,17 @@ impl OpRun<'_> {
             let why = (attempts.last())
                 .and_then(|a| a.detail.clone())
                 .unwrap_or_else(|| "signed out".into());
-            if let Err(e) = self.ask_person(&lease, None, walled, why).await {
-                lease.finish(walled);
-                return Err(e);
+            match self.ask_person(&lease, None, walled, why).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NeedsPerson => {
+                    lease.finish(walled);
+                    return Err(e);
+                }
+                // No person could be asked here: the slot is signed out.
+                Err(_) => {
+                    lease.finish(walled);
+                    return Ok(Err(walled));
+                }
             }
         }
         let plan = self.plan(&lease, attempts);
@@ -224,12 +232,15 @@ impl OpRun<'_> {
                 continue;
             }
             // A tier runs again once a person cleared what it met.
+            let mut again = false;
             loop {
                 if self.spent() >= self.budget {
                     ended = Some(Outcome::Failed); // the call is over: no breaker verdict
                     break 'tiers;
                 }
-                tried_tiers += 1;
+                if !again {
+                    tried_tiers += 1;
+                }
                 let started = Instant::now();
                 let record = self.opts.record.as_ref();
                 let ran = run_tier(&lease, self.strategy, self.op, tier, &self.vars, record).await;
@@ -261,12 +272,23 @@ impl OpRun<'_> {
                         let why = (attempts.last())
                             .and_then(|a| a.detail.clone().or(a.error.clone()))
                             .unwrap_or_else(|| outcome.as_str().to_string());
-                        if let Err(e) = self.ask_person(&lease, page, outcome, why).await {
-                            lease.finish(outcome);
-                            return Err(e);
+                        match self.ask_person(&lease, page, outcome, why).await {
+                            // Cleared: the same tier again, with what the person earned.
+                            Ok(()) => {
+                                again = true;
+                                continue;
+                            }
+                            // Nobody came in time: the call waited long enough.
+                            Err(e) if e.kind() == ErrorKind::NeedsPerson => {
+                                lease.finish(outcome);
+                                return Err(e);
+                            }
+                            // No person could be asked here: a block as any other.
+                            Err(_) => {
+                                ended = Some(outcome);
+                                break 'tiers;
+                            }
                         }
-                        // Cleared: the same tier again, with what the person earned.
-                        continue;
                     }
                     TierEnd::Done(extracted, status, final_url) => {
                         // A genuinely empty page is a result too, and changes no breaker.
@@ -365,7 +387,10 @@ impl OpRun<'_> {
     }
 
     /// Ask the pool's desk for a person to clear what `outcome` met on
-    /// the lease's slot (`[handoff]`); `Ok` once cleared.
+    /// the lease's slot (`[handoff]`); `Ok` once cleared (the page the
+    /// person's browser loaded counts as one of the call's requests);
+    /// `needs_person` when nobody came in time; another kind when no
+    /// person could be asked (the attempt's progress line says why).
     async fn ask_person(
         &self,
         lease: &Lease,
@@ -374,19 +399,6 @@ impl OpRun<'_> {
         why: String,
     ) -> Result<()> {
         let wait = self.strategy.handoff().map(|h| h.wait).unwrap_or_default();
-        let no_person = |what: &str| {
-            Error::new(
-                ErrorKind::NeedsPerson,
-                format!(
-                    "`{}` of `{}` on slot {}: the site wants a person ({why}), and {what}",
-                    self.op.name,
-                    self.strategy.name(),
-                    lease.slot()
-                ),
-            )
-            .retryable(false)
-            .with_retry_after(wait)
-        };
         // A sign-in wall is cleared where the strategy signs in.
         let page = match outcome {
             Outcome::LoginRequired => (self.strategy.login())
@@ -395,7 +407,10 @@ impl OpRun<'_> {
             _ => page,
         };
         let (Some(desk), Some(url)) = (lease.leases.person_desk(), page) else {
-            return Err(no_person("this pool has no live view to ask one in"));
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                "no live view to ask a person in",
+            ));
         };
         let tell = |m: String| self.opts.report(|| m);
         let ask = crate::lease::PersonAsk {
@@ -405,7 +420,22 @@ impl OpRun<'_> {
             wait,
             tell: &tell,
         };
-        desk.ask(lease, ask).await
+        self.spent.fetch_add(1, Ordering::Relaxed);
+        let asked = desk.ask(lease, ask).await;
+        if let Err(e) = &asked
+            && e.kind() != ErrorKind::NeedsPerson
+        {
+            self.opts.report(|| {
+                format!(
+                    "{} of {}: slot {}: no person asked: {}",
+                    self.op.name,
+                    self.strategy.name(),
+                    lease.slot(),
+                    e.message()
+                )
+            });
+        }
+        asked
     }
 
     /// One attempt as a progress line.

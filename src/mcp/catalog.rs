@@ -22,12 +22,15 @@ pub fn to_json(spec: &Spec, pool: &Pool) -> Value {
             .collect();
         p["enum"] = json!(names);
     }
+    tools::portable(&mut input, true);
+    let mut output = (spec.output)();
+    tools::portable(&mut output, false);
     json!({
         "name": spec.name,
         "title": spec.title,
         "description": spec.description.text(pool),
         "inputSchema": input,
-        "outputSchema": (spec.output)(),
+        "outputSchema": output,
         "annotations": {
             "title": spec.title,
             "readOnlyHint": spec.annotations.read_only,

@@ -24,7 +24,7 @@ pub const SPEC: Spec = Spec {
             &["session", "closed"],
         )
     },
-    annotations: Annotations::READS_POOL,
+    annotations: Annotations::SESSION,
     progress: false,
     route: None,
     run: |pool, args, opts| crate::tools::plain(run(pool, args, opts)),

@@ -26,7 +26,7 @@ pub const SPEC: Spec = Spec {
     input: input_schema::<Args>,
     strategy_enum: true,
     output: step_schema,
-    annotations: Annotations::READS_SITES,
+    annotations: Annotations::ACTS_ON_SITES,
     progress: false,
     route: None,
     run: |pool, args, opts| Box::pin(run(pool, args, opts)),

@@ -31,7 +31,9 @@ pub const SPEC: Spec = Spec {
         "Crawl one host breadth-first from a URL: up to `max_pages` pages, `max_depth` links \
          deep, `include`/`exclude` path globs, each URL once, politely and obeying robots.txt. \
          Returns each page's URL, status, title and content in `format`. `async: true` returns \
-         a job id at once; `crawl_status` pages through the results (`start_index`) and cancels.",
+         a job id at once; `crawl_status` pages through the results (`start_index`) and cancels. \
+         Firecrawl's names are accepted as aliases (`limit`, `maxDepth`, `includePaths`, \
+         `excludePaths`, `scrapeOptions.formats`, `onlyMainContent`).",
     ),
     input: input_schema::<Args>,
     strategy_enum: false,
@@ -205,6 +207,7 @@ fn normal(url: &url::Url) -> url::Url {
 }
 
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+    let args = super::aliases::apply("crawl", args, super::aliases::CRAWL)?;
     let a: Args = parse("crawl", args.clone())?;
     let plan = plan(pool, &a)?;
     let job = pool.services().jobs.start("crawl", args, opts.caller.as_deref())?;

@@ -24,8 +24,8 @@ pub const SPEC: Spec = Spec {
     description: Description::Fixed(
         "List the URLs of a site without fetching its pages: the sitemaps its robots.txt names \
          and /sitemap.xml (sitemap indexes followed, gzip read), plus the start page's links. \
-         Same host unless `include_subdomains`; `search` keeps URLs containing it; `limit` caps \
-         the list.",
+         Same host unless `include_subdomains` (Firecrawl's `includeSubdomains` also works); \
+         `search` keeps URLs containing it; `limit` caps the list.",
     ),
     input: input_schema::<Args>,
     strategy_enum: false,
@@ -133,6 +133,7 @@ impl Found {
 }
 
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Output> {
+    let args = super::aliases::apply("map", args, super::aliases::MAP)?;
     let a: Args = parse("map", args)?;
     if a.limit == 0 || a.limit > MAX_LIMIT {
         return Err(invalid(format!("`limit` must be between 1 and {MAX_LIMIT}")));

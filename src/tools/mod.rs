@@ -6,6 +6,7 @@
 //! Adding a tool: write `tools/<name>.rs` with `pub const SPEC: Spec` (see
 //! `reset_slot.rs` for a small one) and add `<name>` to the `tools!` list below.
 
+mod aliases;
 mod browsing;
 mod output;
 mod spec;
@@ -13,7 +14,7 @@ mod spec;
 pub use output::{Output, Provenance};
 pub use spec::{
     Annotations, Description, NoArgs, Role, Route, RouteOf, Run, Spec, input_schema, invalid,
-    parse, plain,
+    parse, plain, portable,
 };
 
 use serde_json::{Value, json};

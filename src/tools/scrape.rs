@@ -32,7 +32,8 @@ pub const SPEC: Spec = Spec {
          text, links, a PNG screenshot or a PDF (several formats at once); `selectors` pull \
          fields without a strategy; `actions` click, type, press, scroll and wait in the \
          browser first. Long pages come in pieces: pass `start_index` = the previous \
-         `next_start_index`.",
+         `next_start_index`. Firecrawl's argument names (`formats`, `onlyMainContent`, \
+         `waitFor` in milliseconds) are accepted as aliases.",
     ),
     input: input_schema::<Args>,
     strategy_enum: false,
@@ -43,7 +44,7 @@ pub const SPEC: Spec = Spec {
                 "title": {"type": ["string", "null"]},
                 "format": {"type": "string"}, "content": {"type": "string"},
                 "formats": {"type": "object", "description": "Each text format asked for: content, start_index, total_chars, next_start_index."},
-                "data": {"description": "The `selectors` fields: an object, or with `items` a list."},
+                "data": {"anyOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}], "description": "The `selectors` fields: an object, or with `items` a list of objects."},
                 "screenshot": {"type": "object"}, "pdf": {"type": "object"},
                 "start_index": {"type": "integer"}, "total_chars": {"type": "integer"},
                 "next_start_index": {"type": ["integer", "null"]},
@@ -337,6 +338,7 @@ fn route(pool: &Pool, args: &Value) -> Option<super::Route> {
 }
 
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Output> {
+    let args = super::aliases::apply("scrape", args, super::aliases::SCRAPE)?;
     let a: Args = parse("scrape", args)?;
     let mut plan = plan(&a)?;
     let paged = match a.timeout {

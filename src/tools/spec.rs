@@ -41,6 +41,14 @@ impl Annotations {
         idempotent: false,
         open_world: true,
     };
+    /// Opens or ends something of the caller's in the pool (a browser
+    /// session): not read-only, and a second call is not the first.
+    pub const SESSION: Annotations = Annotations {
+        read_only: false,
+        destructive: false,
+        idempotent: false,
+        open_world: false,
+    };
     /// Reads the pool's own state.
     pub const READS_POOL: Annotations = Annotations {
         read_only: true,
@@ -155,6 +163,75 @@ pub fn input_schema<T: JsonSchema>() -> Value {
     v
 }
 
+/// `format` values schemars writes that JSON Schema does not define (Ajv in
+/// strict mode refuses them); the bounds they imply stay as `minimum` and
+/// `maximum`.
+const NONSTANDARD_FORMATS: &[&str] = &[
+    "uint", "uint8", "uint16", "uint32", "uint64", "uint128", "int", "int8", "int16", "int32",
+    "int64", "int128", "float", "double",
+];
+
+/// A schema in the form the widest set of clients and model providers
+/// accept: no non-standard `format`; in an input schema (`input`), no
+/// `null` anywhere (an argument that may be absent is just not required:
+/// `"type": ["string", "null"]` → `"type": "string"`, an `anyOf` with a
+/// `null` branch → the other branch, a `null` default dropped), since
+/// several providers' tool converters refuse type arrays and null types.
+/// Output schemas keep `[T, "null"]` (JSON Schema's own nullable form,
+/// which Ajv's strict mode allows) where a field can be null.
+pub fn portable(v: &mut Value, input: bool) {
+    match v {
+        Value::Object(m) => {
+            if m.get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|f| NONSTANDARD_FORMATS.contains(&f))
+            {
+                m.remove("format");
+            }
+            if input {
+                if let Some(Value::Array(types)) = m.get_mut("type") {
+                    types.retain(|t| t != "null");
+                    if let [one] = types.as_slice() {
+                        let one = one.clone();
+                        m.insert("type".into(), one);
+                    }
+                }
+                for key in ["anyOf", "oneOf"] {
+                    let Some(Value::Array(branches)) = m.get(key) else {
+                        continue;
+                    };
+                    let rest: Vec<Value> = (branches.iter())
+                        .filter(|b| b.get("type") != Some(&Value::String("null".into())))
+                        .cloned()
+                        .collect();
+                    match <[Value; 1]>::try_from(rest) {
+                        Ok([Value::Object(only)]) => {
+                            m.remove(key);
+                            for (k, v) in only {
+                                m.entry(k).or_insert(v);
+                            }
+                        }
+                        Ok([other]) => {
+                            m.insert(key.into(), Value::Array(vec![other]));
+                        }
+                        Err(rest) => {
+                            m.insert(key.into(), Value::Array(rest));
+                        }
+                    }
+                }
+                if m.get("default") == Some(&Value::Null) {
+                    m.remove("default");
+                }
+            }
+            for child in m.values_mut() {
+                portable(child, input);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|c| portable(c, input)),
+        _ => {}
+    }
+}
+
 /// `"type": ["integer", "null"]` → `"type": "integer"`.
 fn not_null(property: &mut Value) {
     if let Some(Value::Array(types)) = property.get_mut("type") {
@@ -246,6 +323,34 @@ pub(super) fn yes() -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn portable_schemas_have_no_null_in_inputs_and_no_made_up_formats() {
+        let mut s = json!({"type": "object", "properties": {
+            "n": {"type": ["integer", "null"], "format": "uint64", "minimum": 0},
+            "o": {"anyOf": [{"type": "object", "properties": {"x": {"type": ["number", "null"], "format": "double"}}}, {"type": "null"}], "default": null},
+            "e": {"type": "string", "format": "uri"},
+        }});
+        let mut out = s.clone();
+        portable(&mut s, true);
+        assert_eq!(
+            s,
+            json!({"type": "object", "properties": {
+                "n": {"type": "integer", "minimum": 0},
+                "o": {"type": "object", "properties": {"x": {"type": "number"}}},
+                "e": {"type": "string", "format": "uri"},
+            }})
+        );
+        portable(&mut out, false);
+        assert_eq!(
+            out["properties"]["n"],
+            json!({"type": ["integer", "null"], "minimum": 0})
+        );
+        assert!(
+            out["properties"]["o"]["anyOf"].is_array(),
+            "outputs keep their null branch"
+        );
+    }
 
     #[derive(Debug, serde::Deserialize)]
     struct Args {

@@ -97,6 +97,14 @@ async fn the_typescript_sdk_gets_ground_truth_reviews_over_every_transport() {
     let out = node_client(&http.iter().map(String::as_str).collect::<Vec<_>>(), &[]).await;
     check_reviews(&out, "B0MCPH1", "streamable http");
     assert_eq!(out["protocolVersion"], "2025-11-25");
+    // Issue 39, item 4: every schema compiles under Ajv 2020 strict, every
+    // output property is typed, and the result validates.
+    assert_eq!(
+        out["schemaProblems"],
+        json!([]),
+        "{}",
+        out["schemaProblems"]
+    );
 
     let mut sse = vec![
         "--transport".to_string(),

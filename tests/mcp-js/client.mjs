@@ -24,8 +24,63 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { SSEClientTransport, SseError } from '@modelcontextprotocol/sdk/client/sse.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
+// Ajv (the SDK's own dependency) in strict mode on JSON Schema 2020-12: the
+// strictest of what clients use to check tool schemas.
+import Ajv2020 from 'ajv/dist/2020.js';
 
 const log = (...a) => console.error('[mcp-js client]', ...a);
+
+/**
+ * Every tool's input and output schema compiled by Ajv 2020 in strict mode
+ * (no unknown keywords or formats, no union types but `[T, "null"]`, every
+ * keyword under its type), every output property typed, and the called
+ * tool's structured result validated against its output schema.
+ */
+function checkSchemas(tools, called, res) {
+    const problems = [];
+    const untyped = (schema, at) => {
+        for (const [k, p] of Object.entries(schema?.properties ?? {})) {
+            if (p.type === undefined && p.anyOf === undefined && p.oneOf === undefined && p.$ref === undefined) {
+                problems.push(`${at}.${k}: no type`);
+            }
+            if (p.type === 'object') untyped(p, `${at}.${k}`);
+            if (p.items?.type === 'object') untyped(p.items, `${at}.${k}[]`);
+        }
+    };
+    // Input schemas carry no null type anywhere (model providers' tool
+    // converters refuse type arrays or null types).
+    const nulls = (v, at) => {
+        if (Array.isArray(v)) { v.forEach((x, i) => nulls(x, `${at}[${i}]`)); return; }
+        if (v === null || typeof v !== 'object') return;
+        const t = v.type;
+        if (t === 'null' || (Array.isArray(t) && t.includes('null'))) problems.push(`${at}: a null type in an input schema`);
+        for (const [k, x] of Object.entries(v)) if (k !== 'enum' && k !== 'const' && k !== 'default') nulls(x, `${at}.${k}`);
+    };
+    for (const t of tools) {
+        nulls(t.inputSchema, `${t.name}.inputSchema`);
+        for (const [which, schema] of [['inputSchema', t.inputSchema], ['outputSchema', t.outputSchema]]) {
+            if (schema == null) {
+                problems.push(`${t.name}.${which}: missing`);
+                continue;
+            }
+            const ajv = new Ajv2020({ strict: true, allErrors: true });
+            let validate;
+            try {
+                validate = ajv.compile(schema);
+            } catch (e) {
+                problems.push(`${t.name}.${which}: ${e.message}`);
+                continue;
+            }
+            if (which === 'outputSchema') {
+                untyped(schema, `${t.name}.outputSchema`);
+                if (t.name === called && res.structuredContent != null && !validate(res.structuredContent)) {
+                    problems.push(`${t.name}: its result does not validate: ${ajv.errorsText(validate.errors)}`);
+                }
+            }
+        }
+    }
+    return problems;
+}
 
 let printed = false;
 function emit(obj, exitCode) {
@@ -191,6 +246,7 @@ async function main() {
         }
         const res = await client.callTool({ name: opts.tool, arguments: opts.toolArgs }, undefined, callOpts);
         const firstText = Array.isArray(res.content) ? res.content.find(c => c && c.type === 'text') : undefined;
+        const schemaProblems = checkSchemas(allTools, opts.tool, res);
 
         const out = {
             protocolVersion,
@@ -205,7 +261,8 @@ async function main() {
             structuredContent: res.structuredContent ?? null,
             meta: res._meta ?? null,
             text: firstText ? firstText.text : null,
-            progress
+            progress,
+            schemaProblems
         };
         await closeQuietly(client);
         emit(out, 0);

@@ -358,3 +358,49 @@ async fn scrape_moves_across_identities_and_remembers_a_blocked_tier() {
     );
     shutdown_and_check(&pool).await;
 }
+
+/// Issue 39, item 3: Firecrawl's names are aliases of ours. The same call
+/// in both vocabularies gives the same content; both forms at once are
+/// refused, naming them.
+#[tokio::test]
+async fn firecrawl_names_give_what_our_names_give() {
+    let env = Env::new(1).await;
+    let pool = env.pool();
+    let url = env.url("/product/B0ALIAS");
+    let ours = tools::scrape::run(
+        &pool,
+        json!({"url": url.as_str(), "format": ["markdown", "links"], "only_main_content": true}),
+        &Default::default(),
+    )
+    .await
+    .expect("our names")
+    .body;
+    let theirs = tools::scrape::run(
+        &pool,
+        json!({"url": url.as_str(), "formats": ["markdown", "links"], "onlyMainContent": true}),
+        &Default::default(),
+    )
+    .await
+    .expect("Firecrawl's names")
+    .body;
+    for key in ["content", "links", "status", "final_url", "format"] {
+        assert_eq!(ours[key], theirs[key], "`{key}` differs:\n{ours}\n{theirs}");
+    }
+    assert!(
+        ours["content"].as_str().is_some_and(|c| !c.is_empty()),
+        "{ours}"
+    );
+    let e = tools::scrape::run(
+        &pool,
+        json!({"url": url.as_str(), "formats": ["markdown"], "format": "markdown"}),
+        &Default::default(),
+    )
+    .await
+    .expect_err("both forms");
+    assert!(
+        e.message()
+            .contains("`formats` is Firecrawl's name for `format`"),
+        "{e}"
+    );
+    shutdown_and_check(&pool).await;
+}

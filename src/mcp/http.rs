@@ -302,13 +302,26 @@ async fn admit(state: &McpHttp, mut req: Request) -> Result<(Request, Admitted),
             reject(StatusCode::FORBIDDEN, -32600, m)
         })?;
     let key = presented_key(&req, req.method() == Method::GET && path == "/sse");
-    let mut principal = state
-        .core
-        .authenticate(key.as_deref(), transport)
-        .map_err(|m| {
-            refused(StatusCode::UNAUTHORIZED, &m);
-            reject(StatusCode::UNAUTHORIZED, -32001, m)
-        })?;
+    // A legacy session opened with `?key=`: its messages carry only its id.
+    let by_session = (key.is_none() && path == "/messages" && req.method() == Method::POST)
+        .then(|| {
+            let q = req.uri().query().unwrap_or("");
+            let id = url::form_urlencoded::parse(q.as_bytes())
+                .find(|(k, _)| k == "session_id")
+                .map(|(_, v)| v.into_owned())?;
+            state.sse.query_keyed(&id)
+        })
+        .flatten();
+    let mut principal = match by_session {
+        Some((p, _)) => p,
+        None => state
+            .core
+            .authenticate(key.as_deref(), transport)
+            .map_err(|m| {
+                refused(StatusCode::UNAUTHORIZED, &m);
+                reject(StatusCode::UNAUTHORIZED, -32001, m)
+            })?,
+    };
     // Sessions belong to the key (its name and role), whatever cap a request sets.
     let owner = format!("{}/{}", principal.name, principal.role);
     if let Some(cap) = req.headers().get(ROLE_CAP_HEADER) {

@@ -43,6 +43,9 @@ pub struct SseSessions {
 struct Session {
     principal: Principal,
     owner: Owner,
+    /// Opened with `GET /sse?key=…` (a client that cannot set headers):
+    /// its `/messages` POSTs are the session's, bound to that key.
+    by_query: bool,
     to_server: mpsc::UnboundedSender<ClientJsonRpcMessage>,
     last_activity: Mutex<Instant>,
     stream_open: AtomicBool,
@@ -156,12 +159,31 @@ impl Drop for StreamGuard {
 /// Messages buffered for one client's stream.
 const CLIENT_BUFFER: usize = 256;
 
+impl SseSessions {
+    /// Who a `POST /messages?session_id=ID` without a key of its own
+    /// speaks as: the key that opened session `ID` with `?key=` (while that
+    /// key still holds); `None` for a session opened with a header (its
+    /// client sends the header again) or one that does not exist. The id
+    /// is unguessable (UUID v4) and handed only to the stream's reader;
+    /// the key itself is never in the URL the stream hands back.
+    pub fn query_keyed(&self, id: &str) -> Option<(Principal, Owner)> {
+        let s = self.map.lock().get(id).cloned()?;
+        let core = self.core.upgrade()?;
+        (s.by_query && core.still_valid(&s.principal))
+            .then(|| (s.principal.clone(), s.owner.clone()))
+    }
+}
+
 /// `GET /sse`.
 pub async fn open(
     State(sessions): State<Arc<SseSessions>>,
     Extension(principal): Extension<Principal>,
     Extension(owner): Extension<Owner>,
+    uri: axum::http::Uri,
+    headers: axum::http::HeaderMap,
 ) -> Response {
+    let by_query = super::gate::key_from(&headers, &uri, false).is_none()
+        && super::gate::key_from(&headers, &uri, true).is_some();
     let id = uuid::Uuid::new_v4().to_string();
     let (to_server, from_client) = mpsc::unbounded::<ClientJsonRpcMessage>();
     // Bounded: a client that stops reading slows its own session down instead
@@ -171,6 +193,7 @@ pub async fn open(
     let session = Arc::new(Session {
         principal: principal.clone(),
         owner,
+        by_query,
         to_server,
         last_activity: Mutex::new(Instant::now()),
         stream_open: AtomicBool::new(true),

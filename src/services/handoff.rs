@@ -82,7 +82,7 @@ impl Desk {
             why: ask.why.clone(),
         };
         let (session, input) = logins
-            .register_handoff(slot, &strategy, &ask.url, purpose)
+            .register(slot, &strategy, &ask.url, purpose)
             .map_err(|e| cannot(e.message().to_string()))?;
         // A call that goes away while it waits (its client cancelled or
         // hung up) ends the hand-off: the session, its recording, the event.

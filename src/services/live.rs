@@ -203,21 +203,11 @@ impl Logins {
         Ok(session)
     }
 
-    /// A hand-off's live session on `slot` (see [`Logins::clear`]).
-    pub fn register_handoff(
-        &self,
-        slot: usize,
-        strategy: &str,
-        url: &url::Url,
-        purpose: Purpose,
-    ) -> Result<(Arc<LiveSession>, mpsc::Receiver<Input>)> {
-        self.register(slot, strategy, url, purpose)
-    }
-
     /// A live session of `purpose` on `slot`, registered (its watchers
     /// find it by id) with its recording begun; the person's input comes
-    /// out of the receiver. Refused while the slot has one open.
-    fn register(
+    /// out of the receiver. Refused while the slot has one open. A
+    /// hand-off's session is then driven by [`Logins::clear`].
+    pub fn register(
         &self,
         slot: usize,
         strategy: &str,

@@ -50,8 +50,8 @@ async fn webhook() -> (u16, Arc<Mutex<Vec<Value>>>) {
     (port, got)
 }
 
-/// The `handoff_needed` events so far.
-async fn needed(d: &Daemon) -> Vec<Value> {
+/// The recent events of `kind`.
+async fn events(d: &Daemon, kind: &str) -> Vec<Value> {
     let v: Value = reqwest::get(d.url("/api/v1/events/recent"))
         .await
         .expect("events")
@@ -63,13 +63,13 @@ async fn needed(d: &Daemon) -> Vec<Value> {
         .cloned()
         .unwrap_or_default()
         .into_iter()
-        .filter(|e| e["kind"] == "handoff_needed")
+        .filter(|e| e["kind"] == kind)
         .collect()
 }
 
 async fn wait_for_needed(d: &Daemon, n: usize) -> Value {
     for _ in 0..200 {
-        let all = needed(d).await;
+        let all = events(d, "handoff_needed").await;
         if all.len() >= n {
             return all[n - 1].clone();
         }
@@ -306,21 +306,7 @@ async fn a_call_waits_for_a_person_and_goes_on_with_what_they_earned() {
             .is_some_and(|e| e.contains("slot 1") && e.contains("nobody cleared it")),
         "{body}"
     );
-    let done: Vec<Value> = {
-        let v: Value = reqwest::get(d.url("/api/v1/events/recent"))
-            .await
-            .expect("events")
-            .json()
-            .await
-            .expect("json");
-        v["events"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|e| e["kind"] == "handoff_done")
-            .collect()
-    };
+    let done = events(&d, "handoff_done").await;
     let states: Vec<&str> = done
         .iter()
         .filter_map(|e| e["detail"]["state"].as_str())

@@ -165,11 +165,6 @@ impl Tape {
         }
     }
 
-    /// Bytes of frames kept so far.
-    pub fn frame_bytes(&self) -> usize {
-        self.inner.lock().frame_bytes
-    }
-
     /// Everything kept, leaving the tape empty.
     pub fn take(&self) -> TapeContents {
         let duration_ms = self.now_ms();

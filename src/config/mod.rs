@@ -23,7 +23,7 @@ pub use proxy::{ProxyTemplate, ProxyUrl};
 pub use recording::{RecordWhen, RecordingConfig};
 pub use role::Role;
 pub use security::{PrivateNetworks, SecurityConfig, WebConfig};
-pub use server::ServerConfig;
+pub use server::{DEFAULT_MAX_ANSWER_CHARS, MAX_ANSWER_CHARS, ServerConfig};
 
 /// The whole config file.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -314,13 +314,21 @@ impl Config {
             ("header_timeout_secs", s.header_timeout_secs == 0),
             ("max_sessions", s.max_sessions == 0),
             ("max_sessions_per_key", s.max_sessions_per_key == 0),
+            (
+                "max_answer_chars",
+                s.max_answer_chars == 0 || s.max_answer_chars > MAX_ANSWER_CHARS,
+            ),
         ];
         match zero.iter().find(|(_, z)| *z) {
             Some((name, _)) => Err(Diagnostic::at(
                 path,
                 text,
                 at,
-                format!("server.{name} must be at least 1"),
+                if *name == "max_answer_chars" {
+                    format!("server.max_answer_chars must be from 1 to {MAX_ANSWER_CHARS}")
+                } else {
+                    format!("server.{name} must be at least 1")
+                },
             )),
             None => Ok(()),
         }

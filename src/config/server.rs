@@ -58,7 +58,16 @@ pub struct ServerConfig {
     /// The same bound per API key (or per anonymous caller), so one key that
     /// never deletes its sessions cannot crowd out the others.
     pub max_sessions_per_key: usize,
+    /// A tool's answer longer than this many characters (of JSON text)
+    /// comes in pieces, unless the call sets its own `max_chars`: the
+    /// budget agents' context windows need.
+    pub max_answer_chars: usize,
 }
+
+/// `max_answer_chars` when the config sets none.
+pub const DEFAULT_MAX_ANSWER_CHARS: usize = 20_000;
+/// The largest budget a config or a call may set.
+pub const MAX_ANSWER_CHARS: usize = 2_000_000;
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -78,6 +87,7 @@ impl Default for ServerConfig {
             max_connections: 0,
             max_sessions: 1024,
             max_sessions_per_key: 256,
+            max_answer_chars: DEFAULT_MAX_ANSWER_CHARS,
         }
     }
 }

@@ -28,7 +28,11 @@ pub fn routes(control: Arc<Control>) -> Router {
 async fn list(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Response {
     match gate(&c, &headers, &uri, false, "GET /api/v1/tools", Role::Viewer) {
         Ok(who) => {
-            let tools = crate::mcp::catalog::tools_for(c.core.pool(), who.role);
+            let tools = crate::mcp::catalog::tools_for(
+                c.core.pool(),
+                who.role,
+                c.core.settings().max_answer_chars,
+            );
             axum::Json(json!({ "tools": tools })).into_response()
         }
         Err(r) => refuse(r),

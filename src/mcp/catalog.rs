@@ -7,11 +7,22 @@ use serde_json::{Value, json};
 
 use crate::auth::Role;
 use crate::pool::Pool;
-use crate::tools::{self, Spec};
+use crate::tools::{self, Budget, Spec};
 
-/// The MCP `Tool` object of `spec` on `pool`.
-pub fn to_json(spec: &Spec, pool: &Pool) -> Value {
+/// The MCP `Tool` object of `spec` on `pool`; `budget` is the server's
+/// `max_answer_chars`.
+pub fn to_json(spec: &Spec, pool: &Pool, budget: usize) -> Value {
     let mut input = (spec.input)();
+    let mut output = (spec.output)();
+    let mut description = spec.description.text(pool);
+    if spec.budget == Budget::Items {
+        add_properties(&mut input, tools::budget::argument_properties(budget));
+        add_properties(&mut output, tools::budget::piece_properties());
+        description.push_str(&format!(
+            " Answers longer than `max_chars` (default {budget}) come in pieces: `truncated`, \
+             then call again with `cursor` = `next_cursor`."
+        ));
+    }
     if spec.strategy_enum
         && let Some(p) = input.pointer_mut("/properties/strategy")
     {
@@ -23,12 +34,11 @@ pub fn to_json(spec: &Spec, pool: &Pool) -> Value {
         p["enum"] = json!(names);
     }
     tools::portable(&mut input, true);
-    let mut output = (spec.output)();
     tools::portable(&mut output, false);
     json!({
         "name": spec.name,
         "title": spec.title,
-        "description": spec.description.text(pool),
+        "description": description,
         "inputSchema": input,
         "outputSchema": output,
         "annotations": {
@@ -42,12 +52,25 @@ pub fn to_json(spec: &Spec, pool: &Pool) -> Value {
 }
 
 /// The tools `role` may call, as MCP `Tool` objects.
-pub fn tools_for(pool: &Pool, role: Role) -> Vec<Value> {
+pub fn tools_for(pool: &Pool, role: Role, budget: usize) -> Vec<Value> {
     tools::ALL
         .iter()
         .filter(|s| role >= s.role)
-        .map(|s| to_json(s, pool))
+        .map(|s| to_json(s, pool, budget))
         .collect()
+}
+
+/// `more` among the schema's properties.
+fn add_properties(schema: &mut Value, more: Value) {
+    if let (Some(p), Value::Object(more)) = (
+        schema
+            .as_object_mut()
+            .map(|o| o.entry("properties").or_insert_with(|| json!({}))),
+        more,
+    ) && let Some(p) = p.as_object_mut()
+    {
+        p.extend(more);
+    }
 }
 
 #[cfg(test)]
@@ -58,13 +81,16 @@ mod tests {
     fn every_tool_is_an_object_schema_with_its_role() {
         let cfg = crate::config::Config::default();
         let pool = Pool::open(&cfg).unwrap();
-        assert_eq!(tools_for(&pool, Role::Admin).len(), tools::ALL.len());
+        assert_eq!(
+            tools_for(&pool, Role::Admin, tools::budget::DEFAULT_MAX_CHARS).len(),
+            tools::ALL.len()
+        );
         for s in tools::ALL {
-            let j = to_json(s, &pool);
+            let j = to_json(s, &pool, tools::budget::DEFAULT_MAX_CHARS);
             assert_eq!(j["name"], s.name);
             assert_eq!(j["inputSchema"]["type"], "object", "{}", s.name);
             assert_eq!(j["outputSchema"]["type"], "object", "{}", s.name);
-            let viewer = tools_for(&pool, Role::Viewer);
+            let viewer = tools_for(&pool, Role::Viewer, tools::budget::DEFAULT_MAX_CHARS);
             let listed = viewer.iter().any(|t| t["name"] == s.name);
             assert_eq!(listed, s.role == Role::Viewer, "{}", s.name);
         }

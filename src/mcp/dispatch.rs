@@ -10,6 +10,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::catalog;
+use super::cursors::Cursors;
 use super::end::{CallEnd, Failure};
 use crate::auth::{AuditLog, AuditRecord, Keys, Principal, Role, authorize};
 use crate::config::ServerConfig;
@@ -17,7 +18,7 @@ use crate::error::ErrorKind;
 use crate::lease::cascade::{Progress, RunOptions};
 use crate::pool::Pool;
 use crate::pool::grants::Scope;
-use crate::tools;
+use crate::tools::{self, Budget, budget};
 
 /// Who is calling and over what, for the gate and the audit line.
 #[derive(Debug, Clone)]
@@ -43,6 +44,8 @@ pub struct Core {
     stop_calls: CancellationToken,
     /// Connected MCP clients, told when the tool list changes.
     peers: parking_lot::Mutex<Vec<rmcp::Peer<rmcp::RoleServer>>>,
+    /// Answers cut to their caller's budget, for their next pieces.
+    cursors: Cursors,
 }
 
 /// Counts a call as in flight while alive.
@@ -152,6 +155,7 @@ impl Core {
             draining: AtomicBool::new(false),
             stop_calls: CancellationToken::new(),
             peers: parking_lot::Mutex::new(Vec::new()),
+            cursors: Cursors::default(),
         })
     }
 
@@ -322,7 +326,7 @@ impl Core {
 
     /// The tools `role` may call.
     pub fn tools_for(&self, role: Role) -> Vec<Value> {
-        catalog::tools_for(&self.pool, role)
+        catalog::tools_for(&self.pool, role, self.settings.max_answer_chars)
     }
 
     /// Gate, run and audit one tool call.
@@ -330,7 +334,7 @@ impl Core {
         &self,
         ctx: &CallContext,
         tool: &str,
-        args: Value,
+        mut args: Value,
         progress: Option<Progress>,
         cancel: CancellationToken,
     ) -> CallEnd {
@@ -348,12 +352,29 @@ impl Core {
         };
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         let _counted = InFlight(self);
+        // The dispatcher's budget arguments, out of the tool's own.
+        let (ask, bad_budget) = match spec {
+            Some(s) if s.budget == Budget::Items => {
+                match budget::take(&mut args, self.answer_chars()) {
+                    Ok(a) => (Some(a), None),
+                    Err(e) => (None, Some(e)),
+                }
+            }
+            _ => (None, None),
+        };
         let end = match spec {
             None => CallEnd::InvalidParams(format!("unknown tool `{tool}`")),
             Some(spec) => match authorize(&ctx.principal, tool, spec.role)
                 .and_then(|()| self.grant_scope(ctx, spec, tool, &args))
             {
                 Err(d) => CallEnd::Denied(d),
+                Ok(_) if let Some(e) = &bad_budget => CallEnd::Invalid(Failure::of(e)),
+                Ok(_)
+                    if let Some(a) = &ask
+                        && let Some(cursor) = &a.cursor =>
+                {
+                    self.next_piece(ctx, tool, cursor, a.max_chars)
+                }
                 Ok(_) if self.is_draining() => CallEnd::Failed(Failure::internal(
                     "the daemon is shutting down and takes no new calls; retry once it is back"
                         .into(),
@@ -396,9 +417,81 @@ impl Core {
                 }
             },
         };
+        let end = match (end, ask) {
+            // Cut here, where the caller is: a forwarded call's answer is
+            // cut by the daemon that forwarded it.
+            (CallEnd::Ok(o), Some(ask)) if ctx.hop.is_none() && ask.cursor.is_none() => {
+                self.within_budget(ctx, tool, o, ask.max_chars)
+            }
+            (end, _) => end,
+        };
         record.write(&end);
         end
     }
+
+    /// The budget of a call that sets none: `server.max_answer_chars`.
+    fn answer_chars(&self) -> usize {
+        self.settings.max_answer_chars
+    }
+
+    /// `o` within `max` characters: whole, or its first piece with a
+    /// cursor for the rest.
+    fn within_budget(
+        &self,
+        ctx: &CallContext,
+        tool: &str,
+        o: tools::Output,
+        max: usize,
+    ) -> CallEnd {
+        match budget::fit(o.body, max) {
+            budget::Fit::Whole { body, text } => CallEnd::Ok(tools::Output {
+                body,
+                provenance: o.provenance,
+                text,
+            }),
+            budget::Fit::Cut {
+                mut piece,
+                next,
+                whole,
+            } => {
+                if let Some(at) = next {
+                    let bytes = budget::json_chars(&whole);
+                    let cursor = self.cursors.keep(&owner_of(ctx), tool, whole, bytes, &at);
+                    piece["next_cursor"] = Value::String(cursor);
+                }
+                metrics::counter!("idpool_answer_pieces_total").increment(1);
+                CallEnd::Ok(tools::Output {
+                    body: piece,
+                    provenance: o.provenance,
+                    text: None,
+                })
+            }
+        }
+    }
+
+    /// The piece of a kept answer a `cursor` asks for.
+    fn next_piece(&self, ctx: &CallContext, tool: &str, cursor: &str, max_chars: usize) -> CallEnd {
+        match self.cursors.find(&owner_of(ctx), tool, cursor) {
+            Err(u) => CallEnd::Invalid(Failure {
+                message: u.0,
+                kind: ErrorKind::InvalidArgument,
+                retry_after: None,
+                recordings: Vec::new(),
+            }),
+            Ok((whole, at)) => {
+                let (mut piece, next) = budget::piece(&whole, max_chars, &at);
+                if let Some(at) = next {
+                    piece["next_cursor"] = Value::String(Cursors::next_token(cursor, &at));
+                }
+                CallEnd::Ok(tools::Output::plain(piece))
+            }
+        }
+    }
+}
+
+/// Whose cursors a call may follow: its key's.
+fn owner_of(ctx: &CallContext) -> String {
+    format!("{}/{}", ctx.principal.name, ctx.principal.role)
 }
 
 impl Core {
@@ -483,6 +576,7 @@ impl Core {
                 .pii
                 .mask_for(ctx.principal.role)
                 .cloned(),
+            answer_chars: self.settings.max_answer_chars,
             ..RunOptions::default()
         };
         tokio::select! {

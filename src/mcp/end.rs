@@ -127,6 +127,7 @@ impl From<FleetEnd> for CallEnd {
             FleetEnd::Ok { result, provenance } => CallEnd::Ok(Output {
                 body: result,
                 provenance,
+                text: None,
             }),
             FleetEnd::Failed(f) => CallEnd::Failed(f),
             FleetEnd::Invalid(f) => CallEnd::Invalid(f),

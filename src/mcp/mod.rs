@@ -9,6 +9,7 @@
 mod bounds;
 pub mod catalog;
 pub mod client;
+mod cursors;
 pub mod dispatch;
 pub mod end;
 pub mod forward;

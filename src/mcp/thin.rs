@@ -238,7 +238,7 @@ pub(crate) async fn answer(core: &Core, ctx: CallContext, thin: Thin) -> Respons
                 .call_tool(&ctx, &name, args, None, CancellationToken::new())
                 .await;
             match end {
-                CallEnd::Ok(o) if hot(&o.body) => result_bytes(&id, &o.body, lane),
+                CallEnd::Ok(o) if hot(&o.body) => result_bytes(&id, &o.body, o.text, lane),
                 end => match super::server::call_result(end) {
                     Ok(r) => message(ServerResult::CallToolResult(r), id, lane),
                     Err(e) => error(e, id),
@@ -288,8 +288,8 @@ fn encode(m: &ServerJsonRpcMessage) -> Vec<u8> {
 /// A tool's result as rmcp's `CallToolResult::structured` writes it, with
 /// the body serialized once: `structuredContent` is those bytes, the text
 /// block the same bytes escaped as a JSON string.
-fn result_bytes(id: &RequestId, body: &Value, lane: Lane) -> Vec<u8> {
-    let json = match serde_json::to_vec(body) {
+fn result_bytes(id: &RequestId, body: &Value, text: Option<String>, lane: Lane) -> Vec<u8> {
+    let json = match text.map_or_else(|| serde_json::to_vec(body), |t| Ok(t.into_bytes())) {
         Ok(j) => j,
         Err(e) => {
             return error(
@@ -380,7 +380,8 @@ mod tests {
                 (RequestId::String("a\"b".into()), Lane::Stateless),
                 (RequestId::Number(-3), Lane::Stateless),
             ] {
-                let ours: Value = serde_json::from_slice(&result_bytes(&id, &body, lane)).unwrap();
+                let ours: Value =
+                    serde_json::from_slice(&result_bytes(&id, &body, None, lane)).unwrap();
                 let theirs: Value = serde_json::from_slice(&message(
                     ServerResult::CallToolResult(CallToolResult::structured(body.clone())),
                     id.clone(),

@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind, Result};
 pub use crate::identity::browser::tab::Until;
-use crate::identity::browser::tab::{self, Snapshot};
+use crate::identity::browser::tab::{self, Line, RefBook};
 use crate::lease::{Leases, Recording, RecordingKind, Subject};
 use crate::routing::Scope;
+pub use crate::services::snapshot_view::View;
 
 /// Sessions per slot, and in all.
 pub const MAX_PER_SLOT: usize = 2;
@@ -39,15 +40,32 @@ pub struct BrowserSession {
     pub key: String,
     owner: Owner,
     tab: chromiumoxide::Page,
-    /// The last snapshot's refs.
-    refs: parking_lot::Mutex<
-        HashMap<String, chromiumoxide::cdp::browser_protocol::dom::BackendNodeId>,
-    >,
+    /// Its snapshots' refs, its last snapshot, and what was last shown of it.
+    seen: parking_lot::Mutex<Seen>,
     /// Hosts visited (their cookies go back to the jar).
     hosts: parking_lot::Mutex<BTreeSet<String>>,
     last_used: parking_lot::Mutex<Instant>,
     /// The session's recording (`[recording]`), filmed from open to close.
     recording: parking_lot::Mutex<Option<Filmed>>,
+}
+
+/// What a session's snapshots left.
+#[derive(Default)]
+struct Seen {
+    book: RefBook,
+    /// The last snapshot's lines (what `changes_only` compares with).
+    last: Option<Vec<Line>>,
+    /// What the last step showed (read on in pieces with `start_index`).
+    shown: Option<Shown>,
+}
+
+/// What a step shows of the page after it.
+#[derive(Debug, Clone, Default)]
+pub struct Shown {
+    pub url: String,
+    pub title: String,
+    /// The snapshot as the step's [`View`] shows it.
+    pub text: String,
 }
 
 /// A session's recording and the filming of its tab.
@@ -140,7 +158,7 @@ impl Step<'_> {
 pub struct Stepped {
     /// The session's slot, which the step acted as.
     pub slot: usize,
-    pub snapshot: Option<Snapshot>,
+    pub snapshot: Option<Shown>,
     pub png: Option<Vec<u8>>,
     pub selected: Vec<String>,
 }
@@ -162,7 +180,8 @@ impl Browsing {
         slot: Option<usize>,
         owner: Owner,
         scope: Option<&Scope>,
-    ) -> Result<(Arc<BrowserSession>, Option<Snapshot>)> {
+        view: &View,
+    ) -> Result<(Arc<BrowserSession>, Option<Shown>)> {
         let key = match (&url, strategy) {
             (_, Some(s)) => {
                 self.leases
@@ -231,7 +250,7 @@ impl Browsing {
             key,
             owner,
             tab,
-            refs: Default::default(),
+            seen: Default::default(),
             hosts: Default::default(),
             last_used: parking_lot::Mutex::new(Instant::now()),
             recording: parking_lot::Mutex::new(recording),
@@ -239,7 +258,7 @@ impl Browsing {
         self.map.lock().insert(session.id.clone(), session.clone());
         let first = match url {
             Some(u) => match self
-                .step(&session.id, &session.owner, Step::Navigate(u), scope)
+                .step(&session.id, &session.owner, Step::Navigate(u), scope, view)
                 .await
             {
                 Ok(s) => s.snapshot,
@@ -274,6 +293,7 @@ impl Browsing {
         owner: &Owner,
         step: Step<'_>,
         scope: Option<&Scope>,
+        view: &View,
     ) -> Result<Stepped> {
         let session = self.session(id, owner)?;
         *session.last_used.lock() = Instant::now();
@@ -294,11 +314,11 @@ impl Browsing {
             )
         })?;
         let node = |r: &str| {
-            session.refs.lock().get(r).copied().ok_or_else(|| {
+            session.seen.lock().book.get(r).ok_or_else(|| {
                 Error::new(
                     ErrorKind::InvalidArgument,
                     format!(
-                        "no element `{r}` in the last snapshot; take a snapshot and use its refs"
+                        "no element `{r}` in this session's snapshots; take a snapshot and use its refs"
                     ),
                 )
             })
@@ -356,10 +376,35 @@ impl Browsing {
         // What the step led to: a form submitted, a page loaded.
         tokio::time::sleep(Duration::from_millis(100)).await;
         let _ = tab::wait_for(t, &Until::Selector("body".into()), deadline).await;
-        let snap = tab::snapshot(t).await?;
-        *session.refs.lock() = snap.refs.clone();
-        out.snapshot = Some(snap);
+        let mut book = std::mem::take(&mut session.seen.lock().book);
+        let snap = tab::snapshot(t, &mut book, view.selector.as_deref()).await;
+        let mut seen = session.seen.lock();
+        seen.book = book;
+        let snap = snap?;
+        let text = crate::services::snapshot_view::show(view, seen.last.as_deref(), &snap.lines);
+        let shown = Shown {
+            url: snap.url,
+            title: snap.title,
+            text,
+        };
+        seen.last = Some(snap.lines);
+        seen.shown = Some(shown.clone());
+        out.snapshot = Some(shown);
         Ok(out)
+    }
+
+    /// What the session's last step showed (its later pieces are read
+    /// from it, without a new snapshot).
+    pub fn last_shown(&self, id: &str, owner: &Owner) -> Result<Shown> {
+        let session = self.session(id, owner)?;
+        *session.last_used.lock() = Instant::now();
+        let shown = session.seen.lock().shown.clone();
+        shown.ok_or_else(|| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                "this session has no snapshot to read on from yet: take one (without `start_index`)",
+            )
+        })
     }
 
     /// Close a session: its sites' cookies go back into the jar (saved),

@@ -3,6 +3,7 @@
 //! but through a lease.
 //!
 //! - `browsing.rs`: interactive browser sessions (the `browser_*` tools);
+//!   `snapshot_view.rs`: what their answers show of a page's snapshot;
 //! - `live.rs`: live sessions a person drives (signing an identity in,
 //!   clearing what a site asks of a person);
 //! - `handoff.rs`: the person desk: a call that meets a captcha or a
@@ -25,6 +26,7 @@ pub mod live;
 pub mod pii;
 pub mod serving;
 pub mod session_files;
+pub mod snapshot_view;
 pub mod standby;
 pub mod upkeep;
 

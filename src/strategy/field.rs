@@ -137,6 +137,10 @@ pub(super) struct FieldFile {
     /// A link resolved against the page's URL.
     #[serde(default)]
     url: bool,
+    /// A link that may be the site's click-tracking redirect: the URL it
+    /// leads to (resolved against the page's URL, as `url`).
+    #[serde(default)]
+    unwrap_redirect: bool,
     #[serde(default)]
     exists: bool,
     /// Keep script, style and hidden text.
@@ -165,6 +169,7 @@ pub(super) struct Field {
     number: bool,
     date: bool,
     url: bool,
+    unwrap_redirect: bool,
     pub(super) exists: bool,
     all_text: bool,
     pub(super) pii: bool,
@@ -239,10 +244,15 @@ impl FieldFile {
                 .collect::<Result<_, _>>()?,
             None => Vec::new(),
         };
-        let kinds = [self.number, self.date, self.url, self.exists]
-            .iter()
-            .filter(|b| **b)
-            .count();
+        let kinds = [
+            self.number,
+            self.date,
+            self.url || self.unwrap_redirect,
+            self.exists,
+        ]
+        .iter()
+        .filter(|b| **b)
+        .count();
         if kinds > 1 {
             let pos = l.text.find(&format!("{name} =")).unwrap_or(0);
             return Err(l.at(
@@ -275,6 +285,7 @@ impl FieldFile {
             number: self.number,
             date: self.date,
             url: self.url,
+            unwrap_redirect: self.unwrap_redirect,
             exists: self.exists,
             all_text: self.all_text,
             pii: self.pii,
@@ -285,7 +296,12 @@ impl FieldFile {
 
 impl Field {
     pub(super) fn reads_raw(&self) -> bool {
-        !self.regex.is_empty() || !self.map.is_empty() || self.number || self.date || self.url
+        !self.regex.is_empty()
+            || !self.map.is_empty()
+            || self.number
+            || self.date
+            || self.url
+            || self.unwrap_redirect
     }
 
     /// This field of one HTML item (its `default` when it yields nothing).
@@ -386,11 +402,15 @@ impl Field {
         if self.date {
             return cx.locale.date(&s).map_or(Value::Null, Value::String);
         }
-        if self.url {
+        if self.url || self.unwrap_redirect {
             return cx
                 .page_url
                 .join(&s)
                 .ok()
+                .map(|u| match self.unwrap_redirect {
+                    true => super::redirect::target(&u).unwrap_or(u),
+                    false => u,
+                })
                 .filter(|u| matches!(u.scheme(), "http" | "https"))
                 .map_or(Value::Null, |u| Value::String(u.to_string()));
         }

@@ -26,6 +26,7 @@ mod params;
 pub mod pii;
 mod pointer;
 mod politeness;
+mod redirect;
 mod registry;
 pub mod template;
 mod text;

@@ -30,7 +30,8 @@ struct Args {
 }
 
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
+    let (view, args) = super::browsing::view_args("browser_click", args, opts)?;
     let a: Args = parse("browser_click", args)?;
     let _ = &a.element;
-    run_step(pool, &a.session, opts, Step::Click(&a.r#ref)).await
+    run_step(pool, &a.session, opts, Step::Click(&a.r#ref), &view).await
 }

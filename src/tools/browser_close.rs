@@ -26,6 +26,7 @@ pub const SPEC: Spec = Spec {
     },
     annotations: Annotations::SESSION,
     progress: false,
+    budget: crate::tools::Budget::Items,
     route: None,
     run: |pool, args, opts| crate::tools::plain(run(pool, args, opts)),
 };

@@ -28,8 +28,9 @@ struct Args {
 }
 
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
+    let (view, args) = super::browsing::view_args("browser_navigate", args, opts)?;
     let a: Args = parse("browser_navigate", args)?;
     let url = url::Url::parse(&a.url)
         .map_err(|e| invalid(format!("`{}` is not a valid URL ({e})", a.url)))?;
-    run_step(pool, &a.session, opts, Step::Navigate(url)).await
+    run_step(pool, &a.session, opts, Step::Navigate(url), &view).await
 }

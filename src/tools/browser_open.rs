@@ -23,11 +23,12 @@ pub const SPEC: Spec = Spec {
          when done (cookies go back to the slot). Only the caller that opened it can use it; it \
          closes after 10 minutes unused.",
     ),
-    input: input_schema::<Args>,
+    input: || super::browsing::with_view(input_schema::<Args>(), "browser_open"),
     strategy_enum: true,
     output: step_schema,
     annotations: Annotations::ACTS_ON_SITES,
     progress: false,
+    budget: crate::tools::Budget::Own,
     route: None,
     run: |pool, args, opts| Box::pin(run(pool, args, opts)),
 };
@@ -44,6 +45,7 @@ struct Args {
 }
 
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
+    let (view, args) = super::browsing::view_args("browser_open", args, opts)?;
     let a: Args = parse("browser_open", args)?;
     let url = a
         .url
@@ -54,7 +56,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::t
         pool.guard().check_static(u)?;
     }
     let (session, first) = pool
-        .services().browsing.open(url, a.strategy.as_deref(), a.slot.or(opts.slot), owner(opts), opts.scope.as_deref())
+        .services().browsing.open(url, a.strategy.as_deref(), a.slot.or(opts.slot), owner(opts), opts.scope.as_deref(), &view.view)
         .await?;
     let mut v = json!({"session": session.id, "slot": session.slot});
     let by = crate::tools::Provenance {
@@ -63,9 +65,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::t
         attempts: usize::from(first.is_some()),
     };
     if let Some(s) = first {
-        v["url"] = json!(s.url);
-        v["title"] = json!(s.title);
-        v["snapshot"] = json!(s.text);
+        super::browsing::show(&mut v, &s, &view);
     }
     Ok(crate::tools::Output::served(v, by))
 }

@@ -28,9 +28,10 @@ struct Args {
 }
 
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
+    let (view, args) = super::browsing::view_args("browser_press", args, opts)?;
     let a: Args = parse("browser_press", args)?;
     if a.key.is_empty() {
         return Err(invalid("`key` is empty"));
     }
-    run_step(pool, &a.session, opts, Step::Press(&a.key)).await
+    run_step(pool, &a.session, opts, Step::Press(&a.key), &view).await
 }

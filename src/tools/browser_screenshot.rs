@@ -28,6 +28,7 @@ pub const SPEC: Spec = Spec {
     },
     annotations: Annotations::READS_SITES,
     progress: false,
+    budget: crate::tools::Budget::Items,
     route: None,
     run: |pool, args, opts| Box::pin(run(pool, args, opts)),
 };
@@ -46,7 +47,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::t
     use base64::Engine as _;
     let a: Args = parse("browser_screenshot", args)?;
     let done = pool
-        .services().browsing.step(&a.session, &owner(opts), Step::Screenshot { full_page: a.full_page }, opts.scope.as_deref())
+        .services().browsing.step(&a.session, &owner(opts), Step::Screenshot { full_page: a.full_page }, opts.scope.as_deref(), &Default::default())
         .await?;
     let by = super::browsing::acted(&done);
     let png = done

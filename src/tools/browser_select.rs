@@ -30,7 +30,8 @@ struct Args {
 }
 
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
+    let (view, args) = super::browsing::view_args("browser_select", args, opts)?;
     let a: Args = parse("browser_select", args)?;
     let step = Step::Select { r#ref: &a.r#ref, values: &a.values };
-    run_step(pool, &a.session, opts, step).await
+    run_step(pool, &a.session, opts, step, &view).await
 }

@@ -14,7 +14,7 @@ use crate::lease::cascade::RunOptions;
 super::browsing::step_spec!(
     "browser_snapshot",
     "Snapshot of a browser session",
-    "The page's accessibility tree: one line per element (`- button \"Search\" [ref=e6]`); pass a ref to browser_click, browser_type or browser_select. Refs hold until the next snapshot.",
+    "The page's accessibility tree: one line per element (`- button \"Search\" [ref=e6]`); pass a ref to browser_click, browser_type or browser_select (an element keeps its ref while the session lasts). Within `max_chars` (default 20000): a longer tree comes in pieces (`truncated`; read on with `start_index` = `next_start_index`, from the same snapshot). `interactive_only` keeps only the controls, `selector` a part of the page, `changes_only` what changed since the last snapshot. Every browser_* step answers with the page after it and takes the same options.",
     READS_SITES
 );
 
@@ -27,6 +27,7 @@ struct Args {
 }
 
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
+    let (view, args) = super::browsing::view_args("browser_snapshot", args, opts)?;
     let a: Args = parse("browser_snapshot", args)?;
-    run_step(pool, &a.session, opts, Step::Snapshot).await
+    run_step(pool, &a.session, opts, Step::Snapshot, &view).await
 }

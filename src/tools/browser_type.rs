@@ -35,8 +35,9 @@ struct Args {
 }
 
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
+    let (view, args) = super::browsing::view_args("browser_type", args, opts)?;
     let a: Args = parse("browser_type", args)?;
     let _ = &a.element;
     let step = Step::Type { r#ref: &a.r#ref, text: &a.text, submit: a.submit };
-    run_step(pool, &a.session, opts, step).await
+    run_step(pool, &a.session, opts, step, &view).await
 }

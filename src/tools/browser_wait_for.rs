@@ -33,6 +33,7 @@ struct Args {
 }
 
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
+    let (view, args) = super::browsing::view_args("browser_wait_for", args, opts)?;
     let a: Args = parse("browser_wait_for", args)?;
     let until = match (a.text, a.selector, a.time) {
         (Some(t), None, None) => Until::Text(t),
@@ -48,5 +49,5 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::t
         (None, None, Some(_)) => return Err(invalid("`time` is 0 to 30 seconds")),
         _ => return Err(invalid("give one of `text`, `selector` or `time`")),
     };
-    run_step(pool, &a.session, opts, Step::WaitFor(until)).await
+    run_step(pool, &a.session, opts, Step::WaitFor(until), &view).await
 }

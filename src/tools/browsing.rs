@@ -10,7 +10,8 @@ use super::{Output, Provenance};
 use crate::error::Result;
 use crate::lease::cascade::RunOptions;
 use crate::pool::Pool;
-use crate::services::browsing::{Owner, Step, Stepped};
+use crate::services::browsing::{Owner, Shown, Step, Stepped, View};
+use crate::tools::budget;
 
 /// A `browser_*` step tool's [`Spec`](super::Spec): operator, no progress,
 /// answered with the page's snapshot; its file has `Args` and `run`.
@@ -21,11 +22,14 @@ macro_rules! step_spec {
             role: $crate::tools::Role::Operator,
             title: $title,
             description: $crate::tools::Description::Fixed($description),
-            input: $crate::tools::input_schema::<Args>,
+            input: || {
+                $crate::tools::browsing::with_view($crate::tools::input_schema::<Args>(), $name)
+            },
             strategy_enum: false,
             output: $crate::tools::browsing::step_schema,
             annotations: $crate::tools::Annotations::$annotations,
             progress: false,
+            budget: $crate::tools::Budget::Own,
             route: None,
             run: |pool, args, opts| Box::pin(run(pool, args, opts)),
         };
@@ -49,13 +53,115 @@ pub struct SessionArg {
     pub session: String,
 }
 
+/// How a step's answer shows the page: the [`View`], the budget, and
+/// (`browser_snapshot`) where the piece starts.
+#[derive(Debug, Clone, Default)]
+pub struct ViewArgs {
+    pub view: View,
+    pub max_chars: usize,
+    pub start_index: usize,
+}
+
+/// Whether `tool` takes the view argument `name`: `browser_wait_for`'s
+/// `selector` is what it waits for; only `browser_snapshot` reads on
+/// from `start_index`.
+fn takes(tool: &str, name: &str) -> bool {
+    match name {
+        "selector" => tool != "browser_wait_for",
+        "start_index" => tool == "browser_snapshot",
+        _ => true,
+    }
+}
+
+/// Take the view arguments out of a step's arguments (the rest are the
+/// step's own).
+pub fn view_args(tool: &str, mut args: Value, opts: &RunOptions) -> Result<(ViewArgs, Value)> {
+    let mut v = ViewArgs {
+        max_chars: opts.answer_chars,
+        ..ViewArgs::default()
+    };
+    let Some(o) = args.as_object_mut() else {
+        return Ok((v, args));
+    };
+    let flag = |o: &mut serde_json::Map<String, Value>, name: &str| match o.remove(name) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(b),
+        Some(other) => Err(super::invalid(format!(
+            "argument `{name}` must be true or false, got {other}"
+        ))),
+    };
+    v.view.interactive_only = flag(o, "interactive_only")?;
+    v.view.changes_only = flag(o, "changes_only")?;
+    if let Some(m) = o.remove("max_chars").filter(|m| !m.is_null()) {
+        v.max_chars = budget::checked_max(&m)?;
+    }
+    if takes(tool, "selector") {
+        match o.remove("selector") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(sel)) => {
+                if let Some(p) = crate::diag::css_problem(&sel) {
+                    return Err(super::invalid(format!("`selector`: {p}")));
+                }
+                v.view.selector = Some(sel);
+            }
+            Some(other) => {
+                return Err(super::invalid(format!(
+                    "argument `selector` must be a CSS selector, got {other}"
+                )));
+            }
+        }
+    }
+    if takes(tool, "start_index") {
+        match o.remove("start_index") {
+            None | Some(Value::Null) => {}
+            Some(n) => {
+                v.start_index = n
+                    .as_u64()
+                    .and_then(|n| usize::try_from(n).ok())
+                    .ok_or_else(|| {
+                        super::invalid(format!(
+                            "argument `start_index` must be a whole number, got {n}"
+                        ))
+                    })?;
+            }
+        }
+    }
+    Ok((v, args))
+}
+
+/// A step's input schema with the view arguments it takes.
+pub fn with_view(mut schema: Value, tool: &str) -> Value {
+    let mut more = json!({
+        "max_chars": {"type": "integer", "minimum": 1, "maximum": budget::MAX_MAX_CHARS,
+            "description": "Most characters of snapshot in the answer (default: the server's answer budget, 20000 unless configured); a longer one comes in pieces: `truncated`, then browser_snapshot with `start_index` = `next_start_index`."},
+        "interactive_only": {"type": "boolean", "description": "Only links, buttons, fields and other controls (with their labels), one line each: far shorter on a large page."},
+        "changes_only": {"type": "boolean", "description": "Only what changed since this session's last snapshot: `+` lines added, `-` lines removed (refs stay the same from one snapshot to the next)."},
+        "selector": {"type": "string", "description": "Only the part of the page under the first element this CSS selector matches."},
+        "start_index": {"type": "integer", "minimum": 0, "description": "Read on in the last snapshot (not taken again): the previous answer's `next_start_index`."},
+    });
+    if let Some(m) = more.as_object_mut() {
+        m.retain(|k, _| takes(tool, k));
+    }
+    if let (Some(p), Value::Object(more)) = (
+        schema.get_mut("properties").and_then(Value::as_object_mut),
+        more,
+    ) {
+        p.extend(more);
+    }
+    schema
+}
+
 /// The result schema of a step.
 pub fn step_schema() -> Value {
     super::spec::result_schema(
         json!({
             "session": {"type": "string"}, "slot": {"type": "integer"},
             "url": {"type": "string"}, "title": {"type": "string"},
-            "snapshot": {"type": "string", "description": "The page's accessibility tree; `[ref=eN]` names an element for browser_click, browser_type and browser_select (valid until the next snapshot)."},
+            "snapshot": {"type": "string", "description": "The page's accessibility tree (or the part the view asked for); `[ref=eN]` names an element for browser_click, browser_type and browser_select. An element keeps its ref from one snapshot to the next."},
+            "truncated": {"type": "boolean", "description": "The snapshot is longer than `max_chars`: read on with browser_snapshot `start_index` = `next_start_index`."},
+            "start_index": {"type": "integer"},
+            "next_start_index": {"type": "integer"},
+            "total_chars": {"type": "integer"},
             "selected": {"type": "array", "items": {"type": "string"}},
         }),
         &["session"],
@@ -68,13 +174,26 @@ pub async fn run_step(
     session: &str,
     opts: &RunOptions,
     step: Step<'_>,
+    view: &ViewArgs,
 ) -> Result<Output> {
-    let done = pool
-        .services()
-        .browsing
-        .step(session, &owner(opts), step, opts.scope.as_deref())
+    let browsing = &pool.services().browsing;
+    // Reading on in the last snapshot: no step, the page is not touched.
+    if view.start_index > 0 {
+        let shown = browsing.last_shown(session, &owner(opts))?;
+        let mut v = json!({"session": session});
+        show(&mut v, &shown, view);
+        return Ok(Output::plain(v));
+    }
+    let done = browsing
+        .step(
+            session,
+            &owner(opts),
+            step,
+            opts.scope.as_deref(),
+            &view.view,
+        )
         .await?;
-    Ok(Output::served(answer(session, &done), acted(&done)))
+    Ok(Output::served(answer(session, &done, view), acted(&done)))
 }
 
 /// A step acts as its session's slot, in the browser, once.
@@ -86,15 +205,31 @@ pub fn acted(done: &Stepped) -> Provenance {
     }
 }
 
-pub fn answer(session: &str, done: &Stepped) -> Value {
+pub fn answer(session: &str, done: &Stepped, view: &ViewArgs) -> Value {
     let mut v = json!({"session": session});
     if let Some(s) = &done.snapshot {
-        v["url"] = json!(s.url);
-        v["title"] = json!(s.title);
-        v["snapshot"] = json!(s.text);
+        show(&mut v, s, view);
     }
     if !done.selected.is_empty() {
         v["selected"] = json!(done.selected);
     }
     v
+}
+
+/// The page as the answer shows it: a piece of the snapshot within the
+/// budget, and where the next piece starts.
+pub fn show(v: &mut Value, s: &Shown, view: &ViewArgs) {
+    let (piece, next) =
+        crate::services::snapshot_view::piece(&s.text, view.start_index, view.max_chars);
+    v["url"] = json!(s.url);
+    v["title"] = json!(s.title);
+    v["snapshot"] = json!(piece);
+    if next.is_some() || view.start_index > 0 {
+        v["truncated"] = json!(next.is_some());
+        v["start_index"] = json!(view.start_index);
+        v["total_chars"] = json!(s.text.chars().count());
+        if let Some(n) = next {
+            v["next_start_index"] = json!(n);
+        }
+    }
 }

@@ -40,6 +40,7 @@ pub const SPEC: Spec = Spec {
     output: || result_schema(result_properties(), &["id", "status", "pages"]),
     annotations: Annotations::READS_SITES,
     progress: true,
+    budget: crate::tools::Budget::Own,
     route: None,
     run: |pool, args, opts| crate::tools::plain(run(pool, args, opts)),
 };
@@ -69,8 +70,6 @@ pub const DEFAULT_PAGES: usize = 10;
 pub const DEFAULT_DEPTH: usize = 2;
 pub const MAX_DEPTH: usize = 10;
 pub const DEFAULT_PAGE_CHARS: usize = 10_000;
-/// Content characters in one answer (pages past them come with the next `start_index`).
-pub const ANSWER_CHARS: usize = 200_000;
 
 fn default_pages() -> usize {
     DEFAULT_PAGES
@@ -229,14 +228,14 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
     };
     if a.background {
         drop(task);
-        return Ok(answer(&job.record(), 0));
+        return Ok(answer(&job.record(), 0, opts.answer_chars));
     }
     // The call waits; cancelling the call (dropping this future) cancels the job.
     let guard = job.cancel_token().clone().drop_guard();
     job.finished().await;
     let _ = task.await;
     guard.disarm();
-    Ok(answer(&job.record(), 0))
+    Ok(answer(&job.record(), 0, opts.answer_chars))
 }
 
 /// Ends a job that its task left running (a panic): as failed, so it does
@@ -379,13 +378,15 @@ fn page_record(
 }
 
 /// A job's record as `crawl` and `crawl_status` answer: its pages from
-/// `start`, as many as fit in [`ANSWER_CHARS`] of content (at least one).
-pub fn answer(r: &crate::services::jobs::Record, start: usize) -> Value {
+/// `start`, as many as fit in `budget` characters of answer (at least one).
+pub fn answer(r: &crate::services::jobs::Record, start: usize, budget: usize) -> Value {
     let mut pages = Vec::new();
-    let mut chars = 0;
+    // What the answer holds besides its pages.
+    let mut chars = 300 + crate::tools::budget::json_chars(&r.request["url"])
+        + crate::tools::budget::json_chars(&serde_json::json!(r.skipped));
     for p in r.items.iter().skip(start) {
-        let n = p["content"].as_str().map_or(0, |c| c.chars().count());
-        if !pages.is_empty() && chars + n > ANSWER_CHARS {
+        let n = crate::tools::budget::json_chars(p) + 1;
+        if !pages.is_empty() && chars + n > budget {
             break;
         }
         chars += n;

@@ -26,6 +26,7 @@ pub const SPEC: Spec = Spec {
     output: || result_schema(result_properties(), &["id", "status", "pages"]),
     annotations: Annotations::READS_POOL,
     progress: false,
+    budget: crate::tools::Budget::Own,
     route: None,
     run: |pool, args, opts| crate::tools::plain(run(pool, args, opts)),
 };
@@ -41,6 +42,10 @@ struct Args {
     /// Stop the crawl (the pages so far are kept).
     #[serde(default)]
     cancel: bool,
+    /// Most characters of answer (JSON text): the pages past them come with
+    /// `next_start_index` (default: the server's `max_answer_chars`).
+    #[schemars(range(min = 1, max = crate::tools::budget::MAX_MAX_CHARS))]
+    max_chars: Option<u64>,
 }
 
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
@@ -54,5 +59,9 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
         // It stops between two requests, or in the middle of one.
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), job.finished()).await;
     }
-    Ok(answer(&job.record(), a.start_index))
+    let budget = match a.max_chars {
+        Some(m) => crate::tools::budget::checked_max(&m.into())?,
+        None => opts.answer_chars,
+    };
+    Ok(answer(&job.record(), a.start_index, budget))
 }

@@ -64,6 +64,7 @@ pub const SPEC: Spec = Spec {
     },
     annotations: Annotations::READS_SITES,
     progress: true,
+    budget: crate::tools::Budget::Items,
     route: Some(route),
     run: |pool, args, opts| Box::pin(run(pool, args, opts.clone())),
 };
@@ -219,6 +220,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
     Ok(Output {
         body: Value::Object(out),
         provenance: served,
+        text: None,
     })
 }
 

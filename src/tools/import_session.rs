@@ -49,6 +49,7 @@ pub const SPEC: Spec = Spec {
         open_world: false,
     },
     progress: false,
+    budget: crate::tools::Budget::Items,
     route: None,
     run: |pool, args, _| crate::tools::plain(run(pool, args)),
 };

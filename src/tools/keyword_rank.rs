@@ -47,6 +47,7 @@ pub const SPEC: Spec = Spec {
     },
     annotations: Annotations::READS_SITES,
     progress: true,
+    budget: crate::tools::Budget::Items,
     route: Some(route),
     run: |pool, args, opts| Box::pin(run(pool, args, opts.clone())),
 };
@@ -213,5 +214,6 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
     Ok(Output {
         body: out,
         provenance: served,
+        text: None,
     })
 }

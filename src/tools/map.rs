@@ -44,6 +44,7 @@ pub const SPEC: Spec = Spec {
     },
     annotations: Annotations::READS_SITES,
     progress: true,
+    budget: crate::tools::Budget::Items,
     route: None,
     run: |pool, args, opts| Box::pin(run(pool, args, opts)),
 };
@@ -205,7 +206,11 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Output> 
         tier: 2,
         attempts: call.sent(),
     });
-    Ok(Output { body, provenance })
+    Ok(Output {
+        body,
+        provenance,
+        text: None,
+    })
 }
 
 /// Read the site's sitemaps breadth-first: those `robots.txt` names, and

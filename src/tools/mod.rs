@@ -8,9 +8,11 @@
 
 mod aliases;
 mod browsing;
+pub mod budget;
 mod output;
 mod spec;
 
+pub use budget::Budget;
 pub use output::{Output, Provenance};
 pub use spec::{
     Annotations, Description, NoArgs, Role, Route, RouteOf, Run, Spec, input_schema, invalid,

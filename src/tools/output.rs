@@ -45,6 +45,10 @@ pub struct Output {
     pub body: Value,
     /// `None` for a tool that reached no site (the pool's own state).
     pub provenance: Option<Provenance>,
+    /// `body` as JSON text, when the dispatcher has written it already (it
+    /// measures every answer against the caller's budget): the transports
+    /// send these bytes instead of writing them again. Tools leave it `None`.
+    pub text: Option<String>,
 }
 
 impl Output {
@@ -53,6 +57,7 @@ impl Output {
         Output {
             body,
             provenance: None,
+            text: None,
         }
     }
 
@@ -61,6 +66,7 @@ impl Output {
         Output {
             body,
             provenance: Some(by),
+            text: None,
         }
     }
 }

@@ -65,6 +65,7 @@ pub const SPEC: Spec = Spec {
     },
     annotations: Annotations::READS_POOL,
     progress: false,
+    budget: crate::tools::Budget::Items,
     route: None,
     run: |pool, args, _| {
         Box::pin(async move {

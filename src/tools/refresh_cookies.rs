@@ -41,6 +41,7 @@ pub const SPEC: Spec = Spec {
         open_world: true,
     },
     progress: true,
+    budget: crate::tools::Budget::Items,
     route: None,
     run: |pool, args, opts| crate::tools::plain(run(pool, args, opts)),
 };

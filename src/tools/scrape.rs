@@ -57,18 +57,13 @@ pub const SPEC: Spec = Spec {
     },
     annotations: Annotations::READS_SITES,
     progress: true,
+    budget: crate::tools::Budget::Own,
     route: Some(route),
     run: |pool, args, opts| Box::pin(run(pool, args, opts)),
 };
 
-/// Default `max_chars`.
-pub const DEFAULT_MAX_CHARS: usize = 20_000;
 /// Upper bound of `max_chars`.
-pub const MAX_MAX_CHARS: usize = 2_000_000;
-
-fn default_max_chars() -> usize {
-    DEFAULT_MAX_CHARS
-}
+pub const MAX_MAX_CHARS: usize = super::budget::MAX_MAX_CHARS;
 
 /// `auto`: HTTP first; the browser on a challenge (never a block), when
 /// `wait_for` is not in the static HTML, or at once for actions,
@@ -194,10 +189,10 @@ struct Args {
     timeout: Option<u64>,
     /// CSS selector that must appear (the browser tier waits for it).
     wait_for: Option<String>,
-    /// At most this many characters of content per call.
-    #[serde(default = "default_max_chars")]
+    /// At most this many characters of content per call (default: the
+    /// server's answer budget, `server.max_answer_chars`).
     #[schemars(range(min = 1, max = MAX_MAX_CHARS))]
-    max_chars: usize,
+    max_chars: Option<usize>,
     /// Where this piece starts (the previous `next_start_index`).
     #[serde(default)]
     start_index: usize,
@@ -236,7 +231,7 @@ struct Plan {
 }
 
 fn plan(a: &Args) -> Result<Plan> {
-    if a.max_chars == 0 || a.max_chars > MAX_MAX_CHARS {
+    if a.max_chars.is_some_and(|m| m == 0 || m > MAX_MAX_CHARS) {
         return Err(invalid(format!(
             "`max_chars` must be between 1 and {MAX_MAX_CHARS}"
         )));
@@ -339,7 +334,8 @@ fn route(pool: &Pool, args: &Value) -> Option<super::Route> {
 
 pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Output> {
     let args = super::aliases::apply("scrape", args, super::aliases::SCRAPE)?;
-    let a: Args = parse("scrape", args)?;
+    let mut a: Args = parse("scrape", args)?;
+    a.max_chars.get_or_insert(opts.answer_chars);
     let mut plan = plan(&a)?;
     let paged = match a.timeout {
         Some(t) => tokio::time::timeout(Duration::from_secs(t), fetch(pool, &plan, opts))
@@ -373,7 +369,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Output> 
     let (only_main, start, max, list) = (
         a.only_main_content,
         a.start_index,
-        a.max_chars,
+        a.max_chars.unwrap_or(opts.answer_chars),
         a.items.is_some(),
     );
     let read = crate::dom::offload::run("reading the page", move || -> Result<Read> {
@@ -417,7 +413,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Output> 
     let first = plan.formats.iter().find(|f| !f.needs_browser());
     let head = first
         .and_then(|f| pieces.get(f.name()).cloned())
-        .unwrap_or_else(|| piece("", 0, a.max_chars));
+        .unwrap_or_else(|| piece("", 0, a.max_chars.unwrap_or(opts.answer_chars)));
     out["format"] = json!(plan.formats.first().map(|f| f.name()));
     for k in ["content", "start_index", "total_chars", "next_start_index"] {
         out[k] = head[k].clone();

@@ -101,6 +101,8 @@ pub struct Spec {
     pub annotations: Annotations,
     /// Sends `notifications/progress` when given a progress token.
     pub progress: bool,
+    /// Who keeps its answer within the caller's `max_chars`.
+    pub budget: super::Budget,
     /// Where a call would lease identities, for the fleet to forward it
     /// when none here is admitted; `None` for tools that hold nothing
     /// site-bound or hold it past the call.

@@ -122,7 +122,7 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
         .expect_err("stale ref");
     assert!(
         e.to_string()
-            .contains("no element `e9999` in the last snapshot"),
+            .contains("no element `e9999` in this session's snapshots"),
         "{e}"
     );
 
@@ -184,6 +184,9 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
     .expect_err("private");
     assert!(e.to_string().contains("127.0.0.2"), "{e}");
 
+    // Answers that fit: a page of 5,000 controls, in pieces and in views.
+    page_of_controls(&pool, &id, &alice, &at("/site/controls")).await;
+
     let shot = tools::browser_screenshot::run(&pool, json!({"session": id}), &alice)
         .await
         .expect("screenshot")
@@ -215,6 +218,143 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
     assert!(e.to_string().contains("no browser session"), "{e}");
     assert!(pool.services().browsing.list().is_empty());
     shutdown_and_check(&pool).await;
+}
+
+/// The names of the controls `/site/controls` holds: `Item link 0`,
+/// `Item button 1`, `Item field 2`, `Item box 3`, ...
+fn control_names() -> Vec<String> {
+    (0..site::CONTROLS)
+        .map(|i| {
+            let kind = ["link", "button", "field", "box"][i % 4];
+            format!("Item {kind} {i}")
+        })
+        .collect()
+}
+
+/// The control a snapshot line names, if any (`- link "Item link 8" [ref=e12]`).
+fn control_in(line: &str) -> Option<String> {
+    let start = line.find("\"Item ")? + 1;
+    let end = start + line[start..].find('"')?;
+    Some(line[start..end].to_string())
+}
+
+/// `/site/controls` in a session: the default snapshot keeps to the budget
+/// and, read on to the end, names every control exactly once;
+/// `interactive_only` shows only controls; `selector` a part of the page;
+/// `changes_only` what a click added.
+async fn page_of_controls(pool: &idpool::pool::Pool, id: &str, who: &RunOptions, url: &str) {
+    let first = tools::browser_navigate::run(pool, json!({"session": id, "url": url}), who)
+        .await
+        .expect("navigate to the controls")
+        .body;
+    let budget = idpool::tools::budget::DEFAULT_MAX_CHARS;
+    assert_eq!(first["truncated"], true, "{}", first["total_chars"]);
+    let total = first["total_chars"].as_u64().expect("total_chars") as usize;
+    assert!(total > 5 * budget, "a snapshot of {total} chars");
+    let mut seen: Vec<String> = Vec::new();
+    let mut piece = first;
+    let mut pieces = 0;
+    loop {
+        let text = piece["snapshot"].as_str().expect("snapshot");
+        assert!(
+            text.chars().count() <= budget,
+            "a piece of {} chars",
+            text.chars().count()
+        );
+        seen.extend(text.lines().filter_map(control_in));
+        pieces += 1;
+        let Some(next) = piece["next_start_index"].as_u64() else {
+            assert_eq!(piece["truncated"], false);
+            break;
+        };
+        piece =
+            tools::browser_snapshot::run(pool, json!({"session": id, "start_index": next}), who)
+                .await
+                .expect("the next piece")
+                .body;
+        assert_eq!(piece["total_chars"].as_u64(), Some(total as u64));
+    }
+    assert!(pieces > 5, "{pieces} pieces");
+    assert_eq!(seen, control_names(), "every control once, in order");
+
+    // Only the controls: no text, no headings; each control once.
+    let controls = tools::browser_snapshot::run(
+        pool,
+        json!({"session": id, "interactive_only": true, "max_chars": 2_000_000}),
+        who,
+    )
+    .await
+    .expect("interactive only")
+    .body;
+    let text = controls["snapshot"].as_str().expect("snapshot");
+    assert!(controls.get("truncated").is_none(), "fits in 2M chars");
+    for line in text.lines() {
+        let role = line
+            .trim_start_matches("- ")
+            .split(' ')
+            .next()
+            .unwrap_or("");
+        assert!(
+            ["link", "button", "textbox", "checkbox"].contains(&role),
+            "not a control: {line}"
+        );
+    }
+    let named: Vec<String> = text.lines().filter_map(control_in).collect();
+    assert_eq!(named, control_names());
+    assert!(text.len() < total, "{} vs {total}", text.len());
+
+    // A part of the page.
+    let group =
+        tools::browser_snapshot::run(pool, json!({"session": id, "selector": "#group-3"}), who)
+            .await
+            .expect("a subtree")
+            .body;
+    let named: Vec<String> = group["snapshot"]
+        .as_str()
+        .expect("snapshot")
+        .lines()
+        .filter_map(control_in)
+        .collect();
+    assert_eq!(named, control_names()[300..400].to_vec());
+    let e = tools::browser_snapshot::run(pool, json!({"session": id, "selector": "#nope"}), who)
+        .await
+        .expect_err("no such element");
+    assert!(
+        e.to_string()
+            .contains("no element matches the selector `#nope`"),
+        "{e}"
+    );
+
+    // What a click changed, and nothing else; refs stay the same.
+    let all = tools::browser_snapshot::run(
+        pool,
+        json!({"session": id, "interactive_only": true, "max_chars": 2_000_000}),
+        who,
+    )
+    .await
+    .expect("all controls")
+    .body;
+    let grow = ref_of(&all, "button", "Add a row");
+    assert_eq!(
+        ref_of(&controls, "button", "Add a row"),
+        grow,
+        "a ref holds across snapshots"
+    );
+    let changed = tools::browser_click::run(
+        pool,
+        json!({"session": id, "ref": grow, "changes_only": true}),
+        who,
+    )
+    .await
+    .expect("click with changes only")
+    .body;
+    let text = changed["snapshot"].as_str().expect("snapshot");
+    assert!(
+        text.starts_with("# changes since the last snapshot: 1 added, 0 removed"),
+        "{text}"
+    );
+    assert!(text.contains("+ - button \"New button 1\" [ref="), "{text}");
+    assert_eq!(text.lines().count(), 2, "{text}");
 }
 
 /// The acceptance run: an agent on the official MCP TypeScript SDK opens a

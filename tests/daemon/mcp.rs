@@ -319,6 +319,72 @@ async fn keys_roles_sessions_and_the_audit_log() {
     // An operator may not refresh cookies; an admin may (real Chromium).
     let mut o = Mcp::new(&d, Some(&operator));
     o.initialize().await;
+
+    // Answers that fit: an answer over the caller's `max_chars` comes in
+    // pieces that, followed by their cursors, hold it whole; a cursor is
+    // its key's own.
+    let whole = o
+        .tool(
+            40,
+            "get_reviews",
+            json!({"item": "B0BUDGET", "strategy": "testshop", "pages": 3}),
+        )
+        .await;
+    let whole = &whole["result"]["structuredContent"];
+    let all = whole["reviews"].as_array().expect("reviews").clone();
+    assert!(all.len() > 10, "{whole}");
+    assert!(whole.get("truncated").is_none(), "{whole}");
+    let mut got: Vec<Value> = Vec::new();
+    let mut r = o
+        .tool(
+            41,
+            "get_reviews",
+            json!({"item": "B0BUDGET", "strategy": "testshop", "pages": 3, "max_chars": 1500}),
+        )
+        .await;
+    let mut cursors = Vec::new();
+    loop {
+        let sc = r["result"]["structuredContent"].clone();
+        assert_eq!(r["result"]["isError"], false, "{r}");
+        let text = r["result"]["content"][0]["text"].as_str().expect("text");
+        assert!(
+            text.chars().count() <= 1500,
+            "a piece of {} chars",
+            text.chars().count()
+        );
+        assert_eq!(sc["strategy"], "testshop");
+        assert_eq!(sc["piece"]["field"], "reviews");
+        got.extend(sc["reviews"].as_array().expect("reviews").iter().cloned());
+        let Some(c) = sc["next_cursor"].as_str() else {
+            assert_eq!(sc["truncated"], false);
+            break;
+        };
+        assert_eq!(sc["truncated"], true);
+        cursors.push(c.to_string());
+        r = o
+            .tool(42, "get_reviews", json!({"cursor": c, "max_chars": 1500}))
+            .await;
+    }
+    assert!(cursors.len() >= 3, "{} pieces", cursors.len() + 1);
+    assert_eq!(
+        got, all,
+        "the pieces hold the answer whole, each review once"
+    );
+    let mut other = Mcp::new(&d, Some(&admin));
+    other.initialize().await;
+    let r = other
+        .tool(43, "get_reviews", json!({"cursor": cursors[0]}))
+        .await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let msg = r["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(msg.contains("unknown or expired cursor"), "{msg}");
+    let r = o.tool(44, "extract", json!({"strategy": "testshop", "operation": "reviews", "params": {"item": "B0X"}, "max_chars": 0})).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let msg = r["result"]["content"][0]["text"].as_str().unwrap_or("");
+    assert!(
+        msg.contains("`max_chars` must be an integer from 1 to 2000000"),
+        "{msg}"
+    );
     let r = o
         .tool(
             1,

@@ -49,6 +49,7 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route("/site/search", get(search))
         .route("/site/more", get(|| async { Html(more()) }))
         .route("/site/long", get(|| async { Html(long()) }))
+        .route("/site/controls", get(|| async { Html(controls()) }))
         .route("/site/img/chart.png", get(chart))
         .route("/site/blog/", get(|| async { Html(blog()) }))
         .route("/site/blog/{post}", get(post))
@@ -246,6 +247,39 @@ fn long() -> String {
             "<main><h1>Long</h1><div style=\"height:{LONG_HEIGHT}px;background:#369\">tall</div><p>The end.</p></main>"
         ),
     )
+}
+
+/// Interactive elements on `/site/controls`.
+pub const CONTROLS: usize = 5_000;
+
+/// A page of [`CONTROLS`] links, buttons, fields and checkboxes (`Item
+/// link 0`, `Item button 1`, `Item field 2`, `Item box 3`, ...), in
+/// groups of 100 (`section#group-N`) with a note of text every ten, and a
+/// button that adds `New button N` to `#added` (what changed, for
+/// snapshots of the changes only).
+fn controls() -> String {
+    let mut main = String::from(
+        "<main><h1>Controls</h1><button id=\"grow\" onclick=\"const b=document.createElement('button');b.textContent='New button '+(document.querySelectorAll('#added button').length+1);document.getElementById('added').appendChild(b)\">Add a row</button><div id=\"added\"></div>",
+    );
+    for g in 0..CONTROLS / 100 {
+        main.push_str(&format!("<section id=\"group-{g}\"><h2>Group {g}</h2>"));
+        for i in g * 100..(g + 1) * 100 {
+            if i % 10 == 0 {
+                main.push_str(&format!("<p>Note on items from {i}</p>"));
+            }
+            main.push_str(&match i % 4 {
+                0 => format!("<a href=\"/site/about#i{i}\">Item link {i}</a> "),
+                1 => format!("<button type=\"button\">Item button {i}</button> "),
+                2 => format!("<label>Item field {i} <input name=\"f{i}\"></label> "),
+                _ => {
+                    format!("<label><input type=\"checkbox\" name=\"c{i}\"> Item box {i}</label> ")
+                }
+            });
+        }
+        main.push_str("</section>");
+    }
+    main.push_str("</main>");
+    page("Controls", &main)
 }
 
 fn blog() -> String {

@@ -18,18 +18,104 @@ use chromiumoxide::layout::Point;
 use super::page::cdp;
 use crate::error::{Error, ErrorKind, Result};
 
-/// Lines a snapshot holds at most.
-pub const MAX_LINES: usize = 3000;
+/// Lines a snapshot holds at most (callers read it in pieces).
+pub const MAX_LINES: usize = 50_000;
+/// Levels of nesting shown; deeper elements are shown at this depth.
+const MAX_DEPTH: usize = 64;
+/// Refs a session's book holds before it starts numbering again.
+const MAX_REFS: usize = 200_000;
 
-/// What a snapshot shows, and where its refs point.
+/// One element of a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    /// How deep it sits (its indentation).
+    pub depth: usize,
+    /// `- role "name" [ref=eN]`, without the indentation.
+    pub text: String,
+    /// A link, button, field or other control a person can use.
+    pub interactive: bool,
+}
+
+/// What a snapshot shows.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     pub url: String,
     pub title: String,
-    /// The tree, one `- role "name" [ref=eN]` line per element.
-    pub text: String,
-    pub refs: HashMap<String, BackendNodeId>,
+    pub lines: Vec<Line>,
 }
+
+impl Snapshot {
+    /// The tree as text, one indented line per element.
+    pub fn text(&self) -> String {
+        indented(&self.lines)
+    }
+}
+
+/// `lines` as text, each indented by its depth.
+pub fn indented(lines: &[Line]) -> String {
+    let mut out = String::new();
+    for (i, l) in lines.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        for _ in 0..l.depth {
+            out.push_str("  ");
+        }
+        out.push_str(&l.text);
+    }
+    out
+}
+
+/// The refs of one session's snapshots: an element keeps its ref from one
+/// snapshot to the next (so a snapshot of the changes only still points
+/// at the elements it does not show).
+#[derive(Debug, Default)]
+pub struct RefBook {
+    by_node: HashMap<BackendNodeId, String>,
+    by_ref: HashMap<String, BackendNodeId>,
+}
+
+impl RefBook {
+    /// The element `r` names.
+    pub fn get(&self, r: &str) -> Option<BackendNodeId> {
+        self.by_ref.get(r).copied()
+    }
+
+    fn name(&mut self, node: BackendNodeId) -> String {
+        if let Some(r) = self.by_node.get(&node) {
+            return r.clone();
+        }
+        if self.by_ref.len() >= MAX_REFS {
+            self.by_node.clear();
+            self.by_ref.clear();
+        }
+        let r = format!("e{}", self.by_ref.len() + 1);
+        self.by_node.insert(node, r.clone());
+        self.by_ref.insert(r.clone(), node);
+        r
+    }
+}
+
+/// Roles a person acts on: what `interactive_only` keeps.
+const INTERACTIVE: &[&str] = &[
+    "link",
+    "button",
+    "textbox",
+    "searchbox",
+    "checkbox",
+    "radio",
+    "combobox",
+    "listbox",
+    "option",
+    "menuitem",
+    "menuitemcheckbox",
+    "menuitemradio",
+    "tab",
+    "switch",
+    "slider",
+    "spinbutton",
+    "treeitem",
+];
 
 /// Roles that only group: their children are shown in their place.
 const GROUPING: &[&str] = &[
@@ -50,8 +136,22 @@ fn value_str(v: Option<&chromiumoxide::cdp::browser_protocol::accessibility::AxV
         .unwrap_or_default()
 }
 
-/// The tab's accessibility tree as text, with a ref for every element.
-pub async fn snapshot(tab: &Page) -> Result<Snapshot> {
+/// The tab's accessibility tree as lines, each element named in `book`;
+/// `within`: only the subtree of the first element this CSS selector
+/// matches.
+pub async fn snapshot(tab: &Page, book: &mut RefBook, within: Option<&str>) -> Result<Snapshot> {
+    let root_node = match within {
+        None => None,
+        Some(sel) => {
+            let el = tab.find_element(sel).await.map_err(|_| {
+                Error::new(
+                    ErrorKind::NotFound,
+                    format!("no element matches the selector `{sel}` on this page"),
+                )
+            })?;
+            Some(el.backend_node_id)
+        }
+    };
     let tree = tab
         .execute(GetFullAxTreeParams::default())
         .await
@@ -64,92 +164,129 @@ pub async fn snapshot(tab: &Page) -> Result<Snapshot> {
         title: tab.get_title().await.ok().flatten().unwrap_or_default(),
         ..Snapshot::default()
     };
-    let mut lines = Vec::new();
-    if let Some(root) = tree.result.nodes.first() {
-        render(root, &nodes, 0, &mut lines, &mut out.refs);
+    let root = match root_node {
+        None => tree.result.nodes.first(),
+        Some(id) => Some(
+            (tree.result.nodes.iter())
+                .find(|n| n.backend_dom_node_id == Some(id))
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::NotFound,
+                        format!(
+                            "the element `{}` matches is not in the accessibility tree (hidden?)",
+                            within.unwrap_or_default()
+                        ),
+                    )
+                })?,
+        ),
+    };
+    if let Some(root) = root {
+        render(root, &nodes, &mut out.lines, book);
     }
-    if lines.len() > MAX_LINES {
-        lines.truncate(MAX_LINES);
-        lines.push(format!("- … (cut at {MAX_LINES} lines)"));
+    if out.lines.len() > MAX_LINES {
+        out.lines.truncate(MAX_LINES);
+        out.lines.push(Line {
+            depth: 0,
+            text: format!("- … (cut at {MAX_LINES} lines)"),
+            interactive: false,
+        });
     }
-    out.text = lines.join("\n");
     Ok(out)
 }
 
-fn render(
-    node: &AxNode,
-    nodes: &HashMap<&str, &AxNode>,
-    depth: usize,
-    lines: &mut Vec<String>,
-    refs: &mut HashMap<String, BackendNodeId>,
+/// The tree under `root` as lines, depth first, without recursion (a
+/// hostile page may nest as deep as it likes).
+fn render<'a>(
+    root: &'a AxNode,
+    nodes: &HashMap<&str, &'a AxNode>,
+    lines: &mut Vec<Line>,
+    book: &mut RefBook,
 ) {
-    let children: Vec<&AxNode> = (node.child_ids.iter().flatten())
-        .filter_map(|id| nodes.get(id.inner().as_str()).copied())
-        .collect();
-    let role = value_str(node.role.as_ref());
-    let name = value_str(node.name.as_ref())
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ");
-    if node.ignored
-        || (GROUPING.contains(&role.as_str()) && (name.is_empty() || role == "RootWebArea"))
-    {
-        for c in children {
-            render(c, nodes, depth, lines, refs);
+    let mut stack: Vec<(&'a AxNode, usize)> = vec![(root, 0)];
+    while let Some((node, depth)) = stack.pop() {
+        if lines.len() > MAX_LINES {
+            return;
         }
-        return;
-    }
-    let indent = "  ".repeat(depth);
-    if role == "StaticText" {
-        if !name.is_empty() {
-            lines.push(format!("{indent}- text: {name}"));
-        }
-        return;
-    }
-    let mut line = format!("{indent}- {role}");
-    if !name.is_empty() {
-        line.push_str(&format!(" {}", serde_json::Value::String(name.clone())));
-    }
-    for p in node.properties.iter().flatten() {
-        let key = format!("{:?}", p.name).to_lowercase();
-        let v = value_str(Some(&p.value));
-        match key.as_str() {
-            "level" => line.push_str(&format!(" [level={v}]")),
-            "checked" | "pressed" | "expanded" | "selected" if v == "true" => {
-                line.push_str(&format!(" [{key}]"));
+        let children: Vec<&'a AxNode> = (node.child_ids.iter().flatten())
+            .filter_map(|id| nodes.get(id.inner().as_str()).copied())
+            .collect();
+        // Children go on the stack last first, so they come out in order.
+        let mut push = |children: &[&'a AxNode], depth: usize| {
+            for c in children.iter().rev() {
+                stack.push((c, depth.min(MAX_DEPTH)));
             }
-            "disabled" if v == "true" => line.push_str(" [disabled]"),
-            _ => {}
+        };
+        let role = value_str(node.role.as_ref());
+        let name = value_str(node.name.as_ref())
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if node.ignored
+            || (GROUPING.contains(&role.as_str()) && (name.is_empty() || role == "RootWebArea"))
+        {
+            push(&children, depth);
+            continue;
         }
-    }
-    let value = value_str(node.value.as_ref());
-    if !value.is_empty() {
-        line.push_str(&format!(": {}", serde_json::Value::String(value)));
-    }
-    if let Some(id) = node.backend_dom_node_id {
-        let r = format!("e{}", refs.len() + 1);
-        line.push_str(&format!(" [ref={r}]"));
-        refs.insert(r, id);
-    }
-    // Children that only repeat the name (a link's or button's text) are not shown.
-    let text: String = (children.iter())
-        .filter(|c| value_str(c.role.as_ref()) == "StaticText")
-        .map(|c| value_str(c.name.as_ref()))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let only_text = children
-        .iter()
-        .all(|c| value_str(c.role.as_ref()) == "StaticText");
-    if children.is_empty()
-        || (only_text && text.split_whitespace().collect::<Vec<_>>().join(" ") == name)
-    {
-        lines.push(line);
-        return;
-    }
-    line.push(':');
-    lines.push(line);
-    for c in children {
-        render(c, nodes, depth + 1, lines, refs);
+        if role == "StaticText" {
+            if !name.is_empty() {
+                lines.push(Line {
+                    depth,
+                    text: format!("- text: {name}"),
+                    interactive: false,
+                });
+            }
+            continue;
+        }
+        let mut line = format!("- {role}");
+        if !name.is_empty() {
+            line.push_str(&format!(" {}", serde_json::Value::String(name.clone())));
+        }
+        for p in node.properties.iter().flatten() {
+            let key = format!("{:?}", p.name).to_lowercase();
+            let v = value_str(Some(&p.value));
+            match key.as_str() {
+                "level" => line.push_str(&format!(" [level={v}]")),
+                "checked" | "pressed" | "expanded" | "selected" if v == "true" => {
+                    line.push_str(&format!(" [{key}]"));
+                }
+                "disabled" if v == "true" => line.push_str(" [disabled]"),
+                _ => {}
+            }
+        }
+        let value = value_str(node.value.as_ref());
+        if !value.is_empty() {
+            line.push_str(&format!(": {}", serde_json::Value::String(value)));
+        }
+        if let Some(id) = node.backend_dom_node_id {
+            line.push_str(&format!(" [ref={}]", book.name(id)));
+        }
+        let interactive = INTERACTIVE.contains(&role.as_str());
+        // Children that only repeat the name (a link's or button's text) are not shown.
+        let text: String = (children.iter())
+            .filter(|c| value_str(c.role.as_ref()) == "StaticText")
+            .map(|c| value_str(c.name.as_ref()))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let only_text = children
+            .iter()
+            .all(|c| value_str(c.role.as_ref()) == "StaticText");
+        if children.is_empty()
+            || (only_text && text.split_whitespace().collect::<Vec<_>>().join(" ") == name)
+        {
+            lines.push(Line {
+                depth,
+                text: line,
+                interactive,
+            });
+            continue;
+        }
+        line.push(':');
+        lines.push(Line {
+            depth,
+            text: line,
+            interactive,
+        });
+        push(&children, depth + 1);
     }
 }
 

@@ -60,7 +60,7 @@ pub struct CascadeResult {
 }
 
 /// Limits a caller may put on one run, and where progress goes.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RunOptions {
     /// Only these tiers (testing and debugging); `None`: all.
     pub only_tiers: Option<Vec<u8>>,
@@ -86,6 +86,28 @@ pub struct RunOptions {
     /// The caller's grants for this tool: the identities it may use
     /// (`None`: any).
     pub scope: Option<Arc<crate::routing::Scope>>,
+    /// The caller's answer budget for tools that cut their own answers
+    /// (`scrape`, `crawl`, the browser's snapshots) when the call sets no
+    /// `max_chars`: `server.max_answer_chars`.
+    pub answer_chars: usize,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            only_tiers: None,
+            slot: None,
+            session: None,
+            rotate: false,
+            progress: None,
+            caller: None,
+            caller_role: None,
+            mask_pii: None,
+            record: None,
+            scope: None,
+            answer_chars: crate::config::DEFAULT_MAX_ANSWER_CHARS,
+        }
+    }
 }
 
 /// Every answer a run got, in order, kept for `idpool strategy record`.

@@ -63,6 +63,9 @@ pub struct WebConfig {
     pub global_max_in_flight: usize,
     /// Largest `max_pages` a crawl may ask for.
     pub max_crawl_pages: usize,
+    /// The search-engine strategies `search` asks, in order (the next when
+    /// one blocks or cannot answer).
+    pub search_engines: Vec<String>,
 }
 
 impl Default for WebConfig {
@@ -75,6 +78,7 @@ impl Default for WebConfig {
             max_in_flight: 1,
             global_max_in_flight: 2,
             max_crawl_pages: 200,
+            search_engines: vec!["duckduckgo".into(), "bing".into()],
         }
     }
 }

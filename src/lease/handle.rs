@@ -412,9 +412,11 @@ impl Lease {
         })
     }
 
-    /// A host no strategy covers: its `robots.txt` must allow `url`.
+    /// A host no strategy covers, or one whose strategy says `robots =
+    /// true`: its `robots.txt` must allow `url`.
     async fn obey_robots(&self, url: &url::Url) -> Result<()> {
-        if self.rules.is_some() || !self.leases.cfg.web.respect_robots {
+        let agreed = self.rules.as_ref().is_some_and(|r| !r.obeys_robots());
+        if agreed || !self.leases.cfg.web.respect_robots {
             return Ok(());
         }
         self.robots(url)

@@ -41,6 +41,11 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
     fn handoff(&self) -> Option<&super::Handoff> {
         None
     }
+    /// `robots = true`: the site's `robots.txt` applies to every request
+    /// of the strategy, as to a host no strategy covers.
+    fn obeys_robots(&self) -> bool {
+        false
+    }
     /// Where it came from, for messages.
     fn source(&self) -> Option<&Path> {
         None

@@ -45,6 +45,10 @@ struct StrategyFile {
     /// What calls a person (a captcha, a sign-in wall) instead of failing.
     #[serde(default)]
     handoff: Option<handoff::HandoffFile>,
+    /// The site's robots.txt applies to this strategy's requests, as to a
+    /// host no strategy covers (a site we have no agreement with).
+    #[serde(default)]
+    robots: bool,
     /// Prefix of the site's URLs, `{base_url}` in templates (e.g. "https://shop.example").
     #[serde(default)]
     base_url: Option<Spanned<String>>,
@@ -155,6 +159,7 @@ impl TomlStrategy {
             markers,
             login,
             handoff,
+            robots: f.robots,
             base_url,
             operations,
             source: Some(path.to_path_buf()),

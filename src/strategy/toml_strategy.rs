@@ -24,6 +24,8 @@ pub struct TomlStrategy {
     pub login: Option<LoginRules>,
     /// `[handoff]`: what calls a person instead of failing the call.
     pub handoff: Option<super::Handoff>,
+    /// `robots = true`: the site's robots.txt applies to its requests.
+    pub robots: bool,
     /// `{base_url}` in operation templates.
     pub base_url: Option<String>,
     pub operations: BTreeMap<String, operation::Operation>,
@@ -70,6 +72,9 @@ impl Strategy for TomlStrategy {
     }
     fn handoff(&self) -> Option<&super::Handoff> {
         self.handoff.as_ref()
+    }
+    fn obeys_robots(&self) -> bool {
+        self.robots
     }
     fn source(&self) -> Option<&Path> {
         self.source.as_deref()

@@ -33,6 +33,7 @@ macro_rules! tools {
 
 tools!(
     scrape,
+    search,
     map,
     crawl,
     crawl_status,

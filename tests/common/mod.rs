@@ -367,3 +367,36 @@ pub fn probe_reports(env: &Env) -> Vec<(u64, u64, String)> {
         })
         .collect()
 }
+
+/// The bundled strategy `name` (`strategies/NAME.toml`) aimed at `base`
+/// (`scheme://host:port`) on `host`: its hosts, base URL, warm-up page and
+/// cookie domain there, its pacing off; `more` rewrites any other line.
+pub fn bundled_strategy_at(
+    name: &str,
+    host: &str,
+    base: &str,
+    more: impl Fn(&str) -> Option<String>,
+) -> String {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("strategies/{name}.toml")),
+    )
+    .expect("the bundled strategy");
+    text.lines()
+        .map(|l| {
+            if l.starts_with("hosts = ") {
+                format!("hosts = [\"{host}\"]")
+            } else if l.starts_with("base_url = ") {
+                format!("base_url = \"{base}\"")
+            } else if l.starts_with("warmup_url = ") {
+                format!("warmup_url = \"{base}/\"")
+            } else if l.starts_with("cookie_domain = ") {
+                format!("cookie_domain = \"{host}\"")
+            } else if l.starts_with("min_interval_ms = ") {
+                "min_interval_ms = 0".to_string()
+            } else {
+                more(l).unwrap_or_else(|| l.to_string())
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -66,30 +66,12 @@ async fn local_amazon(port: u16) -> common::Env {
     let env = common::Env::new(1).await;
     let _ = std::fs::remove_file(env.path("strategies/testbed.toml"));
     let _ = std::fs::remove_file(env.path("strategies/alt.toml"));
-    let amazon = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("strategies/amazon.toml"),
-    )
-    .expect("amazon strategy");
-    let base = format!("http://127.0.0.1:{port}");
-    let local: String = amazon
-        .lines()
-        .map(|l| {
-            if l.starts_with("hosts = ") {
-                "hosts = [\"127.0.0.1\"]".to_string()
-            } else if l.starts_with("base_url = ") {
-                format!("base_url = \"{base}\"")
-            } else if l.starts_with("warmup_url = ") {
-                format!("warmup_url = \"{base}/\"")
-            } else if l.starts_with("cookie_domain = ") {
-                "cookie_domain = \"127.0.0.1\"".to_string()
-            } else if l.starts_with("min_interval_ms = ") {
-                "min_interval_ms = 0".to_string()
-            } else {
-                l.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
+    let local = common::bundled_strategy_at(
+        "amazon",
+        "127.0.0.1",
+        &format!("http://127.0.0.1:{port}"),
+        |_| None,
+    );
     env.write("strategies/amazon.toml", &local);
     env
 }

@@ -5,4 +5,5 @@ mod common;
 
 mod cascade;
 mod scrape;
+mod search;
 mod web;

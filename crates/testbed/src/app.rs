@@ -89,6 +89,9 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/storage", get(|| async { Html(html::storage()) }))
         .merge(super::hostile::routes())
         .merge(
+            super::engines::routes().layer(middleware::from_fn_with_state(shared.clone(), logged)),
+        )
+        .merge(
             super::detect::routes().layer(middleware::from_fn_with_state(shared.clone(), logged)),
         )
         .merge(super::control::routes())

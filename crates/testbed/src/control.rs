@@ -54,7 +54,7 @@ async fn control_mode(State(shared): State<Arc<Shared>>, body: Bytes) -> Respons
             if !current.contains_key(&k) {
                 return (
                     StatusCode::BAD_REQUEST,
-                    format!("unknown mode `{k}` (expected gate, challenge, consistency, rate_limit, site_limit, fault)"),
+                    format!("unknown mode `{k}` (expected gate, challenge, consistency, layout_change, probe, robot_check, engines_blocked, rate_limit, site_limit, fault)"),
                 )
                     .into_response();
             }

@@ -20,6 +20,7 @@ mod ca;
 mod control;
 pub mod data;
 pub mod detect;
+pub mod engines;
 pub mod hostile;
 pub mod html;
 pub mod robot_check;

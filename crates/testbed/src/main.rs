@@ -117,6 +117,7 @@ async fn main() -> ExitCode {
             layout_change: args.layout_change,
             probe: false,
             robot_check: args.robot_check,
+            engines_blocked: Vec::new(),
             rate_limit,
             site_limit,
             fault: None,

@@ -144,6 +144,10 @@ pub struct Modes {
     /// has passed it ([`super::robot_check`]).
     #[serde(default)]
     pub robot_check: bool,
+    /// Search engines (`duckduckgo`, `bing`) that answer every query with
+    /// their block page ([`super::engines`]).
+    #[serde(default)]
+    pub engines_blocked: Vec<String>,
     pub rate_limit: Option<RateLimit>,
     #[serde(default)]
     pub site_limit: Option<SiteLimit>,

@@ -14,6 +14,8 @@ use crate::error::Result;
 pub const SCRAPE: &[(&str, &str)] = &[
     ("formats", "format"),
     ("onlyMainContent", "only_main_content"),
+    ("includeTags", "include_tags"),
+    ("excludeTags", "exclude_tags"),
     ("waitFor", "wait_for"),
     ("fullPage", "full_page"),
     ("maxChars", "max_chars"),

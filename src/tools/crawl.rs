@@ -355,7 +355,7 @@ fn page_record(
             Some(format!("{} (HTTP {})", f.outcome.as_str(), r.status)),
         )
     } else {
-        match scrape::convert(page, raw, format, only_main) {
+        match scrape::convert(page, raw, format, &crate::web::Pick::main(only_main)) {
             Ok(c) => (c, None),
             Err(e) => (String::new(), Some(e.message().to_string())),
         }

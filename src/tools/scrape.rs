@@ -19,7 +19,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::pool::{BrowseOptions, Fetched, Pool, Via};
 use crate::strategy::Extractor;
 use crate::lease::cascade::{self, RunOptions};
-use crate::web::Page;
+use crate::web::{Page, Pick};
 
 pub const SPEC: Spec = Spec {
     name: "scrape",
@@ -32,8 +32,9 @@ pub const SPEC: Spec = Spec {
          text, links, a PNG screenshot or a PDF (several formats at once); `selectors` pull \
          fields without a strategy; `actions` click, type, press, scroll and wait in the \
          browser first. Long pages come in pieces: pass `start_index` = the previous \
-         `next_start_index`. Firecrawl's argument names (`formats`, `onlyMainContent`, \
-         `waitFor` in milliseconds) are accepted as aliases.",
+         `next_start_index`; `include_tags`/`exclude_tags` keep or drop parts of the page by CSS \
+         selector. Firecrawl's argument names (`formats`, `onlyMainContent`, `includeTags`, \
+         `excludeTags`, `waitFor` in milliseconds) are accepted as aliases.",
     ),
     input: input_schema::<Args>,
     strategy_enum: false,
@@ -167,6 +168,14 @@ struct Args {
     /// header, footer, ads, cookie banners); `false` for the whole page.
     #[serde(default = "yes")]
     only_main_content: bool,
+    /// markdown, html and text: only what these CSS selectors match (the
+    /// outermost matches, in page order), e.g. `["article", ".review"]`.
+    #[serde(default)]
+    include_tags: Vec<String>,
+    /// markdown, html and text: never what these CSS selectors match, e.g.
+    /// `[".comments", "#promo"]`.
+    #[serde(default)]
+    exclude_tags: Vec<String>,
     /// screenshot: the whole page rather than the viewport.
     #[serde(default)]
     full_page: bool,
@@ -200,6 +209,34 @@ struct Args {
     slot: Option<usize>,
 }
 
+/// Most selectors in `include_tags` or `exclude_tags`.
+pub const MAX_TAGS: usize = 50;
+
+/// What of the page the call keeps: `only_main_content`, `include_tags`,
+/// `exclude_tags` (each selector checked).
+fn pick(a: &Args) -> Result<Pick> {
+    let list = |name: &str, sels: &[String]| -> Result<Vec<scraper::Selector>> {
+        if sels.len() > MAX_TAGS {
+            return Err(invalid(format!("`{name}` takes at most {MAX_TAGS} selectors")));
+        }
+        sels.iter()
+            .map(|c| {
+                crate::dom::selector::parse(c).map_err(|why| {
+                    invalid(format!(
+                        "`{name}`: `{}` {why}",
+                        crate::dom::selector::shown(c)
+                    ))
+                })
+            })
+            .collect()
+    };
+    Ok(Pick {
+        only_main: a.only_main_content,
+        include: list("include_tags", &a.include_tags)?,
+        exclude: list("exclude_tags", &a.exclude_tags)?,
+    })
+}
+
 /// Longest `timeout`.
 pub const MAX_TIMEOUT_SECS: u64 = 600;
 
@@ -222,6 +259,8 @@ const FORBIDDEN_HEADERS: &[&str] = &[
 /// The checked call: what to fetch and how.
 struct Plan {
     url: url::Url,
+    /// What of the page the text formats keep.
+    pick: Pick,
     formats: Vec<Format>,
     extractor: Option<Extractor>,
     browse: BrowseOptions,
@@ -300,6 +339,7 @@ fn plan(a: &Args) -> Result<Plan> {
     };
     Ok(Plan {
         url,
+        pick: pick(a)?,
         formats,
         extractor,
         browse,
@@ -366,8 +406,8 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Output> 
     let page_url = r.final_url.clone();
     let formats = plan.formats.clone();
     let extractor = plan.extractor.take();
-    let (only_main, start, max, list) = (
-        a.only_main_content,
+    let (pick, start, max, list) = (
+        plan.pick.clone(),
         a.start_index,
         a.max_chars.unwrap_or(opts.answer_chars),
         a.items.is_some(),
@@ -376,7 +416,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Output> 
         let page = Page::parse(&raw, &page_url);
         let mut pieces = serde_json::Map::new();
         for f in formats.iter().filter(|f| !f.needs_browser()) {
-            let text = convert(&page, &raw, *f, only_main)?;
+            let text = convert(&page, &raw, *f, &pick)?;
             pieces.insert(f.name().into(), piece(&text, start, max));
         }
         let mut cut = page.cut();
@@ -504,6 +544,7 @@ pub fn png_size(png: &[u8]) -> Option<(u32, u32)> {
 pub async fn fetch_page(pool: &Pool, url: url::Url, opts: &RunOptions) -> Result<Fetched> {
     let plan = Plan {
         url,
+        pick: Pick::main(true),
         formats: vec![Format::Markdown],
         extractor: None,
         browse: BrowseOptions::default(),
@@ -542,12 +583,12 @@ fn via(v: Via) -> &'static str {
 }
 
 /// A page in one text format.
-pub fn convert(page: &Page, raw: &str, format: Format, only_main: bool) -> Result<String> {
+pub fn convert(page: &Page, raw: &str, format: Format, pick: &Pick) -> Result<String> {
     Ok(match format {
-        Format::Markdown => page.markdown(only_main)?,
-        Format::Html => page.cleaned_html(only_main),
+        Format::Markdown => page.markdown(pick)?,
+        Format::Html => page.cleaned_html(pick),
         Format::RawHtml => raw.to_string(),
-        Format::Text => page.text(only_main),
+        Format::Text => page.text(pick),
         Format::Links => {
             let lines: Vec<String> = (page.links().into_iter())
                 .map(|(url, text)| format!("- [{text}]({url})"))

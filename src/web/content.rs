@@ -73,6 +73,27 @@ fn noisy(e: &ElementRef<'_>) -> bool {
     v.classes().any(noisy_token) || v.id().is_some_and(noisy_token)
 }
 
+/// What of a page a caller wants: its main content only (`only_main`),
+/// only what `include` selectors match (the outermost matches, in page
+/// order), and never what `exclude` selectors match (Firecrawl's
+/// `includeTags` / `excludeTags`).
+#[derive(Debug, Clone, Default)]
+pub struct Pick {
+    pub only_main: bool,
+    pub include: Vec<Selector>,
+    pub exclude: Vec<Selector>,
+}
+
+impl Pick {
+    /// The main content (or the whole page), nothing else picked.
+    pub fn main(only_main: bool) -> Pick {
+        Pick {
+            only_main,
+            ..Pick::default()
+        }
+    }
+}
+
 /// A page, parsed once, within [`crate::dom`]'s bounds. Not `Send` (the
 /// parse's strings are not): build and read it on one thread, a page
 /// worker's ([`crate::dom::offload`]) for anything a site sent.
@@ -131,8 +152,9 @@ impl Page {
     }
 
     /// The page cleaned: scripts, styles and the like gone, URLs absolute;
-    /// with `only_main`, its main content alone.
-    pub fn cleaned_html(&self, only_main: bool) -> String {
+    /// what `pick` keeps of it.
+    pub fn cleaned_html(&self, pick: &Pick) -> String {
+        let only_main = pick.only_main;
         let mut doc = self.doc.clone();
         let mut drop: Vec<ego_tree::NodeId> = doc.select(&NEVER).map(|e| e.id()).collect();
         drop.extend(
@@ -153,15 +175,22 @@ impl Page {
         } else {
             doc.select(&BODY).next().map(|b| b.id())
         };
+        for sel in &pick.exclude {
+            drop.extend(doc.select(sel).map(|e| e.id()));
+        }
         for id in drop {
             if let Some(mut n) = doc.tree.get_mut(id) {
                 n.detach();
             }
         }
-        let html = match root
+        let root = root
             .and_then(|r| doc.tree.get(r))
-            .and_then(ElementRef::wrap)
-        {
+            .and_then(ElementRef::wrap);
+        if !pick.include.is_empty() {
+            let within = root.unwrap_or_else(|| doc.root_element());
+            return self.absolute(&included(within, &pick.include));
+        }
+        let html = match root {
             Some(r) if only_main => r.html(),
             Some(r) => r.inner_html(),
             None => doc.root_element().html(),
@@ -187,27 +216,40 @@ impl Page {
     }
 
     /// Markdown of [`Page::cleaned_html`].
-    pub fn markdown(&self, only_main: bool) -> Result<String> {
+    pub fn markdown(&self, pick: &Pick) -> Result<String> {
         let converter = htmd::HtmlToMarkdown::builder()
             .skip_tags(vec!["script", "style", "noscript", "svg", "head", "iframe"])
             .build();
-        converter
-            .convert(&self.cleaned_html(only_main))
-            .map_err(|e| {
-                Error::new(ErrorKind::Internal, "cannot convert the page to markdown")
-                    .with_source(e)
-            })
+        converter.convert(&self.cleaned_html(pick)).map_err(|e| {
+            Error::new(ErrorKind::Internal, "cannot convert the page to markdown").with_source(e)
+        })
     }
 
     /// The text of [`Page::cleaned_html`], one line per text node.
-    pub fn text(&self, only_main: bool) -> String {
-        let doc = crate::dom::fragment(&self.cleaned_html(only_main)).html;
+    pub fn text(&self, pick: &Pick) -> String {
+        let doc = crate::dom::fragment(&self.cleaned_html(pick)).html;
         let lines: Vec<&str> = (doc.root_element().descendants())
             .filter_map(|n| n.value().as_text().map(|t| t.trim()))
             .filter(|t| !t.is_empty())
             .collect();
         lines.join("\n")
     }
+}
+
+/// The outermost elements under `within` that one of `include` matches,
+/// in page order, one after the other.
+fn included(within: ElementRef<'_>, include: &[Selector]) -> String {
+    let hits: HashSet<ego_tree::NodeId> = include
+        .iter()
+        .flat_map(|sel| within.select(sel).map(|e| e.id()))
+        .collect();
+    let out: Vec<String> = (within.descendants())
+        .filter(|n| hits.contains(&n.id()))
+        .filter(|n| !n.ancestors().any(|a| hits.contains(&a.id())))
+        .filter_map(ElementRef::wrap)
+        .map(|e| e.html())
+        .collect();
+    out.join("\n")
 }
 
 /// The main content's root, and whether it is the whole body.
@@ -247,7 +289,7 @@ mod tests {
 
     #[test]
     fn main_content_drops_the_furniture_and_keeps_the_article_whole() {
-        let md = page().markdown(true).unwrap();
+        let md = page().markdown(&Pick::main(true)).unwrap();
         assert!(
             md.contains("# Kettles") && md.contains("Steel won."),
             "{md}"
@@ -265,7 +307,7 @@ mod tests {
         ] {
             assert!(!md.contains(noise), "{noise} in {md}");
         }
-        let whole = page().markdown(false).unwrap();
+        let whole = page().markdown(&Pick::main(false)).unwrap();
         for kept in ["cookies", "BUY NOW", "Footer", "[Home](https://127.0.0.1/)"] {
             assert!(whole.contains(kept), "{kept} not in {whole}");
         }
@@ -281,12 +323,12 @@ mod tests {
             links,
             ["https://127.0.0.1/", "https://127.0.0.1/site/about?a=1&b=2"]
         );
-        let html = p.cleaned_html(true);
+        let html = p.cleaned_html(&Pick::main(true));
         assert!(
             html.starts_with("<article>")
                 && html.contains("href=\"https://127.0.0.1/site/about?a=1&amp;b=2\""),
             "{html}"
         );
-        assert_eq!(p.text(true), "Kettles\nSteel won.\nUs");
+        assert_eq!(p.text(&Pick::main(true)), "Kettles\nSteel won.\nUs");
     }
 }

@@ -7,5 +7,5 @@ pub mod content;
 pub mod robots;
 pub mod sitemap;
 
-pub use content::Page;
+pub use content::{Page, Pick};
 pub use robots::Robots;

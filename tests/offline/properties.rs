@@ -371,10 +371,21 @@ proptest! {
             let parsed = idpool::dom::document(&html);
             assert!(idpool::dom::depth(&parsed.html) <= idpool::dom::MAX_DEPTH + 1);
             let page = idpool::web::Page::parse(&html, &url);
-            for only_main in [false, true] {
-                let _ = page.markdown(only_main);
-                let _ = page.text(only_main);
-                let _ = page.cleaned_html(only_main);
+            let sel = |c: &str| scraper::Selector::parse(c).expect("selector");
+            let picks = [
+                idpool::web::Pick::main(false),
+                idpool::web::Pick::main(true),
+                // include_tags / exclude_tags on the nested tag itself.
+                idpool::web::Pick {
+                    only_main: true,
+                    include: vec![sel(tag), sel("p")],
+                    exclude: vec![sel("b")],
+                },
+            ];
+            for pick in &picks {
+                let _ = page.markdown(pick);
+                let _ = page.text(pick);
+                let _ = page.cleaned_html(pick);
             }
             let _ = page.links();
             let f = idpool::dom::fragment(&html);

@@ -5,7 +5,7 @@ use crate::common;
 use common::{Env, shutdown_and_check};
 use idpool::tools;
 use idpool_testbed::{Fault, FaultKind, data};
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[tokio::test]
 async fn markdown_text_and_links_of_a_testbed_page() {
@@ -390,6 +390,45 @@ async fn firecrawl_names_give_what_our_names_give() {
         ours["content"].as_str().is_some_and(|c| !c.is_empty()),
         "{ours}"
     );
+    // Firecrawl's includeTags / excludeTags: only the title and the price,
+    // without the price: the title alone.
+    let picked = |args: Value| {
+        let pool = &pool;
+        async move {
+            tools::scrape::run(pool, args, &Default::default())
+                .await
+                .expect("picked")
+                .body["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        }
+    };
+    let ours = picked(json!({"url": url.as_str(), "include_tags": ["#productTitle", ".price"], "exclude_tags": [".price"]})).await;
+    let theirs = picked(json!({"url": url.as_str(), "includeTags": ["#productTitle", ".price"], "excludeTags": [".price"]})).await;
+    assert_eq!(ours, theirs);
+    let title_only = picked(json!({"url": url.as_str(), "include_tags": ["#productTitle"]})).await;
+    let with_price =
+        picked(json!({"url": url.as_str(), "include_tags": ["#productTitle", ".price"]})).await;
+    assert!(
+        !title_only.is_empty() && !title_only.contains('$'),
+        "{title_only}"
+    );
+    assert_eq!(ours, title_only, "exclude_tags took the price out");
+    assert!(
+        with_price.starts_with(&title_only) && with_price.contains('$'),
+        "{with_price}"
+    );
+    let whole = picked(json!({"url": url.as_str()})).await;
+    assert!(whole.len() > with_price.len() * 2, "{whole}");
+    let e = tools::scrape::run(
+        &pool,
+        json!({"url": url.as_str(), "include_tags": ["div["]}),
+        &Default::default(),
+    )
+    .await
+    .expect_err("a bad selector");
+    assert!(e.message().contains("`include_tags`: `div[`"), "{e}");
     let e = tools::scrape::run(
         &pool,
         json!({"url": url.as_str(), "formats": ["markdown"], "format": "markdown"}),

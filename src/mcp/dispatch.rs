@@ -46,6 +46,12 @@ pub struct Core {
     peers: parking_lot::Mutex<Vec<rmcp::Peer<rmcp::RoleServer>>>,
     /// Answers cut to their caller's budget, for their next pieces.
     cursors: Cursors,
+    /// 2026-07-28 clients' `subscriptions/listen` streams, told when the
+    /// tool list changes.
+    listeners: parking_lot::Mutex<Vec<rmcp::service::SubscriptionSink>>,
+    /// Cancelled on SIGTERM: the listen streams end (their clients
+    /// subscribe again elsewhere or once the daemon is back).
+    closing: CancellationToken,
 }
 
 /// Counts a call as in flight while alive.
@@ -156,12 +162,25 @@ impl Core {
             stop_calls: CancellationToken::new(),
             peers: parking_lot::Mutex::new(Vec::new()),
             cursors: Cursors::default(),
+            listeners: parking_lot::Mutex::new(Vec::new()),
+            closing: CancellationToken::new(),
         })
     }
 
     /// Refuse new calls from now on (SIGTERM).
     pub fn begin_drain(&self) {
         self.draining.store(true, Ordering::SeqCst);
+        self.closing.cancel();
+    }
+
+    /// Resolves when the daemon begins to shut down.
+    pub async fn closing(&self) {
+        self.closing.cancelled().await;
+    }
+
+    /// Remember a `subscriptions/listen` stream for tool-list changes.
+    pub fn add_listener(&self, sink: rmcp::service::SubscriptionSink) {
+        self.listeners.lock().push(sink);
     }
 
     pub fn is_draining(&self) -> bool {
@@ -218,6 +237,26 @@ impl Core {
                 told += 1;
             }
         }
+        let listeners: Vec<_> = std::mem::take(&mut *self.listeners.lock());
+        let mut open = Vec::new();
+        for l in listeners {
+            let sent = tokio::time::timeout(
+                std::time::Duration::from_secs(2),
+                l.notify_tool_list_changed(),
+            )
+            .await;
+            match sent {
+                Ok(Ok(())) => {
+                    told += 1;
+                    open.push(l);
+                }
+                // Slow to read: kept, told next time.
+                Err(_) => open.push(l),
+                // The stream ended.
+                Ok(Err(_)) => {}
+            }
+        }
+        self.listeners.lock().extend(open);
         told
     }
 

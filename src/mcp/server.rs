@@ -90,6 +90,28 @@ impl ServerHandler for McpServer {
         self.core.add_peer(ctx.peer);
     }
 
+    /// 2026-07-28 clients hear of tool-list changes (a reload that adds or
+    /// removes a strategy) on a `subscriptions/listen` stream.
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        let mut f = rmcp::model::SubscriptionFilter::new();
+        f.tools_list_changed = Some(true);
+        Some(f)
+    }
+
+    /// One stream, open until its client ends it or the daemon shuts down
+    /// (then it ends with the final result, and the client listens again).
+    async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
+        self.core.add_listener(context.sink().clone());
+        tokio::select! {
+            () = context.cancelled() => {}
+            () = self.core.closing() => {}
+        }
+        Ok(())
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,

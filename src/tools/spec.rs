@@ -179,8 +179,11 @@ const NONSTANDARD_FORMATS: &[&str] = &[
 /// `"type": ["string", "null"]` → `"type": "string"`, an `anyOf` with a
 /// `null` branch → the other branch, a `null` default dropped), since
 /// several providers' tool converters refuse type arrays and null types.
-/// Output schemas keep `[T, "null"]` (JSON Schema's own nullable form,
-/// which Ajv's strict mode allows) where a field can be null.
+/// Output schemas write a field that can be null as `anyOf` branches of one
+/// `type` each (`{"anyOf": [{"type": "string"}, {"type": "null"}]}`), never
+/// a type array: clients that map tool schemas onto a one-type dialect
+/// (Gemini's OpenAPI subset) take it, the MCP Inspector's portability check
+/// asks for it, and Ajv's strict mode compiles it.
 pub fn portable(v: &mut Value, input: bool) {
     match v {
         Value::Object(m) => {
@@ -189,6 +192,34 @@ pub fn portable(v: &mut Value, input: bool) {
                 .is_some_and(|f| NONSTANDARD_FORMATS.contains(&f))
             {
                 m.remove("format");
+            }
+            if !input
+                && let Some(Value::Array(types)) = m.get("type")
+                && types.len() > 1
+            {
+                let types = types.clone();
+                m.remove("type");
+                // What describes the field stays on it; the rest belongs to
+                // the branches that are not null.
+                let shared = ["description", "title", "default", "examples"];
+                let own: serde_json::Map<String, Value> = m
+                    .iter()
+                    .filter(|(k, _)| !shared.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                m.retain(|k, _| shared.contains(&k.as_str()));
+                let branches: Vec<Value> = types
+                    .into_iter()
+                    .map(|t| {
+                        let mut b = serde_json::Map::new();
+                        if t != "null" {
+                            b.extend(own.clone());
+                        }
+                        b.insert("type".into(), t);
+                        Value::Object(b)
+                    })
+                    .collect();
+                m.insert("anyOf".into(), Value::Array(branches));
             }
             if input {
                 if let Some(Value::Array(types)) = m.get_mut("type") {
@@ -224,6 +255,18 @@ pub fn portable(v: &mut Value, input: bool) {
                 if m.get("default") == Some(&Value::Null) {
                     m.remove("default");
                 }
+                if let Some(Value::Array(values)) = m.get_mut("enum") {
+                    values.retain(|v| !v.is_null());
+                }
+                one_of_to_enum_or_any_of(m);
+                // A tag's one value: an enum of one (`const` is beyond
+                // Gemini's subset).
+                if let Some(Value::String(c)) = m.get("const").cloned() {
+                    m.remove("const");
+                    m.insert("enum".into(), Value::Array(vec![Value::String(c)]));
+                    m.entry("type")
+                        .or_insert_with(|| Value::String("string".into()));
+                }
             }
             for child in m.values_mut() {
                 portable(child, input);
@@ -231,6 +274,61 @@ pub fn portable(v: &mut Value, input: bool) {
         }
         Value::Array(a) => a.iter_mut().for_each(|c| portable(c, input)),
         _ => {}
+    }
+}
+
+/// An input's `oneOf` as providers take it: alternatives that are each one
+/// constant string (schemars' form of a documented enum) become a string
+/// `enum`, their descriptions joined into the field's; any other `oneOf`
+/// becomes `anyOf` (its branches are disjoint, so the meaning holds), which
+/// model providers' schema subsets have and `oneOf` they lack.
+fn one_of_to_enum_or_any_of(m: &mut serde_json::Map<String, Value>) {
+    let Some(Value::Array(branches)) = m.remove("oneOf") else {
+        return;
+    };
+    let constants: Option<Vec<(String, Option<String>)>> = branches
+        .iter()
+        .map(|b| {
+            let c = b.get("const")?.as_str()?.to_string();
+            let d = b
+                .get("description")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            let only_these = b.as_object().is_some_and(|o| {
+                o.keys()
+                    .all(|k| ["const", "description", "type"].contains(&k.as_str()))
+            });
+            only_these.then_some((c, d))
+        })
+        .collect();
+    match constants {
+        Some(cs) if !cs.is_empty() => {
+            let told: Vec<String> = cs
+                .iter()
+                .map(|(c, d)| match d {
+                    Some(d) => format!("`{c}`: {}", d.trim_end_matches('.')),
+                    None => format!("`{c}`"),
+                })
+                .collect();
+            let mut description = m
+                .get("description")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_default();
+            if !description.is_empty() {
+                description.push(' ');
+            }
+            description.push_str(&format!("One of: {}.", told.join("; ")));
+            m.insert("type".into(), Value::String("string".into()));
+            m.insert(
+                "enum".into(),
+                Value::Array(cs.into_iter().map(|(c, _)| Value::String(c)).collect()),
+            );
+            m.insert("description".into(), Value::String(description));
+        }
+        _ => {
+            m.insert("anyOf".into(), Value::Array(branches));
+        }
     }
 }
 
@@ -346,7 +444,15 @@ mod tests {
         portable(&mut out, false);
         assert_eq!(
             out["properties"]["n"],
-            json!({"type": ["integer", "null"], "minimum": 0})
+            json!({"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]})
+        );
+        let mut list = json!({"type": ["array", "null"], "description": "d", "items": {"type": ["string", "null"]}});
+        portable(&mut list, false);
+        assert_eq!(
+            list,
+            json!({"description": "d", "anyOf": [
+                {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "null"}]}},
+                {"type": "null"}]})
         );
         assert!(
             out["properties"]["o"]["anyOf"].is_array(),

@@ -410,6 +410,50 @@ impl Mcp {
     }
 }
 
+/// A script of tests/mcp-js running beside the test, read a JSON line at a time.
+pub struct NodeScript {
+    child: tokio::process::Child,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+/// Start `node tests/mcp-js/SCRIPT ARGS...` (ended by PID when dropped).
+pub fn node_script(script: &str, args: &[&str]) -> NodeScript {
+    use tokio::io::AsyncBufReadExt;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-js");
+    let mut child = tokio::process::Command::new("node")
+        .arg(dir.join(script))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node runs");
+    let out = child.stdout.take().expect("stdout");
+    NodeScript {
+        child,
+        lines: tokio::io::BufReader::new(out).lines(),
+    }
+}
+
+impl NodeScript {
+    /// Its next line, as JSON (within 60 s).
+    pub async fn next_line(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(60), self.lines.next_line())
+            .await
+            .expect("a line within 60 s")
+            .expect("stdout readable")
+            .expect("the script printed a line before it ended");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// Wait for it to exit (within 30 s); whether it succeeded.
+    pub async fn finish(mut self) -> bool {
+        tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("the script exits")
+            .is_ok_and(|s| s.success())
+    }
+}
+
 /// Run tests/mcp-js/client.mjs; returns its one JSON line.
 pub async fn node_client(args: &[&str], envs: &[(&str, String)]) -> Value {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-js");

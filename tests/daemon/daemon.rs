@@ -298,11 +298,28 @@ async fn sighup_reloads_strategies_and_tells_clients_the_tool_list_changed() {
     };
     let before = names(&c.tool(1, "list_strategies", json!({})).await);
     assert!(!before.contains(&"newshop".to_string()));
+    // A 2026-07-28 client (the TypeScript SDK's 2.x line) hears of it on a
+    // `subscriptions/listen` stream.
+    let mut listener = common::daemon::node_script("listen.mjs", &[&d.url("/mcp")]);
+    let listening = listener.next_line().await;
+    assert_eq!(listening["event"], "connected", "{listening}");
+    assert_eq!(listening["version"], "2026-07-28", "{listening}");
+    let _before = listener.next_line().await;
+    let listening = listener.next_line().await;
+    assert_eq!(
+        listening,
+        json!({"event": "listening", "honored": {"toolsListChanged": true}})
+    );
     env.write(
         "strategies/newshop.toml",
         "name = \"newshop\"\nhosts = [\"newshop.test\"]\n",
     );
     d.reload().await;
+    let heard = listener.next_line().await;
+    assert_eq!(heard["event"], "tools_changed", "{heard}");
+    let closed = listener.next_line().await;
+    assert_eq!(closed, json!({"event": "closed", "how": "local"}));
+    assert!(listener.finish().await, "listen.mjs exits 0");
     let mut buf = String::new();
     let changed = tokio::time::timeout(Duration::from_secs(10), async {
         loop {

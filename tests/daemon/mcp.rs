@@ -1218,7 +1218,11 @@ async fn the_python_sdk_round_trips_on_streamable_http_and_legacy_sse() {
     let env = shop(1).await;
     let key = add_key(&env, "py", "operator").await;
     let d = Daemon::start(&env, 1, "keys_file = \"keys.toml\"").await;
-    for (transport, path, item) in [("http", "/mcp", "B0PYH1"), ("sse", "/sse", "B0PYS1")] {
+    for (transport, path, item) in [
+        ("http", "/mcp", "B0PYH1"),
+        ("sse", "/sse", "B0PYS1"),
+        ("modern", "/mcp", "B0PYM1"),
+    ] {
         let args = json!({"item": item, "strategy": "testshop", "pages": 1}).to_string();
         let out = tokio::time::timeout(
             Duration::from_secs(120),
@@ -1244,6 +1248,9 @@ async fn the_python_sdk_round_trips_on_streamable_http_and_legacy_sse() {
             .unwrap_or_else(|e| panic!("{transport}: {e}: {stdout}\n{stderr}"));
         assert!(r.get("error").is_none(), "{transport}: {r}\n{stderr}");
         assert_eq!(r["serverName"], "idpool", "{transport}");
+        if transport == "modern" {
+            assert_eq!(r["protocolVersion"], "2026-07-28", "{r}");
+        }
         assert_eq!(names(&r["tools"]), operator_tools(), "{transport}");
         let sc = &r["result"]["structuredContent"];
         assert_eq!(r["result"]["isError"], false, "{transport}: {r}");
@@ -1409,4 +1416,135 @@ fn untimed(result: &Value) -> Value {
     }
     strip(&mut r);
     r
+}
+
+/// `@modelcontextprotocol/inspector --cli ARGS` (in tests/mcp-js): whether
+/// it succeeded, its stdout parsed as JSON (`--format json`), its stderr.
+async fn inspector(env: &common::Env, args: &[&str]) -> (bool, Value, String) {
+    let cli = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "tests/mcp-js/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js",
+    );
+    let mut c = tokio::process::Command::new("node");
+    c.arg(cli).args(["--cli", "--format", "json"]).args(args);
+    // Its catalog of servers (it writes one), inside the test's folder.
+    c.env("MCP_CATALOG_PATH", env.path("inspector-catalog.json"));
+    let out = tokio::time::timeout(Duration::from_secs(120), c.kill_on_drop(true).output())
+        .await
+        .expect("the inspector finishes")
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let json = serde_json::from_str(stdout.trim()).unwrap_or(Value::String(stdout));
+    (out.status.success(), json, stderr)
+}
+
+/// The tool names in an inspector `tools/list` answer.
+fn inspector_tools(v: &Value) -> Vec<String> {
+    v["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_inspector_cli_lists_and_calls_tools_on_every_transport() {
+    let env = shop(1).await;
+    let key = add_key(&env, "inspector", "operator").await;
+    let d = Daemon::start(&env, 1, "keys_file = \"keys.toml\"").await;
+    let bearer = format!("Authorization: Bearer {key}");
+    let call = r#"{"item": "B0INSPECT", "strategy": "testshop"}"#;
+    let reviews = |v: &Value, how: &str| {
+        let sc = &v["result"]["structuredContent"];
+        assert_eq!(v["result"]["isError"], false, "{how}: {v}");
+        assert_eq!(sc["count"], 10, "{how}: {v}");
+        assert_eq!(
+            sc["reviews"].as_array().map(Vec::as_slice),
+            Some(&masked_truth("B0INSPECT")[..10]),
+            "{how}: ground truth"
+        );
+    };
+
+    // Streamable HTTP (the 2025 handshake): every schema passes the
+    // Inspector's strict portability check with no error and no warning.
+    let (ok, v, err) = inspector(
+        &env,
+        &[
+            &d.url("/mcp"),
+            "--transport",
+            "http",
+            "--header",
+            &bearer,
+            "--method",
+            "tools/list",
+            "--strict",
+        ],
+    )
+    .await;
+    assert!(ok, "{v}\n{err}");
+    let tools = inspector_tools(&v["result"]);
+    assert_eq!(tools, operator_tools(), "{v}");
+    // (It names each problem as `Warning: tool "x"` / `Error: tool "x"`, and
+    // a count; with none, it says nothing.)
+    assert!(
+        !err.contains("tool \"") && !err.contains("across"),
+        "schema portability: {err}"
+    );
+    // `get_reviews` through each transport: Streamable HTTP (the 2025
+    // handshake, then the 2026-07-28 era: server/discover, stateless) and
+    // legacy SSE with the key in the URL only (no header at all).
+    let get = [
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "get_reviews",
+        "--tool-args-json",
+        call,
+    ];
+    let http = d.url("/mcp");
+    let sse = d.url(&format!("/sse?key={key}"));
+    let transports: [(&str, Vec<&str>); 3] = [
+        (
+            "Streamable HTTP",
+            vec![&http, "--transport", "http", "--header", &bearer],
+        ),
+        (
+            "2026-07-28",
+            vec![
+                &http,
+                "--transport",
+                "http",
+                "--header",
+                &bearer,
+                "--protocol-era",
+                "modern",
+            ],
+        ),
+        ("legacy SSE with ?key=", vec![&sse, "--transport", "sse"]),
+    ];
+    for (how, target) in transports {
+        let args: Vec<&str> = target.into_iter().chain(get).collect();
+        let (ok, v, err) = inspector(&env, &args).await;
+        assert!(ok, "{how}: {err}");
+        reviews(&v, how);
+    }
+
+    // The stdio bridge (`idpool mcp`), its key in its environment.
+    let cfg = env.path("idpool.toml");
+    let cfg = cfg.to_str().unwrap_or_default();
+    let key_env = format!("IDPOOL_KEY={key}");
+    let bridge = [env!("CARGO_BIN_EXE_idpool"), "--config", cfg, "mcp"];
+    let args: Vec<&str> = ["--transport", "stdio", "-e", &key_env]
+        .into_iter()
+        .chain(get)
+        .chain(["--"])
+        .chain(bridge)
+        .collect();
+    let (ok, v, err) = inspector(&env, &args).await;
+    assert!(ok, "{err}");
+    reviews(&v, "the stdio bridge");
+    d.stop().await;
 }

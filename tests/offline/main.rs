@@ -9,4 +9,5 @@ mod install;
 mod layers;
 mod loopback_only;
 mod properties;
+mod provider_schemas;
 mod tool_specs;

@@ -454,6 +454,31 @@ impl NodeScript {
     }
 }
 
+/// Run tests/mcp-js/every_tool.mjs on `d` as `key` with `plan` (its steps:
+/// each tool called, its real result validated against its outputSchema by
+/// Ajv 2020 strict); its JSON line.
+pub async fn every_tool(d: &Daemon, key: &str, plan: &Value) -> Value {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-js");
+    let out = tokio::time::timeout(
+        Duration::from_secs(600),
+        tokio::process::Command::new("node")
+            .arg(dir.join("every_tool.mjs"))
+            .args([&d.url("/mcp"), key, &plan.to_string()])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("every_tool.mjs finishes")
+    .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "every_tool.mjs printed no JSON ({e}): {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
 /// Run tests/mcp-js/client.mjs; returns its one JSON line.
 pub async fn node_client(args: &[&str], envs: &[(&str, String)]) -> Value {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-js");

@@ -1548,3 +1548,79 @@ async fn the_inspector_cli_lists_and_calls_tools_on_every_transport() {
     reviews(&v, "the stdio bridge");
     d.stop().await;
 }
+
+/// Every tool but `keyword_rank` (whose strategy needs Amazon's fixture pages:
+/// `tests/strategies/keyword_rank.rs` runs it the same way) called once
+/// over MCP by an admin, each real result validated against its own
+/// `outputSchema` by Ajv 2020 in strict mode (`tests/mcp-js/every_tool.mjs`).
+#[tokio::test]
+async fn every_tools_real_result_keeps_to_its_output_schema() {
+    let env = shop(1).await;
+    let port = env.testbed.https_addr.port();
+    for (name, host) in [("duckduckgo", "ddg.web.test"), ("bing", "bing.web.test")] {
+        let base = format!("https://{host}:{port}");
+        env.write(
+            &format!("strategies/{name}.toml"),
+            &common::bundled_strategy_at(name, host, &base, |_| None),
+        );
+    }
+    let admin = add_key(&env, "root", "admin").await;
+    let d = Daemon::start_with(
+        &env,
+        1,
+        "keys_file = \"keys.toml\"",
+        "[security.resolve]\n\"news.web.test\" = \"127.0.0.1\"\n\"ddg.web.test\" = \"127.0.0.1\"\n\"bing.web.test\" = \"127.0.0.1\"\n\n[web]\nmin_interval_ms = 0\n",
+        &[],
+    )
+    .await;
+    let news = |p: &str| format!("https://news.web.test:{port}{p}");
+    let item = env.url("/product/B0EVERY").to_string();
+    let secret = "correct horse battery staple";
+    let plan = json!([
+        {"tool": "pool_status"},
+        {"tool": "list_strategies"},
+        {"tool": "get_reviews", "args": {"item": "B0EVERY", "strategy": "testshop", "pages": 2}},
+        {"tool": "extract", "args": {"strategy": "testshop", "operation": "product", "params": {"item": "B0EVERY"}}},
+        {"tool": "scrape", "args": {"url": item, "format": ["markdown", "links"]}},
+        {"tool": "search", "args": {"query": "kettle", "scrape_results": 1}},
+        {"tool": "map", "args": {"url": news("/site/")}},
+        {"tool": "crawl", "args": {"url": news("/site/"), "max_pages": 3}, "keep": {"crawl": "/id"}},
+        {"tool": "crawl_status", "args": {"id": "$crawl"}},
+        {"tool": "browser_open", "args": {"url": news("/site/more")}, "keep": {"session": "/session", "snapshot": "/snapshot"}},
+        {"tool": "browser_snapshot", "args": {"session": "$session", "interactive_only": true}, "keep": {"snapshot": "/snapshot"}},
+        {"tool": "browser_click", "args": {"session": "$session", "ref": "$ref:Load more"}},
+        {"tool": "browser_wait_for", "args": {"session": "$session", "text": "Item 6"}},
+        {"tool": "browser_navigate", "args": {"session": "$session", "url": news("/site/search")}, "keep": {"snapshot": "/snapshot"}},
+        {"tool": "browser_type", "args": {"session": "$session", "ref": "$ref:Search the catalog", "text": "kettle", "submit": true}, "keep": {"snapshot": "/snapshot"}},
+        {"tool": "browser_select", "args": {"session": "$session", "ref": "$ref:Sort by", "values": ["Price"]}},
+        {"tool": "browser_press", "args": {"session": "$session", "key": "Tab"}},
+        {"tool": "browser_screenshot", "args": {"session": "$session"}},
+        {"tool": "browser_close", "args": {"session": "$session"}},
+        {"tool": "refresh_cookies", "args": {"strategy": "testshop", "slot": 0}},
+        {"tool": "reset_slot", "args": {"slot": 0}},
+        {"tool": "calibrate", "args": {"slot": 0}},
+        {"tool": "export_session", "args": {"slot": 0, "max_chars": 2_000_000}, "keep": {"session": "/session", "format": "/format"}},
+        {"tool": "import_session", "args": {"slot": 0, "session": "$session", "format": "$format"}},
+        {"tool": "export_identity", "args": {"slot": 0, "passphrase": secret, "max_chars": 2_000_000}, "keep": {"bundle": "/bundle"}},
+        {"tool": "import_identity", "args": {"slot": 0, "bundle": "$bundle", "passphrase": secret}},
+        {"tool": "retire_slot", "args": {"slot": 0}},
+    ]);
+    let r = common::daemon::every_tool(&d, &admin, &plan).await;
+    let results = r["results"].as_array().expect("results");
+    let called: Vec<&str> = results.iter().filter_map(|x| x["tool"].as_str()).collect();
+    let mut listed: Vec<&str> = r["listed"]
+        .as_array()
+        .expect("listed")
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|t| *t != "keyword_rank")
+        .collect();
+    listed.sort_unstable();
+    let mut sorted = called.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, listed, "every tool but keyword_rank is called once");
+    for x in results {
+        assert_eq!(x["ok"], true, "{x}");
+    }
+    d.stop().await;
+}

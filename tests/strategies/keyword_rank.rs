@@ -182,5 +182,12 @@ async fn bsr_categories_and_seller_products_answer_through_mcp_rest_and_the_cli(
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["items"], *items);
     assert_eq!(v["operation"], "bsr_categories");
+
+    // keyword_rank over MCP: its real result keeps to its outputSchema
+    // (Ajv 2020 strict; the other tools: tests/daemon/mcp.rs).
+    let plan = json!([{"tool": "keyword_rank", "args": {
+        "keyword": "electric kettle", "items": ["B0TARGET01"], "max_pages": 3}}]);
+    let r = common::daemon::every_tool(&d, &key, &plan).await;
+    assert_eq!(r["results"][0]["ok"], true, "{r}");
     d.stop().await;
 }

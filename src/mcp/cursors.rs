@@ -18,10 +18,12 @@ use crate::tools::budget::At;
 
 /// How long a cursor gives pieces.
 pub const TTL: Duration = Duration::from_secs(600);
-/// Answers kept at most.
+/// Answers kept at most, in all and per key.
 const MAX_ANSWERS: usize = 256;
-/// The JSON the kept answers hold between them, at most.
+const MAX_PER_OWNER: usize = 64;
+/// The JSON the kept answers hold between them, at most, and one answer.
 const MAX_BYTES: usize = 64 << 20;
+pub const MAX_ANSWER_BYTES: usize = 16 << 20;
 
 struct Kept {
     owner: String,
@@ -51,12 +53,31 @@ pub struct Unknown(pub String);
 
 impl Cursors {
     /// Keep `whole` (`bytes` of JSON) for `owner`'s calls of `tool`; the
-    /// cursor of the piece at `at`.
-    pub fn keep(&self, owner: &str, tool: &str, whole: Value, bytes: usize, at: &At) -> String {
+    /// cursor of the piece at `at`. `None`: too large to keep (over
+    /// [`MAX_ANSWER_BYTES`]). A key past its share loses its own oldest
+    /// answer, never another key's.
+    pub fn keep(
+        &self,
+        owner: &str,
+        tool: &str,
+        whole: Value,
+        bytes: usize,
+        at: &At,
+    ) -> Option<String> {
+        if bytes > MAX_ANSWER_BYTES {
+            return None;
+        }
         let id = uuid::Uuid::new_v4().simple().to_string();
         let now = Instant::now();
         let mut g = self.inner.lock();
         g.expire(now);
+        let mine: Vec<String> = (g.order.iter())
+            .filter(|i| g.map.get(*i).is_some_and(|k| k.owner == owner))
+            .cloned()
+            .collect();
+        if mine.len() >= MAX_PER_OWNER {
+            g.remove(&mine[0]);
+        }
         while !g.order.is_empty() && (g.order.len() >= MAX_ANSWERS || g.bytes + bytes > MAX_BYTES) {
             g.pop_oldest();
         }
@@ -72,7 +93,7 @@ impl Cursors {
                 made: now,
             },
         );
-        token(&id, at)
+        Some(token(&id, at))
     }
 
     /// The cursor of the piece at `at` of the answer `cursor` came from.
@@ -133,6 +154,13 @@ impl Inner {
         }
     }
 
+    fn remove(&mut self, id: &str) {
+        self.order.retain(|i| i != id);
+        if let Some(k) = self.map.remove(id) {
+            self.bytes = self.bytes.saturating_sub(k.bytes);
+        }
+    }
+
     fn pop_oldest(&mut self) {
         if let Some(id) = self.order.pop_front()
             && let Some(k) = self.map.remove(&id)
@@ -157,7 +185,9 @@ mod tests {
     #[test]
     fn a_cursor_is_its_keys_and_its_tools() {
         let c = Cursors::default();
-        let t = c.keep("alice", "extract", json!({"items": [1, 2]}), 20, &at(1));
+        let t = c
+            .keep("alice", "extract", json!({"items": [1, 2]}), 20, &at(1))
+            .expect("kept");
         let (whole, a) = c.find("alice", "extract", &t).expect("found");
         assert_eq!(whole["items"][1], 2);
         assert_eq!(a, at(1));
@@ -171,14 +201,27 @@ mod tests {
     #[test]
     fn the_oldest_answers_go_first_past_the_bounds() {
         let c = Cursors::default();
-        let first = c.keep("k", "t", json!({}), 10, &at(0));
-        for _ in 0..MAX_ANSWERS {
-            c.keep("k", "t", json!({}), 10, &at(0));
+        let keep = |owner: &str, bytes: usize| c.keep(owner, "t", json!({}), bytes, &at(0));
+        // One key past its share loses its own oldest, not another key's.
+        let other = keep("other", 10).expect("kept");
+        let first = keep("k", 10).expect("kept");
+        for _ in 0..MAX_PER_OWNER {
+            keep("k", 10);
+        }
+        assert!(c.find("k", "t", &first).is_err());
+        assert!(c.find("other", "t", &other).is_ok());
+        assert_eq!(c.len(), MAX_PER_OWNER + 1);
+        // In all: the oldest first.
+        for i in 0..MAX_ANSWERS {
+            keep(&format!("k{i}"), 10);
         }
         assert_eq!(c.len(), MAX_ANSWERS);
-        assert!(c.find("k", "t", &first).is_err());
-        let big = c.keep("k", "t", json!({}), MAX_BYTES, &at(0));
-        assert_eq!(c.len(), 1, "a whole-budget answer pushed out every other");
-        assert!(c.find("k", "t", &big).is_ok());
+        assert!(c.find("other", "t", &other).is_err());
+        // Too large to keep at all; large ones push out the oldest.
+        assert!(keep("k", MAX_ANSWER_BYTES + 1).is_none());
+        for _ in 0..4 {
+            keep("big", MAX_ANSWER_BYTES).expect("kept");
+        }
+        assert_eq!(c.len(), 4, "four 16 MiB answers fill the 64 MiB");
     }
 }

@@ -48,7 +48,9 @@ pub struct Core {
     cursors: Cursors,
     /// 2026-07-28 clients' `subscriptions/listen` streams, told when the
     /// tool list changes.
-    listeners: parking_lot::Mutex<Vec<rmcp::service::SubscriptionSink>>,
+    listeners: parking_lot::Mutex<Vec<(u64, rmcp::service::SubscriptionSink)>>,
+    /// The next listener's number.
+    next_listener: AtomicUsize,
     /// Cancelled on SIGTERM: the listen streams end (their clients
     /// subscribe again elsewhere or once the daemon is back).
     closing: CancellationToken,
@@ -163,6 +165,7 @@ impl Core {
             peers: parking_lot::Mutex::new(Vec::new()),
             cursors: Cursors::default(),
             listeners: parking_lot::Mutex::new(Vec::new()),
+            next_listener: AtomicUsize::new(0),
             closing: CancellationToken::new(),
         })
     }
@@ -178,9 +181,17 @@ impl Core {
         self.closing.cancelled().await;
     }
 
-    /// Remember a `subscriptions/listen` stream for tool-list changes.
-    pub fn add_listener(&self, sink: rmcp::service::SubscriptionSink) {
-        self.listeners.lock().push(sink);
+    /// Remember a `subscriptions/listen` stream for tool-list changes; its
+    /// number, for [`Core::remove_listener`] when the stream ends.
+    pub fn add_listener(&self, sink: rmcp::service::SubscriptionSink) -> u64 {
+        let id = self.next_listener.fetch_add(1, Ordering::Relaxed) as u64;
+        self.listeners.lock().push((id, sink));
+        id
+    }
+
+    /// Forget the stream `id` (it ended).
+    pub fn remove_listener(&self, id: u64) {
+        self.listeners.lock().retain(|(n, _)| *n != id);
     }
 
     pub fn is_draining(&self) -> bool {
@@ -237,26 +248,22 @@ impl Core {
                 told += 1;
             }
         }
-        let listeners: Vec<_> = std::mem::take(&mut *self.listeners.lock());
-        let mut open = Vec::new();
-        for l in listeners {
+        // Each stream removes itself when it ends; one that fails here has
+        // ended too.
+        let listeners: Vec<_> = self.listeners.lock().clone();
+        for (id, l) in listeners {
             let sent = tokio::time::timeout(
                 std::time::Duration::from_secs(2),
                 l.notify_tool_list_changed(),
             )
             .await;
             match sent {
-                Ok(Ok(())) => {
-                    told += 1;
-                    open.push(l);
-                }
-                // Slow to read: kept, told next time.
-                Err(_) => open.push(l),
-                // The stream ended.
-                Ok(Err(_)) => {}
+                Ok(Ok(())) => told += 1,
+                Ok(Err(_)) => self.remove_listener(id),
+                // Slow to read: told again next time.
+                Err(_) => {}
             }
         }
-        self.listeners.lock().extend(open);
         told
     }
 
@@ -495,8 +502,14 @@ impl Core {
             } => {
                 if let Some(at) = next {
                     let bytes = budget::json_chars(&whole);
-                    let cursor = self.cursors.keep(&owner_of(ctx), tool, whole, bytes, &at);
-                    piece["next_cursor"] = Value::String(cursor);
+                    match self.cursors.keep(&owner_of(ctx), tool, whole, bytes, &at) {
+                        Some(cursor) => piece["next_cursor"] = Value::String(cursor),
+                        None => {
+                            piece["piece"]["note"] = Value::String(
+                                "the whole answer is too large to keep for a cursor: narrow the call, or raise max_chars".into(),
+                            );
+                        }
+                    }
                 }
                 metrics::counter!("idpool_answer_pieces_total").increment(1);
                 CallEnd::Ok(tools::Output {
@@ -584,6 +597,11 @@ impl Core {
         tool: &str,
         args: &Value,
     ) -> Result<Option<Arc<Scope>>, crate::auth::Denied> {
+        // `search` with `scrape_results` fetches pages as `scrape` does: a
+        // key's grants must cover `scrape` too.
+        if tool == "search" && args["scrape_results"].as_u64().is_some_and(|n| n > 0) {
+            crate::auth::scope(&ctx.principal, "scrape", Role::Operator)?;
+        }
         let Some(scope) = crate::auth::scope(&ctx.principal, tool, spec.role)? else {
             return Ok(None);
         };

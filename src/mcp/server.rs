@@ -104,7 +104,14 @@ impl ServerHandler for McpServer {
     /// One stream, open until its client ends it or the daemon shuts down
     /// (then it ends with the final result, and the client listens again).
     async fn listen(&self, context: rmcp::service::SubscriptionContext) -> Result<(), McpError> {
-        self.core.add_listener(context.sink().clone());
+        // Forgotten however the stream ends (even when this future is dropped).
+        struct Listening<'a>(&'a Core, u64);
+        impl Drop for Listening<'_> {
+            fn drop(&mut self) {
+                self.0.remove_listener(self.1);
+            }
+        }
+        let _listening = Listening(&self.core, self.core.add_listener(context.sink().clone()));
         tokio::select! {
             () = context.cancelled() => {}
             () = self.core.closing() => {}

@@ -57,6 +57,8 @@ struct Seen {
     last: Option<Vec<Line>>,
     /// What the last step showed (read on in pieces with `start_index`).
     shown: Option<Shown>,
+    /// The origin of the page the refs were given on.
+    origin: Option<String>,
 }
 
 /// What a step shows of the page after it.
@@ -376,18 +378,28 @@ impl Browsing {
         // What the step led to: a form submitted, a page loaded.
         tokio::time::sleep(Duration::from_millis(100)).await;
         let _ = tab::wait_for(t, &Until::Selector("body".into()), deadline).await;
-        let mut book = std::mem::take(&mut session.seen.lock().book);
-        let snap = tab::snapshot(t, &mut book, view.selector.as_deref()).await;
+        let tree = tab::read_tree(t, view.selector.as_deref()).await?;
         let mut seen = session.seen.lock();
-        seen.book = book;
-        let snap = snap?;
+        // Another site's page (maybe another renderer, whose node ids mean
+        // other elements): the old refs become unknown.
+        let origin = url::Url::parse(&tree.url)
+            .ok()
+            .map(|u| u.origin().ascii_serialization());
+        if seen.origin != origin {
+            seen.book.forget();
+            seen.origin = origin;
+        }
+        let snap = tab::render_tree(&tree, &mut seen.book);
         let text = crate::services::snapshot_view::show(view, seen.last.as_deref(), &snap.lines);
         let shown = Shown {
             url: snap.url,
             title: snap.title,
             text,
         };
-        seen.last = Some(snap.lines);
+        // A part of the page is no baseline for the next whole one.
+        if view.selector.is_none() {
+            seen.last = Some(snap.lines);
+        }
         seen.shown = Some(shown.clone());
         out.snapshot = Some(shown);
         Ok(out)

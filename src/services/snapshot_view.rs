@@ -32,6 +32,8 @@ pub fn show(view: &View, before: Option<&[Line]>, now: &[Line]) -> String {
     match (view.changes_only, before) {
         (true, Some(before)) => {
             let (added, removed) = changes(before, now);
+            let added: Vec<&Line> = added.into_iter().filter(|l| keep(l)).collect();
+            let removed: Vec<&Line> = removed.into_iter().filter(|l| keep(l)).collect();
             let mut lines = vec![Line {
                 depth: 0,
                 text: format!(
@@ -41,13 +43,8 @@ pub fn show(view: &View, before: Option<&[Line]>, now: &[Line]) -> String {
                 ),
                 interactive: false,
             }];
-            lines.extend(added.into_iter().filter(|l| keep(l)).map(|l| flat(l, "+ ")));
-            lines.extend(
-                removed
-                    .into_iter()
-                    .filter(|l| keep(l))
-                    .map(|l| flat(l, "- ")),
-            );
+            lines.extend(added.into_iter().map(|l| flat(l, "+ ")));
+            lines.extend(removed.into_iter().map(|l| flat(l, "- ")));
             indented(&lines)
         }
         _ if view.interactive_only => {
@@ -98,15 +95,14 @@ fn changes<'a>(before: &'a [Line], now: &'a [Line]) -> (Vec<&'a Line>, Vec<&'a L
 pub fn piece(text: &str, start: usize, max: usize) -> (String, Option<usize>) {
     let total = text.chars().count();
     let start = start.min(total);
+    let from = text
+        .char_indices()
+        .nth(start)
+        .map_or(text.len(), |(i, _)| i);
     let mut out = String::new();
     let mut used = 0;
     let mut at = start;
-    for line in text
-        .chars()
-        .skip(start)
-        .collect::<String>()
-        .split_inclusive('\n')
-    {
+    for line in text[from..].split_inclusive('\n') {
         let n = line.chars().count();
         if used > 0 && used + n > max {
             return (out.trim_end_matches('\n').to_string(), Some(at));
@@ -169,6 +165,16 @@ mod tests {
         );
         // The first snapshot of a session shows the page.
         assert!(show(&v, None, &now).contains("- text: 1 item"));
+        // With interactive_only, the count is of what is shown.
+        let both = View {
+            changes_only: true,
+            interactive_only: true,
+            ..View::default()
+        };
+        assert_eq!(
+            show(&both, Some(&before), &now),
+            "# changes since the last snapshot: 1 added, 0 removed\n+ - button \"Remove\" [ref=e4]"
+        );
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Answers that fit a context window: every tool's `max_chars`.
 //!
 //! An answer longer than the caller's budget (`max_chars`, by default
-//! `server.max_answer_chars`) comes in pieces: the longest list in it (or,
-//! when it has none, its longest text) is cut to fit, the piece says so
+//! `server.max_answer_chars`) comes in pieces: its longest list or text is
+//! cut to fit, the piece says so
 //! (`truncated`, `piece`), and the dispatcher keeps the whole answer a while
 //! so that `cursor` gives the next piece without reaching a site again.
 //! Tools that read a page in pieces themselves (`scrape`'s `start_index`,
@@ -28,7 +28,7 @@ const PIECE_OVERHEAD: usize = 200;
 /// Who keeps a tool's answer within its budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Budget {
-    /// The dispatcher: it cuts the answer's longest list (or text) and
+    /// The dispatcher: it cuts the answer's longest list or text and
     /// hands out a cursor for the rest.
     Items,
     /// The tool itself: it takes `max_chars` as one of its own arguments
@@ -187,19 +187,16 @@ pub fn piece(whole: &Value, max: usize, at: &At) -> (Value, Option<At>) {
     (Value::Object(out), next)
 }
 
-/// The field a piece cuts: the longest top-level list, or, when the answer
-/// has none worth cutting, its longest text.
+/// The field a piece cuts: the longest top-level field that can be cut (a
+/// list of two items or more, or a text).
 fn cut_field(body: &Value) -> Option<String> {
     let o = body.as_object()?;
-    let longest = |want: fn(&Value) -> bool| {
-        o.iter()
-            .filter(|(_, v)| want(v))
-            .map(|(k, v)| (json_chars(v), k))
-            .max()
-            .filter(|(n, _)| *n > 2)
-            .map(|(_, k)| k.clone())
-    };
-    longest(|v| v.as_array().is_some_and(|a| a.len() > 1)).or_else(|| longest(Value::is_string))
+    o.iter()
+        .filter(|(_, v)| v.is_string() || v.as_array().is_some_and(|a| a.len() > 1))
+        .map(|(k, v)| (json_chars(v), k))
+        .max()
+        .filter(|(n, _)| *n > 2)
+        .map(|(_, k)| k.clone())
 }
 
 /// The characters `v` takes as JSON text.

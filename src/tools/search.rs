@@ -247,6 +247,9 @@ async fn scrape_top(
     opts: &RunOptions,
 ) -> usize {
     let format = format.unwrap_or(PageFormat::Markdown).name();
+    // The pages share the answer's budget (each at least 1,000 characters;
+    // `truncated` says a page was cut).
+    let per_page = (opts.answer_chars / n.max(1)).max(1_000);
     let Some(results) = out["results"].as_array_mut() else {
         return 0;
     };
@@ -255,7 +258,8 @@ async fn scrape_top(
         let Some(url) = r["url"].as_str().map(str::to_string) else {
             continue;
         };
-        let page = match super::scrape::run(pool, json!({"url": url, "format": format}), opts).await {
+        let args = json!({"url": url, "format": format, "max_chars": per_page});
+        let page = match super::scrape::run(pool, args, opts).await {
             Ok(o) => {
                 let b = o.body;
                 json!({

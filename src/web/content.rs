@@ -178,8 +178,24 @@ impl Page {
         for sel in &pick.exclude {
             drop.extend(doc.select(sel).map(|e| e.id()));
         }
-        for id in drop {
-            if let Some(mut n) = doc.tree.get_mut(id) {
+        // `include_tags` look in the whole page (the main content is where
+        // nothing is asked for by name).
+        let body = doc.select(&BODY).next().map(|b| b.id());
+        let root = if pick.include.is_empty() { root } else { body };
+        // What is left when the root itself is excluded: nothing (a detached
+        // node still prints).
+        let gone = |id: ego_tree::NodeId, doc: &Html| {
+            doc.tree.get(id).is_some_and(|n| {
+                n.ancestors()
+                    .chain(std::iter::once(n))
+                    .any(|a| drop.contains(&a.id()))
+            })
+        };
+        if root.is_some_and(|r| gone(r, &doc)) {
+            return String::new();
+        }
+        for id in &drop {
+            if let Some(mut n) = doc.tree.get_mut(*id) {
                 n.detach();
             }
         }
@@ -330,5 +346,39 @@ mod tests {
             "{html}"
         );
         assert_eq!(p.text(&Pick::main(true)), "Kettles\nSteel won.\nUs");
+    }
+
+    fn sel(css: &str) -> Selector {
+        Selector::parse(css).unwrap()
+    }
+
+    #[test]
+    fn include_and_exclude_tags_pick_parts_of_the_whole_page() {
+        let p = page();
+        // Outside the main content, and outermost matches once each.
+        let nav = p.text(&Pick {
+            only_main: true,
+            include: vec![sel("footer"), sel("article p")],
+            exclude: vec![],
+        });
+        assert_eq!(nav, "Steel won.\nUs\n© Footer");
+        // Excluding the root (the article, or the body) leaves nothing.
+        let none = |only_main: bool, root: &str| {
+            p.text(&Pick {
+                only_main,
+                include: vec![],
+                exclude: vec![sel(root)],
+            })
+        };
+        assert_eq!(none(true, "article"), "");
+        assert_eq!(none(false, "body"), "");
+        assert_eq!(
+            p.text(&Pick {
+                only_main: true,
+                include: vec![],
+                exclude: vec![sel("p")],
+            }),
+            "Kettles"
+        );
     }
 }

@@ -221,6 +221,7 @@ async fn a_tool_left_out_on_a_signed_in_identity_is_refused_and_audited() {
     )
     .await;
     let warden = add_key_granted(&env, "warden", "admin", &["slots=1"]).await;
+    let searcher = add_key_granted(&env, "searcher", "operator", &["tools=search"]).await;
     let d = Daemon::start(&env, 2, "").await;
     let http = reqwest::Client::new();
     // An admin limited to slot 1 opens no sign-in session (live view) on
@@ -391,5 +392,21 @@ async fn a_tool_left_out_on_a_signed_in_identity_is_refused_and_audited() {
         )
         .await;
     assert_eq!(r["error"]["code"], -32001, "{r}");
+    // `search` with `scrape_results` fetches pages as `scrape` does: a key
+    // whose grants leave `scrape` out may search, not fetch.
+    let search = |args: Value| {
+        http.post(d.url("/api/v1/tools/search"))
+            .bearer_auth(&searcher)
+            .json(&args)
+            .send()
+    };
+    let r = search(json!({"query": "kettle", "scrape_results": 1}))
+        .await
+        .expect("post");
+    assert_eq!(r.status(), 403);
+    let said = r.text().await.unwrap_or_default();
+    assert!(said.contains("scrape"), "{said}");
+    let r = search(json!({"query": "kettle"})).await.expect("post");
+    assert_ne!(r.status(), 403, "searching alone is granted");
     d.stop().await;
 }

@@ -68,11 +68,15 @@ pub fn indented(lines: &[Line]) -> String {
 
 /// The refs of one session's snapshots: an element keeps its ref from one
 /// snapshot to the next (so a snapshot of the changes only still points
-/// at the elements it does not show).
+/// at the elements it does not show). A ref is never given twice: when the
+/// book forgets (past [`MAX_REFS`], or on another site), old refs become
+/// unknown, never another element's.
 #[derive(Debug, Default)]
 pub struct RefBook {
     by_node: HashMap<BackendNodeId, String>,
     by_ref: HashMap<String, BackendNodeId>,
+    /// Refs given so far (the next is `e{given + 1}`).
+    given: u64,
 }
 
 impl RefBook {
@@ -81,15 +85,18 @@ impl RefBook {
         self.by_ref.get(r).copied()
     }
 
+    /// Forget every element (their refs become unknown; numbering goes on).
+    pub fn forget(&mut self) {
+        self.by_node.clear();
+        self.by_ref.clear();
+    }
+
     fn name(&mut self, node: BackendNodeId) -> String {
         if let Some(r) = self.by_node.get(&node) {
             return r.clone();
         }
-        if self.by_ref.len() >= MAX_REFS {
-            self.by_node.clear();
-            self.by_ref.clear();
-        }
-        let r = format!("e{}", self.by_ref.len() + 1);
+        self.given += 1;
+        let r = format!("e{}", self.given);
         self.by_node.insert(node, r.clone());
         self.by_ref.insert(r.clone(), node);
         r
@@ -136,10 +143,18 @@ fn value_str(v: Option<&chromiumoxide::cdp::browser_protocol::accessibility::AxV
         .unwrap_or_default()
 }
 
-/// The tab's accessibility tree as lines, each element named in `book`;
-/// `within`: only the subtree of the first element this CSS selector
-/// matches.
-pub async fn snapshot(tab: &Page, book: &mut RefBook, within: Option<&str>) -> Result<Snapshot> {
+/// A tab's accessibility tree as read, before it is shown.
+pub struct Tree {
+    pub url: String,
+    pub title: String,
+    nodes: Vec<AxNode>,
+    /// Where the snapshot starts (an index into `nodes`).
+    root: Option<usize>,
+}
+
+/// The tab's accessibility tree; `within`: only the subtree of the first
+/// element this CSS selector matches.
+pub async fn read_tree(tab: &Page, within: Option<&str>) -> Result<Tree> {
     let root_node = match within {
         None => None,
         Some(sel) => {
@@ -156,19 +171,13 @@ pub async fn snapshot(tab: &Page, book: &mut RefBook, within: Option<&str>) -> R
         .execute(GetFullAxTreeParams::default())
         .await
         .map_err(cdp("read the accessibility tree"))?;
-    let nodes: HashMap<&str, &AxNode> = (tree.result.nodes.iter())
-        .map(|n| (n.node_id.inner().as_str(), n))
-        .collect();
-    let mut out = Snapshot {
-        url: tab.url().await.ok().flatten().unwrap_or_default(),
-        title: tab.get_title().await.ok().flatten().unwrap_or_default(),
-        ..Snapshot::default()
-    };
+    let nodes = tree.result.nodes.clone();
     let root = match root_node {
-        None => tree.result.nodes.first(),
+        None => (!nodes.is_empty()).then_some(0),
         Some(id) => Some(
-            (tree.result.nodes.iter())
-                .find(|n| n.backend_dom_node_id == Some(id))
+            nodes
+                .iter()
+                .position(|n| n.backend_dom_node_id == Some(id))
                 .ok_or_else(|| {
                     Error::new(
                         ErrorKind::NotFound,
@@ -180,7 +189,29 @@ pub async fn snapshot(tab: &Page, book: &mut RefBook, within: Option<&str>) -> R
                 })?,
         ),
     };
-    if let Some(root) = root {
+    Ok(Tree {
+        url: tab.url().await.ok().flatten().unwrap_or_default(),
+        title: tab.get_title().await.ok().flatten().unwrap_or_default(),
+        nodes,
+        root,
+    })
+}
+
+/// `tree` as lines, each element named in `book` (no waiting: the caller
+/// may hold the session's lock).
+pub fn render_tree(tree: &Tree, book: &mut RefBook) -> Snapshot {
+    if book.by_ref.len() >= MAX_REFS {
+        book.forget();
+    }
+    let nodes: HashMap<&str, &AxNode> = (tree.nodes.iter())
+        .map(|n| (n.node_id.inner().as_str(), n))
+        .collect();
+    let mut out = Snapshot {
+        url: tree.url.clone(),
+        title: tree.title.clone(),
+        ..Snapshot::default()
+    };
+    if let Some(root) = tree.root.and_then(|i| tree.nodes.get(i)) {
         render(root, &nodes, &mut out.lines, book);
     }
     if out.lines.len() > MAX_LINES {
@@ -191,7 +222,20 @@ pub async fn snapshot(tab: &Page, book: &mut RefBook, within: Option<&str>) -> R
             interactive: false,
         });
     }
-    Ok(out)
+    out
+}
+
+/// A name or value shown at most this long (a page may label an element
+/// with a whole book).
+const MAX_NAME_CHARS: usize = 500;
+
+fn shortened(s: String) -> String {
+    if s.chars().count() <= MAX_NAME_CHARS {
+        return s;
+    }
+    let mut t: String = s.chars().take(MAX_NAME_CHARS).collect();
+    t.push('…');
+    t
 }
 
 /// The tree under `root` as lines, depth first, without recursion (a
@@ -217,10 +261,12 @@ fn render<'a>(
             }
         };
         let role = value_str(node.role.as_ref());
-        let name = value_str(node.name.as_ref())
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
+        let name = shortened(
+            value_str(node.name.as_ref())
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
+        );
         if node.ignored
             || (GROUPING.contains(&role.as_str()) && (name.is_empty() || role == "RootWebArea"))
         {
@@ -253,7 +299,7 @@ fn render<'a>(
                 _ => {}
             }
         }
-        let value = value_str(node.value.as_ref());
+        let value = shortened(value_str(node.value.as_ref()));
         if !value.is_empty() {
             line.push_str(&format!(": {}", serde_json::Value::String(value)));
         }
@@ -446,5 +492,28 @@ pub async fn wait_for(tab: &Page, until: &Until, deadline: Instant) -> Result<()
             ));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ref_is_never_given_twice() {
+        let mut book = RefBook::default();
+        let a = book.name(BackendNodeId::new(7));
+        assert_eq!(a, "e1");
+        assert_eq!(
+            book.name(BackendNodeId::new(7)),
+            "e1",
+            "the same element keeps it"
+        );
+        assert_eq!(book.name(BackendNodeId::new(8)), "e2");
+        book.forget();
+        assert_eq!(book.get("e1"), None, "a forgotten ref is unknown");
+        // The same node, or another, after forgetting: a new number.
+        assert_eq!(book.name(BackendNodeId::new(8)), "e3");
+        assert_eq!(book.get("e3"), Some(BackendNodeId::new(8)));
     }
 }

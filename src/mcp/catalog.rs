@@ -16,8 +16,8 @@ pub fn to_json(spec: &Spec, pool: &Pool, budget: usize) -> Value {
     let mut output = (spec.output)();
     let mut description = spec.description.text(pool);
     if spec.budget == Budget::Items {
-        add_properties(&mut input, tools::budget::argument_properties(budget));
-        add_properties(&mut output, tools::budget::piece_properties());
+        tools::add_properties(&mut input, tools::budget::argument_properties(budget));
+        tools::add_properties(&mut output, tools::budget::piece_properties());
         description.push_str(&format!(
             " Answers longer than `max_chars` (default {budget}) come in pieces: `truncated`, \
              then call again with `cursor` = `next_cursor`."
@@ -58,19 +58,6 @@ pub fn tools_for(pool: &Pool, role: Role, budget: usize) -> Vec<Value> {
         .filter(|s| role >= s.role)
         .map(|s| to_json(s, pool, budget))
         .collect()
-}
-
-/// `more` among the schema's properties.
-fn add_properties(schema: &mut Value, more: Value) {
-    if let (Some(p), Value::Object(more)) = (
-        schema
-            .as_object_mut()
-            .map(|o| o.entry("properties").or_insert_with(|| json!({}))),
-        more,
-    ) && let Some(p) = p.as_object_mut()
-    {
-        p.extend(more);
-    }
 }
 
 #[cfg(test)]

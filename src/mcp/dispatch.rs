@@ -50,7 +50,7 @@ pub struct Core {
     /// tool list changes.
     listeners: parking_lot::Mutex<Vec<(u64, rmcp::service::SubscriptionSink)>>,
     /// The next listener's number.
-    next_listener: AtomicUsize,
+    next_listener: std::sync::atomic::AtomicU64,
     /// Cancelled on SIGTERM: the listen streams end (their clients
     /// subscribe again elsewhere or once the daemon is back).
     closing: CancellationToken,
@@ -165,7 +165,7 @@ impl Core {
             peers: parking_lot::Mutex::new(Vec::new()),
             cursors: Cursors::default(),
             listeners: parking_lot::Mutex::new(Vec::new()),
-            next_listener: AtomicUsize::new(0),
+            next_listener: std::sync::atomic::AtomicU64::new(0),
             closing: CancellationToken::new(),
         })
     }
@@ -184,7 +184,7 @@ impl Core {
     /// Remember a `subscriptions/listen` stream for tool-list changes; its
     /// number, for [`Core::remove_listener`] when the stream ends.
     pub fn add_listener(&self, sink: rmcp::service::SubscriptionSink) -> u64 {
-        let id = self.next_listener.fetch_add(1, Ordering::Relaxed) as u64;
+        let id = self.next_listener.fetch_add(1, Ordering::Relaxed);
         self.listeners.lock().push((id, sink));
         id
     }
@@ -524,12 +524,10 @@ impl Core {
     /// The piece of a kept answer a `cursor` asks for.
     fn next_piece(&self, ctx: &CallContext, tool: &str, cursor: &str, max_chars: usize) -> CallEnd {
         match self.cursors.find(&owner_of(ctx), tool, cursor) {
-            Err(u) => CallEnd::Invalid(Failure {
-                message: u.0,
-                kind: ErrorKind::InvalidArgument,
-                retry_after: None,
-                recordings: Vec::new(),
-            }),
+            Err(u) => CallEnd::Invalid(Failure::of(&crate::error::Error::new(
+                ErrorKind::InvalidArgument,
+                u.0,
+            ))),
             Ok((whole, at)) => {
                 let (mut piece, next) = budget::piece(&whole, max_chars, &at);
                 if let Some(at) = next {
@@ -597,10 +595,13 @@ impl Core {
         tool: &str,
         args: &Value,
     ) -> Result<Option<Arc<Scope>>, crate::auth::Denied> {
-        // `search` with `scrape_results` fetches pages as `scrape` does: a
-        // key's grants must cover `scrape` too.
-        if tool == "search" && args["scrape_results"].as_u64().is_some_and(|n| n > 0) {
-            crate::auth::scope(&ctx.principal, "scrape", Role::Operator)?;
+        // A call that runs another tool for its caller needs that tool's
+        // role and grants too.
+        if let Some(other) = spec.also_runs.and_then(|f| f(args))
+            && let Some(o) = tools::find(other)
+        {
+            authorize(&ctx.principal, other, o.role)?;
+            crate::auth::scope(&ctx.principal, other, o.role)?;
         }
         let Some(scope) = crate::auth::scope(&ctx.principal, tool, spec.role)? else {
             return Ok(None);

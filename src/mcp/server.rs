@@ -339,7 +339,7 @@ impl ServerHandler for McpServer {
 /// a JSON-RPC error. Both transports' answers are built here.
 pub(crate) fn call_result(end: CallEnd) -> Result<CallToolResult, McpError> {
     match end {
-        CallEnd::Ok(o) => Ok(with_media(o.body)),
+        CallEnd::Ok(o) => Ok(with_media(o.body, o.text)),
         CallEnd::Failed(f) | CallEnd::Invalid(f) => {
             // The text for people and models; kind and retry_after for
             // programs in `_meta` (structured content would be checked
@@ -365,9 +365,19 @@ pub(crate) fn call_result(end: CallEnd) -> Result<CallToolResult, McpError> {
 /// A tool's result as MCP content: its JSON (text and structured), and
 /// what it put under `media` (screenshots, PDFs) as image and embedded
 /// resource blocks, their bytes kept out of the structured copy.
-fn with_media(mut v: Value) -> CallToolResult {
+fn with_media(mut v: Value, text: Option<String>) -> CallToolResult {
     let media = v.as_object_mut().and_then(|o| o.remove("media"));
-    let mut r = CallToolResult::structured(v);
+    let mut r = match text {
+        // The dispatcher wrote the JSON already (only for a body without
+        // media): the text block is those bytes.
+        Some(t) if media.is_none() => {
+            let mut r = CallToolResult::structured(Value::Null);
+            r.content = vec![ContentBlock::text(t)];
+            r.structured_content = Some(v);
+            r
+        }
+        _ => CallToolResult::structured(v),
+    };
     let Some(Value::Array(items)) = media else {
         return r;
     };
@@ -399,7 +409,7 @@ mod tests {
         let v = json!({"url": "u", "screenshot": {"bytes": 3},
             "media": [{"type": "image", "mime_type": "image/png", "data": "iVBO"},
                       {"type": "resource", "mime_type": "application/pdf", "uri": "u#pdf", "data": "JVBE"}]});
-        let r = with_media(v);
+        let r = with_media(v, None);
         let structured = r.structured_content.clone().unwrap_or_default();
         assert!(structured.get("media").is_none());
         assert_eq!(structured["screenshot"]["bytes"], 3);
@@ -410,5 +420,15 @@ mod tests {
         assert_eq!(blocks[2]["type"], "resource");
         assert_eq!(blocks[2]["resource"]["blob"], "JVBE");
         assert_eq!(blocks[2]["resource"]["mimeType"], "application/pdf");
+    }
+
+    #[test]
+    fn written_text_is_what_rmcp_would_write() {
+        let v = json!({"n": 1, "s": "a\"b"});
+        let ours = with_media(v.clone(), Some(v.to_string()));
+        assert_eq!(
+            serde_json::to_value(&ours).unwrap_or_default(),
+            serde_json::to_value(CallToolResult::structured(v)).unwrap_or_default()
+        );
     }
 }

@@ -27,6 +27,7 @@ pub const SPEC: Spec = Spec {
     annotations: Annotations::SESSION,
     progress: false,
     budget: crate::tools::Budget::Items,
+    also_runs: None,
     route: None,
     run: |pool, args, opts| crate::tools::plain(run(pool, args, opts)),
 };

@@ -29,6 +29,7 @@ pub const SPEC: Spec = Spec {
     annotations: Annotations::ACTS_ON_SITES,
     progress: false,
     budget: crate::tools::Budget::Own,
+    also_runs: None,
     route: None,
     run: |pool, args, opts| Box::pin(run(pool, args, opts)),
 };

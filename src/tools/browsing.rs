@@ -30,6 +30,7 @@ macro_rules! step_spec {
             annotations: $crate::tools::Annotations::$annotations,
             progress: false,
             budget: $crate::tools::Budget::Own,
+            also_runs: None,
             route: None,
             run: |pool, args, opts| Box::pin(run(pool, args, opts)),
         };
@@ -142,12 +143,7 @@ pub fn with_view(mut schema: Value, tool: &str) -> Value {
     if let Some(m) = more.as_object_mut() {
         m.retain(|k, _| takes(tool, k));
     }
-    if let (Some(p), Value::Object(more)) = (
-        schema.get_mut("properties").and_then(Value::as_object_mut),
-        more,
-    ) {
-        p.extend(more);
-    }
+    super::spec::add_properties(&mut schema, more);
     schema
 }
 

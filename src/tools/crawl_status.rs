@@ -27,6 +27,7 @@ pub const SPEC: Spec = Spec {
     annotations: Annotations::READS_POOL,
     progress: false,
     budget: crate::tools::Budget::Own,
+    also_runs: None,
     route: None,
     run: |pool, args, opts| crate::tools::plain(run(pool, args, opts)),
 };

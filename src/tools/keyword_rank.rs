@@ -48,6 +48,7 @@ pub const SPEC: Spec = Spec {
     annotations: Annotations::READS_SITES,
     progress: true,
     budget: crate::tools::Budget::Items,
+    also_runs: None,
     route: Some(route),
     run: |pool, args, opts| Box::pin(run(pool, args, opts.clone())),
 };

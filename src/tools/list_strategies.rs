@@ -28,6 +28,7 @@ pub const SPEC: Spec = Spec {
     annotations: Annotations::READS_POOL,
     progress: false,
     budget: crate::tools::Budget::Items,
+    also_runs: None,
     route: None,
     run: |pool, args, _| no_args("list_strategies", pool, args, run),
 };

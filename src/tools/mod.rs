@@ -15,8 +15,8 @@ mod spec;
 pub use budget::Budget;
 pub use output::{Output, Provenance};
 pub use spec::{
-    Annotations, Description, NoArgs, Role, Route, RouteOf, Run, Spec, input_schema, invalid,
-    parse, plain, portable,
+    Annotations, Description, NoArgs, Role, Route, RouteOf, Run, Spec, add_properties,
+    input_schema, invalid, parse, plain, portable,
 };
 
 use serde_json::{Value, json};

@@ -66,6 +66,7 @@ pub const SPEC: Spec = Spec {
     annotations: Annotations::READS_POOL,
     progress: false,
     budget: crate::tools::Budget::Items,
+    also_runs: None,
     route: None,
     run: |pool, args, _| {
         Box::pin(async move {

@@ -42,6 +42,7 @@ pub const SPEC: Spec = Spec {
     },
     progress: true,
     budget: crate::tools::Budget::Items,
+    also_runs: None,
     route: None,
     run: |pool, args, opts| crate::tools::plain(run(pool, args, opts)),
 };

@@ -36,6 +36,7 @@ pub const SPEC: Spec = Spec {
     },
     progress: false,
     budget: crate::tools::Budget::Items,
+    also_runs: None,
     route: None,
     run: |pool, args, _| crate::tools::plain(run(pool, args)),
 };

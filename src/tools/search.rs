@@ -58,6 +58,9 @@ pub const SPEC: Spec = Spec {
     annotations: Annotations::READS_SITES,
     progress: true,
     budget: crate::tools::Budget::Items,
+    also_runs: Some(|args| {
+        (args["scrape_results"].as_u64().is_some_and(|n| n > 0)).then_some("scrape")
+    }),
     route: None,
     run: |pool, args, opts| Box::pin(run(pool, args, opts.clone())),
 };

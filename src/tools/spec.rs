@@ -103,6 +103,10 @@ pub struct Spec {
     pub progress: bool,
     /// Who keeps its answer within the caller's `max_chars`.
     pub budget: super::Budget,
+    /// Another tool a call with these arguments runs on the caller's behalf
+    /// (`search` with `scrape_results` runs `scrape`): the caller's role
+    /// and grants must allow that tool too.
+    pub also_runs: Option<fn(&Value) -> Option<&'static str>>,
     /// Where a call would lease identities, for the fleet to forward it
     /// when none here is admitted; `None` for tools that hold nothing
     /// site-bound or hold it past the call.
@@ -163,6 +167,20 @@ pub fn input_schema<T: JsonSchema>() -> Value {
         }
     }
     v
+}
+
+/// `more` among the schema's properties (a schema without any gets them).
+pub fn add_properties(schema: &mut Value, more: Value) {
+    if let (Some(p), Value::Object(more)) = (
+        schema.as_object_mut().map(|o| {
+            o.entry("properties")
+                .or_insert_with(|| serde_json::json!({}))
+        }),
+        more,
+    ) && let Some(p) = p.as_object_mut()
+    {
+        p.extend(more);
+    }
 }
 
 /// `format` values schemars writes that JSON Schema does not define (Ajv in

@@ -458,47 +458,41 @@ impl NodeScript {
 /// each tool called, its real result validated against its outputSchema by
 /// Ajv 2020 strict); its JSON line.
 pub async fn every_tool(d: &Daemon, key: &str, plan: &Value) -> Value {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-js");
-    let out = tokio::time::timeout(
-        Duration::from_secs(600),
-        tokio::process::Command::new("node")
-            .arg(dir.join("every_tool.mjs"))
-            .args([&d.url("/mcp"), key, &plan.to_string()])
-            .kill_on_drop(true)
-            .output(),
+    node_json(
+        "every_tool.mjs",
+        &[&d.url("/mcp"), key, &plan.to_string()],
+        &[],
+        600,
     )
     .await
-    .expect("every_tool.mjs finishes")
-    .expect("node runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!(
-            "every_tool.mjs printed no JSON ({e}): {stdout}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
 }
 
 /// Run tests/mcp-js/client.mjs; returns its one JSON line.
 pub async fn node_client(args: &[&str], envs: &[(&str, String)]) -> Value {
+    node_json("client.mjs", args, envs, 180).await
+}
+
+/// `node tests/mcp-js/SCRIPT ARGS` with `envs`, within `secs`: the one JSON
+/// line it prints.
+async fn node_json(script: &str, args: &[&str], envs: &[(&str, String)], secs: u64) -> Value {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-js");
     assert!(
         dir.join("node_modules/@modelcontextprotocol/sdk").is_dir(),
         "the TypeScript SDK is not installed: run `npm ci --prefix tests/mcp-js` (scripts/test.sh does)"
     );
     let mut c = tokio::process::Command::new("node");
-    c.arg(dir.join("client.mjs")).args(args);
+    c.arg(dir.join(script)).args(args).kill_on_drop(true);
     for (k, v) in envs {
         c.env(k, v);
     }
-    let out = tokio::time::timeout(Duration::from_secs(180), c.output())
+    let out = tokio::time::timeout(Duration::from_secs(secs), c.output())
         .await
-        .expect("client.mjs finishes")
+        .unwrap_or_else(|_| panic!("{script} finishes within {secs} s"))
         .expect("node runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
         panic!(
-            "client.mjs printed no JSON ({e}): {stdout}\nstderr: {}",
+            "{script} printed no JSON ({e}): {stdout}\nstderr: {}",
             String::from_utf8_lossy(&out.stderr)
         )
     })

@@ -241,6 +241,15 @@ async fn status_page(
         "a second question right after a close"
     );
     until(&page, &format!("!{OPEN}"), 5, "closed again").await;
+    // The cards re-render while the action is in flight (as a live event's
+    // refresh does, 300 ms after it arrives): the answer still shows.
+    eval(
+        &page,
+        "(() => { const f = window.fetch; window.fetch = async (u, o) => { \
+         const r = await f(u, o); if (o && o.method === 'POST') { window.fetch = f; await refresh(); } \
+         return r; }; return true; })()",
+    )
+    .await;
     let focused = "document.activeElement.id === 'confirm-ok'";
     let reset = focus_and_press(&page, RESET, "Enter", focused).await;
     reset.press_key("Enter").await.expect("Enter on Confirm");

@@ -31,8 +31,8 @@ pub const SPEC: Spec = Spec {
          return it as markdown of its main content (or the whole page), cleaned or raw HTML, \
          text, links, a PNG screenshot or a PDF (several formats at once); `selectors` pull \
          fields without a strategy; `actions` click, type, press, scroll and wait in the \
-         browser first. Long pages come in pieces: pass `start_index` = the previous \
-         `next_start_index`; `include_tags`/`exclude_tags` keep or drop parts of the page by CSS \
+         browser first. Long pages come in pieces of `max_chars` (shared by the text formats): \
+         pass `start_index` = the previous `next_start_index`; `include_tags`/`exclude_tags` keep or drop parts of the page by CSS \
          selector. Firecrawl's argument names (`formats`, `onlyMainContent`, `includeTags`, \
          `excludeTags`, `waitFor` in milliseconds) are accepted as aliases.",
     ),
@@ -44,7 +44,7 @@ pub const SPEC: Spec = Spec {
                 "url": {"type": "string"}, "status": {"type": "integer"},
                 "title": {"type": ["string", "null"]},
                 "format": {"type": "string"}, "content": {"type": "string"},
-                "formats": {"type": "object", "description": "Each text format asked for: content, start_index, total_chars, next_start_index."},
+                "formats": {"type": "object", "description": "Each text format asked for: start_index, total_chars, next_start_index and (but for the first, whose text is `content`) content."},
                 "data": {"anyOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}], "description": "The `selectors` fields: an object, or with `items` a list of objects."},
                 "screenshot": {"type": "object"}, "pdf": {"type": "object"},
                 "start_index": {"type": "integer"}, "total_chars": {"type": "integer"},
@@ -80,7 +80,8 @@ pub enum Mode {
 }
 
 /// What to return: text formats come in `content` (the first) and
-/// `formats` (each), paged; `screenshot` (PNG) and `pdf` as MCP image and
+/// `formats` (the others' text, and each one's paging), sharing the
+/// answer's `max_chars`; `screenshot` (PNG) and `pdf` as MCP image and
 /// embedded-resource content.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -199,8 +200,9 @@ struct Args {
     timeout: Option<u64>,
     /// CSS selector that must appear (the browser tier waits for it).
     wait_for: Option<String>,
-    /// At most this many characters of content per call (default: the
-    /// server's answer budget, `server.max_answer_chars`).
+    /// At most this many characters of page text per call, shared by the
+    /// text formats asked for (default: the server's answer budget,
+    /// `server.max_answer_chars`).
     #[schemars(range(min = 1, max = MAX_MAX_CHARS))]
     max_chars: Option<usize>,
     /// Where this piece starts (the previous `next_start_index`).
@@ -416,9 +418,16 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Output> 
     let read = crate::dom::offload::run("reading the page", move || -> Result<Read> {
         let page = Page::parse(&raw, &page_url);
         let mut pieces = serde_json::Map::new();
-        for f in formats.iter().filter(|f| !f.needs_browser()) {
-            let text = convert(&page, &raw, *f, &pick)?;
-            pieces.insert(f.name().into(), piece(&text, start, max));
+        let texts: Vec<Format> = formats
+            .iter()
+            .filter(|f| !f.needs_browser())
+            .copied()
+            .collect();
+        // The text formats share the answer's budget.
+        let share = (max / texts.len().max(1)).max(1);
+        for f in texts {
+            let text = convert(&page, &raw, f, &pick)?;
+            pieces.insert(f.name().into(), piece(&text, start, share));
         }
         let mut cut = page.cut();
         let data = match &extractor {
@@ -450,10 +459,18 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Output> 
         "refused": fetched.refused,
         "attempts": paged.attempts,
     });
-    let pieces = read.pieces;
+    let mut pieces = read.pieces;
     let first = plan.formats.iter().find(|f| !f.needs_browser());
+    // The first text format's text is `content`, said once: its entry in
+    // `formats` keeps the paging numbers only.
     let head = first
-        .and_then(|f| pieces.get(f.name()).cloned())
+        .and_then(|f| pieces.get_mut(f.name()))
+        .and_then(Value::as_object_mut)
+        .map(|entry| {
+            let head = Value::Object(entry.clone());
+            entry.remove("content");
+            head
+        })
         .unwrap_or_else(|| piece("", 0, a.max_chars.unwrap_or(opts.answer_chars)));
     out["format"] = json!(plan.formats.first().map(|f| f.name()));
     for k in ["content", "start_index", "total_chars", "next_start_index"] {

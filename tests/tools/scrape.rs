@@ -116,11 +116,45 @@ async fn start_index_pages_through_a_huge_page_without_gap_or_overlap() {
         .expect("piece")
         .body;
         joined.push_str(piece["content"].as_str().expect("content"));
+        // The budget is the answer's: its text is said once.
+        assert!(text_chars(&piece) <= 100_000, "{}", text_chars(&piece));
         start = piece["next_start_index"].as_u64();
         calls += 1;
     }
     assert_eq!(calls, total.div_ceil(100_000));
     assert_eq!(joined, full["content"].as_str().expect("content"));
+
+    // Several formats share the budget, each paged on its own to its end.
+    let mut joined = [String::new(), String::new()];
+    let mut start = Some(0u64);
+    while let Some(s) = start {
+        let piece = tools::scrape::run(
+            &pool,
+            json!({"url": url.as_str(), "format": ["markdown", "text"], "max_chars": 100_000, "start_index": s}),
+            &Default::default(),
+        )
+        .await
+        .expect("piece of two formats")
+        .body;
+        assert!(text_chars(&piece) <= 100_000, "{}", text_chars(&piece));
+        joined[0].push_str(piece["content"].as_str().expect("content"));
+        let text = &piece["formats"]["text"];
+        joined[1].push_str(text["content"].as_str().expect("text"));
+        start = [&piece, text]
+            .iter()
+            .filter_map(|p| p["next_start_index"].as_u64())
+            .min();
+    }
+    assert_eq!(joined[0], full["content"].as_str().expect("content"));
+    let whole_text = tools::scrape::run(
+        &pool,
+        json!({"url": url.as_str(), "format": "text", "max_chars": 2_000_000}),
+        &Default::default(),
+    )
+    .await
+    .expect("whole text")
+    .body;
+    assert_eq!(joined[1], whole_text["content"].as_str().expect("text"));
     shutdown_and_check(&pool).await;
 }
 
@@ -442,4 +476,18 @@ async fn firecrawl_names_give_what_our_names_give() {
         "{e}"
     );
     shutdown_and_check(&pool).await;
+}
+
+/// Characters of page text in a `scrape` answer: `content` and every
+/// format's `content`.
+fn text_chars(answer: &Value) -> usize {
+    let formats = answer["formats"]
+        .as_object()
+        .into_iter()
+        .flat_map(|f| f.values());
+    std::iter::once(answer)
+        .chain(formats)
+        .filter_map(|p| p["content"].as_str())
+        .map(|t| t.chars().count())
+        .sum()
 }

@@ -1,6 +1,6 @@
 # Shared by scripts/test.sh, scripts/demo.sh, scripts/fleet-demo.sh and scripts/bench.sh. Source it; do not run it.
 
-log() { printf '\n==> %s\n' "$*" >&2; }
+log() { printf '\n==> [%s] %s\n' "$(date +%T)" "$*" >&2; }
 
 # Install the Debian packages idpool needs when any is missing:
 # cmake + clang/libclang build BoringSSL (wreq); chromium is the browser tier;

@@ -73,7 +73,8 @@ struct Args {
     /// This engine only (a search-engine strategy: `duckduckgo`, `bing`);
     /// default: `web.search_engines` in order, the next on a block.
     engine: Option<String>,
-    /// Results to return at most (default 10).
+    /// Results to return at most (default 10), from the engine's first
+    /// results page.
     #[schemars(range(min = 1, max = MAX_LIMIT))]
     limit: Option<usize>,
     /// Also fetch the first N organic results (not ads), as `scrape` does.

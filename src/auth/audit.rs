@@ -264,7 +264,7 @@ fn open(path: &Path) -> crate::Result<File> {
 /// and the whole value cut when it is still too long.
 pub fn redact(args: &Value) -> Value {
     let cleaned = clean(args, None);
-    let text = cleaned.to_string();
+    let text = serde_json::to_string(&cleaned).unwrap_or_default();
     if text.len() > MAX_ARGS {
         let cut: String = text.chars().take(MAX_ARGS).collect();
         Value::String(format!("{cut}… [truncated, {} bytes]", text.len()))

@@ -161,9 +161,14 @@ fn redact_url(s: &str) -> String {
     };
     let mut changed = false;
     if !url.username().is_empty() || url.password().is_some() {
-        let _ = url.set_username("[redacted]");
-        let _ = url.set_password(None);
-        changed = true;
+        // A URL that carried credentials (a proxy's, a site's) is shown as
+        // its scheme, host and port only: whatever follows may be where a
+        // template or a confused parser put the password.
+        let host = url.host_str().unwrap_or_default();
+        return match url.port_or_known_default() {
+            Some(port) => format!("{}://[redacted]@{host}:{port}", url.scheme()),
+            None => format!("{}://[redacted]@{host}", url.scheme()),
+        };
     }
     if url.query_pairs().any(|(k, _)| is_secret_name(&k)) {
         let pairs: Vec<(String, String)> = url
@@ -195,10 +200,9 @@ fn redact_unparsed_url(s: &str) -> String {
     };
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(end);
-    let authority = match authority.rsplit_once('@') {
-        Some((_, host)) => format!("[redacted]@{host}"),
-        None => authority.to_string(),
-    };
+    if let Some((_, host)) = authority.rsplit_once('@') {
+        return format!("{scheme}://[redacted]@{host}");
+    }
     let tail = match tail.split_once('?') {
         Some((path, query)) => {
             let (query, fragment) = match query.split_once('#') {
@@ -452,9 +456,21 @@ mod tests {
             "{line}"
         );
         assert!(!line.contains("TOPSECRET"), "{line}");
+        // A URL that carried credentials keeps its scheme, host and port only.
         assert!(
-            line.contains("[redacted]@127.0.0.1:9/x?api_key=[redacted]&q=1"),
+            line.starts_with("http://[redacted]@127.0.0.1:9 connection refused"),
             "{line}"
+        );
+        // Without credentials, secret query values are redacted in place.
+        assert_eq!(
+            one_line("http://127.0.0.1:9/x?api_key=TOPSECRET&q=1 failed", 100),
+            "http://127.0.0.1:9/x?api_key=[redacted]&q=1 failed"
+        );
+        // A password hidden past the host (the fragment trick of a pasted
+        // proxy session) goes with the rest.
+        assert_eq!(
+            redact_text("http://***@127.0.0.2:18999/#:PASSWORD@127.0.0.1:18996 down"),
+            "http://[redacted]@127.0.0.2:18999 down"
         );
         // Cut after redaction: the password is gone even where the URL is cut.
         let cut = one_line(e, 30);
@@ -464,9 +480,10 @@ mod tests {
         );
         // What no URL parser takes is redacted by hand.
         let bad = redact_text("proxy http://u:hunter2@h.test:99999/?token=t0k&a=b failed");
+        assert_eq!(bad, "proxy http://[redacted]@h.test:99999 failed");
         assert_eq!(
-            bad,
-            "proxy http://[redacted]@h.test:99999/?token=[redacted]&a=b failed"
+            redact_text("see http://h.test:99999/?token=t0k&a=b"),
+            "see http://h.test:99999/?token=[redacted]&a=b"
         );
         assert_eq!(
             one_line("http://h.test/?q=1 ok", 100),

@@ -170,7 +170,10 @@ impl Pool {
             browsing: Arc::new(Browsing::new(leases.clone())),
             logins: Logins::new(leases.clone(), stop.clone()),
             session_files: SessionFiles::new(leases.clone()),
-            bundles: crate::services::Bundles::new(leases.clone()),
+            bundles: crate::services::Bundles::new(
+                leases.clone(),
+                cfg.security.bundle_key_derivations,
+            ),
             jobs: Jobs::open(&cfg.pool.data_dir, stop.child_token()),
             pii: Pii::open(&cfg.pool.data_dir, cfg.security.pii_role)?,
             serving: Default::default(),

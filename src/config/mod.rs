@@ -259,6 +259,15 @@ impl Config {
         cfg.check_slots(path, &text)?;
         cfg.check_web(path, &text)?;
         cfg.check_server(path, &text)?;
+        if !(1..=16).contains(&cfg.security.bundle_key_derivations) {
+            let at = text.find("bundle_key_derivations").map(|p| p..p);
+            return Err(Diagnostic::at(
+                path,
+                &text,
+                at,
+                "security.bundle_key_derivations must be from 1 to 16",
+            ));
+        }
         if let Some(problem) = cfg.cluster.problem() {
             let at = text.find("[cluster]").map(|p| p..p);
             return Err(Diagnostic::at(path, &text, at, problem));

@@ -29,6 +29,11 @@ pub struct SecurityConfig {
     /// Callers below this role get strategy fields marked `pii = true`
     /// masked (reviewer names, profile links, emails).
     pub pii_role: super::role::Role,
+    /// How many identity bundles (imports and exports) may derive their
+    /// key at once (Argon2id at a bundle's cost may hold up to 1 GiB for
+    /// seconds); the others wait their turn up to 30 s, then are refused
+    /// with `retry_after`. 1 to 16.
+    pub bundle_key_derivations: usize,
 }
 
 impl Default for SecurityConfig {
@@ -40,6 +45,7 @@ impl Default for SecurityConfig {
             extra_root_certs: Vec::new(),
             resolve: BTreeMap::new(),
             pii_role: super::role::Role::Admin,
+            bundle_key_derivations: 1,
         }
     }
 }

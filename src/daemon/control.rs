@@ -185,11 +185,26 @@ async fn metrics(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) ->
         .into_response()
 }
 
-async fn slots(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Response {
-    if let Err(r) = gate(&c, &headers, &uri, false, "GET /api/v1/slots", Role::Viewer) {
-        return refuse(r);
+/// The pool's status as `who` may see it (`pool_status`'s snapshot, less
+/// what slots no grant of the key covers did).
+fn seen_status(c: &Control, who: &Principal) -> Arc<Value> {
+    let all = crate::tools::pool_status::snapshot(c.core.pool());
+    if who.grants.is_empty() {
+        return all;
     }
-    axum::Json(&*crate::tools::pool_status::snapshot(c.core.pool())).into_response()
+    let mut v = Value::clone(&all);
+    crate::tools::pool_status::hide_unseen(&mut v, |slot| {
+        crate::mcp::grants::may_see(c.core.pool(), who, slot, None)
+    });
+    Arc::new(v)
+}
+
+async fn slots(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Response {
+    let who = match gate(&c, &headers, &uri, false, "GET /api/v1/slots", Role::Viewer) {
+        Ok(who) => who,
+        Err(r) => return refuse(r),
+    };
+    axum::Json(&*seen_status(&c, &who)).into_response()
 }
 
 async fn slot(
@@ -198,7 +213,7 @@ async fn slot(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    if let Err(r) = gate(
+    let who = match gate(
         &c,
         &headers,
         &uri,
@@ -206,9 +221,10 @@ async fn slot(
         "GET /api/v1/slots/{n}",
         Role::Viewer,
     ) {
-        return refuse(r);
-    }
-    let all = crate::tools::pool_status::snapshot(c.core.pool());
+        Ok(who) => who,
+        Err(r) => return refuse(r),
+    };
+    let all = seen_status(&c, &who);
     let found = n.parse::<u64>().ok().and_then(|n| {
         all["slots"]
             .as_array()
@@ -358,8 +374,15 @@ async fn grants(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> 
     .into_response()
 }
 
+/// Whether `who` may see `ev`: an event of a slot no grant of the key
+/// covers (its errors, its sites) is left out; the pool's own events stay.
+fn event_seen_by(pool: &crate::pool::Pool, who: &Principal, ev: &crate::pool::SlotEvent) -> bool {
+    ev.slot
+        .is_none_or(|slot| crate::mcp::grants::may_see(pool, who, slot, ev.strategy.as_deref()))
+}
+
 async fn recent(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Response {
-    if let Err(r) = gate(
+    let who = match gate(
         &c,
         &headers,
         &uri,
@@ -367,9 +390,12 @@ async fn recent(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> 
         "GET /api/v1/events",
         Role::Viewer,
     ) {
-        return refuse(r);
-    }
-    axum::Json(json!({"events": c.core.pool().events().recent()})).into_response()
+        Ok(who) => who,
+        Err(r) => return refuse(r),
+    };
+    let mut events = c.core.pool().events().recent();
+    events.retain(|e| event_seen_by(c.core.pool(), &who, e));
+    axum::Json(json!({"events": events})).into_response()
 }
 
 /// The live event stream; the key may come as `?key=` (browsers cannot set
@@ -444,6 +470,7 @@ async fn stream(
             },
             ev = rx.recv() => {
                 let text = match ev {
+                    Ok(ev) if !event_seen_by(core.pool(), &who, &ev) => continue,
                     Ok(ev) => serde_json::to_string(&ev).unwrap_or_default(),
                     Err(RecvError::Lagged(n)) => json!({"kind": "lagged", "missed": n}).to_string(),
                     Err(RecvError::Closed) => break,

@@ -25,8 +25,30 @@ pub fn routes(control: Arc<Control>) -> Router {
         .with_state(control)
 }
 
+/// Whether `who` may see recording `id` (its slot and site under the key's
+/// grants); a recording that cannot be read is left to the reader's error.
+fn seen_by(c: &Control, who: &crate::auth::Principal, id: &str) -> bool {
+    let store = c.core.pool().leases().recordings();
+    match store.meta(id) {
+        Ok(m) => crate::mcp::grants::may_see(
+            c.core.pool(),
+            who,
+            m.subject.slot,
+            Some(&m.subject.strategy),
+        ),
+        Err(_) => true,
+    }
+}
+
+fn not_yours(id: &str) -> Response {
+    error(
+        StatusCode::FORBIDDEN,
+        format!("recording `{id}` is of an identity no grant of this key covers"),
+    )
+}
+
 async fn list(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Response {
-    if let Err(r) = gate(
+    let who = match gate(
         &c,
         &headers,
         &uri,
@@ -34,12 +56,21 @@ async fn list(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Re
         "GET /api/v1/recordings",
         Role::Admin,
     ) {
-        return refuse(r);
-    }
+        Ok(who) => who,
+        Err(r) => return refuse(r),
+    };
     let store = c.core.pool().leases().recordings().clone();
-    let all = tokio::task::spawn_blocking(move || store.list())
+    let mut all = tokio::task::spawn_blocking(move || store.list())
         .await
         .unwrap_or_default();
+    all.retain(|m| {
+        crate::mcp::grants::may_see(
+            c.core.pool(),
+            &who,
+            m.subject.slot,
+            Some(&m.subject.strategy),
+        )
+    });
     let cfg = c.core.pool().leases().recordings().config().clone();
     axum::Json(json!({
         "recordings": all,
@@ -65,7 +96,7 @@ async fn one(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    if let Err(r) = gate(
+    let who = match gate(
         &c,
         &headers,
         &uri,
@@ -73,7 +104,11 @@ async fn one(
         "GET /api/v1/recordings/{id}",
         Role::Admin,
     ) {
-        return refuse(r);
+        Ok(who) => who,
+        Err(r) => return refuse(r),
+    };
+    if !seen_by(&c, &who, &id) {
+        return not_yours(&id);
     }
     let store = c.core.pool().leases().recordings().clone();
     match tokio::task::spawn_blocking(move || store.get(&id)).await {
@@ -89,7 +124,7 @@ async fn frame(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    if let Err(r) = gate(
+    let who = match gate(
         &c,
         &headers,
         &uri,
@@ -97,7 +132,11 @@ async fn frame(
         "GET /api/v1/recordings/{id}/frames/{n}",
         Role::Admin,
     ) {
-        return refuse(r);
+        Ok(who) => who,
+        Err(r) => return refuse(r),
+    };
+    if !seen_by(&c, &who, &id) {
+        return not_yours(&id);
     }
     let Ok(n) = n.parse::<usize>() else {
         return error(

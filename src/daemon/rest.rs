@@ -28,9 +28,9 @@ pub fn routes(control: Arc<Control>) -> Router {
 async fn list(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Response {
     match gate(&c, &headers, &uri, false, "GET /api/v1/tools", Role::Viewer) {
         Ok(who) => {
-            let tools = crate::mcp::catalog::tools_for(
+            let tools = crate::mcp::catalog::tools_of(
                 c.core.pool(),
-                who.role,
+                &who,
                 c.core.settings().max_answer_chars,
             );
             axum::Json(json!({ "tools": tools })).into_response()

@@ -77,6 +77,9 @@ pub struct Lease {
     /// When its latest request had its turn (a fleet's cut after it makes
     /// that request's pushback old news).
     pub(super) sent_at: Mutex<Instant>,
+    /// The caller's grants (`None`: any identity, any site): every hop and
+    /// every page a tab lands on is held to them, like the first URL.
+    pub(super) scope: Option<Arc<crate::routing::Scope>>,
 }
 
 impl std::fmt::Debug for Lease {
@@ -109,11 +112,28 @@ impl Lease {
             finished: false,
             paid: std::sync::atomic::AtomicBool::new(false),
             sent_at: Mutex::new(Instant::now()),
+            scope: None,
         }
     }
 
     pub fn slot(&self) -> usize {
         self.slot.id
+    }
+
+    /// The leased slot itself, for this module's extensions.
+    pub(super) fn slot_ref(&self) -> &Arc<Slot> {
+        &self.slot
+    }
+
+    /// A page a tab landed on (after a step of a session), classified
+    /// under the strategy and counted as tier 3.
+    pub(super) fn judge_landed(
+        &self,
+        page: crate::identity::browser::PageResult,
+        at: url::Url,
+        started: std::time::Instant,
+    ) -> (Fetched, ()) {
+        self.judge_page(page, at, Vec::new(), started, None, |_, _| ())
     }
     pub fn strategy(&self) -> &str {
         &self.strategy
@@ -168,7 +188,37 @@ impl Lease {
         self.obey_robots(&req.url).await?;
         self.pace().await?;
         let started = std::time::Instant::now();
-        let response = self.counted(tier, started, self.slot.fetch(req).await)?;
+        // Redirects are followed here, hop by hop, so each one passes the
+        // gates the first URL passed (the guard, in the client; the key's
+        // grants, robots and the site's pacing, here).
+        let mut req = req;
+        req.follow = false;
+        let max = self.slot.max_redirects();
+        let mut hops = 0;
+        let response = loop {
+            let r = self.counted(tier, started, self.slot.fetch(req.clone()).await)?;
+            let Some(next) = req.redirected(&r) else {
+                break r;
+            };
+            if hops >= max {
+                return self.counted(
+                    tier,
+                    started,
+                    Err(Error::refused(format!(
+                        "{}: more than {max} redirects",
+                        crate::diag::redact_text(req.url.as_str())
+                    ))
+                    .retryable(false)),
+                );
+            }
+            hops += 1;
+            let judged = self
+                .judge_hop(&req.url, "was redirected to", &next.url)
+                .await;
+            self.counted(tier, started, judged)?;
+            self.pace().await?;
+            req = next;
+        };
         if let Some(d) = strategy::outcome::retry_after(response.retry_after()) {
             self.wait_asked(d);
         }
@@ -258,7 +308,14 @@ impl Lease {
         )
         .await;
         let page = self.counted(3, started, page)?;
-        let final_url = self.ended_on(&page.final_url, url).await?;
+        let final_url = match self.ended_on(&page.final_url, url).await {
+            Ok(u) => u,
+            Err(e) => {
+                crate::identity::browser::tab::blank(tab).await;
+                return Err(e);
+            }
+        };
+        self.slot.count_page();
         let (fetched, ()) = self.judge_page(page, final_url, Vec::new(), started, None, |_, _| ());
         Ok(fetched)
     }
@@ -355,16 +412,77 @@ impl Lease {
     async fn ended_on(&self, at: &str, url: url::Url) -> Result<url::Url> {
         match url::Url::parse(at) {
             Ok(u) if u.scheme() == "about" => Ok(url),
-            Ok(u) => match self.leases.guard.check(&u).await {
-                Ok(()) => Ok(u),
-                Err(e) => Err(Error::refused(format!(
-                    "the browser was redirected to {u}: {}",
-                    e.message()
-                ))
-                .retryable(false)),
-            },
+            Ok(u) if u == url => Ok(u),
+            Ok(u) => {
+                self.judge_hop(&url, "was redirected to", &u).await?;
+                Ok(u)
+            }
             Err(_) => Ok(url),
         }
+    }
+
+    /// A hop from `from` to `to` (a redirect, a page a tab landed on): the
+    /// same gates as the first URL. The SSRF guard, the caller's grants
+    /// (`not_granted`, naming the host) and, where they apply, robots.
+    /// `how`: what took the call there (`was redirected to`, `led to`).
+    pub(super) async fn judge_hop(&self, from: &url::Url, how: &str, to: &url::Url) -> Result<()> {
+        let shown = |u: &url::Url| crate::diag::redact_text(u.as_str());
+        if let Err(e) = self.leases.guard.check(to).await {
+            return Err(Error::refused(format!(
+                "{} {how} {}: {}",
+                shown(from),
+                shown(to),
+                e.message()
+            ))
+            .retryable(false));
+        }
+        self.granted(to)?;
+        let rules = self.leases.strategy_for(to);
+        let agreed = rules.as_ref().is_some_and(|r| !r.obeys_robots());
+        if !agreed && self.leases.cfg.web.respect_robots {
+            self.robots(to).await?.check(to).map_err(|why| {
+                Error::refused(format!(
+                    "{why} (web.respect_robots; reached from {})",
+                    shown(from)
+                ))
+                .retryable(false)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// `Err(not_granted)` when the caller's grants do not cover `url`'s
+    /// site on this identity.
+    pub fn granted(&self, url: &url::Url) -> Result<()> {
+        let Some(scope) = &self.scope else {
+            return Ok(());
+        };
+        let host = url.host_str().unwrap_or_default();
+        let key = match self.leases.strategy_for(url) {
+            Some(s) => s.name().to_string(),
+            None => crate::routing::web_key(host),
+        };
+        let slot = self.slot.id;
+        let signed_in = |s: &str| self.leases.signed_in(slot, s);
+        let me = crate::routing::grants::Identity {
+            slot,
+            labels: self.leases.labels(slot),
+            signed_in: &signed_in,
+        };
+        let place = crate::routing::grants::Place {
+            key: &key,
+            host: Some(host),
+        };
+        if scope.permits(&me, Some(place)) {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorKind::NotGranted,
+            format!(
+                "key `{}` is not granted {host} (`{key}`) for `{}` on slot {slot}: the call went there by a redirect or from the page, and stopped (`idpool keys list` shows its grants)",
+                scope.key, scope.tool
+            ),
+        ))
     }
 
     /// A page the browser loaded, classified under the strategy and counted.

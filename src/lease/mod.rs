@@ -16,6 +16,7 @@
 //! the `[recording]` policy picks is recorded (`recorded.rs`, kept by
 //! `recordings.rs`).
 
+mod act;
 mod browse;
 mod call;
 pub mod cascade;

@@ -41,9 +41,16 @@ pub async fn collecting<F: std::future::Future>(f: F) -> (F::Output, Vec<String>
     .await
 }
 
-/// Note recording `id` for the call running now (if one collects).
+/// Note recording `id` for the call running now (if one collects); an id
+/// noted again (a session's recording, by its open and its first step) is
+/// kept once.
 pub fn note(id: &str) {
-    let _ = MADE.try_with(|m| m.lock().push(id.to_string()));
+    let _ = MADE.try_with(|m| {
+        let mut made = m.lock();
+        if !made.iter().any(|x| x == id) {
+            made.push(id.to_string());
+        }
+    });
 }
 
 /// What a recording recorded.
@@ -335,6 +342,15 @@ impl Recordings {
         Ok(manifest)
     }
 
+    /// Recording `id`'s meta (what it is of: its slot and site).
+    pub fn meta(&self, id: &str) -> Result<RecordingMeta> {
+        let dir = self.folder(id)?;
+        let text = std::fs::read(dir.join(META))
+            .map_err(|e| Error::io(format!("recording {id}: cannot read {META}"), e))?;
+        serde_json::from_slice(&text)
+            .map_err(|e| Error::new(ErrorKind::Internal, format!("recording {id}: {META}: {e}")))
+    }
+
     /// Frame `n` (from 1) of recording `id`, as JPEG.
     pub fn frame(&self, id: &str, n: usize) -> Result<Vec<u8>> {
         let dir = self.folder(id)?;
@@ -390,6 +406,17 @@ fn sync_dir(dir: &Path) {
 
 #[cfg(test)]
 mod tests {
+    #[tokio::test]
+    async fn a_recording_noted_twice_is_listed_once() {
+        let ((), made) = super::collecting(async {
+            super::note("a1");
+            super::note("b2");
+            super::note("a1");
+        })
+        .await;
+        assert_eq!(made, ["a1", "b2"]);
+    }
+
     use super::*;
 
     fn store(dir: &Path, max_total_mb: u64) -> Arc<Recordings> {

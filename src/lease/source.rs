@@ -122,7 +122,8 @@ impl Leases {
                 .pick(&ask, self.cfg.breaker, now, |id| self.slot_now(id));
             let wait = match pick {
                 Pick::Take { slot, admission } => {
-                    let lease = self.lease(slot, strategy, admission);
+                    let mut lease = self.lease(slot, strategy, admission);
+                    lease.scope = scope.cloned().map(Arc::new);
                     let wait = if paid {
                         Duration::ZERO
                     } else {

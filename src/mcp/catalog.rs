@@ -52,6 +52,18 @@ pub fn to_json(spec: &Spec, pool: &Pool, budget: usize) -> Value {
 }
 
 /// The tools `role` may call, as MCP `Tool` objects.
+/// The tools `who` may call: those of its role, and when the key has
+/// grants, only those a grant of it that holds now names (or every tool
+/// of the role, for a grant that names none).
+pub fn tools_of(pool: &Pool, who: &crate::auth::Principal, budget: usize) -> Vec<Value> {
+    tools::ALL
+        .iter()
+        .filter(|s| who.role >= s.role)
+        .filter(|s| crate::auth::scope(who, s.name, s.role).is_ok())
+        .map(|s| to_json(s, pool, budget))
+        .collect()
+}
+
 pub fn tools_for(pool: &Pool, role: Role, budget: usize) -> Vec<Value> {
     tools::ALL
         .iter()

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::catalog;
 use super::cursors::Cursors;
 use super::end::{CallEnd, Failure};
-use crate::auth::{AuditLog, AuditRecord, Keys, Principal, Role, authorize};
+use crate::auth::{AuditLog, AuditRecord, Keys, Principal, authorize};
 use crate::config::ServerConfig;
 use crate::error::ErrorKind;
 use crate::lease::cascade::{Progress, RunOptions};
@@ -371,8 +371,9 @@ impl Core {
     }
 
     /// The tools `role` may call.
-    pub fn tools_for(&self, role: Role) -> Vec<Value> {
-        catalog::tools_for(&self.pool, role, self.settings.max_answer_chars)
+    /// The tools `who` may call (its role, and its grants' tools).
+    pub fn tools_for(&self, who: &crate::auth::Principal) -> Vec<Value> {
+        catalog::tools_of(&self.pool, who, self.settings.max_answer_chars)
     }
 
     /// Gate, run and audit one tool call.
@@ -606,7 +607,11 @@ impl Core {
         let Some(scope) = crate::auth::scope(&ctx.principal, tool, spec.role)? else {
             return Ok(None);
         };
-        super::grants::check_named(&self.pool, &ctx.principal, spec.role, &scope, tool, args)?;
+        let caller = super::grants::Caller {
+            who: &ctx.principal,
+            mcp_session: ctx.session.as_deref(),
+        };
+        super::grants::check_named(&self.pool, &caller, spec.role, &scope, tool, args)?;
         Ok(Some(Arc::new(scope)))
     }
 

@@ -14,15 +14,26 @@ use crate::pool::grants::{Identity, Place, Scope};
 const ON_EVERY_SLOT: &[&str] = &["refresh_cookies", "calibrate"];
 
 /// `Err` when `scope` does not cover an identity the call names.
+/// Who makes a call: its key, and its MCP session (browser sessions are
+/// bound to both).
+pub(super) struct Caller<'a> {
+    pub who: &'a Principal,
+    pub mcp_session: Option<&'a str>,
+}
+
+/// A browser session is known by its slot only to the caller that holds
+/// it: the ownership check comes first (a foreign session is left to the
+/// tool, which answers "no browser session"), then the grants.
 pub(super) fn check_named(
     pool: &Pool,
-    who: &Principal,
+    caller: &Caller<'_>,
     needed: Role,
     scope: &Scope,
     tool: &str,
     args: &Value,
 ) -> Result<(), Denied> {
-    let (slots, key) = named(pool, tool, args);
+    let who = caller.who;
+    let (slots, key) = named(pool, caller, tool, args);
     let place = key.as_deref().map(|key| Place { key, host: None });
     let leases = pool.leases();
     for slot in slots {
@@ -69,7 +80,34 @@ pub fn check_action(
         return Ok(());
     };
     let args = serde_json::json!({"slot": slot, "strategy": key});
-    check_named(pool, who, Role::Admin, &scope, action, &args)
+    let caller = Caller {
+        who,
+        mcp_session: None,
+    };
+    check_named(pool, &caller, Role::Admin, &scope, action, &args)
+}
+
+/// Whether `who` may see what slot `slot` left behind (its recordings,
+/// events, `last_error`), for work on routing key `key` when known: a key
+/// without grants sees every slot; a key with grants, only the identities
+/// some grant of it that holds now covers (for any tool, at `key`).
+pub fn may_see(pool: &Pool, who: &Principal, slot: usize, key: Option<&str>) -> bool {
+    if who.grants.is_empty() {
+        return true;
+    }
+    let now = crate::pool::grants::unix_now();
+    let leases = pool.leases();
+    let signed_in =
+        |strategy: &str| leases.signed_in(slot, crate::pool::grants::login_key(strategy, key));
+    let me = Identity {
+        slot,
+        labels: leases.labels(slot),
+        signed_in: &signed_in,
+    };
+    let place = key.map(|key| Place { key, host: None });
+    who.grants.iter().any(|g| {
+        g.live(now) && g.covers_identity(&me) && (place.is_none() || g.covers_place(place))
+    })
 }
 
 /// Who may use which identity now (`GET /api/v1/grants`, the status page):
@@ -123,7 +161,12 @@ pub fn report(pool: &Pool, keys: &[crate::auth::KeyEntry]) -> Value {
 }
 
 /// The slots a call names, and the routing key it names with them.
-fn named(pool: &Pool, tool: &str, args: &Value) -> (Vec<usize>, Option<String>) {
+fn named(
+    pool: &Pool,
+    caller: &Caller<'_>,
+    tool: &str,
+    args: &Value,
+) -> (Vec<usize>, Option<String>) {
     let mut key = args["strategy"].as_str().map(str::to_string).or_else(|| {
         let url = url::Url::parse(args["url"].as_str()?).ok()?;
         Some(match pool.strategy_for(&url) {
@@ -136,7 +179,10 @@ fn named(pool: &Pool, tool: &str, args: &Value) -> (Vec<usize>, Option<String>) 
         slots.push(s);
     } else if let Some(id) = args["session"].as_str()
         && tool.starts_with("browser_")
-        && let Some((slot, k)) = pool.services().browsing.identity_of(id)
+        && let Some((slot, k)) =
+            pool.services()
+                .browsing
+                .identity_of(id, Some(&caller.who.name), caller.mcp_session)
     {
         slots.push(slot);
         key = key.or(Some(k));

@@ -127,7 +127,7 @@ impl ServerHandler for McpServer {
         let who = self.context(&ctx).principal;
         let tools: Vec<Tool> = self
             .core
-            .tools_for(who.role)
+            .tools_for(&who)
             .into_iter()
             .map(from_json)
             .collect::<Result<_, _>>()?;

@@ -217,7 +217,7 @@ pub(crate) async fn answer(core: &Core, ctx: CallContext, thin: Thin) -> Respons
         Work::Ping => message(ServerResult::EmptyResult(EmptyResult {}), id, lane),
         Work::List => {
             let tools: Result<Vec<Tool>, _> = core
-                .tools_for(ctx.principal.role)
+                .tools_for(&ctx.principal)
                 .into_iter()
                 .map(serde_json::from_value)
                 .collect();

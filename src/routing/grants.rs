@@ -238,6 +238,12 @@ impl Scope {
         })
     }
 
+    /// Whether some grant covers `who` at all (for any site): what of it
+    /// the key may see.
+    pub fn may_see(&self, who: &Identity<'_>) -> bool {
+        self.grants.iter().any(|g| g.covers_identity(who))
+    }
+
     /// Whether the call may use `who` at `place`.
     pub fn permits(&self, who: &Identity<'_>, place: Option<Place<'_>>) -> bool {
         self.grants

@@ -304,9 +304,34 @@ impl Browsing {
         }
         session.log(step.kind(), step.logged());
         let slot = &self.leases.slots()[session.slot];
+        let t = &session.tab;
+        // What may load a page goes through a lease on the session's slot,
+        // taken before the browser's turn (as every call takes them): the
+        // guard, the grants, robots, pacing, the judgement and the breaker.
+        let here = (t.url().await.ok().flatten())
+            .and_then(|u| url::Url::parse(&u).ok())
+            .filter(|u| matches!(u.scheme(), "http" | "https"));
+        let lease = match (&step, &here) {
+            (Step::Navigate(url), _) => Some(
+                self.leases
+                    .lease_for(url, Some(session.slot), scope)
+                    .await?,
+            ),
+            (
+                Step::Click(_) | Step::Type { .. } | Step::Press(_) | Step::Select { .. },
+                Some(u),
+            ) => Some(self.leases.lease_for(u, Some(session.slot), scope).await?),
+            (Step::Click(_) | Step::Type { .. } | Step::Press(_) | Step::Select { .. }, None) => {
+                Some(
+                    self.leases
+                        .next_slot(&session.key, Some(session.slot), scope)
+                        .await?,
+                )
+            }
+            _ => None,
+        };
         let deadline = Instant::now() + Duration::from_secs(slot.browser().op_timeout_secs());
         let mut turn = slot.browser().turn().await?;
-        let t = &session.tab;
         // Focus, keys and rendering follow the tab in front (the working
         // tab may have been recycled in front of it meanwhile).
         t.bring_to_front().await.map_err(|_| {
@@ -333,12 +358,9 @@ impl Browsing {
         };
         match step {
             Step::Navigate(url) => {
-                // Through a lease on the session's slot, as every request:
-                // the guard, robots, pacing, metrics and the breaker.
-                let lease = self
-                    .leases
-                    .lease_for(&url, Some(session.slot), scope)
-                    .await?;
+                let lease = lease.ok_or_else(|| {
+                    Error::new(ErrorKind::Internal, "a navigation without its lease")
+                })?;
                 let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
                 let cookies = slot.jar().export_for_domain(&host);
                 turn.push_cookies(t, &cookies).await?;
@@ -351,15 +373,31 @@ impl Browsing {
                     .insert(here.host_str().unwrap_or_default().to_ascii_lowercase());
             }
             Step::Snapshot => {}
-            Step::Click(r) => tab::click(t, node(r)?).await?,
+            Step::Click(r) => {
+                let n = node(r)?;
+                self.acted(&session, lease, here.as_ref(), deadline, tab::click(t, n))
+                    .await?;
+            }
             Step::Type {
                 r#ref,
                 text,
                 submit,
-            } => tab::type_into(t, node(r#ref)?, text, submit).await?,
-            Step::Press(key) => tab::press(t, key).await?,
+            } => {
+                let n = node(r#ref)?;
+                let typed = tab::type_into(t, n, text, submit);
+                self.acted(&session, lease, here.as_ref(), deadline, typed)
+                    .await?;
+            }
+            Step::Press(key) => {
+                self.acted(&session, lease, here.as_ref(), deadline, tab::press(t, key))
+                    .await?;
+            }
             Step::Select { r#ref, values } => {
-                out.selected = tab::select(t, node(r#ref)?, values).await?
+                let n = node(r#ref)?;
+                let chosen = tab::select(t, n, values);
+                out.selected = self
+                    .acted(&session, lease, here.as_ref(), deadline, chosen)
+                    .await?;
             }
             Step::WaitFor(until) => tab::wait_for(t, &until, deadline).await?,
             Step::Screenshot { full_page } => {
@@ -403,6 +441,49 @@ impl Browsing {
         seen.shown = Some(shown.clone());
         out.snapshot = Some(shown);
         Ok(out)
+    }
+
+    /// Run `step` on the session's tab under `lease` ([`Lease::act`]): a
+    /// page it loads is judged and counted, the lease closed with it (the
+    /// breaker hears), its host's cookies come back at close.
+    async fn acted<T>(
+        &self,
+        session: &BrowserSession,
+        lease: Option<crate::lease::Lease>,
+        here: Option<&url::Url>,
+        deadline: Instant,
+        step: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let lease =
+            lease.ok_or_else(|| Error::new(ErrorKind::Internal, "a step without its lease"))?;
+        let blank = url::Url::parse("about:blank")
+            .map_err(|e| Error::new(ErrorKind::Internal, e.to_string()))?;
+        let from = here.unwrap_or(&blank);
+        match lease.act(&session.tab, from, deadline, step).await {
+            Ok((out, Some(page))) => {
+                let host = page
+                    .response
+                    .final_url
+                    .host_str()
+                    .unwrap_or_default()
+                    .to_ascii_lowercase();
+                session.log(
+                    "loaded",
+                    crate::identity::browser::tape::without_credentials(
+                        page.response.final_url.as_str(),
+                    ),
+                );
+                session.hosts.lock().insert(host);
+                lease.close(Ok(page))?;
+                Ok(out)
+            }
+            // Nothing loaded: the lease goes back as it was taken.
+            Ok((out, None)) => Ok(out),
+            Err(e) => {
+                lease.finish(crate::strategy::Outcome::Failed);
+                Err(e)
+            }
+        }
     }
 
     /// What the session's last step showed (its later pieces are read
@@ -470,11 +551,19 @@ impl Browsing {
         }
     }
 
-    /// Sessions open now, per slot.
-    /// The slot and routing key of session `id`, whoever owns it (for the
-    /// dispatcher's grant check; the owner check comes with the step).
-    pub fn identity_of(&self, id: &str) -> Option<(usize, String)> {
-        self.map.lock().get(id).map(|s| (s.slot, s.key.clone()))
+    /// The slot and site of session `id`, when the caller (its key and
+    /// MCP session) holds it: a caller learns nothing of another's session.
+    pub fn identity_of(
+        &self,
+        id: &str,
+        key: Option<&str>,
+        mcp_session: Option<&str>,
+    ) -> Option<(usize, String)> {
+        (self.map.lock().get(id))
+            .filter(|s| {
+                s.owner.key.as_deref() == key && s.owner.mcp_session.as_deref() == mcp_session
+            })
+            .map(|s| (s.slot, s.key.clone()))
     }
 
     pub fn list(&self) -> Vec<(String, usize)> {

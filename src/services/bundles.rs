@@ -43,7 +43,9 @@ struct Contents {
     from_slot: usize,
     profile: String,
     user_agent: String,
-    identity: SlotIdentity,
+    /// Read as plain values and checked field by field ([`Contents::check`])
+    /// before anything becomes a [`SlotIdentity`].
+    identity: BundledIdentity,
     /// The proxy it went through: whole with `with_secrets`, else with its
     /// credentials redacted.
     proxy: Option<String>,
@@ -54,6 +56,52 @@ struct Contents {
     session: String,
     /// Per strategy: breaker, holds, tiers blocked, login state.
     sites: BTreeMap<String, SiteSnap>,
+}
+
+/// A bundle's identity as written: nothing of it is trusted until
+/// [`Contents::check`] has held it against the formats the pool makes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BundledIdentity {
+    session: String,
+    generation: u64,
+    born: u64,
+}
+
+/// A name a bundle may carry (a profile, a strategy, a marketplace, a
+/// `web:HOST` site): letters, digits and `._-@:`, at most 128.
+fn plain_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-@:".contains(c))
+}
+
+impl Contents {
+    /// `Err` naming the first field that is not what the pool itself
+    /// writes. A bundle is someone else's file: its values are data that
+    /// end up in a proxy URL, file names and reports, so they are held to
+    /// their formats before anything is seated.
+    fn check(&self) -> std::result::Result<(), String> {
+        crate::identity::slot::check_session(&self.identity.session)
+            .map_err(|e| format!("identity.session: {e}"))?;
+        if !plain_name(&self.profile) {
+            return Err(
+                "profile: not a profile name (letters, digits and `._-@:`, at most 128)".into(),
+            );
+        }
+        if self.user_agent.len() > 1024 || self.user_agent.chars().any(char::is_control) {
+            return Err("user_agent: longer than 1024 bytes or has control characters".into());
+        }
+        if let Some(bad) = self.sites.keys().find(|k| !plain_name(k)) {
+            let shown: String = bad.chars().take(40).collect();
+            return Err(format!(
+                "sites: `{}` is not a strategy or site name",
+                shown.escape_debug()
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// What an export made.
@@ -97,7 +145,13 @@ pub struct Imported {
 pub struct Bundles {
     leases: Arc<Leases>,
     files: SessionFiles,
+    /// Turns for the key derivation (`security.bundle_key_derivations`).
+    kdf: Arc<tokio::sync::Semaphore>,
+    kdf_turns: usize,
 }
+
+/// How long a bundle waits for its key derivation's turn.
+const KDF_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn unix_now() -> u64 {
     std::time::SystemTime::now()
@@ -106,11 +160,42 @@ fn unix_now() -> u64 {
 }
 
 impl Bundles {
-    pub fn new(leases: Arc<Leases>) -> Self {
+    pub fn new(leases: Arc<Leases>, key_derivations: usize) -> Self {
         Bundles {
             files: SessionFiles::new(leases.clone()),
             leases,
+            kdf: Arc::new(tokio::sync::Semaphore::new(key_derivations.clamp(1, 16))),
+            kdf_turns: key_derivations.clamp(1, 16),
         }
+    }
+
+    /// Run `work` (a seal or an open: a key derivation) in its turn, off
+    /// the runtime threads; refused with `retry_after` when no turn comes
+    /// within [`KDF_WAIT`].
+    async fn derive<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let permit = tokio::time::timeout(KDF_WAIT, self.kdf.clone().acquire_owned())
+            .await
+            .map_err(|_| {
+                Error::new(
+                    ErrorKind::Busy,
+                    format!(
+                        "other identity bundles are deriving their keys (security.bundle_key_derivations = {}); retry after {} s",
+                        self.kdf_turns,
+                        KDF_WAIT.as_secs()
+                    ),
+                )
+                .with_retry_after(KDF_WAIT)
+            })?
+            .map_err(|_| Error::new(ErrorKind::Unavailable, "the pool is shutting down"))?;
+        tokio::task::spawn_blocking(move || {
+            let _turn = permit;
+            work()
+        })
+        .await
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("identity bundle: {e}")))?
     }
 
     fn slot(&self, slot: usize) -> Result<Arc<crate::identity::slot::Slot>> {
@@ -155,7 +240,14 @@ impl Bundles {
             from_slot: slot,
             profile: s.profile.name.clone(),
             user_agent: s.profile.user_agent.clone(),
-            identity: s.identity(),
+            identity: {
+                let me = s.identity();
+                BundledIdentity {
+                    session: me.session,
+                    generation: me.generation,
+                    born: me.born,
+                }
+            },
             proxy: s.upstream().map(|p| {
                 if with_secrets {
                     p.expose().to_string()
@@ -173,9 +265,7 @@ impl Bundles {
                 .map_err(|e| Error::new(ErrorKind::Internal, format!("identity bundle: {e}")))?,
         );
         let pass = zeroize::Zeroizing::new(passphrase.to_string());
-        let bytes = tokio::task::spawn_blocking(move || bundle::seal(&plain, &pass))
-            .await
-            .map_err(|e| Error::new(ErrorKind::Internal, format!("identity bundle: {e}")))??;
+        let bytes = self.derive(move || bundle::seal(&plain, &pass)).await?;
         let out = Exported {
             slot,
             size: bytes.len(),
@@ -199,9 +289,7 @@ impl Bundles {
     pub async fn import(&self, slot: usize, bytes: Vec<u8>, passphrase: &str) -> Result<Imported> {
         let s = self.slot(slot)?;
         let pass = zeroize::Zeroizing::new(passphrase.to_string());
-        let plain = tokio::task::spawn_blocking(move || bundle::open(&bytes, &pass))
-            .await
-            .map_err(|e| Error::new(ErrorKind::Internal, format!("identity bundle: {e}")))??;
+        let plain = self.derive(move || bundle::open(&bytes, &pass)).await?;
         let plain = zeroize::Zeroizing::new(plain);
         let c: Contents = serde_json::from_slice(&plain).map_err(|e| {
             Error::new(
@@ -218,11 +306,21 @@ impl Bundles {
                 ),
             ));
         }
+        c.check().map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("the identity bundle's {e}; slot {slot} is unchanged"),
+            )
+            .retryable(false)
+        })?;
         // Everything is read before the slot is touched.
         let parsed = crate::identity::session::parse(&c.session, Format::StorageState)?;
         let retired = self.leases.retire(slot, "identity import").await?;
-        let mut identity = c.identity.clone();
-        identity.generation = s.identity().generation;
+        let identity = SlotIdentity {
+            session: c.identity.session.clone(),
+            generation: s.identity().generation,
+            born: c.identity.born,
+        };
         s.take_identity(&identity)?;
         let calibration_applied = match c.calibration.clone() {
             Some(r) => s.adopt_calibration(r)?,

@@ -68,10 +68,21 @@ pub const SPEC: Spec = Spec {
     budget: crate::tools::Budget::Items,
     also_runs: None,
     route: None,
-    run: |pool, args, _| {
+    run: |pool, args, opts| {
         Box::pin(async move {
             let a: Args = parse("pool_status", args)?;
             let mut v = Value::clone(&snapshot(pool));
+            if let Some(scope) = opts.scope.as_deref() {
+                let leases = pool.leases();
+                hide_unseen(&mut v, |slot| {
+                    let signed_in = |s: &str| leases.signed_in(slot, s);
+                    scope.may_see(&crate::pool::grants::Identity {
+                        slot,
+                        labels: leases.labels(slot),
+                        signed_in: &signed_in,
+                    })
+                });
+            }
             if a.fleet {
                 v["fleet"] = match pool.services().fleet.as_ref() {
                     Some(sync) => match sync.view().await {
@@ -85,6 +96,22 @@ pub const SPEC: Spec = Spec {
         })
     },
 };
+
+/// `status` as a key with grants sees it: the slots no grant of it covers
+/// keep their number and state but not what they did (their last error,
+/// which names sites and URLs).
+pub fn hide_unseen(status: &mut Value, seen: impl Fn(usize) -> bool) {
+    for s in status["slots"].as_array_mut().into_iter().flatten() {
+        let unseen = s["slot"]
+            .as_u64()
+            .and_then(|n| usize::try_from(n).ok())
+            .is_some_and(|n| !seen(n));
+        if unseen && let Some(o) = s.as_object_mut() {
+            o.insert("last_error".into(), Value::Null);
+            o.insert("hidden".into(), Value::String("no grant of this key covers this identity".into()));
+        }
+    }
+}
 
 /// The status as callers get it: the pool's snapshot, built by [`run`]
 /// again only when the pool changed ([`Pool::status_snapshot`]).

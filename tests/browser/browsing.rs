@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::{Env, free_base_port, shutdown_and_check};
+use common::{Env, free_base_port, ref_of, shutdown_and_check};
 use idpool::lease::cascade::RunOptions;
 use idpool::tools;
 use idpool_testbed::site;
@@ -18,17 +18,6 @@ fn caller(key: &str, mcp: &str) -> RunOptions {
         session: Some(mcp.into()),
         ..RunOptions::default()
     }
-}
-
-/// The ref of the first snapshot line with `role "name"`.
-fn ref_of(snapshot: &Value, role: &str, name: &str) -> String {
-    let text = snapshot["snapshot"].as_str().expect("snapshot");
-    let want = format!("{role} \"{name}\"");
-    let line = (text.lines())
-        .find(|l| l.trim_start().trim_start_matches("- ").starts_with(&want))
-        .unwrap_or_else(|| panic!("no {want} in\n{text}"));
-    let at = line.find("[ref=").expect("a ref") + 5;
-    line[at..].split(']').next().expect("ref").to_string()
 }
 
 #[tokio::test]

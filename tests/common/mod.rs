@@ -400,3 +400,15 @@ pub fn bundled_strategy_at(
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// The ref of the first line of a browser snapshot (`snapshot` in a
+/// `browser_*` result) with `role "name"`.
+pub fn ref_of(snapshot: &serde_json::Value, role: &str, name: &str) -> String {
+    let text = snapshot["snapshot"].as_str().expect("snapshot");
+    let want = format!("{role} \"{name}\"");
+    let line = (text.lines())
+        .find(|l| l.trim_start().trim_start_matches("- ").starts_with(&want))
+        .unwrap_or_else(|| panic!("no {want} in\n{text}"));
+    let at = line.find("[ref=").expect("a ref") + 5;
+    line[at..].split(']').next().expect("ref").to_string()
+}

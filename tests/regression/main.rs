@@ -8,6 +8,8 @@ mod common;
 mod cluster_key;
 mod crawl_owner;
 mod egress_open_proxy;
+mod every_hop;
+mod grants_cover;
 mod hostile_pages;
 mod jar_public_suffix;
 mod live_view_revoked;

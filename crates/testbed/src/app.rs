@@ -70,6 +70,8 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/ap/signin", get(signin))
         .route("/loop", get(redirect_loop))
         .route("/redirect", get(redirect_to))
+        .route("/link", get(link_to))
+        .route("/captcha-page", get(captcha_page))
         // The robot check's answer (the gate takes it while the check is on).
         .route(
             "/errors/validateCaptcha",
@@ -580,6 +582,17 @@ async fn reach_out(Query(q): Query<RedirectQuery>) -> Response {
         return html_status(StatusCode::BAD_REQUEST, "to=HOST:PORT".into());
     }
     Html(html::reach_out(&q.to)).into_response()
+}
+
+/// `GET /link?to=URL`: a page with one link (`a#go`) to `URL`, for
+/// testing where a click may lead.
+async fn link_to(Query(q): Query<RedirectQuery>) -> Html<String> {
+    Html(html::link(&q.to))
+}
+
+/// `GET /captcha-page`: the captcha page, always (a block a click leads to).
+async fn captcha_page() -> Html<String> {
+    Html(html::captcha())
 }
 
 /// `GET /redirect?to=URL`: an open redirect, for testing redirect checks.

@@ -146,6 +146,17 @@ pub fn js_reviews(item: &str, n: usize) -> String {
     )
 }
 
+/// A page with one link, `a#go`, to `to`.
+pub fn link(to: &str) -> String {
+    page(
+        "A link",
+        &format!(
+            "<p>Follow this: <a id=\"go\" href=\"{}\">go on</a></p>",
+            esc(to)
+        ),
+    )
+}
+
 pub fn captcha() -> String {
     page(
         "Robot Check",

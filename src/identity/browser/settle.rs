@@ -54,6 +54,70 @@ pub async fn navigate(
     })
 }
 
+/// How long after a step a navigation it started must have shown (the
+/// frame started loading, or its document answered) to be waited for.
+const STEP_LEADS: Duration = Duration::from_millis(600);
+
+/// Run `step` on `page` (a click, typed text and Enter, a key, a choice)
+/// and, when it made the tab load a new main document (a link, a form, a
+/// script's own navigation), wait for that page to settle until
+/// `deadline`: the page it led to, or `None` when it loaded none.
+pub async fn after<T>(
+    page: &Page,
+    step: impl std::future::Future<Output = Result<T>>,
+    deadline: Instant,
+    limit: usize,
+) -> Result<(T, Option<PageResult>)> {
+    use chromiumoxide::cdp::browser_protocol::page::EventFrameStartedLoading;
+    let started = Instant::now();
+    let mut loading = page
+        .event_listener::<EventFrameStartedLoading>()
+        .await
+        .map_err(cdp("listen to frame loads"))?;
+    let mut doc = MainDocument::listen(page).await?;
+    let out = step.await?;
+    let frame = doc.frame.clone();
+    let lead = (Instant::now() + STEP_LEADS).min(deadline);
+    let mut moved = false;
+    while !moved && Instant::now() < lead {
+        while let Some(Some(ev)) = loading.next().now_or_never() {
+            moved |= ev.frame_id == frame;
+        }
+        doc.drain();
+        moved |= doc.last.is_some();
+        if !moved {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+    if !moved {
+        return Ok((out, None));
+    }
+    let normal = |_: &str, _: &str, _: u16| PageState::Normal;
+    let settled = settle(page, None, &normal, deadline, limit, &mut doc).await?;
+    doc.drain();
+    let final_url = page
+        .url()
+        .await
+        .map_err(cdp("read the URL"))?
+        .unwrap_or_default();
+    let (status, headers) = doc.last.unwrap_or((0, Vec::new()));
+    Ok((
+        out,
+        Some(PageResult {
+            status,
+            headers,
+            final_url,
+            html: settled.html,
+            cut_from: settled.cut_from,
+            wait_for_met: true,
+            challenge_left: settled.challenge_left,
+            elapsed: started.elapsed(),
+            cookies: Vec::new(),
+            captured: Default::default(),
+        }),
+    ))
+}
+
 /// The main document's responses as they arrive (redirects, a challenge's
 /// reload): the last one's status and headers are the page's.
 pub(super) struct MainDocument {
@@ -76,14 +140,7 @@ pub(super) struct MainDocument {
 impl MainDocument {
     /// Start navigating `page` to `url`, listening to its responses first.
     pub(super) async fn navigate(page: &Page, url: &str) -> Result<MainDocument> {
-        let responses = page
-            .event_listener::<EventResponseReceived>()
-            .await
-            .map_err(cdp("listen to network events"))?;
-        let lifecycle = page
-            .event_listener::<EventLifecycleEvent>()
-            .await
-            .map_err(cdp("listen to lifecycle events"))?;
+        let (responses, lifecycle) = Self::listeners(page).await?;
         let nav = page.execute(NavigateParams::new(url)).await.map_err(|e| {
             Error::new(
                 ErrorKind::Network,
@@ -109,6 +166,45 @@ impl MainDocument {
         };
         doc.drain();
         Ok(doc)
+    }
+
+    /// Listen to `page`'s main frame before a step that may navigate it
+    /// (no navigation of ours: whichever document loads next is its page).
+    pub(super) async fn listen(page: &Page) -> Result<MainDocument> {
+        let (responses, lifecycle) = Self::listeners(page).await?;
+        let frame = page
+            .mainframe()
+            .await
+            .map_err(cdp("read the main frame"))?
+            .ok_or_else(|| Error::new(ErrorKind::Network, "browser: the tab has no main frame"))?;
+        Ok(MainDocument {
+            responses,
+            lifecycle,
+            frame,
+            loader: None,
+            loaded: false,
+            judged: None,
+            current: None,
+            last: None,
+        })
+    }
+
+    /// The page's responses and lifecycle events, from now on.
+    async fn listeners(
+        page: &Page,
+    ) -> Result<(
+        chromiumoxide::listeners::EventStream<EventResponseReceived>,
+        chromiumoxide::listeners::EventStream<EventLifecycleEvent>,
+    )> {
+        let responses = page
+            .event_listener::<EventResponseReceived>()
+            .await
+            .map_err(cdp("listen to network events"))?;
+        let lifecycle = page
+            .event_listener::<EventLifecycleEvent>()
+            .await
+            .map_err(cdp("listen to lifecycle events"))?;
+        Ok((responses, lifecycle))
     }
 
     /// Take in the responses that arrived so far.

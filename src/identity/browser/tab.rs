@@ -495,6 +495,14 @@ pub async fn wait_for(tab: &Page, until: &Until, deadline: Instant) -> Result<()
     }
 }
 
+/// Take `tab` off the page it shows (to `about:blank`): a page it may not
+/// stay on. Bounded; a tab that does not answer is left to its session.
+pub async fn blank(tab: &Page) {
+    use chromiumoxide::cdp::browser_protocol::page::NavigateParams;
+    let blank = tab.execute(NavigateParams::new("about:blank"));
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), blank).await;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

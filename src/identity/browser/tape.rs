@@ -134,6 +134,24 @@ impl Tape {
         inner.frames.push(TapeFrame { at_ms, jpeg });
     }
 
+    /// Whether no frame is kept yet.
+    pub fn has_no_frame(&self) -> bool {
+        self.inner.lock().frames.is_empty()
+    }
+
+    /// Keep `jpeg` as the final frame whatever the rate says (the byte cap
+    /// still holds): what the page looked like when the work ended.
+    pub fn last_frame(&self, jpeg: bytes::Bytes) {
+        let at_ms = self.now_ms();
+        let mut inner = self.inner.lock();
+        if inner.frame_bytes + jpeg.len() > self.limits.max_bytes {
+            inner.frames_dropped += 1;
+            return;
+        }
+        inner.frame_bytes += jpeg.len();
+        inner.frames.push(TapeFrame { at_ms, jpeg });
+    }
+
     /// Log an action. `detail` must not hold typed text or secrets.
     pub fn action(&self, kind: &str, detail: impl Into<String>) {
         let entry = TapeAction {
@@ -229,6 +247,7 @@ pub struct Filming {
     task: Option<tokio::task::JoinHandle<()>>,
     /// The tab whose screencast it started.
     page: Option<Page>,
+    tape: Arc<Tape>,
 }
 
 /// Start filming `page` onto `tape`: its screencast and its responses.
@@ -258,7 +277,7 @@ async fn film_with(page: &Page, tape: Arc<Tape>, screencast: bool) -> Result<Fil
     let stop = CancellationToken::new();
     let task = tokio::spawn(run(
         page.clone(),
-        tape,
+        tape.clone(),
         (frames, responses, finished),
         stop.clone(),
     ));
@@ -266,6 +285,7 @@ async fn film_with(page: &Page, tape: Arc<Tape>, screencast: bool) -> Result<Fil
         stop,
         task: Some(task),
         page: screencast.then(|| page.clone()),
+        tape,
     })
 }
 
@@ -317,6 +337,30 @@ async fn run(page: Page, tape: Arc<Tape>, streams: Streams, stop: CancellationTo
     }
 }
 
+/// One JPEG of what `page` shows now.
+async fn still(page: &Page) -> Result<Vec<u8>> {
+    use chromiumoxide::cdp::browser_protocol::page::{
+        CaptureScreenshotFormat, CaptureScreenshotParams,
+    };
+    let params = CaptureScreenshotParams::builder()
+        .format(CaptureScreenshotFormat::Jpeg)
+        .quality(60)
+        .build();
+    let shot = page
+        .execute(params)
+        .await
+        .map_err(super::page::cdp("take the recording's final frame"))?;
+    let b64: &str = shot.result.data.as_ref();
+    base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .map_err(|e| {
+            crate::error::Error::new(
+                crate::error::ErrorKind::Internal,
+                format!("final frame: {e}"),
+            )
+        })
+}
+
 /// The next frame; never, without a screencast.
 async fn next_frame(
     frames: &mut Option<chromiumoxide::listeners::EventStream<EventScreencastFrame>>,
@@ -338,6 +382,14 @@ impl Filming {
         }
         if let Some(page) = &self.page {
             let _ = tokio::time::timeout(Duration::from_secs(2), super::live::stop(page)).await;
+            // A page that loaded before the screencast's first frame (a
+            // fast one, under load) still leaves its final look behind.
+            if self.tape.has_no_frame()
+                && let Ok(Ok(jpeg)) =
+                    tokio::time::timeout(Duration::from_secs(3), still(page)).await
+            {
+                self.tape.last_frame(jpeg.into());
+            }
         }
     }
 }

@@ -120,17 +120,26 @@ pub(super) fn parse_storage_state(text: &str) -> Result<Session, String> {
         Some(Value::Array(list)) => {
             for (i, v) in list.iter().enumerate() {
                 let o = OriginStorage::deserialize(v).map_err(|e| format!("origins[{i}]: {e}"))?;
-                let ok = url::Url::parse(&o.origin).is_ok_and(|u| {
-                    matches!(u.scheme(), "http" | "https") && u.host_str().is_some()
+                // An origin and nothing else: a scheme, a host and a port,
+                // no user, path, query or fragment to carry anything along.
+                let origin = url::Url::parse(&o.origin).ok().filter(|u| {
+                    matches!(u.scheme(), "http" | "https")
+                        && u.host_str().is_some()
+                        && u.username().is_empty()
+                        && u.password().is_none()
+                        && u.path() == "/"
+                        && u.query().is_none()
+                        && u.fragment().is_none()
                 });
-                if !ok {
+                let Some(origin) = origin else {
+                    let shown: String = o.origin.chars().take(60).collect();
                     return Err(format!(
-                        "origins[{i}]: `{}` is not an http(s) origin",
-                        o.origin
+                        "origins[{i}]: `{}` is not an http(s) origin (scheme://host[:port] only)",
+                        shown.escape_debug()
                     ));
-                }
+                };
                 origins.push(OriginStorage {
-                    origin: o.origin.trim_end_matches('/').to_string(),
+                    origin: origin.origin().ascii_serialization(),
                     local_storage: o.local_storage,
                 });
             }
@@ -220,6 +229,27 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.starts_with("origins[0]:"), "{e}");
+        // An origin with more than an origin in it (what a hostile bundle or
+        // session file might slip along) is refused, by its index.
+        for bad in [
+            "http://u:pw@shop.test",
+            "https://shop.test/path",
+            "https://shop.test/#frag",
+            "https://shop.test/?q=1",
+        ] {
+            let text =
+                format!(r#"{{"cookies":[],"origins":[{{"origin":"{bad}","localStorage":[]}}]}}"#);
+            let e = parse_storage_state(&text).unwrap_err();
+            assert!(
+                e.starts_with("origins[0]:") && e.contains("origin"),
+                "{bad}: {e}"
+            );
+        }
+        let ok = parse_storage_state(
+            r#"{"cookies":[],"origins":[{"origin":"HTTPS://Shop.Test:443/","localStorage":[]}]}"#,
+        )
+        .unwrap();
+        assert_eq!(ok.origins[0].origin, "https://shop.test");
         let e = parse_storage_state(r#"{"cookies":[{"name":"a","val"#).unwrap_err();
         assert!(e.starts_with("not JSON"), "{e}");
         let e = parse_storage_state(r#"{"cookie":[]}"#).unwrap_err();

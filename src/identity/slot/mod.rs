@@ -16,7 +16,7 @@ mod wear;
 
 pub use calibration::CalibrationStatus;
 pub use env::SlotEnv;
-pub use record::SlotIdentity;
+pub use record::{SlotIdentity, check_session};
 
 use self::calibration::{CALIBRATION_TIMEOUT, Calibrating, chromium_based};
 use self::env::{identity, launch_spec, start_egress};
@@ -659,6 +659,19 @@ impl Slot {
         }
         self.save_jar().await;
         result
+    }
+
+    /// How many redirects one HTTP-tier request may follow (`http.max_redirects`).
+    pub fn max_redirects(&self) -> usize {
+        self.http.read().max_redirects()
+    }
+
+    /// A page the browser loaded outside [`Slot::fetch`] (a click, a form,
+    /// a session's navigation) counts as this slot's request too.
+    pub fn count_page(&self) {
+        let mut h = self.health.lock();
+        h.requests += 1;
+        h.last_success = Some(SystemTime::now());
     }
 
     /// Persist the jar if it changed; a failure is logged, never fatal to the request.

@@ -12,12 +12,42 @@ use crate::error::Result;
 /// A slot's current identity.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlotIdentity {
-    /// Random, 12 hex digits.
+    /// Random, 12 hex digits (read back only as hex digits: see
+    /// [`check_session`]).
+    #[serde(deserialize_with = "session_field")]
     pub session: String,
     /// 0 for the first identity, +1 per retirement.
     pub generation: u64,
     /// Unix seconds the identity was made.
     pub born: u64,
+}
+
+/// The longest proxy session read back (the pool makes 12 hex digits).
+const SESSION_MAX: usize = 64;
+
+/// `Err` naming what is wrong when `session` is not what the pool itself
+/// makes: hex digits, at most 64. A session ends up in the slot's proxy
+/// URL, so one read from a file, a bundle or the fleet is held to that.
+pub fn check_session(session: &str) -> std::result::Result<(), String> {
+    if session.is_empty() || session.len() > SESSION_MAX {
+        return Err(format!(
+            "the proxy session must be 1 to {SESSION_MAX} hex digits; this one has {} characters",
+            session.chars().count()
+        ));
+    }
+    if let Some(c) = session.chars().find(|c| !c.is_ascii_hexdigit()) {
+        return Err(format!(
+            "the proxy session must be hex digits (0-9, a-f) only; it has {:?}",
+            c
+        ));
+    }
+    Ok(())
+}
+
+fn session_field<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    check_session(&s).map_err(serde::de::Error::custom)?;
+    Ok(s)
 }
 
 impl SlotIdentity {
@@ -94,5 +124,37 @@ mod tests {
             .flatten()
             .any(|e| e.file_name().to_string_lossy().contains("corrupt"));
         assert!(aside, "the bad file is kept aside");
+    }
+
+    #[test]
+    fn a_session_that_is_not_hex_is_refused_when_read() {
+        for bad in [
+            "x@127.0.0.2:18999/#",
+            "",
+            "abc def",
+            &"a".repeat(65),
+            "ab%40",
+        ] {
+            let json = serde_json::json!({"session": bad, "generation": 0, "born": 1});
+            let e = serde_json::from_value::<SlotIdentity>(json).unwrap_err();
+            assert!(e.to_string().contains("proxy session"), "{bad}: {e}");
+        }
+        let ok = serde_json::json!({"session": "0a1b2c3d4e5f", "generation": 2, "born": 1});
+        assert_eq!(
+            serde_json::from_value::<SlotIdentity>(ok)
+                .unwrap()
+                .generation,
+            2
+        );
+        // A planted identity.json is moved aside like a corrupt one: the
+        // slot gets a session of its own.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("identity.json"),
+            br#"{"session":"x@127.0.0.2:18999/#","generation":0,"born":1}"#,
+        )
+        .unwrap();
+        let id = SlotIdentity::load_or_create(dir.path()).unwrap();
+        assert!(check_session(&id.session).is_ok(), "{}", id.session);
     }
 }

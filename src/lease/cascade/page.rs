@@ -152,7 +152,12 @@ impl PageRun<'_> {
         self.spent.fetch_add(1, Ordering::Relaxed);
         let (f, browser) = match lease.http(req, needs_browser).await {
             Ok(answer) => answer,
-            Err(e) if matches!(e.kind(), ErrorKind::Refused | ErrorKind::Unavailable) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::Refused | ErrorKind::Unavailable | ErrorKind::NotGranted
+                ) =>
+            {
                 return Err(e);
             }
             Err(e) => {
@@ -196,7 +201,12 @@ impl PageRun<'_> {
         let url = self.plan.url.clone();
         let f = match lease.browse_with(url, &self.plan.browse, |_, _| ()).await {
             Ok((f, ())) => f,
-            Err(e) if matches!(e.kind(), ErrorKind::Refused | ErrorKind::Unavailable) => {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::Refused | ErrorKind::Unavailable | ErrorKind::NotGranted
+                ) =>
+            {
                 return Err(e);
             }
             Err(e) => {

@@ -127,7 +127,9 @@ pub(super) async fn run_tier(
             page,
             ..ran
         },
-        Err(e) if e.kind() == ErrorKind::Refused => {
+        // Refused by the guard, or by the caller's grants on a hop: no
+        // tier and no slot would be let go there either.
+        Err(e) if matches!(e.kind(), ErrorKind::Refused | ErrorKind::NotGranted) => {
             let error = Some(e.to_string());
             TierRun::new(TierEnd::Refused(e), None, error)
         }

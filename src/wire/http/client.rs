@@ -154,6 +154,11 @@ impl HttpClient {
         self
     }
 
+    /// How many redirects a request may follow.
+    pub fn max_redirects(&self) -> usize {
+        self.cfg.max_redirects
+    }
+
     /// Which origins asked this client for which client hints.
     pub fn hints(&self) -> &Arc<Memory> {
         &self.hints
@@ -246,6 +251,9 @@ impl HttpClient {
         }
         if let Some(body) = req.body.clone() {
             builder = builder.body(body);
+        }
+        if !req.follow {
+            builder = builder.redirect(wreq::redirect::Policy::none());
         }
         let resp = builder.send().await.map_err(|e| net_error(&req.url, e))?;
         let status = resp.status().as_u16();

@@ -27,6 +27,10 @@ pub struct FetchRequest {
     /// The page an XHR comes from (its `referer`; a calibrated slot sends it
     /// in its browser's place).
     pub referer: Option<Url>,
+    /// Follow redirects here (each hop checked by the SSRF guard); `false`:
+    /// a redirect comes back as it is, for the caller to judge the hop
+    /// (the lease does: grants, robots, pacing) and send it on.
+    pub follow: bool,
 }
 
 impl FetchRequest {
@@ -38,7 +42,39 @@ impl FetchRequest {
             body: None,
             kind: RequestKind::Navigation,
             referer: None,
+            follow: true,
         }
+    }
+
+    /// Where a redirect `resp` to this request points, as the next request
+    /// a browser would send: `None` when `resp` is no redirect (or has no
+    /// usable `Location`). 303, and 301/302 of a POST, become a GET without
+    /// a body; credentials set by hand do not cross to another origin.
+    pub fn redirected(&self, resp: &FetchResponse) -> Option<FetchRequest> {
+        if !matches!(resp.status, 301 | 302 | 303 | 307 | 308) {
+            return None;
+        }
+        let location = resp.headers.get(http::header::LOCATION)?.to_str().ok()?;
+        let to = self.url.join(location).ok()?;
+        let mut next = self.clone();
+        let becomes_get = resp.status == 303
+            || (matches!(resp.status, 301 | 302) && self.method == http::Method::POST);
+        if becomes_get {
+            next.method = http::Method::GET;
+            next.body = None;
+            next.headers.retain(|(k, _)| {
+                !k.eq_ignore_ascii_case("content-type") && !k.eq_ignore_ascii_case("content-length")
+            });
+        }
+        if to.origin() != self.url.origin() {
+            next.headers.retain(|(k, _)| {
+                !["authorization", "cookie", "proxy-authorization"]
+                    .iter()
+                    .any(|h| k.eq_ignore_ascii_case(h))
+            });
+        }
+        next.url = to;
+        Some(next)
     }
 }
 

@@ -146,12 +146,61 @@ pub struct Bundles {
     leases: Arc<Leases>,
     files: SessionFiles,
     /// Turns for the key derivation (`security.bundle_key_derivations`).
-    kdf: Arc<tokio::sync::Semaphore>,
-    kdf_turns: usize,
+    kdf: KeyTurns,
 }
 
 /// How long a bundle waits for its key derivation's turn.
 const KDF_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Turns for the costly part of a bundle, its key derivation (Argon2id at
+/// a bundle's cost may hold up to 1 GiB for seconds): at most `turns` at
+/// once, the others waiting up to [`KDF_WAIT`].
+#[derive(Clone)]
+struct KeyTurns {
+    sem: Arc<tokio::sync::Semaphore>,
+    turns: usize,
+    /// How long one waits for its turn ([`KDF_WAIT`]).
+    wait: std::time::Duration,
+}
+
+impl KeyTurns {
+    fn new(turns: usize) -> Self {
+        let turns = turns.clamp(1, 16);
+        KeyTurns {
+            sem: Arc::new(tokio::sync::Semaphore::new(turns)),
+            turns,
+            wait: KDF_WAIT,
+        }
+    }
+
+    /// Run `work` (a seal or an open) in its turn, off the runtime threads;
+    /// refused with `retry_after` when no turn comes within [`KDF_WAIT`].
+    async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let permit = tokio::time::timeout(self.wait, self.sem.clone().acquire_owned())
+            .await
+            .map_err(|_| {
+                Error::new(
+                    ErrorKind::Busy,
+                    format!(
+                        "other identity bundles are deriving their keys (security.bundle_key_derivations = {}); retry after {} s",
+                        self.turns,
+                        self.wait.as_secs()
+                    ),
+                )
+                .with_retry_after(self.wait)
+            })?
+            .map_err(|_| Error::new(ErrorKind::Unavailable, "the pool is shutting down"))?;
+        tokio::task::spawn_blocking(move || {
+            let _turn = permit;
+            work()
+        })
+        .await
+        .map_err(|e| Error::new(ErrorKind::Internal, format!("identity bundle: {e}")))?
+    }
+}
 
 fn unix_now() -> u64 {
     std::time::SystemTime::now()
@@ -164,38 +213,8 @@ impl Bundles {
         Bundles {
             files: SessionFiles::new(leases.clone()),
             leases,
-            kdf: Arc::new(tokio::sync::Semaphore::new(key_derivations.clamp(1, 16))),
-            kdf_turns: key_derivations.clamp(1, 16),
+            kdf: KeyTurns::new(key_derivations),
         }
-    }
-
-    /// Run `work` (a seal or an open: a key derivation) in its turn, off
-    /// the runtime threads; refused with `retry_after` when no turn comes
-    /// within [`KDF_WAIT`].
-    async fn derive<T: Send + 'static>(
-        &self,
-        work: impl FnOnce() -> Result<T> + Send + 'static,
-    ) -> Result<T> {
-        let permit = tokio::time::timeout(KDF_WAIT, self.kdf.clone().acquire_owned())
-            .await
-            .map_err(|_| {
-                Error::new(
-                    ErrorKind::Busy,
-                    format!(
-                        "other identity bundles are deriving their keys (security.bundle_key_derivations = {}); retry after {} s",
-                        self.kdf_turns,
-                        KDF_WAIT.as_secs()
-                    ),
-                )
-                .with_retry_after(KDF_WAIT)
-            })?
-            .map_err(|_| Error::new(ErrorKind::Unavailable, "the pool is shutting down"))?;
-        tokio::task::spawn_blocking(move || {
-            let _turn = permit;
-            work()
-        })
-        .await
-        .map_err(|e| Error::new(ErrorKind::Internal, format!("identity bundle: {e}")))?
     }
 
     fn slot(&self, slot: usize) -> Result<Arc<crate::identity::slot::Slot>> {
@@ -265,7 +284,7 @@ impl Bundles {
                 .map_err(|e| Error::new(ErrorKind::Internal, format!("identity bundle: {e}")))?,
         );
         let pass = zeroize::Zeroizing::new(passphrase.to_string());
-        let bytes = self.derive(move || bundle::seal(&plain, &pass)).await?;
+        let bytes = self.kdf.run(move || bundle::seal(&plain, &pass)).await?;
         let out = Exported {
             slot,
             size: bytes.len(),
@@ -289,7 +308,7 @@ impl Bundles {
     pub async fn import(&self, slot: usize, bytes: Vec<u8>, passphrase: &str) -> Result<Imported> {
         let s = self.slot(slot)?;
         let pass = zeroize::Zeroizing::new(passphrase.to_string());
-        let plain = self.derive(move || bundle::open(&bytes, &pass)).await?;
+        let plain = self.kdf.run(move || bundle::open(&bytes, &pass)).await?;
         let plain = zeroize::Zeroizing::new(plain);
         let c: Contents = serde_json::from_slice(&plain).map_err(|e| {
             Error::new(
@@ -394,5 +413,76 @@ impl Bundles {
                    "strategies": out.strategies, "calibration_applied": calibration_applied}),
         );
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key derivation held until the test says: (its release, its end).
+    fn held(
+        turns: &KeyTurns,
+    ) -> (
+        std::sync::mpsc::Sender<()>,
+        tokio::task::JoinHandle<Result<u8>>,
+    ) {
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let turns = turns.clone();
+        let job = tokio::spawn(async move {
+            turns
+                .run(move || {
+                    let _ = wait.recv();
+                    Ok(1)
+                })
+                .await
+        });
+        (go, job)
+    }
+
+    // Real time: a key derivation runs on a blocking thread, and tokio's
+    // paused clock does not move while one does.
+    #[tokio::test]
+    async fn one_key_derivation_at_a_time_and_the_others_wait_then_are_refused() {
+        let wait = std::time::Duration::from_millis(300);
+        let turns = KeyTurns {
+            wait,
+            ..KeyTurns::new(1)
+        };
+        let (release, first) = held(&turns);
+        while turns.sem.available_permits() > 0 {
+            tokio::task::yield_now().await;
+        }
+        // A second one waits its turn; past the wait it is refused with
+        // retry_after, and nothing of it ran.
+        let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let r = {
+            let ran = ran.clone();
+            turns.run(move || {
+                ran.store(true, std::sync::atomic::Ordering::SeqCst);
+                Ok(2u8)
+            })
+        };
+        let e = r.await.expect_err("no turn within the wait");
+        assert_eq!(e.kind(), ErrorKind::Busy, "{e}");
+        assert_eq!(e.retry_after(), Some(wait));
+        assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
+        // Once the first is done, the next one runs.
+        release.send(()).expect("release");
+        assert_eq!(first.await.expect("join").expect("first"), 1);
+        assert_eq!(turns.run(|| Ok(3u8)).await.expect("its turn"), 3);
+        // Two turns: two at once.
+        let two = KeyTurns::new(2);
+        let (r1, a) = held(&two);
+        let (r2, b) = held(&two);
+        while two.sem.available_permits() > 0 {
+            tokio::task::yield_now().await;
+        }
+        r1.send(()).expect("release");
+        r2.send(()).expect("release");
+        assert_eq!(
+            a.await.expect("join").expect("a") + b.await.expect("join").expect("b"),
+            2
+        );
     }
 }

@@ -407,9 +407,9 @@ impl Field {
                 .page_url
                 .join(&s)
                 .ok()
-                .map(|u| match self.unwrap_redirect {
-                    true => super::redirect::target(&u).unwrap_or(u),
-                    false => u,
+                .and_then(|u| match self.unwrap_redirect {
+                    true => super::redirect::unwrap(u),
+                    false => Some(u),
                 })
                 .filter(|u| matches!(u.scheme(), "http" | "https"))
                 .map_or(Value::Null, |u| Value::String(u.to_string()));

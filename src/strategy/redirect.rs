@@ -5,9 +5,20 @@
 
 use base64::Engine;
 
-/// Where `u` leads when it is a known redirect; `None` when it is not one
-/// (or its target is not an absolute http(s) URL).
-pub fn target(u: &url::Url) -> Option<url::Url> {
+/// What a link reads as under `unwrap_redirect`: its target when it is a
+/// known redirect to an http(s) URL, itself when it is no redirect, and
+/// nothing when it is a redirect to anything else (a `javascript:` or a
+/// relative target: the wrapper itself is no result to follow).
+pub fn unwrap(u: url::Url) -> Option<url::Url> {
+    match unwrapped(&u) {
+        None => Some(u),
+        Some(t) => t,
+    }
+}
+
+/// `None`: `u` is no known redirect; `Some(None)`: it is one, to no
+/// absolute http(s) URL.
+fn unwrapped(u: &url::Url) -> Option<Option<url::Url>> {
     let host = u.host_str()?.to_ascii_lowercase();
     let on = |site: &str| host == site || host.ends_with(&format!(".{site}"));
     let param = |name: &str| {
@@ -16,22 +27,24 @@ pub fn target(u: &url::Url) -> Option<url::Url> {
             .map(|(_, v)| v.into_owned())
     };
     let raw = if on("duckduckgo.com") && u.path().starts_with("/l/") {
-        param("uddg")?
+        param("uddg")
     } else if on("bing.com") && u.path() == "/ck/a" {
-        let v = param("u")?;
-        let b64 = v.strip_prefix("a1")?;
-        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(b64.trim_end_matches('='))
-            .ok()?;
-        String::from_utf8(bytes).ok()?
+        param("u").and_then(|v| {
+            let b64 = v.strip_prefix("a1")?;
+            let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(b64.trim_end_matches('='))
+                .ok()?;
+            String::from_utf8(bytes).ok()
+        })
     } else if u.path() == "/url" && (on("google.com") || host.starts_with("www.google.")) {
-        param("q").or_else(|| param("url"))?
+        param("q").or_else(|| param("url"))
     } else {
         return None;
     };
-    url::Url::parse(&raw)
-        .ok()
-        .filter(|t| matches!(t.scheme(), "http" | "https"))
+    Some(
+        raw.and_then(|raw| url::Url::parse(&raw).ok())
+            .filter(|t| matches!(t.scheme(), "http" | "https")),
+    )
 }
 
 #[cfg(test)]
@@ -39,7 +52,9 @@ mod tests {
     use super::*;
 
     fn t(s: &str) -> Option<String> {
-        target(&url::Url::parse(s).expect("url")).map(|u| u.to_string())
+        unwrapped(&url::Url::parse(s).expect("url"))
+            .flatten()
+            .map(|u| u.to_string())
     }
 
     #[test]
@@ -77,6 +92,21 @@ mod tests {
         assert_eq!(
             t("https://duckduckgo.com/l/?uddg=javascript%3Aalert(1)"),
             None
+        );
+        // Read as a field, such a wrapper is no link at all (it was
+        // fetched as the wrapper's URL); a plain link stays itself.
+        let u = |s: &str| url::Url::parse(s).expect("url");
+        assert_eq!(
+            unwrap(u("https://duckduckgo.com/l/?uddg=javascript%3Aalert(1)")),
+            None
+        );
+        assert_eq!(
+            unwrap(u(&format!("https://www.bing.com/ck/a?u=a1{rel}"))),
+            None
+        );
+        assert_eq!(
+            unwrap(u("https://ex.org/l/?uddg=x")).map(|x| x.to_string()),
+            Some("https://ex.org/l/?uddg=x".into())
         );
     }
 }

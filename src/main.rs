@@ -33,8 +33,16 @@ fn main() -> ExitCode {
         idpool::wire::netns::prepare();
     }
     idpool::diag::init_tracing(cli.log_json || cli.log_format == cli::LogFormat::Json);
+    // After a large page, the threads that freed it give the memory back
+    // to the system (mimalloc keeps freed pages per thread until asked).
+    idpool::dom::offload::set_collector(|| {
+        // SAFETY: mi_collect only walks this thread's own heap and the
+        // allocator's abandoned segments; it takes no pointer of ours.
+        unsafe { libmimalloc_sys::mi_collect(true) }
+    });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .on_thread_park(idpool::dom::offload::collect_if_due)
         .build()
     {
         Ok(rt) => rt,

@@ -56,6 +56,7 @@ fn work(rx: &Mutex<Receiver<Job>>) {
         // A panicking job drops its answer's sender: its caller gets an
         // error, the worker goes on.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job));
+        collect_if_due();
     }
 }
 
@@ -92,6 +93,74 @@ pub async fn run<T: Send + 'static>(
     }
 }
 
+/// A page from this size on leaves memory behind in the allocator's
+/// thread caches (its text, its parse, its conversions: several times its
+/// size), which it keeps until the thread that freed it asks it back.
+pub const LARGE_BYTES: usize = 4 << 20;
+
+/// How long after a large page the threads give freed memory back.
+const COLLECT_FOR: Duration = Duration::from_secs(10);
+
+/// At most this often per thread.
+const COLLECT_EVERY: Duration = Duration::from_millis(500);
+
+/// When the last large page was read (ms after [`EPOCH`], 0: never).
+static LARGE_AT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static EPOCH: LazyLock<std::time::Instant> = LazyLock::new(std::time::Instant::now);
+/// The allocator's "give back what you hold" (the binary's: mimalloc's
+/// `mi_collect`); none in the library's own tests.
+static COLLECTOR: std::sync::OnceLock<fn()> = std::sync::OnceLock::new();
+
+thread_local! {
+    /// When this thread last gave memory back (ms after [`EPOCH`], 0: never).
+    static COLLECTED_AT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn ms_now() -> u64 {
+    u64::try_from(EPOCH.elapsed().as_millis())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
+/// Set the allocator's collector (once, at start).
+pub fn set_collector(collect: fn()) {
+    let _ = COLLECTOR.set(collect);
+}
+
+/// A page of `bytes` was read: if it is large, every thread gives back
+/// what it freed of it for a while ([`collect_if_due`]).
+pub fn read_page(bytes: usize) {
+    if bytes >= LARGE_BYTES {
+        LARGE_AT.store(ms_now(), std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// On a thread with nothing to do (a runtime worker about to park, a page
+/// worker between jobs): shortly after a large page, give back what this
+/// thread freed. One atomic load when no large page came lately.
+pub fn collect_if_due() {
+    let large = LARGE_AT.load(std::sync::atomic::Ordering::Relaxed);
+    if large == 0 {
+        return;
+    }
+    let Some(collect) = COLLECTOR.get() else {
+        return;
+    };
+    let now = ms_now();
+    let for_ms = u64::try_from(COLLECT_FOR.as_millis()).unwrap_or(u64::MAX);
+    let every_ms = u64::try_from(COLLECT_EVERY.as_millis()).unwrap_or(u64::MAX);
+    if now.saturating_sub(large) > for_ms {
+        return;
+    }
+    COLLECTED_AT.with(|at| {
+        let last = at.get();
+        if last == 0 || now.saturating_sub(last) >= every_ms {
+            at.set(now);
+            collect();
+        }
+    });
+}
+
 /// Bodies from this size on are read with [`heavy`]'s hand-off.
 pub const HEAVY_BYTES: usize = 256 << 10;
 
@@ -120,6 +189,31 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("panicking failed"), "{e}");
         assert_eq!(run("again", || 7).await.unwrap(), 7);
+    }
+
+    static COLLECTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    #[test]
+    fn a_large_page_has_each_thread_give_memory_back_a_while_and_not_often() {
+        set_collector(|| {
+            COLLECTED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+        let n = || COLLECTED.load(std::sync::atomic::Ordering::SeqCst);
+        let before = n();
+        // A small page asks nothing of anyone.
+        read_page(LARGE_BYTES - 1);
+        std::thread::spawn(collect_if_due).join().unwrap();
+        assert_eq!(n(), before);
+        read_page(LARGE_BYTES);
+        // Each thread gives back once, then not again within COLLECT_EVERY.
+        std::thread::spawn(|| {
+            collect_if_due();
+            collect_if_due();
+        })
+        .join()
+        .unwrap();
+        std::thread::spawn(collect_if_due).join().unwrap();
+        assert_eq!(n(), before + 2);
     }
 
     #[tokio::test]

@@ -224,6 +224,7 @@ impl Lease {
         }
         // `Bytes` clones share the buffer: the body is read in place.
         let raw = response.body.clone();
+        crate::dom::offload::read_page(raw.len());
         // A big page is read without holding up the runtime thread's
         // other tasks (the parse is bounded; this keeps it off their time).
         let (fetched, seen) = crate::dom::offload::heavy(raw.len(), || {

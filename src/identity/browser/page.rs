@@ -291,6 +291,7 @@ pub async fn content(page: &Page, limit: usize) -> Result<(String, Option<usize>
         )
         .with_source(e)
     })?;
+    crate::dom::offload::read_page(h.html.len());
     Ok((h.html, (h.len > limit).then_some(h.len)))
 }
 

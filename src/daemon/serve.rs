@@ -369,7 +369,14 @@ pub async fn reload(core: &Core, config: Option<&std::path::Path>) {
         match Keys::load(&path) {
             Ok(k) => {
                 tracing::info!("reloaded {} ({} keys)", path.display(), k.entries().len());
+                let names: std::collections::HashSet<String> =
+                    k.entries().iter().map(|e| e.name.clone()).collect();
                 core.set_keys(Some(k));
+                let browsing = &core.pool().services().browsing;
+                let closed = browsing.end_revoked(|key| !names.contains(key)).await;
+                if closed > 0 {
+                    tracing::info!("closed {closed} browser session(s) of revoked keys");
+                }
             }
             Err(e) => tracing::error!("reload: keeping the old keys: {e}"),
         }

@@ -534,6 +534,26 @@ impl Browsing {
         Ok(n)
     }
 
+    /// Close the sessions of keys that are gone (`revoked(key)`: the keys
+    /// were reloaded without it): a session lives no longer than its key.
+    /// How many were closed.
+    pub async fn end_revoked(&self, revoked: impl Fn(&str) -> bool) -> usize {
+        let gone: Vec<Arc<BrowserSession>> = {
+            let mut map = self.map.lock();
+            let ids: Vec<String> = (map.iter())
+                .filter(|(_, s)| s.owner.key.as_deref().is_some_and(&revoked))
+                .map(|(id, _)| id.clone())
+                .collect();
+            ids.iter().filter_map(|id| map.remove(id)).collect()
+        };
+        for s in &gone {
+            if let Err(e) = self.end_session(s).await {
+                tracing::warn!(session = %s.id, error = %e, "closing a revoked key's browser session");
+            }
+        }
+        gone.len()
+    }
+
     /// Close the sessions nobody used for [`IDLE`] (and, at shutdown, all).
     pub async fn reap(&self, all: bool) {
         let idle: Vec<Arc<BrowserSession>> = {

@@ -104,6 +104,9 @@ pub struct LiveSession {
     recording: parking_lot::Mutex<Option<crate::lease::Recording>>,
     /// Its id.
     pub recording_id: Option<String>,
+    /// A page the person landed on was one the strategy reads as a block of
+    /// the identity (its breaker hears of it when the session ends).
+    blocked: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for LiveSession {
@@ -259,6 +262,7 @@ impl Logins {
             status,
             cancel: self.stop.child_token(),
             counts: (AtomicU64::new(0), AtomicU64::new(0)),
+            blocked: std::sync::atomic::AtomicBool::new(false),
             recording: parking_lot::Mutex::new(recording),
             recording_id,
         });
@@ -446,6 +450,8 @@ impl Logins {
         };
         let outcome = match &end {
             Ok("logged_in") => Outcome::Ok,
+            // The site blocked the identity on a page the person reached.
+            _ if me.blocked.load(Ordering::Relaxed) => Outcome::HardBlock,
             Ok(_) => Outcome::Skipped,
             Err(_) => Outcome::Failed,
         };
@@ -516,6 +522,10 @@ impl Logins {
         let deadline = Instant::now() + limits.timeout;
         let mut last_input = Instant::now();
         let mut check = tokio::time::interval(Duration::from_millis(500));
+        // The page last judged: each new one the person reaches is the
+        // slot's request, on the recording, and judged (not paced: a
+        // person sets their own pace).
+        let mut judged: Option<String> = None;
         loop {
             tokio::select! {
                 f = frames.next() => match f {
@@ -554,6 +564,16 @@ impl Logins {
                         .unwrap_or_default();
                     let at = tab.url().await.ok().flatten().unwrap_or_default();
                     let body = Body::html_page(&html);
+                    if at.starts_with("http") && judged.as_deref() != Some(at.as_str()) && !html.is_empty() {
+                        slot.count_page();
+                        if let Some(t) = tape {
+                            t.action("loaded", crate::identity::browser::tape::without_credentials(&at));
+                        }
+                        if strategy.classify(200, &at, &body) == Outcome::HardBlock {
+                            me.blocked.store(true, Ordering::Relaxed);
+                        }
+                        judged = Some(at.clone());
+                    }
                     match goal {
                         Goal::SignIn => if let Some((LoginState::LoggedIn, why)) = strategy.login_state(200, &at, &body) {
                             self.leases.set_login(slot.id, strategy.name(), LoginState::LoggedIn, &why);

@@ -40,6 +40,16 @@ async fn a_person_signs_a_slot_in_through_the_live_view() {
         assert_eq!(r.status(), reqwest::StatusCode::FORBIDDEN);
     }
 
+    let requests_of_1 = |v: &Value| v["slots"][1]["requests"].as_u64().unwrap_or(0);
+    let slots_before: Value = http
+        .get(d.url("/api/v1/slots"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .expect("slots")
+        .json()
+        .await
+        .expect("json");
     let mut login = idpool(&env)
         .args([
             "login",
@@ -178,6 +188,40 @@ async fn a_person_signs_a_slot_in_through_the_live_view() {
         slots["slots"][1]["login"]["testshop"]["state"], "logged_in",
         "{slots}"
     );
+    // The pages the person reached are the slot's requests (issue 54) and
+    // are on the session's recording.
+    assert!(
+        requests_of_1(&slots) >= requests_of_1(&slots_before) + 2,
+        "the sign-in page and the page after it: {slots}"
+    );
+    let recs: Value = http
+        .get(d.url("/api/v1/recordings"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .expect("recordings")
+        .json()
+        .await
+        .expect("json");
+    let live = (recs["recordings"].as_array().into_iter().flatten())
+        .find(|r| r["kind"] == "live" && r["slot"] == 1)
+        .unwrap_or_else(|| panic!("the live session's recording: {recs}"));
+    let rec: Value = http
+        .get(d.url(&format!(
+            "/api/v1/recordings/{}",
+            live["id"].as_str().expect("id")
+        )))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .expect("recording")
+        .json()
+        .await
+        .expect("json");
+    let loaded = (rec["actions"].as_array().into_iter().flatten())
+        .filter(|a| a["kind"] == "loaded")
+        .count();
+    assert!(loaded >= 2, "each page the person reached is logged: {rec}");
     let jar = std::fs::read_to_string(env.path("data/slots/1/cookies.json")).expect("jar saved");
     assert!(
         jar.contains(accounts::COOKIE),

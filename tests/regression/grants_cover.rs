@@ -149,7 +149,26 @@ async fn grants_cover_recordings_events_tools_and_sessions() {
         !said.contains("slot 0") && !said.contains("testshop"),
         "{said}"
     );
-    let (status, _) = tool(&d, &alice, "browser_close", json!({"session": session})).await;
-    assert_eq!(status, 200);
+    // A session lives no longer than its key.
+    let sessions = |v: &Value| v["slots"][0]["browser_sessions"].as_u64();
+    assert_eq!(
+        sessions(&tool(&d, &root, "pool_status", json!({})).await.1),
+        Some(1)
+    );
+    let out = crate::common::daemon::idpool(&env)
+        .args(["keys", "revoke", "alice"])
+        .output()
+        .await
+        .expect("keys revoke");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    d.reload().await;
+    assert_eq!(
+        sessions(&tool(&d, &root, "pool_status", json!({})).await.1),
+        Some(0)
+    );
     d.stop().await;
 }

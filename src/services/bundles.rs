@@ -420,6 +420,69 @@ impl Bundles {
 mod tests {
     use super::*;
 
+    fn contents() -> Contents {
+        Contents {
+            contents: CONTENTS,
+            exported_at: 1,
+            from_slot: 0,
+            profile: "default".into(),
+            user_agent: "Mozilla/5.0 (X11; Linux x86_64)".into(),
+            identity: BundledIdentity {
+                session: "0a1b2c3d4e5f".into(),
+                generation: 0,
+                born: 1,
+            },
+            proxy: None,
+            proxy_secrets: false,
+            calibration: None,
+            session: "{}".into(),
+            sites: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn each_value_a_bundle_carries_is_held_to_its_format_and_named() {
+        assert_eq!(contents().check(), Ok(()));
+        let now = Instant::now();
+        let cfg = crate::config::BreakerConfig::default();
+        let site = || {
+            SiteSnap::of(
+                &mut crate::routing::Site::new(crate::routing::Breaker::new(cfg)),
+                now,
+            )
+        };
+        let mut ok = contents();
+        for name in ["testshop", "amazon@amazon.de", "web:shop.example.test"] {
+            ok.sites.insert(name.into(), site());
+        }
+        assert_eq!(ok.check(), Ok(()));
+        type Spoil = fn(&mut Contents);
+        let bad: [(&str, Spoil); 6] = [
+            ("identity.session", |c| {
+                c.identity.session = "x@127.0.0.2:18999/#".into()
+            }),
+            ("identity.session", |c| c.identity.session = "a".repeat(65)),
+            ("profile", |c| c.profile = "../etc".into()),
+            ("profile", |c| c.profile = String::new()),
+            ("user_agent", |c| {
+                c.user_agent = "Mozilla\r\nX-Evil: 1".into()
+            }),
+            ("sites", |c| {
+                let s = c.sites.values().next().cloned();
+                if let Some(s) = s {
+                    c.sites.insert("web:evil/../x".into(), s);
+                }
+            }),
+        ];
+        for (field, spoil) in bad {
+            let mut c = contents();
+            c.sites.insert("testshop".into(), site());
+            spoil(&mut c);
+            let e = c.check().expect_err(field);
+            assert!(e.starts_with(field), "{field}: {e}");
+        }
+    }
+
     /// A key derivation held until the test says: (its release, its end).
     fn held(
         turns: &KeyTurns,

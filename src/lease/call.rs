@@ -131,6 +131,40 @@ impl Leases {
         }
     }
 
+    /// `Err(not_granted)` when `scope` (a caller's grants; `None`: any)
+    /// does not cover `url`'s site on slot `slot`: what every hop and page
+    /// a call reaches is held to, like its first URL.
+    pub fn granted(&self, url: &url::Url, slot: usize, scope: Option<&Scope>) -> Result<()> {
+        let Some(scope) = scope else {
+            return Ok(());
+        };
+        let host = url.host_str().unwrap_or_default();
+        let key = match self.strategy_for(url) {
+            Some(s) => s.name().to_string(),
+            None => web_key(host),
+        };
+        let signed_in = |s: &str| self.signed_in(slot, s);
+        let me = crate::routing::grants::Identity {
+            slot,
+            labels: self.labels(slot),
+            signed_in: &signed_in,
+        };
+        let place = crate::routing::grants::Place {
+            key: &key,
+            host: Some(host),
+        };
+        if scope.permits(&me, Some(place)) {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorKind::NotGranted,
+            format!(
+                "key `{}` is not granted {host} (`{key}`) for `{}` on slot {slot}: the call went there by a redirect or from the page, and stopped (`idpool keys list` shows its grants)",
+                scope.key, scope.tool
+            ),
+        ))
+    }
+
     /// The strategy responsible for `url`, if any (else the open web's
     /// generic rules).
     pub fn strategy_for(&self, url: &url::Url) -> Option<Arc<dyn crate::strategy::Strategy>> {

@@ -455,35 +455,8 @@ impl Lease {
     /// `Err(not_granted)` when the caller's grants do not cover `url`'s
     /// site on this identity.
     pub fn granted(&self, url: &url::Url) -> Result<()> {
-        let Some(scope) = &self.scope else {
-            return Ok(());
-        };
-        let host = url.host_str().unwrap_or_default();
-        let key = match self.leases.strategy_for(url) {
-            Some(s) => s.name().to_string(),
-            None => crate::routing::web_key(host),
-        };
-        let slot = self.slot.id;
-        let signed_in = |s: &str| self.leases.signed_in(slot, s);
-        let me = crate::routing::grants::Identity {
-            slot,
-            labels: self.leases.labels(slot),
-            signed_in: &signed_in,
-        };
-        let place = crate::routing::grants::Place {
-            key: &key,
-            host: Some(host),
-        };
-        if scope.permits(&me, Some(place)) {
-            return Ok(());
-        }
-        Err(Error::new(
-            ErrorKind::NotGranted,
-            format!(
-                "key `{}` is not granted {host} (`{key}`) for `{}` on slot {slot}: the call went there by a redirect or from the page, and stopped (`idpool keys list` shows its grants)",
-                scope.key, scope.tool
-            ),
-        ))
+        self.leases
+            .granted(url, self.slot.id, self.scope.as_deref())
     }
 
     /// A page the browser loaded, classified under the strategy and counted.

@@ -328,7 +328,16 @@ impl Browsing {
                         .await?,
                 )
             }
-            _ => None,
+            // A step that only reads the page: the page must be one the
+            // caller may see (a script may have moved the tab since).
+            (_, Some(u)) => {
+                if let Err(e) = self.leases.granted(u, session.slot, scope) {
+                    tab::blank(t).await;
+                    return Err(e);
+                }
+                None
+            }
+            (_, None) => None,
         };
         let deadline = Instant::now() + Duration::from_secs(slot.browser().op_timeout_secs());
         let mut turn = slot.browser().turn().await?;

@@ -268,6 +268,39 @@ async fn host_grants_hold_on_every_redirect_hop_and_after_a_click() {
     tools::browser_close::run(&pool, json!({"session": id}), &granted("browser_close"))
         .await
         .expect("close");
+
+    // However a tab came to a page the key may not see (a script moving it
+    // between steps; here a session of the same caller opened there before
+    // its grants were narrowed), a step that only reads it is refused too.
+    let wide = RunOptions {
+        scope: None,
+        ..granted("browser_open")
+    };
+    let there = tools::browser_open::run(&pool, json!({"url": direct}), &wide)
+        .await
+        .expect("open without grants")
+        .body;
+    let id = there["session"].as_str().expect("session").to_string();
+    not_granted(
+        tools::browser_snapshot::run(&pool, json!({"session": id}), &granted("browser_snapshot"))
+            .await,
+        "127.0.0.1",
+        "a snapshot of a page off the key's hosts",
+    );
+    let snap = tools::browser_snapshot::run(&pool, json!({"session": id}), &wide)
+        .await
+        .expect("snapshot")
+        .body;
+    assert!(
+        !snap["url"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("127.0.0.1"),
+        "the refused page was left: {snap}"
+    );
+    tools::browser_close::run(&pool, json!({"session": id}), &wide)
+        .await
+        .expect("close");
     shutdown_and_check(&pool).await;
 }
 

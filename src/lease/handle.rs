@@ -196,7 +196,7 @@ impl Lease {
         let max = self.slot.max_redirects();
         let mut hops = 0;
         let response = loop {
-            let r = self.counted(tier, started, self.slot.fetch(req.clone()).await)?;
+            let r = self.counted(tier, started, self.slot.fetch(&req).await)?;
             let Some(next) = req.redirected(&r) else {
                 break r;
             };
@@ -524,7 +524,7 @@ impl Lease {
         let read = |at: url::Url| async move {
             self.pace().await?;
             let started = std::time::Instant::now();
-            let r = self.slot.fetch(FetchRequest::get(at)).await;
+            let r = self.slot.fetch(&FetchRequest::get(at)).await;
             let outcome = if r.is_ok() { "ok" } else { "failed" };
             self.leases
                 .record(&self.strategy, 2, outcome, started.elapsed());

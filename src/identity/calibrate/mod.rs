@@ -451,18 +451,18 @@ async fn http_visit(client: &HttpClient, base: &str) -> Result<()> {
             .map_err(|e| Error::new(ErrorKind::Internal, format!("calibration URL ({e})")))
     };
     for p in ["start", "page"] {
-        let r = client.fetch(FetchRequest::get(url(p)?)).await?;
+        let r = client.fetch(&FetchRequest::get(url(p)?)).await?;
         check(p, r.status)?;
     }
     http_xhr(client, &url, "").await?;
     // The same two over HTTP/1.1.
-    let r = client.fetch(FetchRequest::get(url("h1/page")?)).await?;
+    let r = client.fetch(&FetchRequest::get(url("h1/page")?)).await?;
     check("h1/page", r.status)?;
     http_xhr(client, &url, "h1/").await?;
     // And on an origin that asked for every hint: the HTTP tier learns it
     // from `hints/ask`'s `Accept-CH`, as the browser did.
     for p in ["hints/ask", "hints/page"] {
-        let r = client.fetch(FetchRequest::get(url(p)?)).await?;
+        let r = client.fetch(&FetchRequest::get(url(p)?)).await?;
         check(p, r.status)?;
     }
     http_xhr(client, &url, "hints/").await
@@ -487,7 +487,7 @@ async fn http_xhr(
         ),
     ];
     xhr.body = Some(bytes::Bytes::from_static(b"item=calibration&page=1"));
-    let r = client.fetch(xhr).await?;
+    let r = client.fetch(&xhr).await?;
     check(&format!("{prefix}xhr"), r.status)
 }
 

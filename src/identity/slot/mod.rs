@@ -622,7 +622,7 @@ impl Slot {
 
     /// One HTTP request through this identity (for [`crate::lease::Lease::http`]);
     /// the jar is saved when it changed.
-    pub(crate) async fn fetch(&self, req: FetchRequest) -> Result<FetchResponse> {
+    pub(crate) async fn fetch(&self, req: &FetchRequest) -> Result<FetchResponse> {
         self.calibration_settled().await;
         self.wear.used();
         let client = self.http.read().clone();

@@ -188,9 +188,9 @@ impl HttpClient {
     /// A navigation's `Accept-CH` is remembered for its origin; when its
     /// `Critical-CH` names a hint the origin now asks for and this request
     /// lacked, it is sent again once, as Chromium does.
-    pub async fn fetch(&self, req: FetchRequest) -> Result<FetchResponse> {
+    pub async fn fetch(&self, req: &FetchRequest) -> Result<FetchResponse> {
         self.guard.check(&req.url).await?;
-        let (resp, sent) = self.send(&req).await?;
+        let (resp, sent) = self.send(req).await?;
         if req.kind != RequestKind::Navigation || !self.hints.learn(&resp.final_url, &resp.headers)
         {
             return Ok(resp);
@@ -206,7 +206,7 @@ impl HttpClient {
             return Ok(resp);
         }
         tracing::debug!(url = %req.url, "Critical-CH: the navigation goes again with the hints asked for");
-        Ok(self.send(&req).await?.0)
+        Ok(self.send(req).await?.0)
     }
 
     /// One request as the browser would send it to its origin now; the

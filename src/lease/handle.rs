@@ -135,6 +135,7 @@ impl Lease {
     ) -> (Fetched, ()) {
         self.judge_page(page, at, Vec::new(), started, None, |_, _| ())
     }
+
     pub fn strategy(&self) -> &str {
         &self.strategy
     }

@@ -25,19 +25,10 @@ pub fn routes(control: Arc<Control>) -> Router {
         .with_state(control)
 }
 
-/// Whether `who` may see recording `id` (its slot and site under the key's
-/// grants); a recording that cannot be read is left to the reader's error.
-fn seen_by(c: &Control, who: &crate::auth::Principal, id: &str) -> bool {
-    let store = c.core.pool().leases().recordings();
-    match store.meta(id) {
-        Ok(m) => crate::mcp::grants::may_see(
-            c.core.pool(),
-            who,
-            m.subject.slot,
-            Some(&m.subject.strategy),
-        ),
-        Err(_) => true,
-    }
+/// Whether `who` may see a recording of slot `slot` for `strategy` (the
+/// key's grants; a key without them sees every one).
+fn seen_by(c: &Control, who: &crate::auth::Principal, slot: usize, strategy: &str) -> bool {
+    crate::mcp::grants::may_see(c.core.pool(), who, slot, Some(strategy))
 }
 
 fn not_yours(id: &str) -> Response {
@@ -63,14 +54,7 @@ async fn list(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Re
     let mut all = tokio::task::spawn_blocking(move || store.list())
         .await
         .unwrap_or_default();
-    all.retain(|m| {
-        crate::mcp::grants::may_see(
-            c.core.pool(),
-            &who,
-            m.subject.slot,
-            Some(&m.subject.strategy),
-        )
-    });
+    all.retain(|m| seen_by(&c, &who, m.subject.slot, &m.subject.strategy));
     let cfg = c.core.pool().leases().recordings().config().clone();
     axum::Json(json!({
         "recordings": all,
@@ -107,12 +91,22 @@ async fn one(
         Ok(who) => who,
         Err(r) => return refuse(r),
     };
-    if !seen_by(&c, &who, &id) {
-        return not_yours(&id);
-    }
     let store = c.core.pool().leases().recordings().clone();
-    match tokio::task::spawn_blocking(move || store.get(&id)).await {
-        Ok(Ok(v)) => axum::Json(v).into_response(),
+    let read = {
+        let id = id.clone();
+        tokio::task::spawn_blocking(move || store.get(&id)).await
+    };
+    match read {
+        Ok(Ok(v)) => {
+            let slot = v["meta"]["slot"]
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok());
+            let strategy = v["meta"]["strategy"].as_str().unwrap_or_default();
+            match slot {
+                Some(slot) if seen_by(&c, &who, slot, strategy) => axum::Json(v).into_response(),
+                _ => not_yours(&id),
+            }
+        }
         Ok(Err(e)) => failed(&e),
         Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "recording reader failed"),
     }
@@ -135,9 +129,6 @@ async fn frame(
         Ok(who) => who,
         Err(r) => return refuse(r),
     };
-    if !seen_by(&c, &who, &id) {
-        return not_yours(&id);
-    }
     let Ok(n) = n.parse::<usize>() else {
         return error(
             StatusCode::BAD_REQUEST,
@@ -145,8 +136,23 @@ async fn frame(
         );
     };
     let store = c.core.pool().leases().recordings().clone();
-    match tokio::task::spawn_blocking(move || store.frame(&id, n)).await {
-        Ok(Ok(jpeg)) => (
+    // Whose the recording is, read only for a key with grants.
+    let ask = !who.grants.is_empty();
+    let read = {
+        let id = id.clone();
+        tokio::task::spawn_blocking(move || {
+            let of = if ask {
+                Some(store.meta(&id)?.subject)
+            } else {
+                None
+            };
+            Ok::<_, crate::Error>((of, store.frame(&id, n)?))
+        })
+        .await
+    };
+    match read {
+        Ok(Ok((Some(of), _))) if !seen_by(&c, &who, of.slot, &of.strategy) => not_yours(&id),
+        Ok(Ok((_, jpeg))) => (
             [
                 (header::CONTENT_TYPE, "image/jpeg"),
                 (header::CACHE_CONTROL, "private, max-age=3600"),

@@ -422,8 +422,8 @@ impl Browsing {
                 return Ok(out);
             }
         }
-        // What the step led to: a form submitted, a page loaded.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // The page the step led to has settled (`Lease::act`, the
+        // navigation's own wait); its body is there to read.
         let _ = tab::wait_for(t, &Until::Selector("body".into()), deadline).await;
         let tree = tab::read_tree(t, view.selector.as_deref()).await?;
         let mut seen = session.seen.lock();

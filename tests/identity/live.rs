@@ -29,6 +29,18 @@ async fn a_person_signs_a_slot_in_through_the_live_view() {
     let viewer = add_key(&env, "phone", "viewer").await;
     let d = Daemon::start(&env, 2, "").await;
     let http = reqwest::Client::new();
+    // GET `path` as the admin: its JSON.
+    let admin_get = |path: String| {
+        let b = http.get(d.url(&path)).bearer_auth(&admin);
+        async move {
+            b.send()
+                .await
+                .expect("GET")
+                .json::<Value>()
+                .await
+                .expect("json")
+        }
+    };
     for key in [&viewer, &operator] {
         let r = http
             .post(d.url("/api/v1/slots/1/login"))
@@ -41,15 +53,7 @@ async fn a_person_signs_a_slot_in_through_the_live_view() {
     }
 
     let requests_of_1 = |v: &Value| v["slots"][1]["requests"].as_u64().unwrap_or(0);
-    let slots_before: Value = http
-        .get(d.url("/api/v1/slots"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .expect("slots")
-        .json()
-        .await
-        .expect("json");
+    let slots_before = admin_get("/api/v1/slots".to_string()).await;
     let mut login = idpool(&env)
         .args([
             "login",
@@ -175,15 +179,7 @@ async fn a_person_signs_a_slot_in_through_the_live_view() {
         "the page saw the live view's reads: {foreign:?}"
     );
 
-    let slots: Value = http
-        .get(d.url("/api/v1/slots"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .expect("slots")
-        .json()
-        .await
-        .expect("json");
+    let slots = admin_get("/api/v1/slots".to_string()).await;
     assert_eq!(
         slots["slots"][1]["login"]["testshop"]["state"], "logged_in",
         "{slots}"
@@ -194,30 +190,15 @@ async fn a_person_signs_a_slot_in_through_the_live_view() {
         requests_of_1(&slots) >= requests_of_1(&slots_before) + 2,
         "the sign-in page and the page after it: {slots}"
     );
-    let recs: Value = http
-        .get(d.url("/api/v1/recordings"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .expect("recordings")
-        .json()
-        .await
-        .expect("json");
+    let recs = admin_get("/api/v1/recordings".to_string()).await;
     let live = (recs["recordings"].as_array().into_iter().flatten())
         .find(|r| r["kind"] == "live" && r["slot"] == 1)
         .unwrap_or_else(|| panic!("the live session's recording: {recs}"));
-    let rec: Value = http
-        .get(d.url(&format!(
-            "/api/v1/recordings/{}",
-            live["id"].as_str().expect("id")
-        )))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .expect("recording")
-        .json()
-        .await
-        .expect("json");
+    let rec = admin_get(format!(
+        "/api/v1/recordings/{}",
+        live["id"].as_str().expect("id")
+    ))
+    .await;
     let loaded = (rec["actions"].as_array().into_iter().flatten())
         .filter(|a| a["kind"] == "loaded")
         .count();

@@ -48,6 +48,18 @@ async fn in_browser(d: &Daemon, url: &str) -> (u16, Value) {
     rest(d, "scrape", json!({"url": url, "mode": "browser"})).await
 }
 
+/// `scrape` of the testbed's page that writes `mib` MiB of text in the
+/// browser, as text, its first 1000 characters.
+async fn grown(d: &Daemon, base: &str, mib: usize) -> (u16, Value) {
+    rest(
+        d,
+        "scrape",
+        json!({"url": format!("{base}/hostile/grow/{mib}"), "mode": "browser", "format": "text",
+               "max_chars": 1000}),
+    )
+    .await
+}
+
 async fn healthy(d: &Daemon) -> bool {
     let r = reqwest::Client::new()
         .get(d.url("/healthz"))
@@ -158,13 +170,7 @@ async fn a_browser_page_that_writes_64_mib_is_cut_at_the_limit_and_memory_comes_
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = rss_mib(&d);
 
-    let (code, v) = rest(
-        &d,
-        "scrape",
-        json!({"url": format!("{base}/hostile/grow/64"), "mode": "browser", "format": "text",
-               "max_chars": 1000}),
-    )
-    .await;
+    let (code, v) = grown(&d, &base, 64).await;
     assert_eq!(code, 200, "{v}");
     let total = v["total_chars"].as_u64().unwrap_or(0);
     assert!(total > 0 && total <= 4 << 20, "{total}: {}", warnings(&v));
@@ -211,13 +217,7 @@ async fn a_64_mib_page_at_the_default_limit_gives_its_memory_back() {
     let before = rss_mib(&d);
     let mut peak = before;
     for round in 0..3 {
-        let (code, v) = rest(
-            &d,
-            "scrape",
-            json!({"url": format!("{base}/hostile/grow/64"), "mode": "browser", "format": "text",
-                   "max_chars": 1000}),
-        )
-        .await;
+        let (code, v) = grown(&d, &base, 64).await;
         assert_eq!(code, 200, "round {round}: {v}");
         assert!(warnings(&v).contains("http.max_body_bytes"), "{v}");
         peak = peak.max(rss_mib(&d));

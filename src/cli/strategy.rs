@@ -102,8 +102,11 @@ async fn record(config: Option<&Path>, a: RecordArgs) -> anyhow::Result<ExitCode
     };
     let text = String::from_utf8_lossy(&last.body);
     let ct = f.headers.get("content-type").cloned();
+    // Judged as `strategy test` will: as the marketplace the page is on.
+    let market = fixture::marketplace_of(strategy.as_ref(), &f.final_url);
+    let op = market.operations().get(&op.name).unwrap_or(op);
     let judged = fixture::judge(
-        strategy.as_ref(),
+        market,
         op,
         f.tier,
         f.status,

@@ -215,6 +215,13 @@ impl Extractor {
         let out = match self.format {
             Format::Html => {
                 let doc = body.html();
+                // Numbers and dates as the page's own language writes them.
+                let lang = doc.root_element().value().attr("lang");
+                let page_locale = locale.of_page(lang);
+                let cx = Ctx {
+                    locale: &page_locale,
+                    ..cx
+                };
                 let mut out = self.html_items(doc, &cx);
                 out.cut = body.cut();
                 out.empty =

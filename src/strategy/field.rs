@@ -129,8 +129,11 @@ pub(super) struct FieldFile {
     /// The value when nothing yields one (e.g. `false`).
     #[serde(default)]
     default: Option<toml::Value>,
+    /// `true`: a number in the page's locale; `"integer"`: a whole number
+    /// (a count, a rank), where `.` or `,` before three digits always
+    /// groups thousands.
     #[serde(default)]
-    number: bool,
+    number: Option<Spanned<toml::Value>>,
     /// A date in the page's languages, as `YYYY-MM-DD`.
     #[serde(default)]
     date: bool,
@@ -166,7 +169,7 @@ pub(super) struct Field {
     regex: Vec<regex::Regex>,
     map: Vec<(String, Value)>,
     default: Option<Value>,
-    number: bool,
+    number: Option<Number>,
     date: bool,
     url: bool,
     unwrap_redirect: bool,
@@ -176,6 +179,15 @@ pub(super) struct Field {
     /// JSON tiers: no other field reads this value, so it can be moved out
     /// of the parsed response instead of copied.
     pub(super) sole_reader: bool,
+}
+
+/// How a field reads a number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Number {
+    /// As the page's locale writes any number.
+    Any,
+    /// A whole number (`number = "integer"`).
+    Whole,
 }
 
 /// What reading a value needs besides the field.
@@ -244,8 +256,19 @@ impl FieldFile {
                 .collect::<Result<_, _>>()?,
             None => Vec::new(),
         };
+        let number = match self.number.as_ref().map(|n| (n, n.get_ref())) {
+            None | Some((_, toml::Value::Boolean(false))) => None,
+            Some((_, toml::Value::Boolean(true))) => Some(Number::Any),
+            Some((_, toml::Value::String(k))) if k == "integer" => Some(Number::Whole),
+            Some((n, _)) => {
+                return Err(l.at(
+                    n.span(),
+                    format!("{label}.number must be true or \"integer\""),
+                ));
+            }
+        };
         let kinds = [
-            self.number,
+            number.is_some(),
             self.date,
             self.url || self.unwrap_redirect,
             self.exists,
@@ -282,7 +305,7 @@ impl FieldFile {
                 .default
                 .as_ref()
                 .map(|v| serde_json::to_value(v).unwrap_or(Value::Null)),
-            number: self.number,
+            number,
             date: self.date,
             url: self.url,
             unwrap_redirect: self.unwrap_redirect,
@@ -298,7 +321,7 @@ impl Field {
     pub(super) fn reads_raw(&self) -> bool {
         !self.regex.is_empty()
             || !self.map.is_empty()
-            || self.number
+            || self.number.is_some()
             || self.date
             || self.url
             || self.unwrap_redirect
@@ -389,8 +412,12 @@ impl Field {
         if let Some((_, v)) = self.map.iter().find(|(k, _)| *k == lower) {
             return v.clone();
         }
-        if self.number {
-            return cx.locale.number(&s).map_or(Value::Null, |f| {
+        if let Some(kind) = self.number {
+            let n = match kind {
+                Number::Any => cx.locale.number(&s),
+                Number::Whole => cx.locale.whole_number(&s),
+            };
+            return n.map_or(Value::Null, |f| {
                 // "4.0 out of 5" is the integer 4; "4.5" stays a float.
                 if f.fract() == 0.0 && f.abs() < 9.0e15 {
                     Value::from(f as i64)

@@ -188,16 +188,9 @@ pub fn judge(
         outcome = Outcome::TierBlock;
     }
     // As the cascade does: an operation that needs a signed-in identity
-    // got a signed-out page.
-    if op.requires_login
-        && matches!(&login, Some((super::LoginState::LoggedOut, _)))
-        && !matches!(
-            outcome,
-            Outcome::HardBlock | Outcome::RateLimited | Outcome::Challenge
-        )
-    {
-        outcome = Outcome::LoginRequired;
-    }
+    // got a signed-out page; its content decides, and only a page without
+    // items (or the page's own empty marker) is the sign-in wall.
+    let signed_out = op.requires_login && matches!(&login, Some((super::LoginState::LoggedOut, _)));
     if !matches!(outcome, Outcome::Ok | Outcome::Empty) {
         return Ok(Judged {
             outcome,
@@ -211,6 +204,7 @@ pub fn judge(
     let outcome = match &extracted {
         Ok(ex) if ex.items.is_empty() => Outcome::Empty,
         Ok(_) => Outcome::Ok,
+        Err(_) if signed_out => Outcome::LoginRequired,
         Err(_) => Outcome::Failed,
     };
     Ok(Judged {

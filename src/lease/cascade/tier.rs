@@ -207,15 +207,17 @@ fn judge(
             .map(|why| format!("[tier{}.block] {why}", tier.number))
     };
     let mut detail = fetched.detail.clone();
-    // An operation that needs a signed-in identity got a signed-out page.
-    if op.requires_login
-        && let Some((crate::strategy::LoginState::LoggedOut, why)) = &fetched.login
-    {
-        return TierRun {
-            detail: Some(why.clone()),
-            ..TierRun::new(TierEnd::LoginRequired, Some(status), None)
-        };
-    }
+    // An operation that needs a signed-in identity got a signed-out page:
+    // the page's content still decides (items are items, signed in or not);
+    // only a page without them is the sign-in wall.
+    let signed_out = match &fetched.login {
+        Some((crate::strategy::LoginState::LoggedOut, why)) if op.requires_login => Some(why),
+        _ => None,
+    };
+    let login_required = |why: &String| TierRun {
+        detail: Some(why.clone()),
+        ..TierRun::new(TierEnd::LoginRequired, Some(status), None)
+    };
     let end = match fetched.outcome {
         Outcome::HardBlock => TierEnd::HardBlock,
         Outcome::LoginRequired => TierEnd::LoginRequired,
@@ -232,6 +234,9 @@ fn judge(
             ..Default::default()
         }),
         Outcome::Ok if fetched.wait_for_missed.is_some() => {
+            if let Some(why) = signed_out {
+                return login_required(why);
+            }
             let error = format!(
                 "`{}` did not appear",
                 tier.wait_for.clone().unwrap_or_default()
@@ -240,6 +245,7 @@ fn judge(
         }
         Outcome::Ok => match strategy.extract(op, tier, body, final_url) {
             Ok(ex) => done(ex),
+            Err(_) if let Some(why) = signed_out => return login_required(why),
             Err(e) => {
                 return TierRun {
                     unextracted: true,

@@ -13,7 +13,13 @@ pub use spec::{DateOrder, Locale, LocaleFile};
 impl Locale {
     /// The first number in `text`, read with this locale's separators.
     pub fn number(&self, text: &str) -> Option<f64> {
-        number::first(self, text)
+        number::first(self, text, false)
+    }
+
+    /// The first number in `text`, known to be whole (a count, a rank):
+    /// `.` or `,` before exactly three digits groups in any locale.
+    pub fn whole_number(&self, text: &str) -> Option<f64> {
+        number::first(self, text, true)
     }
 
     /// The first date in `text`, as `YYYY-MM-DD`.

@@ -31,7 +31,10 @@ const SCALES: &[(&str, f64, bool)] = &[
     ("ألف", 1e3, true),
 ];
 
-pub(super) fn first(l: &Locale, text: &str) -> Option<f64> {
+/// `integer`: the number is known to be a whole one (a count, a rank), so a
+/// `.` or `,` followed by exactly three digits groups thousands in any
+/// locale (a German page that writes "Nr. 117,767" means 117767).
+pub(super) fn first(l: &Locale, text: &str, integer: bool) -> Option<f64> {
     // Full-width punctuation reads as its ASCII form (Japanese prices).
     let chars: Vec<char> = text
         .chars()
@@ -58,14 +61,15 @@ pub(super) fn first(l: &Locale, text: &str) -> Option<f64> {
     // India's grouping, before the last group), then no further digit.
     while let Some(&c) = chars.get(i) {
         let is_group = l.group.contains(&c) || c == '\u{66c}';
-        if !is_group || c == l.decimal {
+        let whole_group = integer && matches!(c, '.' | ',');
+        if !(is_group || whole_group) || (c == l.decimal && !whole_group) {
             break;
         }
         let n = chars[i + 1..]
             .iter()
             .take_while(|c| digit(**c).is_some())
             .count();
-        let ok = n == 3 || (l.indian_grouping && n == 2);
+        let ok = n == 3 || (l.indian_grouping && n == 2 && !(c == l.decimal));
         if !ok {
             break;
         }
@@ -142,6 +146,19 @@ mod tests {
         assert_eq!(n("en-US", "no digits"), None);
         assert_eq!(n("en-US", "-3 degrees"), Some(-3.0));
         assert_eq!(n("en-US", "B0-3"), Some(0.0));
+    }
+
+    #[test]
+    fn whole_numbers_group_in_any_locale() {
+        let w = |tag: &str, text: &str| Locale::parse(tag).unwrap().whole_number(text);
+        assert_eq!(w("de-DE", "Nr. 117,767 in Drogerie"), Some(117767.0));
+        assert_eq!(w("de-DE", "92.284 Sternebewertungen"), Some(92284.0));
+        assert_eq!(w("en-US", "#1.234 in Books"), Some(1234.0));
+        assert_eq!(w("es-ES", "(7,3 mil)"), Some(7300.0));
+        assert_eq!(w("en-IN", "1,02,900"), Some(102900.0));
+        // Not three digits: the locale's decimal still reads as one.
+        assert_eq!(w("de-DE", "4,5"), Some(4.5));
+        assert_eq!(n("de-DE", "117,767"), Some(117.767));
     }
 
     #[test]

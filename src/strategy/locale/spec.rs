@@ -76,6 +76,35 @@ impl LocaleFile {
     }
 }
 
+impl Locale {
+    /// The locale of a page that says it is in `lang` (its `<html lang>`):
+    /// a page writes numbers and dates as its own language does (an
+    /// amazon.de page in English writes `€1,013.76`), so that language
+    /// decides; this locale (with any overrides of its own) stays when the
+    /// page names none, a tag we cannot read, or this locale's language
+    /// and region (or only its language).
+    pub fn of_page(&self, lang: Option<&str>) -> std::borrow::Cow<'_, Locale> {
+        use std::borrow::Cow;
+        let Some(page) = lang.and_then(|l| Locale::parse(l).ok()) else {
+            return Cow::Borrowed(self);
+        };
+        let parts = |t: &str| {
+            let t = t.to_ascii_lowercase();
+            let mut p = t.split('-');
+            let lang = p.next().unwrap_or_default().to_string();
+            let region = p.find(|x| x.len() == 2 || x.len() == 3).map(str::to_string);
+            (lang, region)
+        };
+        let (own_lang, own_region) = parts(&self.tag);
+        let (page_lang, page_region) = parts(&page.tag);
+        if own_lang == page_lang && (page_region.is_none() || page_region == own_region) {
+            Cow::Borrowed(self)
+        } else {
+            Cow::Owned(page)
+        }
+    }
+}
+
 const SPACES: [char; 3] = [' ', '\u{a0}', '\u{202f}'];
 
 impl Locale {

@@ -6,6 +6,7 @@
 mod common;
 
 mod cluster_key;
+mod content_first;
 mod crawl_owner;
 mod egress_open_proxy;
 mod every_hop;

@@ -101,13 +101,17 @@ fn a_signed_in_page_judged_signed_out_fails() {
         has(&p, "login: expected logged_in, got logged_out"),
         "{p:?}"
     );
-    // ... and an operation that needs a signed-in identity is refused.
+    // ... and on a review page the reviews are still read: the page's
+    // content decides, not the sign-in state it is taken for (issue 55).
     let p = problems_with(
         "reviews-de-2025-signed-in-translated",
         "[session.logged_out]\nselector = \"",
         "[session.logged_out]\nselector = \"#nav-link-accountList[data-nav-role=signin], #nav-link-accountList > a[data-nav-role=signin], ",
     );
-    assert!(has(&p, "outcome: expected ok, got login_required"), "{p:?}");
+    assert!(
+        has(&p, "login: expected logged_in, got logged_out") && !has(&p, "outcome:"),
+        "{p:?}"
+    );
 }
 
 #[test]
@@ -127,11 +131,24 @@ fn a_price_from_outside_the_buy_box_fails() {
 
 #[test]
 fn a_german_rating_read_in_english_fails() {
-    let p = problems_with(
-        "review-counts-de-2025-signed-in",
+    let english = changed(
+        &source(),
         "[marketplaces.\"amazon.de\"]\nlocale = \"de-DE\"",
         "[marketplaces.\"amazon.de\"]\nlocale = \"en-US\"",
     );
+    // The page says it is German (`<html lang="de-de">`): its language
+    // decides, whatever the marketplace's default.
+    let page = one("review-counts-de-2025-signed-in");
+    assert!(
+        page.body.contains("lang=\"de-de\""),
+        "the fixture names its language"
+    );
+    assert!(fixture::test(&parse(&english), &page).is_empty());
+    // A page that names no language is read in the marketplace's format.
+    let mut bare = page.clone();
+    bare.body = bare.body.replacen(" lang=\"de-de\"", "", 1);
+    assert!(fixture::test(&parse(&source()), &bare).is_empty());
+    let p = fixture::test(&parse(&english), &bare);
     assert!(has(&p, "item 0 `rating`: expected 4.4, got 4"), "{p:?}");
     // Read as German, "92.284" is 92284 and "4,4" is 4.4.
     let de = idpool::strategy::locale::Locale::parse("de-DE").expect("de-DE");

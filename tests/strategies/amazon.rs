@@ -342,3 +342,69 @@ fn a_layout_change_shows_as_drift_and_broken_expect_rules() {
         "{warnings:?}"
     );
 }
+
+// Issue 55: what the real pages showed, each as a mistake `strategy test`
+// must name.
+
+#[test]
+fn a_page_with_reviews_judged_login_required_fails() {
+    // A review page saved signed out shows its reviews: ok, with them.
+    let page = one("reviews-com-2020-signed-out-page1");
+    assert!(fixture::test(&parse(&source()), &page).is_empty());
+    // With no items read, the signed-out page is the sign-in wall.
+    let p = problems_with(
+        "reviews-com-2020-signed-out-page1",
+        "items = [\"#cm_cr-review_list [data-hook=review]\", \"[data-hook=review]\"]",
+        "items = [\"#cm_cr-review_list [data-hook=no-review]\"]",
+    );
+    assert!(has(&p, "outcome: expected ok, got login_required"), "{p:?}");
+}
+
+#[test]
+fn a_product_without_reviews_judged_failed_fails() {
+    let p = problems_with(
+        "top-reviews-fr-2020-no-reviews",
+        ", body:not(:has(#acrCustomerReviewText)):not(:has([data-hook=review])) #reviewsMedley\"",
+        "\"",
+    );
+    assert!(has(&p, "outcome: expected empty, got failed"), "{p:?}");
+}
+
+#[test]
+fn a_missing_best_sellers_rank_fails_on_each_layout() {
+    // "929,084 in Books": the rank written without `#`.
+    let p = problems_with(
+        "product-uk-2024-book-rank-without-hash",
+        "regex = [\"(?:#|Nr\\\\.|n°|nº|n\\\\.|No\\\\.|Nº|N\\\\.º)?\\\\s?(",
+        "regex = [\"(?:#|Nr\\\\.|n°|nº|n\\\\.|No\\\\.|Nº|N\\\\.º)\\\\s?(",
+    );
+    assert!(
+        has(&p, "item 0 `best_sellers_rank`: expected 412306, got null"),
+        "{p:?}"
+    );
+    // The 2019 #SalesRank block (an li: the last, generic entry finds it too).
+    let without = changed(
+        &changed(
+            &source(),
+            "\"#SalesRank\", \"#prodDetails tr:has(a[href*='/gp/bestsellers/'])\"",
+            "\"#prodDetails tr:has(a[href*='/gp/bestsellers/'])\"",
+        ),
+        ", \"li:has(a[href*='/gp/bestsellers/'])\"]",
+        "]",
+    );
+    let p = fixture::test(&parse(&without), &one("product-ca-2019-buy-new-section"));
+    assert!(
+        has(&p, "item 0 `best_sellers_rank`: expected 47, got null"),
+        "{p:?}"
+    );
+    // "Nr. 84,512" on a German page: a whole number, not 84.512.
+    let p = problems_with(
+        "product-de-2022-rank-comma",
+        "(?:#|Nr\\\\.|n°|nº|n\\\\.|No\\\\.|Nº|N\\\\.º)?\\\\s?([0-9][0-9.,\\\\u00a0\\\\u202f]*)\\\\s+(?:in|en|em|dans|i|w|في)\\\\s\", \"-?\\\\s?([0-9][0-9,]*)\\\\s?位\"], number = \"integer\"",
+        "(?:#|Nr\\\\.|n°|nº|n\\\\.|No\\\\.|Nº|N\\\\.º)?\\\\s?([0-9][0-9.,\\\\u00a0\\\\u202f]*)\\\\s+(?:in|en|em|dans|i|w|في)\\\\s\", \"-?\\\\s?([0-9][0-9,]*)\\\\s?位\"], number = true",
+    );
+    assert!(
+        has(&p, "item 0 `best_sellers_rank`: expected 84512, got 84.512"),
+        "{p:?}"
+    );
+}

@@ -62,14 +62,20 @@ pub(super) fn first(l: &Locale, text: &str, integer: bool) -> Option<f64> {
     while let Some(&c) = chars.get(i) {
         let is_group = l.group.contains(&c) || c == '\u{66c}';
         let whole_group = integer && matches!(c, '.' | ',');
-        if !(is_group || whole_group) || (c == l.decimal && !whole_group) {
+        // The locale's decimal groups only in a whole number.
+        let groups = if c == l.decimal {
+            whole_group
+        } else {
+            is_group || whole_group
+        };
+        if !groups {
             break;
         }
         let n = chars[i + 1..]
             .iter()
             .take_while(|c| digit(**c).is_some())
             .count();
-        let ok = n == 3 || (l.indian_grouping && n == 2 && !(c == l.decimal));
+        let ok = n == 3 || (l.indian_grouping && n == 2 && c != l.decimal);
         if !ok {
             break;
         }

@@ -120,6 +120,7 @@ impl Command {
                 | Command::Completions(_)
                 | Command::Manpage(_)
                 | Command::Strategy(strategy::StrategyCmd::Test(_))
+                | Command::Strategy(strategy::StrategyCmd::Score(_))
         )
     }
 }

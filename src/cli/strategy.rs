@@ -1,6 +1,8 @@
 //! `idpool strategy record` and `idpool strategy test`: a site's answer
 //! saved as a fixture beside the strategy, and every fixture judged offline
-//! against the strategy as it is now, with a readable diff.
+//! against the strategy as it is now, with a readable diff. `idpool
+//! strategy score`: a folder of real saved pages judged against values read
+//! by hand (the library's `strategy::score`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -17,6 +19,8 @@ use idpool::strategy::expect::{Expect, FieldRule, is_blank};
 use idpool::strategy::fixture::{self, Fixture};
 use idpool::strategy::{Registry, Strategy};
 
+mod score;
+
 #[derive(Debug, Subcommand)]
 pub enum StrategyCmd {
     /// Run one operation through a slot and save the answer it ended on
@@ -26,7 +30,17 @@ pub enum StrategyCmd {
     /// Judge every fixture of the strategies (or of one) offline against
     /// its expectation; print a diff and exit 1 on a mismatch.
     Test(TestArgs),
+    /// Judge a strategy on a folder of real saved pages against the values
+    /// a person read from them (DIR/truth.json); one line per check, a
+    /// score per kind of page.
+    #[command(after_long_help = SCORE_EXIT)]
+    Score(ScoreArgs),
 }
+
+const SCORE_EXIT: &str = "Exit status:
+  0   every page right
+  1   some page wrong (or unreadable)
+  2   bad input: truth.json, a page file it names, the strategy, the config";
 
 #[derive(Debug, Args)]
 pub struct RecordArgs {
@@ -71,10 +85,30 @@ pub struct TestArgs {
     pub dir: Option<PathBuf>,
 }
 
+#[derive(Debug, Args)]
+pub struct ScoreArgs {
+    /// The folder: truth.json, and the pages (in DIR/pages or DIR).
+    pub dir: PathBuf,
+    /// The strategy (default: the one covering the first page's host).
+    #[arg(long)]
+    pub strategy: Option<String>,
+    /// Only the pages whose file name contains this.
+    #[arg(long, value_name = "SUBSTR")]
+    pub only: Option<String>,
+    /// Print every field compared, not only the wrong ones.
+    #[arg(long)]
+    pub verbose: bool,
+    /// The strategies folder, as for `strategy test` (default: the
+    /// config's pool.strategies_dir).
+    #[arg(long = "dir", value_name = "STRATEGIES")]
+    pub strategies_dir: Option<PathBuf>,
+}
+
 pub async fn run(config: Option<&Path>, cmd: StrategyCmd) -> anyhow::Result<ExitCode> {
     match cmd {
         StrategyCmd::Record(a) => record(config, a).await,
         StrategyCmd::Test(a) => test(config, a),
+        StrategyCmd::Score(a) => Ok(score::run(config, a)),
     }
 }
 

@@ -28,6 +28,7 @@ mod pointer;
 mod politeness;
 mod redirect;
 mod registry;
+pub mod score;
 pub mod template;
 mod text;
 mod toml_strategy;

@@ -1,4 +1,4 @@
-//! Strategies against their fixtures and the testbed: amazon and its marketplaces, fixture tests, a compiled strategy, extraction, drift, keyword rank, PII.
+//! Strategies against their fixtures and the testbed: amazon and its marketplaces, fixture tests, a compiled strategy, extraction, drift, keyword rank, PII, scoring on saved pages.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -10,4 +10,5 @@ mod extract;
 mod keyword_rank;
 mod marketplaces;
 mod pii;
+mod score;
 mod strategy_fixtures;

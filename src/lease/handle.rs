@@ -159,6 +159,13 @@ impl Lease {
             .is_some_and(|t| now.duration_since(t) < cooldown)
     }
 
+    /// `op`'s page was the sign-in wall for this (slot, strategy) now.
+    pub fn note_walled(&self, op: &str) {
+        let mut router = self.leases.router.lock();
+        let site = router.site(self.slot.id, &self.strategy, self.leases.cfg.breaker);
+        site.note_walled(op, Instant::now());
+    }
+
     /// Remember that `tier` hard-blocked this (slot, strategy) now.
     pub fn mark_tier_blocked(&self, tier: u8, why: Option<&str>) {
         {

@@ -72,6 +72,22 @@ impl Leases {
         }
     }
 
+    /// Slots that may try `op` of `strategy` signed out (none may be signed
+    /// in): in hand, and whose signed-out answer for it was not the sign-in
+    /// wall within [`SIGNED_OUT_WALL_MEMORY`].
+    pub fn may_try_signed_out(&self, strategy: &str, op: &str) -> Vec<usize> {
+        let now = tokio::time::Instant::now();
+        let router = self.router.lock();
+        let site = router.sites.get(strategy);
+        (0..self.slots().len())
+            .filter(|s| self.in_hand(*s))
+            .filter(|s| {
+                site.and_then(|m| m.get(s))
+                    .is_none_or(|x| !x.walled_lately(op, now, SIGNED_OUT_WALL_MEMORY))
+            })
+            .collect()
+    }
+
     /// Slots that may serve an operation that needs a signed-in identity
     /// for `strategy`: `logged_in` or `unknown` (a `logged_out` one cannot).
     pub fn may_be_signed_in(&self, strategy: &str) -> Vec<usize> {
@@ -81,6 +97,11 @@ impl Leases {
             .collect()
     }
 }
+
+/// How long a signed-out identity that met an operation's sign-in wall is
+/// not sent to that page again signed out: the site's rule rarely changes
+/// within the hour, and the call goes to the fallback at once meanwhile.
+pub const SIGNED_OUT_WALL_MEMORY: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// `idpool_slot_login_state{slot, strategy, state}`: 1 for the current state.
 fn gauge(slot: usize, strategy: &str, state: LoginState) {

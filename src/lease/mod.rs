@@ -24,6 +24,7 @@ mod drift;
 mod handle;
 mod held;
 mod login;
+pub use login::SIGNED_OUT_WALL_MEMORY;
 mod observe;
 mod pace;
 mod person;

@@ -322,3 +322,72 @@ async fn a_slot_being_signed_in_lends_its_browser_to_no_call() {
     assert_eq!(r["slot"], 0, "{r}");
     shutdown_and_check(&pool).await;
 }
+
+/// Issue 55: with nobody signed in, an operation that `requires_login`
+/// still asks its page once, signed out: what the page shows is the result
+/// (a members' item whose page is public comes back with its reviews, no
+/// fallback); a sign-in wall runs the fallback and is remembered, so the
+/// next call goes to the fallback without asking the walled page again.
+#[tokio::test]
+async fn with_nobody_signed_in_the_page_decides_once_and_a_wall_is_remembered() {
+    let env = shop(1).await;
+    let pool = env.pool();
+    // Any page of the shop says the slot is signed out.
+    let top = json!({"strategy": "testshop", "operation": "top_reviews", "params": {"item": "P1"}});
+    tools::extract::run(&pool, top, RunOptions::default())
+        .await
+        .expect("top reviews");
+    assert_eq!(
+        pool.leases().login(0, "testshop").state,
+        LoginState::LoggedOut
+    );
+    // A page that shows its reviews to everyone: read, not a fallback.
+    let r = tools::extract::run(&pool, members_reviews("P1"), RunOptions::default())
+        .await
+        .expect("the public page's reviews")
+        .body;
+    assert!(r.get("fallback").is_none_or(Value::is_null), "{r}");
+    let want: Vec<String> = common::truth("P1")
+        .iter()
+        .take(10)
+        .filter_map(|v| v["id"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(ids(&r["items"]), want, "{r}");
+    // A members-only item: one signed-out request meets the wall, the
+    // fallback answers.
+    let asked = |from: usize| {
+        env.testbed.log()[from..]
+            .iter()
+            .filter(|e| e.path.contains("ACCT6") && !e.path.starts_with("/product/"))
+            .count()
+            + env.testbed.log()[from..]
+                .iter()
+                .filter(|e| e.path.starts_with("/ajax/reviews"))
+                .count()
+    };
+    let before = env.testbed.log().len();
+    let r = tools::extract::run(&pool, members_reviews("ACCT6"), RunOptions::default())
+        .await
+        .expect("the fallback")
+        .body;
+    assert_eq!(r["fallback"]["operation"], "top_reviews", "{r}");
+    assert_eq!(
+        asked(before),
+        1,
+        "one signed-out request for the walled page"
+    );
+    // Remembered: the next call does not ask the walled page again.
+    let before = env.testbed.log().len();
+    let r = tools::extract::run(&pool, members_reviews("ACCT6"), RunOptions::default())
+        .await
+        .expect("the fallback again")
+        .body;
+    assert_eq!(r["fallback"]["operation"], "top_reviews", "{r}");
+    assert_eq!(asked(before), 0, "the wall is remembered");
+    assert_eq!(
+        pool.breaker(0, "testshop").failures,
+        0,
+        "a wall is no block"
+    );
+    shutdown_and_check(&pool).await;
+}

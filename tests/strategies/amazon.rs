@@ -408,3 +408,21 @@ fn a_missing_best_sellers_rank_fails_on_each_layout() {
         "{p:?}"
     );
 }
+
+#[test]
+fn a_german_price_read_as_anything_but_24_99_fails() {
+    let page = one("bestsellers-de-2026-page1");
+    assert!(fixture::test(&parse(&source()), &page).is_empty());
+    // The mistake the real page met: read in the default marketplace's
+    // format (the page naming no language, amazon.de's locale not applied).
+    let mut bare = page.clone();
+    bare.body = bare.body.replacen(" lang=\"de-de\"", "", 1);
+    let english = changed(
+        &source(),
+        "[marketplaces.\"amazon.de\"]\nlocale = \"de-DE\"",
+        "[marketplaces.\"amazon.de\"]\nlocale = \"en-US\"",
+    );
+    let p = fixture::test(&parse(&english), &bare);
+    assert!(has(&p, "item 0 `price`: expected 24.99, got 24"), "{p:?}");
+    assert!(has(&p, "item 0 `rating`: expected 4.4, got 4"), "{p:?}");
+}

@@ -140,3 +140,50 @@ async fn a_recorded_fixture_passes_offline_and_a_changed_selector_fails_with_a_d
     );
     assert!(text.contains("1 passed, 1 failed"), "{text}");
 }
+
+/// Issue 55: `record --body --url` judged a saved page as the strategy's
+/// default marketplace (amazon.com.br's "R$ 849,90" read as 849): it reads
+/// it as the marketplace the URL is on, as `strategy test` does.
+#[tokio::test]
+async fn record_reads_a_saved_page_as_its_marketplace_writes_numbers() {
+    let env = common::shop(1).await;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let amazon = std::fs::read_to_string(root.join("strategies/amazon.toml")).expect("amazon");
+    env.write("strategies/amazon.toml", &amazon);
+    // A Brazilian product page that names no language of its own.
+    let page = std::fs::read_to_string(
+        root.join("strategies/fixtures/amazon/product-br-2026-no-nav-r2.html"),
+    )
+    .expect("page");
+    let bare = page.replacen(" lang=\"pt-br\"", "", 1);
+    assert_ne!(bare, page, "the page names its language");
+    env.write("saved/br.html", &bare);
+    let saved = env.path("saved/br.html");
+    let (out, text) = run(
+        &env,
+        &[
+            "strategy",
+            "record",
+            "--strategy",
+            "amazon",
+            "--operation",
+            "product",
+            "--params",
+            r#"{"item": "B0FIXBR001"}"#,
+            "--body",
+            saved.to_str().expect("utf-8 path"),
+            "--url",
+            "https://www.amazon.com.br/dp/B0FIXBR001",
+            "--name",
+            "br",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{text}");
+    let f = idpool::strategy::fixture::load(&env.path("strategies/fixtures/amazon/br.toml"))
+        .expect("fixture");
+    let items = f.fixture.expect.items.expect("items");
+    assert_eq!(items[0]["price"], serde_json::json!(849.9), "{items:?}");
+    let (out, text) = run(&env, &["strategy", "test", "amazon"]).await;
+    assert!(out.status.success(), "{text}");
+}

@@ -44,7 +44,9 @@ pub use types::{Attempt, CascadeResult, Fallback, Progress, Recorded, Recorder, 
 use types::{failed_on, skipped};
 
 /// Run `op` of `strategy` with already bound `args`. An operation that
-/// `requires_login` with no slot signed in fails at once, or runs its
+/// `requires_login` goes to slots that may be signed in; with none, one
+/// signed-out identity asks its page once (what the page shows decides),
+/// and a sign-in wall there fails naming the fix, or runs its
 /// `fallback_operation` (the result says so).
 ///
 /// The run holds `call`'s identity: it starts on the slot the call holds
@@ -73,14 +75,45 @@ async fn run_unmasked(
         return run_op(call, strategy, op, args, opts).await;
     }
     if let Some(why) = login::nobody_signed_in(call.leases(), strategy.as_ref(), op, opts.slot) {
-        return fall_back(call, strategy, op, args, opts, why).await;
+        return signed_out(call, strategy, op, args, opts, why).await;
     }
     match run_op(call, strategy, op, args, opts).await {
         Err(e) => match login::nobody_signed_in(call.leases(), strategy.as_ref(), op, opts.slot) {
             // Every signed-in slot turned out signed out.
-            Some(why) => fall_back(call, strategy, op, args, opts, why).await,
+            Some(why) => signed_out(call, strategy, op, args, opts, why).await,
             None => Err(e),
         },
+        ok => ok,
+    }
+}
+
+/// Nobody may be signed in, but the page may still show what `op` asks
+/// to a signed-out visitor (a marketplace that shows its reviews to all):
+/// one signed-out identity asks it, one request, unless the page was the
+/// sign-in wall for it lately ([`crate::lease::SIGNED_OUT_WALL_MEMORY`]).
+/// What the page shows is the result; a wall runs the fallback, or fails
+/// with `why`.
+async fn signed_out(
+    call: &mut Call,
+    strategy: &Arc<dyn Strategy>,
+    op: &Operation,
+    args: &Map<String, Value>,
+    opts: &RunOptions,
+    why: Error,
+) -> Result<CascadeResult> {
+    let mut may = call.leases().may_try_signed_out(strategy.name(), &op.name);
+    if let Some(pin) = opts.slot {
+        may.retain(|s| *s == pin);
+    }
+    if may.is_empty() {
+        return fall_back(call, strategy, op, args, opts, why).await;
+    }
+    match run_op_on(call, strategy, op, args, opts, Some(may)).await {
+        Err(e) if e.kind() == ErrorKind::NeedsPerson => Err(e),
+        Err(e) => {
+            opts.report(|| format!("{}: signed out: {}", op.name, e.message()));
+            fall_back(call, strategy, op, args, opts, why).await
+        }
         ok => ok,
     }
 }
@@ -124,6 +157,19 @@ async fn run_op(
     args: &Map<String, Value>,
     opts: &RunOptions,
 ) -> Result<CascadeResult> {
+    run_op_on(call, strategy, op, args, opts, None).await
+}
+
+/// [`run_op`]; with `signed_out`, only on those (signed-out) slots, one
+/// request, whatever the operation's `requires_login`.
+async fn run_op_on(
+    call: &mut Call,
+    strategy: &Arc<dyn Strategy>,
+    op: &Operation,
+    args: &Map<String, Value>,
+    opts: &RunOptions,
+    signed_out: Option<Vec<usize>>,
+) -> Result<CascadeResult> {
     let cfg = call.leases().config().cascade;
     let mut vars = args.clone();
     vars.remove("base_url"); // the strategy's alone, never a caller's
@@ -152,8 +198,12 @@ async fn run_op(
         vars,
         tiers,
         opts,
-        budget: cfg.max_requests_per_call.max(1),
+        budget: match signed_out {
+            Some(_) => 1,
+            None => cfg.max_requests_per_call.max(1),
+        },
         spent: AtomicUsize::new(0),
+        signed_out,
     };
     slots::on_slots(&run, call, cfg).await
 }
@@ -169,6 +219,8 @@ struct OpRun<'a> {
     /// Requests the call may send to the site, and those sent so far.
     budget: usize,
     spent: AtomicUsize,
+    /// A `requires_login` operation tried signed out, on these slots only.
+    signed_out: Option<Vec<usize>>,
 }
 
 impl OpRun<'_> {
@@ -266,7 +318,9 @@ impl OpRun<'_> {
                 let page = ran.page.clone();
                 match ran.end {
                     TierEnd::HardBlock | TierEnd::LoginRequired
-                        if !asked && self.strategy.handoff().is_some_and(|h| h.wants(outcome)) =>
+                        if !asked
+                            && self.signed_out.is_none()
+                            && self.strategy.handoff().is_some_and(|h| h.wants(outcome)) =>
                     {
                         asked = true;
                         let why = (attempts.last())
@@ -309,7 +363,15 @@ impl OpRun<'_> {
                             warnings,
                         }));
                     }
-                    TierEnd::HardBlock | TierEnd::RateLimited | TierEnd::LoginRequired => {
+                    TierEnd::LoginRequired => {
+                        if self.op.requires_login {
+                            // Not sent here signed out again for a while.
+                            lease.note_walled(&self.op.name);
+                        }
+                        ended = Some(outcome);
+                        break 'tiers;
+                    }
+                    TierEnd::HardBlock | TierEnd::RateLimited => {
                         ended = Some(outcome);
                         break 'tiers;
                     }
@@ -474,7 +536,10 @@ impl slots::Work for OpRun<'_> {
         self.opts
     }
     fn needs_login(&self) -> bool {
-        self.op.requires_login
+        self.op.requires_login && self.signed_out.is_none()
+    }
+    fn only(&self) -> Option<&[usize]> {
+        self.signed_out.as_deref()
     }
     fn spent(&self) -> usize {
         OpRun::spent(self)

@@ -21,6 +21,10 @@ pub(super) trait Work {
     fn opts(&self) -> &RunOptions;
     /// Only slots that may be signed in.
     fn needs_login(&self) -> bool;
+    /// Only these slots, when set.
+    fn only(&self) -> Option<&[usize]> {
+        None
+    }
     /// Requests sent so far, and the most the call may send.
     fn spent(&self) -> usize;
     fn budget(&self) -> usize;
@@ -115,6 +119,16 @@ async fn next_lease<W: Work>(
 ) -> Result<Lease> {
     let name = work.name();
     let opts = work.opts();
+    let only: Vec<usize>;
+    let avoid = match work.only() {
+        Some(ok) => {
+            only = (0..leases.slots().len())
+                .filter(|s| !ok.contains(s) || avoid.contains(s))
+                .collect();
+            &only[..]
+        }
+        None => avoid,
+    };
     // Only slots that may be signed in, for an operation that needs it.
     let strict: Vec<usize>;
     let avoid = if work.needs_login() && opts.slot.is_none() {

@@ -364,7 +364,7 @@ fn a_page_with_reviews_judged_login_required_fails() {
 fn a_product_without_reviews_judged_failed_fails() {
     let p = problems_with(
         "top-reviews-fr-2020-no-reviews",
-        ", body:not(:has(#acrCustomerReviewText)):not(:has([data-hook=review])) #reviewsMedley\"",
+        ", body:not(:has(#acrCustomerReviewText)):not(:has([data-hook=review])) #reviewsMedley, #cm-cr-dp-review-list:not(:has([data-hook=review])), #localTopReviewsList:not(:has([data-hook=review]))\"",
         "\"",
     );
     assert!(has(&p, "outcome: expected empty, got failed"), "{p:?}");

@@ -426,3 +426,57 @@ fn a_german_price_read_as_anything_but_24_99_fails() {
     assert!(has(&p, "item 0 `price`: expected 24.99, got 24"), "{p:?}");
     assert!(has(&p, "item 0 `rating`: expected 4.4, got 4"), "{p:?}");
 }
+
+/// `record --body --url` judged a saved page as the strategy's default
+/// marketplace (amazon.com.br's "R$ 849,90" read as 849): it reads it as the
+/// marketplace the URL is on, as `strategy test` does. Offline: nothing is
+/// fetched.
+#[test]
+fn record_reads_a_saved_page_as_its_marketplace_writes_numbers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let at = |rel: &str| dir.path().join(rel);
+    std::fs::create_dir_all(at("strategies")).expect("mkdir");
+    std::fs::write(
+        at("idpool.toml"),
+        "[pool]\ndata_dir = \"data\"\nstrategies_dir = \"strategies\"\nprofiles_dir = \"profiles\"\n",
+    )
+    .expect("config");
+    std::fs::write(at("strategies/amazon.toml"), source()).expect("strategy");
+    // A Brazilian product page that names no language of its own.
+    let page = one("product-br-2026-no-nav-r2").body;
+    let bare = page.replacen(" lang=\"pt-br\"", "", 1);
+    assert_ne!(bare, page, "the page names its language");
+    std::fs::write(at("br.html"), bare).expect("page");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_idpool"))
+        .current_dir(dir.path())
+        .args([
+            "--config",
+            "idpool.toml",
+            "strategy",
+            "record",
+            "--strategy",
+            "amazon",
+        ])
+        .args([
+            "--operation",
+            "product",
+            "--params",
+            r#"{"item": "B0FIXBR001"}"#,
+        ])
+        .args([
+            "--body",
+            "br.html",
+            "--url",
+            "https://www.amazon.com.br/dp/B0FIXBR001",
+        ])
+        .args(["--name", "br"])
+        .output()
+        .expect("idpool runs");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    let f = fixture::load(&at("strategies/fixtures/amazon/br.toml")).expect("fixture");
+    let items = f.fixture.expect.items.clone().expect("items");
+    assert_eq!(items[0]["price"], json!(849.9), "{items:?}");
+    assert!(fixture::test(&parse(&source()), &f).is_empty());
+}

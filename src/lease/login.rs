@@ -60,13 +60,16 @@ impl Leases {
         );
     }
 
-    /// Forget every login state of `slot` (a retired identity signs in anew).
+    /// Forget every login state of `slot`, and the sign-in walls it met
+    /// (a retired identity signs in, and asks, anew).
     pub(crate) fn forget_logins(&self, slot: usize) {
         let mut router = self.router.lock();
         for (name, sites) in router.sites.iter_mut() {
-            if let Some(site) = sites.get_mut(&slot)
-                && site.login.take().is_some()
-            {
+            let Some(site) = sites.get_mut(&slot) else {
+                continue;
+            };
+            site.walled.clear();
+            if site.login.take().is_some() {
                 gauge(slot, name, LoginState::Unknown);
             }
         }

@@ -389,5 +389,14 @@ async fn with_nobody_signed_in_the_page_decides_once_and_a_wall_is_remembered() 
         0,
         "a wall is no block"
     );
+    // A retired identity asks anew.
+    pool.leases().retire(0, "test").await.expect("retired");
+    let before = env.testbed.log().len();
+    let r = tools::extract::run(&pool, members_reviews("ACCT6"), RunOptions::default())
+        .await
+        .expect("the fallback after retirement")
+        .body;
+    assert_eq!(r["fallback"]["operation"], "top_reviews", "{r}");
+    assert_eq!(asked(before), 1, "a new identity asks the page once");
     shutdown_and_check(&pool).await;
 }

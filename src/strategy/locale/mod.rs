@@ -61,4 +61,24 @@ mod tests {
         };
         assert!(bad.compile().is_err());
     }
+
+    #[test]
+    fn a_page_in_another_language_is_read_in_its_format() {
+        let de = Locale::parse("de-DE").unwrap();
+        assert_eq!(de.of_page(Some("en-gb")).decimal, '.');
+        assert_eq!(de.of_page(Some("zh_CN")).number("1,013.76"), Some(1013.76));
+        // The strategy's own table stays for its language and region, or
+        // a page that names only the language, or none, or nonsense.
+        let own = LocaleFile::Table {
+            tag: "de-DE".into(),
+            decimal: Some(','),
+            group: Some("'".into()),
+        }
+        .compile()
+        .unwrap();
+        for lang in [Some("de-de"), Some("de"), None, Some("!!")] {
+            assert_eq!(*own.of_page(lang), own, "{lang:?}");
+        }
+        assert_eq!(own.of_page(Some("de-AT")).tag, "de-AT");
+    }
 }

@@ -88,21 +88,26 @@ impl Locale {
         let Some(page) = lang.and_then(|l| Locale::parse(l).ok()) else {
             return Cow::Borrowed(self);
         };
-        let parts = |t: &str| {
-            let t = t.to_ascii_lowercase();
-            let mut p = t.split('-');
-            let lang = p.next().unwrap_or_default().to_string();
-            let region = p.find(|x| x.len() == 2 || x.len() == 3).map(str::to_string);
-            (lang, region)
-        };
-        let (own_lang, own_region) = parts(&self.tag);
-        let (page_lang, page_region) = parts(&page.tag);
-        if own_lang == page_lang && (page_region.is_none() || page_region == own_region) {
+        let (own_lang, own_region) = lang_region(&self.tag);
+        let (page_lang, page_region) = lang_region(&page.tag);
+        if own_lang == page_lang && (page_region.is_empty() || page_region == own_region) {
             Cow::Borrowed(self)
         } else {
             Cow::Owned(page)
         }
     }
+}
+
+/// A tag's language (lower case) and region (upper case; empty when the
+/// tag has none): `de-DE`, `en_gb`, `zh-Hant-TW`.
+fn lang_region(tag: &str) -> (String, String) {
+    let mut parts = tag.trim().split(['-', '_']);
+    let lang = parts.next().unwrap_or_default().to_ascii_lowercase();
+    let region = parts
+        .find(|p| p.len() == 2 || p.len() == 3)
+        .map(str::to_ascii_uppercase)
+        .unwrap_or_default();
+    (lang, region)
 }
 
 const SPACES: [char; 3] = [' ', '\u{a0}', '\u{202f}'];
@@ -112,12 +117,7 @@ impl Locale {
     /// convention of its own (es-MX writes 4.5, es-ES 4,5), else the language.
     pub fn parse(tag: &str) -> Result<Locale, String> {
         let clean = tag.trim().replace('_', "-");
-        let mut parts = clean.split('-');
-        let lang = parts.next().unwrap_or_default().to_ascii_lowercase();
-        let region = parts
-            .find(|p| p.len() == 2 || p.len() == 3)
-            .map(str::to_ascii_uppercase)
-            .unwrap_or_default();
+        let (lang, region) = lang_region(&clean);
         if lang.len() < 2 || lang.len() > 3 || !lang.chars().all(|c| c.is_ascii_alphabetic()) {
             return Err(format!(
                 "locale `{tag}` is not a language tag (e.g. \"en-US\", \"de-DE\", \"ja-JP\")"

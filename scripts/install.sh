@@ -44,7 +44,7 @@ keys_file = "/etc/idpool/keys.toml"
 audit_log = "/var/log/idpool/audit.log"
 
 [pool]
-profiles = ["default", "firefox"]
+profiles = ["default", "en-gb"]
 data_dir = "/var/lib/idpool"
 strategies_dir = "/etc/idpool/strategies"
 profiles_dir = "/etc/idpool/profiles"

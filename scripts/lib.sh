@@ -11,6 +11,12 @@ log() { printf '\n==> [%s] %s\n' "$(date +%T)" "$*" >&2; }
 ensure_packages() {
   ensure_debs cmake clang libclang-dev chromium curl iproute2 util-linux ca-certificates python3 libnss3-tools \
     redis-server redis-tools xvfb
+  # Every slot's persona draws its fonts from these (src/identity/persona/population.rs),
+  # and speaks its locale with Chromium's language packs.
+  ensure_debs chromium-l10n fonts-dejavu-core fonts-dejavu-extra fonts-liberation fonts-liberation2 \
+    fonts-urw-base35 fonts-noto-color-emoji fonts-noto-core fonts-noto-mono fonts-cantarell \
+    fonts-crosextra-carlito fonts-crosextra-caladea fonts-freefont-ttf fonts-lato fonts-croscore \
+    fonts-open-sans fonts-roboto-unhinted fonts-hack
 }
 
 # Install the Debian packages named when any is missing (apt-get update first).

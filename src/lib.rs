@@ -31,6 +31,8 @@
 //!               Playwright storageState (cookies and localStorage)
 //! identity/browser/  each slot's lazily launched, supervised Chromium
 //!               (launcher, processes, supervisor, page operations)
+//! identity/persona/  the device each slot is: screen, window, pixel ratio, theme, fonts,
+//!               drawn once from people's machines, kept with the identity
 //! identity/bundle   an identity bundle's sealed container (Argon2id, XChaCha20-Poly1305)
 //! identity/calibrate/  a slot's HTTP tier calibrated against its own Chromium
 //!               through a loopback listener inside the daemon

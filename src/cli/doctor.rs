@@ -152,6 +152,7 @@ async fn all(explicit: Option<&Path>, cfg: &Config) -> Vec<Check> {
     checks.push(calibration(cfg, &plan, version.as_deref()));
     checks.push(looks(cfg, &plan));
     checks.push(geography(cfg, &plan));
+    checks.push(linkage(cfg, &plan));
     checks.push(daemon(cfg).await);
     checks.push(leftovers(cfg, &plan).await);
     checks
@@ -506,6 +507,67 @@ fn geography(cfg: &Config, plan: &[SlotPlan]) -> Check {
             "no profile declares its proxy's geography (`geo`)".to_string()
         } else {
             format!("{} agree with their proxy's geography", n(declared, "slot"))
+        },
+    )
+}
+
+/// Slots a fingerprinting library would take for one device (every
+/// component each measured at calibration equal), and profiles that claim
+/// another operating system (`pretend_os`).
+fn linkage(cfg: &Config, plan: &[SlotPlan]) -> Check {
+    use idpool::identity::persona::linkage;
+    const NAME: &str = "linkage";
+    let (profiles, _) = idpool::identity::profile::load_dir(&cfg.pool.profiles_dir);
+    let pretending: Vec<String> = plan
+        .iter()
+        .filter(|s| profiles.get(&s.profile).is_some_and(|p| p.pretend_os))
+        .map(|s| format!("slot {} (profile `{}`)", s.id, s.profile))
+        .collect();
+    let measured: Vec<(usize, linkage::Components)> = plan
+        .iter()
+        .filter_map(|slot| {
+            let dir = cfg.pool.data_dir.join("slots").join(slot.id.to_string());
+            let check = idpool::identity::calibrate::Record::load(&dir)?.browser_check?;
+            Some((slot.id, linkage::components_of(&check.seen)?))
+        })
+        .collect();
+    let same: Vec<String> = linkage::pairs(&measured)
+        .into_iter()
+        .filter(|p| p.same_device)
+        .map(|p| format!("slots {} and {}", p.slots[0], p.slots[1]))
+        .collect();
+    if !same.is_empty() {
+        return bad(
+            Status::Warn,
+            NAME,
+            format!(
+                "one device to a fingerprinting library: {} (a site links their accounts)",
+                same.join(", ")
+            ),
+            "retire one of each pair (`idpool retire N`: a new persona); `pool_status`'s `linkage.signed_in_sharing` names the signed-in ones per site, and a strategy's `[routing] distinct_devices = true` keeps them apart",
+        );
+    }
+    if !pretending.is_empty() {
+        return bad(
+            Status::Warn,
+            NAME,
+            format!(
+                "{} claim another operating system than this machine's (pretend_os): their fonts, voices and WebGL are this machine's",
+                pretending.join(", ")
+            ),
+            "use platform = the machine's in those profiles, or accept that a site can tell",
+        );
+    }
+    ok(
+        NAME,
+        if measured.is_empty() {
+            "no slot measured yet (each measures its fingerprint at its calibration)".to_string()
+        } else {
+            format!(
+                "{} measured, no two one device ({} are the machine's and shared)",
+                n(measured.len(), "slot"),
+                linkage::MACHINE.join(", ")
+            )
         },
     )
 }

@@ -204,6 +204,24 @@ pub fn table(status: &Value) -> String {
             b["launches"], b["recycles"], b["crashes"]
         ));
         out.push_str(&calibration_lines(&s["calibration"]));
+        let p = &s["identity"]["persona"];
+        if p.is_object() {
+            out.push_str(&format!(
+                "  persona    screen {}x{} at {}x, window {}x{}, {} theme, {} font packages; device {}{}\n",
+                p["screen"]["width"],
+                p["screen"]["height"],
+                p["dpr"],
+                p["window"]["width"],
+                p["window"]["height"],
+                if p["dark"] == true { "dark" } else { "light" },
+                p["fonts"].as_array().map_or(0, Vec::len),
+                s["device"].as_str().unwrap_or("not measured yet"),
+                s["pretend_os"]
+                    .as_str()
+                    .map(|w| format!("; {w}"))
+                    .unwrap_or_default()
+            ));
+        }
         out.push_str(&format!(
             "  cookies    {}, saved {}\n",
             s["cookies"]["count"],
@@ -261,6 +279,41 @@ pub fn table(status: &Value) -> String {
                     .unwrap_or_default()
             ));
         }
+    }
+    let linkage = &status["linkage"];
+    for pair in linkage["pairs"].as_array().into_iter().flatten() {
+        let shared: Vec<&str> = pair["shared"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        out.push_str(&format!(
+            "linkage slots {}-{}: {}{}\n",
+            pair["slots"][0],
+            pair["slots"][1],
+            if pair["same_device"] == true {
+                "ONE DEVICE (every component equal)".to_string()
+            } else if shared.is_empty() {
+                "share nothing a persona sets".to_string()
+            } else {
+                format!("share {}", shared.join(", "))
+            },
+            if pair["machine"].as_array().is_some_and(|m| !m.is_empty()) {
+                " (and the machine's components)"
+            } else {
+                ""
+            }
+        ));
+    }
+    for (site, pairs) in linkage["signed_in_sharing"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        out.push_str(&format!(
+            "linkage {site}: signed-in identities on one device: {pairs}\n"
+        ));
     }
     for (name, b) in status["strategies"].as_object().into_iter().flatten() {
         if let Some(rpm) = b["requests_per_minute"].as_f64() {

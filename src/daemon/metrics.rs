@@ -320,6 +320,18 @@ const HELP: &[(Kind, &str, Option<metrics::Unit>, &str)] = {
         ),
         (
             Gauge,
+            "idpool_linkage_same_device_pairs",
+            None,
+            "Pairs of slots a fingerprinting library takes for one device (every component each measured at calibration equal).",
+        ),
+        (
+            Gauge,
+            "idpool_linkage_signed_in_sharing_pairs",
+            None,
+            "Per strategy with accounts: pairs of its signed-in identities that are one device (doctor warns; [routing] distinct_devices keeps them apart).",
+        ),
+        (
+            Gauge,
             "idpool_slot_browser_signals",
             None,
             "Signals the slot browser's self-check found that a person's Chromium would not show (WebGL's software renderer among them).",
@@ -407,6 +419,16 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
     };
     let pool = core.pool();
     let strategies = pool.strategy_names();
+    let linkage = pool.leases().linkage();
+    metrics::gauge!("idpool_linkage_same_device_pairs")
+        .set(linkage["same_device"].as_array().map_or(0, Vec::len) as f64);
+    for name in &strategies {
+        let pairs = linkage["signed_in_sharing"][name.as_str()]
+            .as_array()
+            .map_or(0, Vec::len);
+        metrics::gauge!("idpool_linkage_signed_in_sharing_pairs", "strategy" => name.clone())
+            .set(pairs as f64);
+    }
     for name in &strategies {
         // Requests a minute the site's pushback allows across all slots
         // (no series while no budget is in force).

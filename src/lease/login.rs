@@ -125,3 +125,49 @@ fn unix_now() -> u64 {
         .map(|d| d.as_secs())
         .unwrap_or(0)
 }
+
+impl Leases {
+    /// The linkage report ([`crate::identity::persona::linkage::report`])
+    /// over every slot measured at calibration, with `signed_in_sharing`:
+    /// per strategy, the pairs of its signed-in identities that are one
+    /// device to a fingerprinting library.
+    pub fn linkage(&self) -> serde_json::Value {
+        use crate::identity::persona::linkage;
+        let measured: Vec<(usize, linkage::Components)> = self
+            .slots
+            .iter()
+            .filter_map(|s| s.components().map(|c| (s.id, c)))
+            .collect();
+        let mut report = linkage::report(&measured);
+        report["signed_in_sharing"] = serde_json::json!(self.signed_in_sharing());
+        report
+    }
+
+    /// Per strategy with accounts: pairs of signed-in identities sharing a
+    /// device fingerprint (what `doctor` warns about).
+    pub fn signed_in_sharing(&self) -> std::collections::BTreeMap<String, Vec<[usize; 2]>> {
+        let devices: Vec<Option<String>> =
+            self.slots.iter().map(|s| s.device_fingerprint()).collect();
+        let registry = self.registry();
+        let mut out = std::collections::BTreeMap::new();
+        for strategy in registry.all().filter(|s| s.login().is_some()) {
+            let name = strategy.name();
+            let mut pairs = Vec::new();
+            for (a, da) in devices.iter().enumerate() {
+                for (b, db) in devices.iter().enumerate().skip(a + 1) {
+                    if da.is_some()
+                        && da == db
+                        && self.signed_in(a, name)
+                        && self.signed_in(b, name)
+                    {
+                        pairs.push([a, b]);
+                    }
+                }
+            }
+            if !pairs.is_empty() {
+                out.insert(name.to_string(), pairs);
+            }
+        }
+        out
+    }
+}

@@ -97,6 +97,12 @@ impl Leases {
             return Err(Error::config("the pool has no slots"));
         }
         let pol = self.politeness(strategy);
+        // Device fingerprints only where the strategy routes by them.
+        let devices: Vec<Option<String>> = if pol.distinct_devices {
+            self.slots.iter().map(|s| s.device_fingerprint()).collect()
+        } else {
+            Vec::new()
+        };
         let deadline = Instant::now() + self.cfg.max_wait;
         // The request budget's turn, once reserved, is kept across picks.
         let mut paid = false;
@@ -115,6 +121,7 @@ impl Leases {
                 slots: self.slots.len(),
                 scope,
                 labels: &self.labels,
+                devices: &devices,
             };
             let pick = self
                 .router

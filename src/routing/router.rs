@@ -313,9 +313,38 @@ pub struct Ask<'a> {
     pub scope: Option<&'a Scope>,
     /// Each slot's labels, for grants by label.
     pub labels: &'a [Vec<String>],
+    /// Each slot's device fingerprint (`None`: not measured), read when
+    /// the strategy asks for `distinct_devices`.
+    pub devices: &'a [Option<String>],
 }
 
 impl Router {
+    /// Whether slot `id` is signed in for `strategy` as the router has it.
+    fn logged_in(&self, id: usize, strategy: &str) -> bool {
+        self.sites
+            .get(super::grants::login_key(strategy, Some(strategy)))
+            .and_then(|m| m.get(&id))
+            .and_then(|s| s.login.as_ref())
+            .is_some_and(|l| l.state == crate::strategy::LoginState::LoggedIn)
+    }
+
+    /// Under `distinct_devices`, a signed-in slot that shares its device
+    /// fingerprint with a lower-numbered signed-in slot of the same site
+    /// stays out: the site never gets calls from both.
+    fn same_device_as_another(&self, id: usize, ask: &Ask<'_>) -> bool {
+        let Some(Some(device)) = ask.devices.get(id) else {
+            return false;
+        };
+        ask.politeness.distinct_devices
+            && self.logged_in(id, ask.strategy)
+            && (0..id).any(|j| {
+                ask.devices
+                    .get(j)
+                    .is_some_and(|d| d.as_ref() == Some(device))
+                    && self.logged_in(j, ask.strategy)
+            })
+    }
+
     /// Whether `ask`'s grants let it use slot `id`: its number, labels and
     /// login states as the router has them.
     fn granted(&self, scope: &Scope, id: usize, ask: &Ask<'_>) -> bool {
@@ -372,6 +401,10 @@ impl Router {
             if let Some(scope) = ask.scope
                 && !self.granted(scope, id, ask)
             {
+                resting.not_granted += 1;
+                continue;
+            }
+            if self.same_device_as_another(id, ask) {
                 resting.not_granted += 1;
                 continue;
             }
@@ -512,5 +545,76 @@ impl Router {
                 site.tier_blocked_at.iter_mut().for_each(|t| *t = None);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn signed_in(router: &mut Router, slot: usize, strategy: &str, cfg: BreakerConfig) {
+        router.site(slot, strategy, cfg).login = Some(super::super::LoginRecord {
+            state: crate::strategy::LoginState::LoggedIn,
+            since: Some(1),
+            evidence: None,
+        });
+    }
+
+    /// `[routing] distinct_devices`: of two signed-in identities that are
+    /// one device, only the lower numbered takes the site's calls; a
+    /// signed-out one, another device, or the flag off changes nothing.
+    #[test]
+    fn signed_in_identities_on_one_device_never_both_take_the_site() {
+        let cfg = BreakerConfig::default();
+        let mut pol = Politeness {
+            min_interval_ms: 0,
+            max_in_flight: 10,
+            ..Politeness::default()
+        };
+        pol.distinct_devices = true;
+        let devices = vec![
+            Some("d1".to_string()),
+            Some("d1".to_string()),
+            Some("d2".to_string()),
+        ];
+        let picks = |router: &mut Router, pol: &Politeness| -> Vec<usize> {
+            let ask = Ask {
+                strategy: "shop",
+                politeness: pol,
+                pin: None,
+                avoid: &[],
+                slots: 3,
+                scope: None,
+                labels: &[],
+                devices: &devices,
+            };
+            (0..6)
+                .filter_map(
+                    |_| match router.pick(&ask, cfg, Instant::now(), |_| SlotNow::Usable) {
+                        Pick::Take { slot, .. } => Some(slot),
+                        _ => None,
+                    },
+                )
+                .collect()
+        };
+        let mut router = Router::default();
+        signed_in(&mut router, 0, "shop", cfg);
+        assert!(
+            picks(&mut router, &pol).contains(&1),
+            "slot 1 is signed out: it takes calls"
+        );
+        let mut router = Router::default();
+        for s in 0..3 {
+            signed_in(&mut router, s, "shop", cfg);
+        }
+        let got = picks(&mut router, &pol);
+        assert!(!got.contains(&1), "{got:?}");
+        assert!(got.contains(&0) && got.contains(&2), "{got:?}");
+        pol.distinct_devices = false;
+        let mut router = Router::default();
+        for s in 0..3 {
+            signed_in(&mut router, s, "shop", cfg);
+        }
+        assert!(picks(&mut router, &pol).contains(&1));
     }
 }

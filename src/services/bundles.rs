@@ -27,6 +27,7 @@ use super::fleet::state::SiteSnap;
 use super::session_files::{Format, SessionFiles};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identity::bundle;
+use crate::identity::persona::Persona;
 use crate::identity::slot::SlotIdentity;
 use crate::lease::Leases;
 
@@ -66,6 +67,10 @@ struct BundledIdentity {
     session: String,
     generation: u64,
     born: u64,
+    /// The device it is (bundles from before personas have none: the
+    /// slot draws a new one).
+    #[serde(default)]
+    persona: Option<Persona>,
 }
 
 /// A name a bundle may carry (a profile, a strategy, a marketplace, a
@@ -85,6 +90,9 @@ impl Contents {
     fn check(&self) -> std::result::Result<(), String> {
         crate::identity::slot::check_session(&self.identity.session)
             .map_err(|e| format!("identity.session: {e}"))?;
+        if let Some(why) = self.identity.persona.as_ref().and_then(Persona::problem) {
+            return Err(format!("identity.persona: {why}"));
+        }
         if !plain_name(&self.profile) {
             return Err(
                 "profile: not a profile name (letters, digits and `._-@:`, at most 128)".into(),
@@ -265,6 +273,7 @@ impl Bundles {
                     session: me.session,
                     generation: me.generation,
                     born: me.born,
+                    persona: me.persona,
                 }
             },
             proxy: s.upstream().map(|p| {
@@ -339,6 +348,7 @@ impl Bundles {
             session: c.identity.session.clone(),
             generation: s.identity().generation,
             born: c.identity.born,
+            persona: Some(c.identity.persona.clone().unwrap_or_else(Persona::fresh)),
         };
         s.take_identity(&identity)?;
         let calibration_applied = match c.calibration.clone() {
@@ -431,6 +441,7 @@ mod tests {
                 session: "0a1b2c3d4e5f".into(),
                 generation: 0,
                 born: 1,
+                persona: Some(Persona::draw(3)),
             },
             proxy: None,
             proxy_secrets: false,
@@ -457,7 +468,13 @@ mod tests {
         }
         assert_eq!(ok.check(), Ok(()));
         type Spoil = fn(&mut Contents);
-        let bad: [(&str, Spoil); 6] = [
+        let bad: [(&str, Spoil); 7] = [
+            // A persona is its seed's draw: a planted font list is refused.
+            ("identity.persona", |c| {
+                if let Some(p) = c.identity.persona.as_mut() {
+                    p.fonts.push("../../etc".into());
+                }
+            }),
             ("identity.session", |c| {
                 c.identity.session = "x@127.0.0.2:18999/#".into()
             }),

@@ -26,6 +26,9 @@ struct StrategyFile {
     cookie_domain: Option<String>,
     #[serde(default)]
     politeness: Politeness,
+    /// How the router treats the site's identities.
+    #[serde(default)]
+    routing: RoutingFile,
     #[serde(default)]
     block: markers::MarkerFile,
     #[serde(default)]
@@ -64,6 +67,15 @@ struct StrategyFile {
     /// Named operations.
     #[serde(default)]
     operations: BTreeMap<String, operation::OperationFile>,
+}
+
+/// `[routing]` as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RoutingFile {
+    /// The site's signed-in identities never share a device fingerprint.
+    #[serde(default)]
+    distinct_devices: bool,
 }
 
 impl TomlStrategy {
@@ -155,7 +167,10 @@ impl TomlStrategy {
             hosts,
             warmup_url,
             cookie_domain,
-            politeness: f.politeness,
+            politeness: Politeness {
+                distinct_devices: f.routing.distinct_devices,
+                ..f.politeness
+            },
             markers,
             login,
             handoff,

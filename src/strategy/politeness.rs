@@ -22,6 +22,12 @@ pub struct Politeness {
     pub min_requests_per_minute: f64,
     /// Requests per minute each success adds back.
     pub increase_per_success: f64,
+    /// `[routing] distinct_devices`: the site's signed-in identities never
+    /// share a device fingerprint (of those that do, only the lowest
+    /// numbered takes the site's calls). Set from the `[routing]` table,
+    /// not `[politeness]`: it travels with the rules the router reads.
+    #[serde(skip)]
+    pub distinct_devices: bool,
 }
 
 impl Default for Politeness {
@@ -34,6 +40,7 @@ impl Default for Politeness {
             adaptive: true,
             min_requests_per_minute: 6.0,
             increase_per_success: 1.0,
+            distinct_devices: false,
         }
     }
 }

@@ -59,7 +59,7 @@ pub const SPEC: Spec = Spec {
                 "scope": {"type": "string", "description": "fleet: the rate is the fleet's budget, shared by every daemon; local."},
                 "sent_per_minute": {"type": "number", "description": "Requests a minute this daemon started over the last 10 s (its use of the budget)."},
                 "in_flight": {"type": "integer", "description": "Requests this daemon may have in flight at the site at once (in a fleet: its share of global_max_in_flight)."},
-            }}}, "browsers": {"type": "object", "description": "isolated, via, reason, sandbox, and exposes: what the slots' browsers expose to other local users."}, "standby": {"type": "object", "description": "browser.standby: wanted (browsers kept launched ahead of need) and ready (launched, not used since); each slot's browser.standby says which."}, "cluster": {"type": ["object", "null"], "description": "In a fleet: node, state (up or degraded), redis (no credentials), for_secs, last_error, reconnects, adopted."}, "fleet": {"type": ["object", "null"]}, "drift": {"type": "object", "description": "Per strategy and operation: pages seen, drifting, without_items {empty_ratio, baseline, drifting} and fields {name: {empty_ratio, baseline, drifting}}."}, "server": {"type": "object", "description": "What the daemon holds open: connections {open, max} and MCP sessions {http, sse, max, evicted}."}}),
+            }}}, "browsers": {"type": "object", "description": "isolated, via, reason, sandbox, and exposes: what the slots' browsers expose to other local users."}, "standby": {"type": "object", "description": "browser.standby: wanted (browsers kept launched ahead of need) and ready (launched, not used since); each slot's browser.standby says which."}, "cluster": {"type": ["object", "null"], "description": "In a fleet: node, state (up or degraded), redis (no credentials), for_secs, last_error, reconnects, adopted."}, "fleet": {"type": ["object", "null"]}, "linkage": {"type": "object", "description": "What each pair of slots shares of the fingerprint components each measured at calibration: fingerprints (per slot), pairs [{slots, shared, machine, same_device}], same_device, signed_in_sharing (per strategy: signed-in pairs that are one device), machine (components every slot of one machine shares)."}, "drift": {"type": "object", "description": "Per strategy and operation: pages seen, drifting, without_items {empty_ratio, baseline, drifting} and fields {name: {empty_ratio, baseline, drifting}}."}, "server": {"type": "object", "description": "What the daemon holds open: connections {open, max} and MCP sessions {http, sse, max, evicted}."}}),
             &["slots", "strategies"],
         )
     },
@@ -180,6 +180,13 @@ pub fn run(pool: &Pool) -> Value {
                 "versions": versions(pool, slot, &facts),
                 "calibration": calibration,
                 "fidelity": { "browser": calibration.browser },
+                "device": slot.device_fingerprint(),
+                "pretend_os": slot.profile.pretend_os.then(|| format!(
+                    "profile `{}` claims {} on a {} machine (pretend_os): its fonts, voices and WebGL are the machine's",
+                    slot.profile.name,
+                    slot.profile.hints_platform(),
+                    std::env::consts::OS
+                )),
                 "cookies": {
                     "count": slot.jar().count(),
                     "last_saved": slot.jar().last_saved(),
@@ -205,6 +212,7 @@ pub fn run(pool: &Pool) -> Value {
             "ready": pool.leases().standby_ready(),
         },
         "drift": pool.leases().drift().report(),
+        "linkage": pool.leases().linkage(),
         "server": pool.services().serving.to_json(),
         "cluster": pool.leases().fleet().map(|f| {
             let mut r = json!(f.cluster().report());

@@ -112,7 +112,7 @@ async fn browser_passes_the_challenge_and_the_slots_http_tier_follows() {
 #[tokio::test]
 async fn both_tiers_send_the_same_user_agent_and_language() {
     let env = Env::new(1).await;
-    env.write("profiles/default.toml", "emulation = \"chrome_149\"\nplatform = \"windows\"\naccept_language = \"de-DE,de;q=0.9,en;q=0.6\"\n");
+    env.write("profiles/default.toml", "emulation = \"chrome_149\"\nplatform = \"windows\"\npretend_os = true\naccept_language = \"de-DE,de;q=0.9,en;q=0.6\"\n");
     let pool = env.pool();
     pool.fetch(
         FetchRequest::get(env.url("/product/B0ID?tier=http")),
@@ -513,7 +513,7 @@ async fn the_browser_environment_matches_the_profile() {
     let env = Env::new(1).await;
     env.write(
         "profiles/default.toml",
-        "emulation = \"chrome_149\"\nplatform = \"windows\"\naccept_language = \"fr-FR,fr;q=0.9,en;q=0.8\"\ntimezone = \"Asia/Tokyo\"\nviewport = { width = 1280, height = 720 }\n",
+        "emulation = \"chrome_149\"\nplatform = \"windows\"\npretend_os = true\naccept_language = \"fr-FR,fr;q=0.9,en;q=0.8\"\ntimezone = \"Asia/Tokyo\"\nviewport = { width = 1280, height = 720 }\n",
     );
     let pool = env.pool();
     let f = pool

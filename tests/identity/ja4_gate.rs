@@ -111,16 +111,10 @@ async fn testbed_ca_is_trusted_only_through_extra_root_certs() {
 async fn every_emulation_family_in_profiles_readme_passes_the_gate() {
     let env = common::Env::new(1).await;
     env.testbed.set_modes(|m| m.gate = true);
-    for emulation in [
-        "chrome_149",
-        "edge_148",
-        "firefox_151",
-        "safari_26.4",
-        "opera_131",
-    ] {
+    for emulation in ["chrome_149", "edge_148", "opera_131"] {
         env.write(
             "profiles/default.toml",
-            &format!("emulation = \"{emulation}\"\n"),
+            &format!("emulation = \"{emulation}\"\nplatform = \"linux\"\n"),
         );
         let pool = env.pool();
         let fetched = pool
@@ -134,4 +128,44 @@ async fn every_emulation_family_in_profiles_readme_passes_the_gate() {
             "{emulation} was not seen as a browser: {who}"
         );
     }
+}
+
+/// Issue 56: a profile whose engine the slots' browser is not (Firefox,
+/// Safari on Chromium) fails to load, naming why; one that claims another
+/// operating system needs `pretend_os`.
+#[tokio::test]
+async fn a_profile_the_browser_cannot_back_is_refused_with_its_reason() {
+    let env = common::Env::new(1).await;
+    for (file, want) in [
+        (
+            "emulation = \"firefox_151\"\nplatform = \"linux\"\n",
+            "is firefox, but every slot's browser is Chromium",
+        ),
+        (
+            "emulation = \"safari_26.4\"\nplatform = \"linux\"\n",
+            "is safari, but every slot's browser is Chromium",
+        ),
+        (
+            "emulation = \"chrome_149\"\nplatform = \"windows\"\n",
+            "claims Windows, but its browser runs on Linux",
+        ),
+        (
+            "emulation = \"chrome_149\"\nplatform = \"macos\"\n",
+            "set pretend_os = true",
+        ),
+    ] {
+        env.write("profiles/default.toml", file);
+        let e = idpool::pool::Pool::open(&env.config())
+            .err()
+            .unwrap_or_else(|| panic!("{file} loaded"));
+        let text = format!("{e:#}");
+        assert!(text.contains(want), "{file}: {text}");
+        assert!(text.contains("default.toml"), "names the file: {text}");
+    }
+    env.write(
+        "profiles/default.toml",
+        "emulation = \"chrome_149\"\nplatform = \"windows\"\npretend_os = true\n",
+    );
+    let pool = env.pool();
+    common::shutdown_and_check(&pool).await;
 }

@@ -260,7 +260,7 @@ async fn a_phone_has_a_touch_screen_and_no_mouse() {
     let env = Env::new(1).await;
     env.write(
         "profiles/default.toml",
-        "emulation = \"chrome_149\"\nplatform = \"android\"\nviewport = { width = 412, height = 915 }\n",
+        "emulation = \"chrome_149\"\nplatform = \"android\"\npretend_os = true\nviewport = { width = 412, height = 915 }\n",
     );
     let pool = env.pool();
     let seen = probe(&env, &pool, "/detect/screen").await;

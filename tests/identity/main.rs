@@ -7,6 +7,7 @@ mod fidelity;
 mod headful;
 mod ja4_gate;
 mod jar;
+mod linkage;
 mod live;
 mod login;
 mod looks;

@@ -17,7 +17,7 @@ impl Case {
         c.write("idpool.toml", "[pool]\nsize = 2\nstrategies_dir = \"strategies\"\nprofiles_dir = \"profiles\"\ndata_dir = \"data\"\n");
         c.write(
             "profiles/default.toml",
-            "emulation = \"chrome_149\"\nplatform = \"windows\"\n",
+            "emulation = \"chrome_149\"\nplatform = \"windows\"\npretend_os = true\n",
         );
         c.write("strategies/shop.toml", "name = \"shop\"\nhosts = [\"shop.test\", \"*.shop.test\"]\n\n[block]\nbody = [\"validateCaptcha\"]\nselector = \"form[action*=captcha]\"\n");
         c

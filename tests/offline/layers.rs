@@ -58,6 +58,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "identity/session",
         ],
     ),
+    // The device a slot is: drawn once, kept, applied by the launch.
+    (
+        "identity/persona",
+        &["identity/browser", "identity/profile"],
+    ),
     (
         "identity/calibrate",
         &[
@@ -77,6 +82,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "identity/browser",
             "identity/calibrate",
             "identity/jar",
+            "identity/persona",
             "identity/profile",
             "identity/session",
         ],
@@ -103,6 +109,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "identity/browser",
             "identity/bundle",
             "identity/jar",
+            "identity/persona",
             "identity/session",
             "identity/slot",
             "lease",

@@ -38,6 +38,13 @@
 //! verdict goes into `#done` and the title, and is reported back to
 //! `/detect/botd/result?via=…&r=…`, so the testbed's log has the verdict of
 //! a browser nobody drives too.
+//!
+//! `/detect/fingerprint` runs `@fingerprintjs/fingerprintjs`, the published
+//! fingerprinting library (same folder, its monitoring off), and reads
+//! directly what account-linking systems key on: a canvas hash, WebGL's
+//! renderer, `Intl`'s locale, the heap limit, cores in the page and a
+//! worker, the screen and pixel ratio. All of it goes into `#done` as JSON
+//! (`{"visitorId", "components", "direct"}`).
 
 use axum::Router;
 use axum::http::{StatusCode, header};
@@ -48,6 +55,11 @@ use axum::routing::get;
 /// names another file.
 pub const BOTD_MODULE: &str = "tests/detectors/node_modules/@fingerprintjs/botd/dist/botd.esm.js";
 
+/// Where `scripts/test.sh` puts FingerprintJS's ES module;
+/// `IDPOOL_TESTBED_FPJS` names another file.
+pub const FPJS_MODULE: &str =
+    "tests/detectors/node_modules/@fingerprintjs/fingerprintjs/dist/fp.esm.js";
+
 pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
         .route("/detect/botd", get(|| async { Html(BOTD) }))
@@ -55,6 +67,11 @@ pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
         .route(
             "/detect/botd/result",
             get(|| async { StatusCode::NO_CONTENT }),
+        )
+        .route("/detect/fingerprint", get(|| async { Html(FINGERPRINT) }))
+        .route(
+            "/detect/fp.esm.js",
+            get(|| module("IDPOOL_TESTBED_FPJS", FPJS_MODULE)),
         )
         .route("/detect/main-world", get(main_world))
         .route("/detect/screen", get(screen))
@@ -116,19 +133,98 @@ try {
 }
 </script></body></html>"##;
 
-/// BotD's module from `tests/detectors` (or `IDPOOL_TESTBED_BOTD`); a 404
-/// that says how to install it when it is not there.
+/// BotD's module from `tests/detectors` (or `IDPOOL_TESTBED_BOTD`).
 async fn botd_module() -> Response {
-    let path = std::env::var("IDPOOL_TESTBED_BOTD").unwrap_or_else(|_| BOTD_MODULE.to_string());
+    module("IDPOOL_TESTBED_BOTD", BOTD_MODULE).await
+}
+
+/// A published module from `tests/detectors` (or the file `$var` names); a
+/// 404 that says how to install it when it is not there.
+async fn module(var: &str, default: &str) -> Response {
+    let path = std::env::var(var).unwrap_or_else(|_| default.to_string());
     match tokio::fs::read(&path).await {
         Ok(js) => ([(header::CONTENT_TYPE, "text/javascript")], js).into_response(),
         Err(e) => (
             StatusCode::NOT_FOUND,
-            format!("BotD is not installed at {path} ({e}): run `npm ci --prefix tests/detectors`"),
+            format!("{path} is not installed ({e}): run `npm ci --prefix tests/detectors`"),
         )
             .into_response(),
     }
 }
+
+/// `/detect/fingerprint`: FingerprintJS's visitor id and components, and
+/// the direct reads, as JSON in `#done` (and the title) once all answered.
+const FINGERPRINT: &str = r##"<!doctype html>
+<html><head><meta charset="utf-8"><title>Fingerprint pending</title></head><body>
+<p>Fingerprinting runs here.</p>
+<script type="module">
+async function sha(text) {
+  const d = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return Array.from(new Uint8Array(d)).map(b => b.toString(16).padStart(2, "0")).join("").slice(0, 16);
+}
+function canvas() {
+  const c = document.createElement("canvas");
+  c.width = 400; c.height = 80;
+  const x = c.getContext("2d");
+  x.textBaseline = "top";
+  x.font = "16px Arial";
+  x.fillText("Cwm fjordbank glyphs vext quiz, \u{1F603}", 2, 2);
+  x.font = "15px 'Times New Roman'";
+  x.fillText("Sphinx of black quartz, judge my vow", 2, 26);
+  x.font = "14px sans-serif";
+  x.fillText("The five boxing wizards jump quickly", 2, 50);
+  return c.toDataURL();
+}
+function webgl() {
+  const gl = document.createElement("canvas").getContext("webgl");
+  if (!gl) return null;
+  const ext = gl.getExtension("WEBGL_debug_renderer_info");
+  return ext ? gl.getParameter(ext.UNMASKED_RENDERER_WEBGL) : gl.getParameter(gl.RENDERER);
+}
+function workerCores() {
+  const src = "postMessage([navigator.hardwareConcurrency, Intl.DateTimeFormat().resolvedOptions().timeZone])";
+  const w = new Worker(URL.createObjectURL(new Blob([src], { type: "text/javascript" })));
+  return new Promise(ok => { w.onmessage = e => ok(e.data); setTimeout(() => ok(null), 5000); });
+}
+function done(r) {
+  const t = JSON.stringify(r);
+  document.title = "Fingerprint done";
+  const p = document.createElement("pre");
+  p.id = "done";
+  p.textContent = t;
+  document.body.appendChild(p);
+}
+try {
+  const FingerprintJS = await import("/detect/fp.esm.js");
+  const agent = await FingerprintJS.load({ monitoring: false });
+  const got = await agent.get();
+  const components = {};
+  for (const [k, v] of Object.entries(got.components)) components[k] = v.value === undefined ? (v.error ? "error" : null) : v.value;
+  const o = Intl.DateTimeFormat().resolvedOptions();
+  done({
+    visitorId: got.visitorId,
+    components,
+    direct: {
+      canvas: await sha(canvas()),
+      webgl: webgl(),
+      locale: o.locale,
+      numberLocale: Intl.NumberFormat().resolvedOptions().locale,
+      timeZone: o.timeZone,
+      languages: navigator.languages,
+      heapLimit: performance.memory ? performance.memory.jsHeapSizeLimit : null,
+      cores: navigator.hardwareConcurrency,
+      worker: await workerCores(),
+      deviceMemory: navigator.deviceMemory,
+      screen: [screen.width, screen.height, screen.availWidth, screen.availHeight],
+      window: [outerWidth, outerHeight],
+      dpr: devicePixelRatio,
+      dark: matchMedia("(prefers-color-scheme: dark)").matches,
+    },
+  });
+} catch (e) {
+  done({ error: String(e) });
+}
+</script></body></html>"##;
 
 /// `/detect/hints`: `navigator.userAgentData` with its high-entropy values,
 /// in the page and in a dedicated worker, as JSON in `#out`

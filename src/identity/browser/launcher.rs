@@ -38,10 +38,10 @@ pub struct LaunchSpec {
     /// own place among the headers) and `navigator.languages`; the first is
     /// `--lang`.
     pub languages: String,
-    pub window: (u32, u32),
-    /// The screen the window sits on, and the pointer (launch flags, so
+    /// The device it is launched as: window, screen, pixel ratio, theme,
+    /// time zone, processors, fonts (launch flags and the environment, so
     /// that workers and iframes agree with the page).
-    pub screen: crate::identity::profile::Screen,
+    pub device: super::Device,
     pub pointer: crate::identity::profile::Pointer,
     /// `http://127.0.0.1:<port>` of the slot's egress (`None` only in tests
     /// that launch a bare Chromium to compare with).
@@ -51,7 +51,6 @@ pub struct LaunchSpec {
     /// The same roots, DER, for the slot's own NSS database (a server that
     /// sends only its leaf is verified against them).
     pub trust_roots: Vec<Vec<u8>>,
-    pub timezone: Option<String>,
     pub launch_timeout: Duration,
     /// The browsers' namespace (`None`: the daemon's own network).
     pub netns: Option<std::sync::Arc<crate::wire::netns::Netns>>,
@@ -72,7 +71,6 @@ impl LaunchSpec {
             "--no-first-run",
             "--no-default-browser-check",
             "--disable-quic",
-            "--js-flags=--max-old-space-size=256",
             "--disk-cache-size=1",
             "--media-cache-size=1",
             "--disable-application-cache",
@@ -94,12 +92,18 @@ impl LaunchSpec {
         let first = self.languages.split(',').next().unwrap_or("en-US");
         a.push(format!("--lang={first}"));
         a.push(format!("--accept-lang={}", self.languages));
-        a.push(format!("--window-size={},{}", self.window.0, self.window.1));
-        a.push(self.screen.chromium_arg());
+        let d = &self.device;
+        a.push(format!("--window-size={},{}", d.window.0, d.window.1));
+        a.push(d.screen.chromium_arg(d.dpr));
+        if d.dpr != 1.0 {
+            a.push(format!("--force-device-scale-factor={}", d.dpr));
+        }
         a.push(self.pointer.chromium_arg().into());
+        if d.dark {
+            a.push("--force-dark-mode".into());
+        }
         if self.headless && !self.xvfb {
             a.push("--headless=new".into());
-            a.push("--hide-scrollbars".into());
             a.push("--mute-audio".into());
         }
         if self.xvfb {
@@ -294,8 +298,27 @@ pub async fn start(spec: &LaunchSpec) -> Result<Started> {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    if let Some(tz) = &spec.timezone {
+    // Chromium on Linux takes its locale (and so `Intl`'s, and the
+    // language pack it loads) from the environment, not from `--lang`.
+    let posix = spec
+        .languages
+        .split(',')
+        .next()
+        .unwrap_or("en-US")
+        .replace('-', "_");
+    cmd.env("LANGUAGE", &posix);
+    cmd.env("LANG", format!("{posix}.UTF-8"));
+    cmd.env_remove("LC_ALL");
+    cmd.env_remove("LC_MESSAGES");
+    if let Some(tz) = &spec.device.timezone {
         cmd.env("TZ", tz);
+    }
+    if let Some(files) = &spec.device.fonts {
+        let slot_dir = spec.user_data_dir.parent().unwrap_or(&spec.user_data_dir);
+        cmd.env(
+            "FONTCONFIG_FILE",
+            super::device::write_fontconfig(slot_dir, files)?,
+        );
     }
     // Chromium keeps some state (crash database) under $XDG_CONFIG_HOME, not the
     // user-data-dir: give each slot its own so nothing lands in the operator's home.
@@ -382,7 +405,7 @@ async fn display_for(spec: &LaunchSpec, cmd: &mut Command) -> Result<Option<supe
     let d = super::display::start(
         spec.slot,
         &spec.user_data_dir,
-        spec.screen,
+        spec.device.screen,
         spec.launch_timeout,
     )
     .await?;
@@ -565,13 +588,11 @@ mod tests {
             xvfb: false,
             user_agent: "UA/1.0".into(),
             languages: "de-DE,de,en".into(),
-            window: (1280, 800),
-            screen: crate::identity::profile::Screen::DESKTOP,
+            device: super::super::Device::desktop(1280, 800),
             pointer: crate::identity::profile::Pointer::Fine,
             proxy_server: Some("http://127.0.0.1:41234".into()),
             spki: vec!["AAA=".into(), "BBB=".into()],
             trust_roots: Vec::new(),
-            timezone: None,
             launch_timeout: Duration::from_secs(5),
             netns: None,
             sandbox: true,
@@ -589,13 +610,20 @@ mod tests {
             "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
             "--ignore-certificate-errors-spki-list=AAA=,BBB=",
             "--disable-quic",
-            "--js-flags=--max-old-space-size=256",
         ] {
             assert!(a.iter().any(|x| x == want), "missing {want}: {a:?}");
         }
         assert!(
             !a.iter()
                 .any(|x| x.contains("enable-automation") || x == "--ignore-certificate-errors")
+        );
+        // Flags a page can read and a person's browser lacks (issue 56):
+        // the heap limit (`performance.memory.jsHeapSizeLimit`) and hidden
+        // scroll bars (a page measures their width).
+        assert!(
+            !a.iter()
+                .any(|x| x.contains("max-old-space-size") || x == "--hide-scrollbars"),
+            "{a:?}"
         );
     }
 }

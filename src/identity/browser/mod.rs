@@ -26,6 +26,7 @@
 pub mod actions;
 mod attach;
 mod capture;
+mod device;
 pub mod display;
 mod facts;
 mod hang;
@@ -47,6 +48,7 @@ mod trust;
 mod world;
 
 pub use capture::{Capture, Captured};
+pub use device::Device;
 pub use facts::BrowserFacts;
 pub use launcher::LaunchSpec;
 pub use page::{ClientHints, Identity, PageResult, PageState, Probe};
@@ -81,6 +83,9 @@ struct Running {
 pub struct SlotBrowser {
     spec: LaunchSpec,
     identity: Identity,
+    /// The device it launches as next (the spec's, until the slot's
+    /// identity is renewed: [`SlotBrowser::set_device`]).
+    device: Mutex<Device>,
     cfg: BrowserConfig,
     /// The most of a page's HTML read out of the browser (UTF-16 units;
     /// the pool sets `http.max_body_bytes`).
@@ -135,6 +140,7 @@ impl SlotBrowser {
         };
         SlotBrowser {
             configured_exe: cfg.executable.clone(),
+            device: Mutex::new(spec.device.clone()),
             spec,
             identity,
             cfg,
@@ -172,6 +178,17 @@ impl SlotBrowser {
     /// `browser.op_timeout_secs`: one browser operation's bound.
     pub fn op_timeout_secs(&self) -> u64 {
         self.cfg.op_timeout_secs
+    }
+
+    /// The device the browser runs (or next launches) as.
+    pub fn device(&self) -> Device {
+        self.device.lock().clone()
+    }
+
+    /// Launch as `device` from now on (a renewed identity's persona; the
+    /// browser is closed first by whoever renews it).
+    pub fn set_device(&self, device: Device) {
+        *self.device.lock() = device;
     }
 
     pub fn spec(&self) -> &LaunchSpec {
@@ -274,6 +291,7 @@ impl SlotBrowser {
 
     async fn launch(&self) -> Result<Running> {
         let mut spec = self.spec.clone();
+        spec.device = self.device();
         spec.executable = launcher::find_executable(self.configured_exe.as_deref())?;
         launcher::end_stale(&spec).await;
         let started = match spec.netns.clone() {

@@ -21,7 +21,124 @@ pub struct Geo {
     pub country: Option<String>,
 }
 
+/// Time zones, each with its share of the people.
+type Zones = &'static [(&'static str, u32)];
+
+/// A country's language (its most spoken, as a browser's first language
+/// would be) and its time zones with the share of its people in each, for
+/// the countries proxies are most often bought in.
+const COUNTRIES: &[(&str, &str, Zones)] = &[
+    (
+        "US",
+        "en-US",
+        &[
+            ("America/New_York", 47),
+            ("America/Chicago", 29),
+            ("America/Denver", 7),
+            ("America/Phoenix", 2),
+            ("America/Los_Angeles", 15),
+        ],
+    ),
+    (
+        "CA",
+        "en-CA",
+        &[
+            ("America/Toronto", 60),
+            ("America/Vancouver", 14),
+            ("America/Edmonton", 12),
+            ("America/Winnipeg", 6),
+            ("America/Halifax", 8),
+        ],
+    ),
+    ("GB", "en-GB", &[("Europe/London", 1)]),
+    ("IE", "en-IE", &[("Europe/Dublin", 1)]),
+    (
+        "AU",
+        "en-AU",
+        &[
+            ("Australia/Sydney", 45),
+            ("Australia/Melbourne", 30),
+            ("Australia/Brisbane", 15),
+            ("Australia/Perth", 10),
+        ],
+    ),
+    ("NZ", "en-NZ", &[("Pacific/Auckland", 1)]),
+    ("IN", "en-IN", &[("Asia/Kolkata", 1)]),
+    ("DE", "de-DE", &[("Europe/Berlin", 1)]),
+    ("AT", "de-AT", &[("Europe/Vienna", 1)]),
+    ("CH", "de-CH", &[("Europe/Zurich", 1)]),
+    ("FR", "fr-FR", &[("Europe/Paris", 1)]),
+    ("BE", "nl-BE", &[("Europe/Brussels", 1)]),
+    ("NL", "nl-NL", &[("Europe/Amsterdam", 1)]),
+    ("ES", "es-ES", &[("Europe/Madrid", 1)]),
+    ("IT", "it-IT", &[("Europe/Rome", 1)]),
+    ("PT", "pt-PT", &[("Europe/Lisbon", 1)]),
+    ("PL", "pl-PL", &[("Europe/Warsaw", 1)]),
+    ("SE", "sv-SE", &[("Europe/Stockholm", 1)]),
+    ("DK", "da-DK", &[("Europe/Copenhagen", 1)]),
+    ("NO", "nb-NO", &[("Europe/Oslo", 1)]),
+    ("FI", "fi-FI", &[("Europe/Helsinki", 1)]),
+    ("CZ", "cs-CZ", &[("Europe/Prague", 1)]),
+    ("TR", "tr-TR", &[("Europe/Istanbul", 1)]),
+    ("JP", "ja-JP", &[("Asia/Tokyo", 1)]),
+    ("KR", "ko-KR", &[("Asia/Seoul", 1)]),
+    ("SG", "en-SG", &[("Asia/Singapore", 1)]),
+    (
+        "BR",
+        "pt-BR",
+        &[
+            ("America/Sao_Paulo", 85),
+            ("America/Manaus", 8),
+            ("America/Fortaleza", 7),
+        ],
+    ),
+    (
+        "MX",
+        "es-MX",
+        &[
+            ("America/Mexico_City", 80),
+            ("America/Monterrey", 12),
+            ("America/Tijuana", 8),
+        ],
+    ),
+];
+
+/// The language a browser in `country` (two capital letters) has first.
+pub fn country_locale(country: &str) -> Option<&'static str> {
+    COUNTRIES
+        .iter()
+        .find(|(c, ..)| *c == country)
+        .map(|(_, l, _)| *l)
+}
+
+/// `country`'s time zones, each with its share of the people.
+pub fn country_zones(country: &str) -> &'static [(&'static str, u32)] {
+    COUNTRIES
+        .iter()
+        .find(|(c, ..)| *c == country)
+        .map_or(&[], |(.., z)| z)
+}
+
 impl Geo {
+    /// The languages a browser here has, as an Accept-Language list: the
+    /// declared locale, else the country's; then its bare language; then
+    /// English (`de-DE,de;q=0.9,en;q=0.8`). `None` when neither is known.
+    pub fn languages(&self) -> Option<String> {
+        let locale = self
+            .locale
+            .as_deref()
+            .or_else(|| self.country.as_deref().and_then(country_locale))?;
+        let lang = locale.split('-').next().unwrap_or(locale);
+        let mut tags = vec![locale.to_string()];
+        if lang != locale {
+            tags.push(lang.to_string());
+        }
+        if lang != "en" {
+            tags.push("en".into());
+        }
+        Some(tags.join(","))
+    }
+
     /// What is malformed in the declaration itself.
     pub fn problem(&self) -> Option<String> {
         if let Some(tz) = &self.timezone

@@ -15,7 +15,7 @@ use crate::diag::{self, Diagnostic};
 mod geo;
 mod screen;
 pub use crate::config::{ProxyTemplate, ProxyUrl};
-pub use geo::Geo;
+pub use geo::{Geo, country_locale, country_zones};
 pub use screen::{Pointer, Screen, Viewport};
 
 /// A browser emulation by its wreq-util name (`chrome_149`, `firefox_151`, `safari_26.4`).
@@ -119,6 +119,10 @@ struct ProfileFile {
     /// Each slot its own common window size within the screen.
     #[serde(default)]
     vary_window: bool,
+    /// Claim another operating system than the machine's, knowing that
+    /// the browser cannot back it (flagged wherever the slot is shown).
+    #[serde(default)]
+    pretend_os: bool,
     #[serde(default)]
     proxy: Option<ProxyUrl>,
     /// Cookies loaded into a slot's jar when the slot has no jar yet.
@@ -143,6 +147,14 @@ pub struct Profile {
     pub viewport: Viewport,
     /// The screen the window sits on (it fits: checked at load).
     pub screen: Screen,
+    /// The file sets `viewport` / `screen`: every slot of the profile
+    /// keeps them; otherwise each slot's persona has its own.
+    pub viewport_pinned: bool,
+    pub screen_pinned: bool,
+    /// The profile claims another operating system than the machine's
+    /// (`pretend_os = true`): flagged by `doctor`, `pool_status` and the
+    /// status page.
+    pub pretend_os: bool,
     /// Slots of this profile take different window sizes
     /// ([`Screen::window_for_slot`]); a phone's window is its screen.
     pub vary_window: bool,
@@ -234,7 +246,8 @@ impl Profile {
         true
     }
 
-    /// The built-in `default` profile: Chrome 149 on Windows.
+    /// The built-in `default` profile: Chrome 149 on the machine's own
+    /// operating system.
     pub fn builtin_default() -> Self {
         let emulation = EmulationName::parse(DEFAULT_EMULATION)
             .unwrap_or(EmulationName(BrowserProfile::default()));
@@ -251,6 +264,7 @@ impl Profile {
                 viewport: None,
                 screen: None,
                 vary_window: false,
+                pretend_os: false,
                 proxy: None,
                 seed_cookies: None,
             },
@@ -258,7 +272,7 @@ impl Profile {
     }
 
     fn resolve(name: &str, source: Option<PathBuf>, f: ProfileFile) -> Self {
-        let platform = f.platform.map(|p| p.0).unwrap_or(Platform::Windows);
+        let platform = f.platform.map(|p| p.0).unwrap_or_else(machine_platform);
         let mobile = matches!(platform, Platform::Android | Platform::IOS);
         let viewport = f.viewport.unwrap_or(Viewport {
             width: 1366,
@@ -291,6 +305,7 @@ impl Profile {
                 .unwrap_or_default(),
             accept_language: chromium_accept_language(
                 &f.accept_language
+                    .or_else(|| f.geo.as_ref().and_then(Geo::languages))
                     .or_else(|| header(http::header::ACCEPT_LANGUAGE))
                     .unwrap_or_else(|| "en-US,en;q=0.9".into()),
             ),
@@ -299,10 +314,13 @@ impl Profile {
                 .or_else(|| f.geo.as_ref().and_then(|g| g.timezone.clone())),
             geo: f.geo,
             viewport,
+            viewport_pinned: f.viewport.is_some(),
+            screen_pinned: f.screen.is_some(),
             screen: f
                 .screen
                 .unwrap_or_else(|| Screen::default_for(mobile, viewport)),
             vary_window: f.vary_window && !mobile,
+            pretend_os: f.pretend_os,
             proxy: f.proxy,
             sec_ch_ua: header(http::header::HeaderName::from_static("sec-ch-ua")),
             seed_cookies: f.seed_cookies.map(|p| match &base {
@@ -311,6 +329,47 @@ impl Profile {
             }),
             source,
         }
+    }
+
+    /// Whether the slots' browser (Chromium) can be this profile's browser:
+    /// Chrome, Edge and Opera are Chromium; Firefox, Safari and OkHttp are
+    /// not.
+    pub fn emulation_backed(&self) -> bool {
+        matches!(self.emulation.family(), "chrome" | "edge" | "opera")
+    }
+
+    /// Why the slots' browser cannot be what this profile claims (`None`:
+    /// it can): an engine it is not, or an operating system it does not
+    /// run on without `pretend_os`.
+    pub fn unbacked(&self) -> Option<String> {
+        if !self.emulation_backed() {
+            return Some(format!(
+                "profile `{}`: emulation `{}` is {}, but every slot's browser is Chromium: a page \
+                 would see Chromium (navigator.userAgentData, window.chrome, navigator.vendor \
+                 \"Google Inc.\", Chromium's WebGL extensions) behind a {} user agent. Use a \
+                 chrome_*, edge_* or opera_* emulation",
+                self.name,
+                self.emulation.name(),
+                self.emulation.family(),
+                self.emulation.family()
+            ));
+        }
+        let machine = machine_platform();
+        if self.platform != machine && !self.pretend_os {
+            return Some(format!(
+                "profile `{}` claims {}, but its browser runs on {}: a page would see {}'s fonts, \
+                 speech voices and software WebGL renderer behind a {} user agent. Use platform = \
+                 \"{}\", or set pretend_os = true to claim it anyway (doctor, pool_status and the \
+                 status page then flag the slot)",
+                self.name,
+                self.hints_platform(),
+                os_name(machine),
+                os_name(machine),
+                self.hints_platform(),
+                platform_key(machine)
+            ));
+        }
+        None
     }
 
     /// A phone's platform (Android, iOS).
@@ -391,6 +450,13 @@ impl Profile {
             }
         }
         let profile = Self::resolve(name, Some(path.to_path_buf()), file);
+        if let Some(why) = profile.unbacked() {
+            let pos = text
+                .find("platform")
+                .filter(|_| profile.emulation_backed())
+                .or_else(|| text.find("emulation"));
+            return Err(Diagnostic::at(path, &text, pos.map(|p| p..p), why));
+        }
         if let Some(why) = profile.geo.as_ref().and_then(Geo::problem) {
             let pos = text.find("geo");
             return Err(Diagnostic::at(path, &text, pos.map(|p| p..p), why));
@@ -400,6 +466,33 @@ impl Profile {
             return Err(Diagnostic::at(path, &text, pos.map(|p| p..p), why));
         }
         Ok(profile)
+    }
+}
+
+/// The operating system this build runs on, as a profile's platform.
+pub fn machine_platform() -> Platform {
+    if cfg!(target_os = "macos") {
+        Platform::MacOS
+    } else if cfg!(target_os = "windows") {
+        Platform::Windows
+    } else {
+        Platform::Linux
+    }
+}
+
+fn os_name(p: Platform) -> &'static str {
+    match p {
+        Platform::MacOS => "macOS",
+        Platform::Windows => "Windows",
+        _ => "Linux",
+    }
+}
+
+fn platform_key(p: Platform) -> &'static str {
+    match p {
+        Platform::MacOS => "macos",
+        Platform::Windows => "windows",
+        _ => "linux",
     }
 }
 

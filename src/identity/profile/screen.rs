@@ -8,10 +8,10 @@
 //! desktop, coarse without on a phone. Both are launch flags, so the page,
 //! its iframes and its workers see the same values.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// A screen, in CSS pixels at device pixel ratio 1.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Screen {
     pub width: u32,
@@ -99,12 +99,19 @@ impl Screen {
         sizes[slot % sizes.len()]
     }
 
-    /// Chromium's flag for this screen.
-    pub fn chromium_arg(&self) -> String {
-        format!(
-            "--screen-info={{0,0 {}x{} workAreaBottom={}}}",
-            self.width, self.height, self.taskbar
-        )
+    /// Chromium's flag for this screen at device pixel ratio `dpr`.
+    pub fn chromium_arg(&self, dpr: f64) -> String {
+        if dpr == 1.0 {
+            format!(
+                "--screen-info={{0,0 {}x{} workAreaBottom={}}}",
+                self.width, self.height, self.taskbar
+            )
+        } else {
+            format!(
+                "--screen-info={{0,0 {}x{} devicePixelRatio={dpr} workAreaBottom={}}}",
+                self.width, self.height, self.taskbar
+            )
+        }
     }
 }
 
@@ -132,7 +139,7 @@ impl Pointer {
 }
 
 /// Browser window size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Viewport {
     pub width: u32,
@@ -200,7 +207,7 @@ mod tests {
             .expect("taller than the work area");
         assert!(e.contains("1920x1080") && e.contains("40-pixel"), "{e}");
         assert_eq!(
-            s.chromium_arg(),
+            s.chromium_arg(1.0),
             "--screen-info={0,0 1920x1080 workAreaBottom=40}"
         );
         let phone = Screen::default_for(

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use crate::config::{BrowserConfig, HttpConfig};
 use crate::error::Result;
 use crate::events::Events;
-use crate::identity::browser::{ClientHints, Identity, LaunchSpec};
+use crate::identity::browser::{ClientHints, Device, Identity, LaunchSpec};
 use crate::identity::calibrate::Calibrator;
+use crate::identity::persona::Persona;
 use crate::identity::profile::Profile;
 use crate::wire::egress::{Egress, EgressConfig, UpstreamHealth};
 use crate::wire::http::{Guard, RootStore};
@@ -40,9 +41,24 @@ pub struct SlotEnv<'a> {
     pub proxy_health: (u32, std::time::Duration),
 }
 
+/// Slot `id`'s device: its persona under its profile. Font packages the
+/// persona has that this machine lacks are named in a warning.
+pub(super) fn device(id: usize, profile: &Profile, persona: &Persona) -> Device {
+    let (device, missing) = persona.device(profile, id);
+    if !missing.is_empty() {
+        tracing::warn!(
+            slot = id,
+            packages = %missing.join(" "),
+            "the slot's persona has font packages this machine lacks; its browser shows the others (install them: scripts/lib.sh's ensure_packages does)"
+        );
+    }
+    device
+}
+
 pub(super) fn launch_spec(
     id: usize,
     profile: &Profile,
+    device: Device,
     dir: &Path,
     port: u16,
     egress: &Egress,
@@ -58,20 +74,11 @@ pub(super) fn launch_spec(
         xvfb: env.browser.display == crate::config::Display::Xvfb,
         user_agent: profile.user_agent.clone(),
         languages: profile.languages(),
-        window: {
-            let w = if profile.vary_window {
-                profile.screen.window_for_slot(profile.viewport, id)
-            } else {
-                profile.viewport
-            };
-            (w.width, w.height)
-        },
-        screen: profile.screen,
+        device,
         pointer: profile.pointer(),
         proxy_server: Some(egress.proxy_server()),
         spki: env.spki.to_vec(),
         trust_roots: env.trust_roots.to_vec(),
-        timezone: profile.timezone.clone(),
         launch_timeout: std::time::Duration::from_secs(env.browser.launch_timeout_secs),
         netns: env.netns.clone(),
         sandbox: env.browser.sandbox,

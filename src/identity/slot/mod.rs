@@ -19,7 +19,7 @@ pub use env::SlotEnv;
 pub use record::{SlotIdentity, check_session};
 
 use self::calibration::{CALIBRATION_TIMEOUT, Calibrating, chromium_based};
-use self::env::{identity, launch_spec, start_egress};
+use self::env::{device, identity, launch_spec, start_egress};
 use crate::config::HttpConfig;
 use crate::error::{Error, Result};
 use crate::events::Events;
@@ -190,7 +190,15 @@ impl Slot {
             .map_err(|_| Error::config(format!("slot {id}: CDP port {port} is out of range")))?;
         let egress = start_egress(id, &profile, env)?;
         let browser = SlotBrowser::new(
-            launch_spec(id, &profile, &dir, cdp_port, &egress, env),
+            launch_spec(
+                id,
+                &profile,
+                device(id, &profile, &me.persona()),
+                &dir,
+                cdp_port,
+                &egress,
+                env,
+            ),
             identity(&profile),
             env.browser.clone(),
         )
@@ -513,6 +521,22 @@ impl Slot {
         }
     }
 
+    /// The fingerprint components this slot's browser measured of itself
+    /// at its last calibration (`None` before one).
+    pub fn components(&self) -> Option<crate::identity::persona::linkage::Components> {
+        self.record
+            .read()
+            .as_ref()
+            .and_then(|r| r.browser_check.as_ref())
+            .and_then(|c| crate::identity::persona::linkage::components_of(&c.seen))
+    }
+
+    /// Its device fingerprint (a hash of [`Slot::components`]).
+    pub fn device_fingerprint(&self) -> Option<String> {
+        self.components()
+            .map(|c| crate::identity::persona::linkage::fingerprint(&c))
+    }
+
     /// This slot's Chromium (launched on first use).
     pub fn browser(&self) -> &SlotBrowser {
         &self.browser
@@ -574,6 +598,8 @@ impl Slot {
     /// tiers (a retirement's fresh identity, or one adopted from the fleet).
     pub(crate) fn take_identity(&self, new: &SlotIdentity) -> Result<()> {
         new.save(&self.dir)?;
+        self.browser
+            .set_device(device(self.id, &self.profile, &new.persona()));
         if let Some(t) = &self.proxy {
             let url = t
                 .render(self.id, &new.session)

@@ -1,16 +1,19 @@
 //! Who a slot is now: its session (the `{session}` of its proxy URL, which
 //! providers use for a sticky IP) and generation, kept in
 //! `<slot>/identity.json` (written atomically, mode 0600) so a restart keeps
-//! the same IP. A retired identity gets a new session.
+//! the same IP, and its persona (the device it is, `identity/persona`), so
+//! a restart keeps the same device. A retired identity gets a new session
+//! and a new persona.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
+use crate::identity::persona::Persona;
 
 /// A slot's current identity.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SlotIdentity {
     /// Random, 12 hex digits (read back only as hex digits: see
     /// [`check_session`]).
@@ -20,6 +23,20 @@ pub struct SlotIdentity {
     pub generation: u64,
     /// Unix seconds the identity was made.
     pub born: u64,
+    /// The device it is (`None` only in a file written before personas:
+    /// one is drawn when the slot opens, and kept).
+    #[serde(default, deserialize_with = "persona_field")]
+    pub persona: Option<Persona>,
+}
+
+fn persona_field<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<Persona>, D::Error> {
+    let p = Option::<Persona>::deserialize(d)?;
+    if let Some(why) = p.as_ref().and_then(Persona::problem) {
+        return Err(serde::de::Error::custom(why));
+    }
+    Ok(p)
 }
 
 /// The longest proxy session read back (the pool makes 12 hex digits).
@@ -61,7 +78,12 @@ impl SlotIdentity {
         let path = Self::path(slot_dir);
         match std::fs::read(&path) {
             Ok(bytes) => match serde_json::from_slice::<SlotIdentity>(&bytes) {
-                Ok(id) => return Ok(id),
+                Ok(id) if id.persona.is_some() => return Ok(id),
+                Ok(mut id) => {
+                    id.persona = Some(Persona::fresh());
+                    id.save(slot_dir)?;
+                    return Ok(id);
+                }
                 Err(e) => {
                     let aside = path.with_extension(format!("json.corrupt-{}", now()));
                     tracing::warn!(file = %path.display(), error = %e, aside = %aside.display(),
@@ -82,12 +104,18 @@ impl SlotIdentity {
         Ok(id)
     }
 
-    /// A new identity of generation `generation`.
+    /// Its persona (drawn when it has none).
+    pub fn persona(&self) -> Persona {
+        self.persona.clone().unwrap_or_else(Persona::fresh)
+    }
+
+    /// A new identity of generation `generation`, with a new persona.
     pub fn fresh(generation: u64) -> SlotIdentity {
         SlotIdentity {
             session: hex::encode(rand::random::<[u8; 6]>()),
             generation,
             born: now(),
+            persona: Some(Persona::fresh()),
         }
     }
 

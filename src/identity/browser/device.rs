@@ -1,0 +1,107 @@
+//! The device a slot's Chromium is launched as (its persona, under its
+//! profile): screen, window, pixel ratio, theme, time zone and fonts, all
+//! carried by launch flags and the environment, so that the page, its
+//! iframes and its workers agree.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::identity::profile::Screen;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Device {
+    pub window: (u32, u32),
+    pub screen: Screen,
+    pub dpr: f64,
+    /// A dark desktop theme (`--force-dark-mode`): the browser's
+    /// `prefers-color-scheme` follows it, as on a person's machine.
+    pub dark: bool,
+    /// IANA zone (`TZ`); `None`: the machine's.
+    pub timezone: Option<String>,
+    /// The only font files the browser sees (its own fontconfig); `None`:
+    /// the machine's fonts.
+    pub fonts: Option<Vec<PathBuf>>,
+}
+
+impl Device {
+    /// The machine as it is, in a desktop window of `width`×`height`.
+    pub fn desktop(width: u32, height: u32) -> Device {
+        Device {
+            window: (width, height),
+            screen: Screen::DESKTOP,
+            dpr: 1.0,
+            dark: false,
+            timezone: None,
+            fonts: None,
+        }
+    }
+}
+
+/// Give a slot's browser only `files`: links to them in `<slot>/fonts`
+/// (made anew at each launch) and a `fonts.conf` that lists that folder
+/// alone, keeps its cache in the slot's, and takes the system's rendering
+/// rules and aliases (`/etc/fonts/conf.d`: Arial is Liberation Sans where
+/// that is installed, as on any Debian desktop). Returns the file for
+/// `FONTCONFIG_FILE`.
+pub(super) fn write_fontconfig(slot_dir: &Path, files: &[PathBuf]) -> Result<PathBuf> {
+    let dir = slot_dir.join("fonts");
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| Error::io(format!("cannot clear {}", dir.display()), e))?;
+    }
+    crate::fsutil::create_private_dir(&dir)?;
+    for (n, file) in files.iter().enumerate() {
+        let name = file
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let link = dir.join(format!("{n:03}-{name}"));
+        std::os::unix::fs::symlink(file, &link)
+            .map_err(|e| Error::io(format!("cannot link {}", link.display()), e))?;
+    }
+    let cache = slot_dir.join("xdg").join("cache").join("fontconfig");
+    let conf = slot_dir.join("fonts.conf");
+    let text = format!(
+        "<?xml version=\"1.0\"?>\n<!DOCTYPE fontconfig SYSTEM \"urn:fontconfig:fonts.dtd\">\n\
+         <!-- This slot's fonts (its persona's); written by idpool at each launch. -->\n\
+         <fontconfig>\n  <dir>{}</dir>\n  <cachedir>{}</cachedir>\n  \
+         <include ignore_missing=\"yes\">/etc/fonts/conf.d</include>\n</fontconfig>\n",
+        xml_text(&dir.display().to_string()),
+        xml_text(&cache.display().to_string())
+    );
+    crate::fsutil::write_atomically(&conf, text.as_bytes())?;
+    Ok(conf)
+}
+
+fn xml_text(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fontconfig_lists_the_slots_folder_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let font = dir.path().join("X.ttf");
+        std::fs::write(&font, b"f").unwrap();
+        let slot = dir.path().join("slot");
+        std::fs::create_dir(&slot).unwrap();
+        let conf = write_fontconfig(&slot, std::slice::from_ref(&font)).unwrap();
+        let text = std::fs::read_to_string(&conf).unwrap();
+        assert_eq!(text.matches("<dir>").count(), 1, "{text}");
+        assert!(text.contains(&format!("<dir>{}</dir>", slot.join("fonts").display())));
+        let links: Vec<_> = std::fs::read_dir(slot.join("fonts"))
+            .unwrap()
+            .flatten()
+            .collect();
+        assert_eq!(links.len(), 1);
+        assert_eq!(std::fs::read_link(links[0].path()).unwrap(), font);
+        // A second launch with fewer fonts leaves none of the first.
+        write_fontconfig(&slot, &[]).unwrap();
+        assert_eq!(std::fs::read_dir(slot.join("fonts")).unwrap().count(), 0);
+    }
+}

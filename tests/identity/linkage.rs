@@ -9,6 +9,7 @@ use crate::common;
 
 use common::Env;
 use common::chromium::{Chromium, until};
+use idpool::identity::persona::Persona;
 use idpool::lease::cascade::RunOptions;
 use idpool::pool::Pool;
 use idpool::tools;
@@ -50,6 +51,48 @@ pub async fn fingerprint(env: &Env, pool: &Pool, slot: usize) -> Value {
     v
 }
 
+/// Give slot `slot` (before the pool opens) the persona of the first seed
+/// from 1 that `want` accepts; returns it.
+fn seat_persona(env: &Env, slot: usize, want: impl Fn(&Persona) -> bool) -> Persona {
+    let persona = (1u64..)
+        .map(Persona::draw)
+        .find(|p| want(p))
+        .expect("a seed");
+    env.write(
+        &format!("data/slots/{slot}/identity.json"),
+        &json!({"session": format!("{slot:012x}"), "generation": 0, "born": 1, "persona": persona})
+            .to_string(),
+    );
+    persona
+}
+
+/// What the page saw is the persona: the screen less its panel (at its
+/// pixel ratio), the window, the theme.
+fn assert_is(d: &Value, p: &Value, slot: usize) {
+    let (w, h, bar) = (
+        &p["screen"]["width"],
+        &p["screen"]["height"],
+        p["screen"]["taskbar"].as_u64().unwrap_or(0),
+    );
+    let avail = h.as_u64().unwrap_or(0) - bar;
+    assert_eq!(
+        d["screen"],
+        json!([w, h, w, avail]),
+        "slot {slot}: {d} / {p}"
+    );
+    assert_eq!(
+        d["dpr"].as_f64(),
+        p["dpr"].as_f64(),
+        "slot {slot}: {d} / {p}"
+    );
+    assert_eq!(
+        d["window"],
+        json!([p["window"]["width"], p["window"]["height"]]),
+        "slot {slot}: {d} / {p}"
+    );
+    assert_eq!(d["dark"], p["dark"], "slot {slot}: {d} / {p}");
+}
+
 fn distinct(values: &[&Value]) -> usize {
     let mut v: Vec<String> = values.iter().map(|v| v.to_string()).collect();
     v.sort_unstable();
@@ -85,6 +128,7 @@ async fn four_slots_of_the_default_config_are_four_devices_before_and_after_a_re
 
     let mut runs = Vec::new();
     let mut linkage = Value::Null;
+    let mut personas = Vec::new();
     for _ in 0..2 {
         let pool = env.pool();
         let mut seen = Vec::new();
@@ -94,7 +138,14 @@ async fn four_slots_of_the_default_config_are_four_devices_before_and_after_a_re
         for slot in pool.slots() {
             slot.calibration_settled().await;
         }
-        linkage = tools::pool_status::run(&pool)["linkage"].clone();
+        let status = tools::pool_status::run(&pool);
+        linkage = status["linkage"].clone();
+        personas = status["slots"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|s| s["identity"]["persona"].clone())
+            .collect();
         common::shutdown_and_check(&pool).await;
         runs.push(seen);
     }
@@ -151,6 +202,11 @@ async fn four_slots_of_the_default_config_are_four_devices_before_and_after_a_re
         "four slots, {first:?}; components all four share: {shared:?}"
     );
     assert_eq!(first, second, "a restart changed the devices");
+    // Each slot's browser is its persona (kept across the restart): the
+    // screen less its panel, the pixel ratio, the window, the theme.
+    for (slot, (v, p)) in runs[1].iter().zip(&personas).enumerate() {
+        assert_is(&v["direct"], p, slot);
+    }
     let canvases: Vec<&Value> = runs[0].iter().map(|v| &v["direct"]["canvas"]).collect();
     assert!(distinct(&canvases) >= 3, "canvas hashes {canvases:?}");
     for (slot, v) in runs[0].iter().enumerate() {
@@ -187,10 +243,19 @@ async fn en_gb_and_de_de_personas_speak_their_locales_in_intl() {
         .expect("config")
         .replace("size = 2\n", "profiles = [\"gb\", \"de\"]\n");
     env.write("idpool.toml", &config);
+    // A persona with a high-density screen and a dark theme, and one with
+    // a light theme and a window smaller than its screen: each as its
+    // browser shows it.
+    let hidpi = seat_persona(&env, 0, |p| p.dpr == 2.0 && p.dark);
+    let scaled = seat_persona(&env, 1, |p| {
+        p.dpr == 1.0 && !p.dark && p.window.width < p.screen.width
+    });
     let pool = env.pool();
     let gb = fingerprint(&env, &pool, 0).await;
     let de = fingerprint(&env, &pool, 1).await;
     common::shutdown_and_check(&pool).await;
+    assert_is(&gb["direct"], &json!(hidpi), 0);
+    assert_is(&de["direct"], &json!(scaled), 1);
     assert_eq!(gb["direct"]["locale"], "en-GB", "{}", gb["direct"]);
     assert_eq!(
         gb["direct"]["timeZone"], "Europe/London",

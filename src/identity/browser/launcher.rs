@@ -95,9 +95,6 @@ impl LaunchSpec {
         let d = &self.device;
         a.push(format!("--window-size={},{}", d.window.0, d.window.1));
         a.push(d.screen.chromium_arg(d.dpr));
-        if d.dpr != 1.0 {
-            a.push(format!("--force-device-scale-factor={}", d.dpr));
-        }
         a.push(self.pointer.chromium_arg().into());
         if d.dark {
             a.push("--force-dark-mode".into());

@@ -39,6 +39,9 @@ pub struct Expect {
     pub timezone: Option<String>,
     /// The profile's languages in order (`de-DE`, `de`, `en`).
     pub languages: Vec<String>,
+    /// The operating system the user agent claims (`Linux`, `Windows`,
+    /// `macOS`, as in `sec-ch-ua-platform`).
+    pub platform: String,
 }
 
 /// The JSON the page left in `<script type="application/json" id="result">`.
@@ -380,6 +383,48 @@ fn locale(v: &View<'_>, expect: &Expect, say: &mut dyn FnMut(&str, String)) {
             format!("the page's time zone {}, the profile's {tz}", page["tz"]),
         );
     }
+    // `Intl` speaks the browser's own locale: a British profile whose
+    // `Intl` says en-US (no language pack, or the locale not passed on)
+    // formats dates as no British person's browser does.
+    let lang = |t: &str| t.split('-').next().unwrap_or("").to_ascii_lowercase();
+    if let (Some(intl), Some(first)) = (page["locale"].as_str(), langs.first())
+        && (lang(intl) != lang(first) || (intl.contains('-') && !intl.eq_ignore_ascii_case(first)))
+    {
+        say(
+            "locale",
+            format!("Intl's locale {intl}, the first language {first}"),
+        );
+    }
+    fonts(v, expect, say);
+}
+
+/// The fonts a claimed operating system always has: a Windows user agent
+/// whose page cannot use Arial, Segoe UI or Tahoma, or a Mac one without
+/// Helvetica, is another system behind it (`pretend_os`).
+fn fonts(v: &View<'_>, expect: &Expect, say: &mut dyn FnMut(&str, String)) {
+    let have = v.seen["components"]["fonts"].as_str().unwrap_or_default();
+    if v.seen["components"].is_null() {
+        return;
+    }
+    let has = |f: &str| have.split(',').any(|h| h == f);
+    let missing: Vec<&str> = match expect.platform.as_str() {
+        "Windows" => ["Arial", "Segoe UI", "Tahoma"]
+            .into_iter()
+            .filter(|f| !has(f))
+            .collect(),
+        "macOS" => ["Helvetica"].into_iter().filter(|f| !has(f)).collect(),
+        _ => Vec::new(),
+    };
+    if !missing.is_empty() {
+        say(
+            "fonts",
+            format!(
+                "a {} user agent without {}: the page sees this machine's fonts",
+                expect.platform,
+                missing.join(", ")
+            ),
+        );
+    }
 }
 
 /// Online and `navigator.connection`, `window.chrome`, notifications.
@@ -498,6 +543,7 @@ mod tests {
             mobile: false,
             timezone: Some("UTC".into()),
             languages: vec!["en-US".into(), "en".into()],
+            platform: "Linux".into(),
         }
     }
 
@@ -510,6 +556,62 @@ mod tests {
         let c = judge(person(), Some("UA Chrome/150.0.0.0"), &expect());
         assert!(c.signals.is_empty(), "{:?}", c.signals);
         assert_eq!(c.webgl.as_deref(), Some("V / R"));
+    }
+
+    /// Issue 56: the self-check missed an en-GB profile whose `Intl` said
+    /// en-US, and a Windows user agent with Linux's fonts only.
+    #[test]
+    fn a_locale_intl_does_not_speak_and_a_claimed_systems_missing_fonts_are_named() {
+        let mut s = person();
+        s["page"]["locale"] = json!("en-US");
+        s["components"] = json!({"fonts": "DejaVu Sans,Liberation Sans"});
+        assert!(
+            judge(s.clone(), Some("UA Chrome/150.0.0.0"), &expect())
+                .signals
+                .is_empty()
+        );
+        let gb = Expect {
+            languages: vec!["en-GB".into(), "en".into()],
+            ..expect()
+        };
+        let mut g = s.clone();
+        g["page"]["languages"] = json!(["en-GB", "en"]);
+        g["page"]["language"] = json!("en-GB");
+        g["headers"]["accept-language"] = json!("en-GB,en;q=0.9");
+        for place in ["frame", "worker"] {
+            g[place]["languages"] = json!(["en-GB", "en"]);
+        }
+        let c = judge(g.clone(), Some("UA Chrome/150.0.0.0"), &gb);
+        assert_eq!(names(&c), ["locale"], "{:?}", c.signals);
+        // German Chromium's pack is `de`: `Intl` says `de` for de-DE.
+        let de = Expect {
+            languages: vec!["de-DE".into(), "de".into()],
+            ..expect()
+        };
+        let mut d = g.clone();
+        d["page"]["locale"] = json!("de");
+        d["page"]["languages"] = json!(["de-DE", "de"]);
+        d["page"]["language"] = json!("de-DE");
+        d["headers"]["accept-language"] = json!("de-DE,de;q=0.9");
+        for place in ["frame", "worker"] {
+            d[place]["languages"] = json!(["de-DE", "de"]);
+        }
+        assert!(
+            judge(d, Some("UA Chrome/150.0.0.0"), &de)
+                .signals
+                .is_empty()
+        );
+        let windows = Expect {
+            platform: "Windows".into(),
+            ..expect()
+        };
+        let c = judge(s, Some("UA Chrome/150.0.0.0"), &windows);
+        assert_eq!(names(&c), ["fonts"], "{:?}", c.signals);
+        assert!(
+            c.signals[0].detail.contains("Arial, Segoe UI, Tahoma"),
+            "{:?}",
+            c.signals
+        );
     }
 
     #[test]

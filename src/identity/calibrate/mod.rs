@@ -257,8 +257,10 @@ async fn self_check(slot: Subject<'_>, l: &listener::Listener) -> check::Browser
     };
     let expect = check::Expect {
         mobile: slot.profile.mobile(),
-        timezone: slot.profile.timezone.clone(),
+        // The device's: the profile's, else one of its proxy country's.
+        timezone: slot.browser.device().timezone,
         languages: crate::identity::profile::language_tags(&slot.profile.accept_language),
+        platform: slot.profile.hints_platform().to_string(),
     };
     let failed = |detail: String| check::BrowserCheck {
         signals: vec![check::Signal {

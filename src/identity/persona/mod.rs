@@ -39,7 +39,7 @@ pub struct Persona {
     /// Everything below follows from it.
     pub seed: u64,
     pub screen: Screen,
-    /// Device pixel ratio: 1, 1.25, 1.5 or 2.
+    /// Device pixel ratio: 1 or 2.
     pub dpr: f64,
     pub window: Viewport,
     /// The desktop's theme is dark (`prefers-color-scheme: dark`).
@@ -192,7 +192,7 @@ mod tests {
             assert!(p.problem().is_none());
             assert!(p.screen.misfit(p.window).is_none(), "{p:?}");
             assert!(p.fonts.iter().any(|f| f == "fonts-dejavu-core"), "{p:?}");
-            assert!([1.0, 1.25, 1.5, 2.0].contains(&p.dpr), "{p:?}");
+            assert!([1.0, 2.0].contains(&p.dpr), "{p:?}");
             screens.insert((p.screen.width, p.screen.height, p.window.width));
             canvases.insert(p.fonts.clone());
         }

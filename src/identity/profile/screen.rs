@@ -99,8 +99,11 @@ impl Screen {
         sizes[slot % sizes.len()]
     }
 
-    /// Chromium's flag for this screen at device pixel ratio `dpr`.
+    /// Chromium's flag for this screen at device pixel ratio `dpr`. The
+    /// flag takes device pixels: a 1920×1080 screen at ratio 2 is a
+    /// 3840×2160 panel, its task bar twice as tall.
     pub fn chromium_arg(&self, dpr: f64) -> String {
+        let px = |css: u32| (f64::from(css) * dpr).round() as u32;
         if dpr == 1.0 {
             format!(
                 "--screen-info={{0,0 {}x{} workAreaBottom={}}}",
@@ -109,7 +112,9 @@ impl Screen {
         } else {
             format!(
                 "--screen-info={{0,0 {}x{} devicePixelRatio={dpr} workAreaBottom={}}}",
-                self.width, self.height, self.taskbar
+                px(self.width),
+                px(self.height),
+                px(self.taskbar)
             )
         }
     }
@@ -209,6 +214,10 @@ mod tests {
         assert_eq!(
             s.chromium_arg(1.0),
             "--screen-info={0,0 1920x1080 workAreaBottom=40}"
+        );
+        assert_eq!(
+            s.chromium_arg(1.25),
+            "--screen-info={0,0 2400x1350 devicePixelRatio=1.25 workAreaBottom=50}"
         );
         let phone = Screen::default_for(
             true,

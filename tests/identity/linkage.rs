@@ -274,3 +274,39 @@ async fn en_gb_and_de_de_personas_speak_their_locales_in_intl() {
     assert_eq!(de["direct"]["numberLocale"], "de", "{}", de["direct"]);
     assert_eq!(de["direct"]["languages"], json!(["de-DE", "de", "en"]));
 }
+
+/// Acceptance: a slot's device moves with its identity. Its bundle, seated
+/// in another pool's slot, is the same device there to FingerprintJS (the
+/// persona travels in the bundle; a slot of that pool is another device).
+#[tokio::test]
+async fn an_identity_bundle_carries_its_device_to_another_pool() {
+    installed();
+    let from = Env::new(1).await;
+    let pool = from.pool();
+    let before = fingerprint(&from, &pool, 0).await;
+    let bundle = pool
+        .services()
+        .bundles
+        .export(0, "persona passphrase", false)
+        .await
+        .expect("export");
+    common::shutdown_and_check(&pool).await;
+
+    let to = Env::new(2).await;
+    let pool = to.pool();
+    let other = fingerprint(&to, &pool, 0).await;
+    pool.services()
+        .bundles
+        .import(1, bundle.bytes, "persona passphrase")
+        .await
+        .expect("import");
+    let after = fingerprint(&to, &pool, 1).await;
+    common::shutdown_and_check(&pool).await;
+    assert_eq!(
+        after["visitorId"], before["visitorId"],
+        "the device did not move: {} / {}",
+        after["direct"], before["direct"]
+    );
+    assert_eq!(after["direct"]["canvas"], before["direct"]["canvas"]);
+    assert_ne!(other["visitorId"], after["visitorId"], "{}", other["direct"]);
+}

@@ -396,3 +396,57 @@ async fn botd_says_the_slot_browser_is_no_bot_and_catches_plain_headless() {
     );
     common::shutdown_and_check(&pool).await;
 }
+
+/// Issue 56: BotD stays clean on every profile the project ships
+/// (`profiles/*.toml`), one slot each, each with its own persona.
+#[tokio::test]
+async fn botd_says_no_bot_on_every_bundled_profile() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    assert!(
+        root.join(idpool_testbed::detect::BOTD_MODULE).is_file(),
+        "BotD is not installed: run `npm ci --prefix tests/detectors` (scripts/test.sh does)"
+    );
+    let env = Env::new(1).await;
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(root.join("profiles")).expect("profiles/") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let name = path.file_stem().expect("stem").to_string_lossy().to_string();
+            env.write(
+                &format!("profiles/{name}.toml"),
+                &std::fs::read_to_string(&path).expect("profile"),
+            );
+            names.push(name);
+        }
+    }
+    names.sort();
+    assert!(names.len() >= 2, "{names:?}");
+    let list = names
+        .iter()
+        .map(|n| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let config = std::fs::read_to_string(env.path("idpool.toml"))
+        .expect("config")
+        .replace("size = 1\n", &format!("profiles = [{list}]\n"));
+    env.write("idpool.toml", &config);
+    let pool = env.pool();
+    for (slot, name) in names.iter().enumerate() {
+        let r = tools::scrape::run(
+            &pool,
+            json!({"url": env.url(&format!("/detect/botd?via={name}")).to_string(), "mode": "browser",
+                   "format": "raw_html", "wait_for": "#done"}),
+            &RunOptions {
+                slot: Some(slot),
+                ..RunOptions::default()
+            },
+        )
+        .await
+        .expect("scrape in the browser")
+        .body;
+        let verdict = botd_verdict(r["content"].as_str().unwrap_or_default());
+        assert!(verdict.get("error").is_none(), "{name}: {verdict}");
+        assert_eq!(verdict["bot"], false, "BotD caught profile {name}: {verdict}");
+    }
+    common::shutdown_and_check(&pool).await;
+}

@@ -310,3 +310,63 @@ async fn an_identity_bundle_carries_its_device_to_another_pool() {
     assert_eq!(after["direct"]["canvas"], before["direct"]["canvas"]);
     assert_ne!(other["visitorId"], after["visitorId"], "{}", other["direct"]);
 }
+
+/// Acceptance: two signed-in identities of one site that are one device
+/// are reported (`pool_status`'s linkage, `signed_in_sharing`), and with
+/// `[routing] distinct_devices = true` the router never gives that site's
+/// calls to both: the lower numbered takes them, the other device too.
+#[tokio::test]
+async fn signed_in_identities_on_one_device_are_reported_and_kept_apart() {
+    let env = common::shop(3).await;
+    let strategy = std::fs::read_to_string(env.path("strategies/testshop.toml")).expect("strategy");
+    env.write(
+        "strategies/testshop.toml",
+        &format!("{strategy}\n[routing]\ndistinct_devices = true\n"),
+    );
+    // Slots 0 and 1 are one device (one persona); slot 2 another.
+    let one = seat_persona(&env, 0, |_| true);
+    let seed = one.seed;
+    seat_persona(&env, 1, |p| p.seed == seed);
+    seat_persona(&env, 2, |p| p.seed != seed);
+    let pool = env.pool();
+    for slot in pool.slots() {
+        slot.calibrate_now().await.expect("calibration");
+    }
+    for slot in 0..3 {
+        let token = common::sign_in(&env).await;
+        let session = json!({"cookies": [{"name": idpool_testbed::accounts::COOKIE, "value": token,
+            "domain": "127.0.0.1", "path": "/", "expires": -1, "httpOnly": true, "secure": false,
+            "sameSite": "Lax"}], "origins": []})
+        .to_string();
+        pool.services()
+            .session_files
+            .import_session(slot, &session, idpool::identity::session::Format::Auto)
+            .await
+            .expect("import");
+        assert!(pool.leases().signed_in(slot, "testshop"), "slot {slot}");
+    }
+    let linkage = tools::pool_status::run(&pool)["linkage"].clone();
+    assert_eq!(linkage["same_device"], json!([[0, 1]]), "{linkage:#}");
+    assert_eq!(
+        linkage["signed_in_sharing"],
+        json!({"testshop": [[0, 1]]}),
+        "{linkage:#}"
+    );
+    let mut served = std::collections::BTreeSet::new();
+    for _ in 0..6 {
+        let r = tools::extract::run(
+            &pool,
+            json!({"strategy": "testshop", "operation": "account_reviews", "params": {"item": "ACCT1"}}),
+            RunOptions {
+                rotate: true,
+                ..RunOptions::default()
+            },
+        )
+        .await
+        .expect("members' reviews");
+        served.insert(r.body["slot"].as_u64().expect("slot"));
+    }
+    assert!(!served.contains(&1), "slot 1 is slot 0's device: {served:?}");
+    assert!(served.contains(&0) && served.contains(&2), "{served:?}");
+    common::shutdown_and_check(&pool).await;
+}

@@ -24,6 +24,10 @@ pub struct DoctorArgs {
     /// One JSON object per check instead of lines.
     #[arg(long)]
     pub json: bool,
+    /// An API key of the running daemon: with it, the linkage check asks
+    /// the daemon which identities are signed in where.
+    #[arg(long, env = "IDPOOL_KEY", hide_env_values = true)]
+    pub key: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -83,7 +87,7 @@ pub async fn run(explicit: Option<&Path>, a: DoctorArgs) -> anyhow::Result<ExitC
     match Config::load(explicit) {
         Ok(cfg) => {
             checks.push(ok("config", format!("{source} loads")));
-            checks.extend(all(explicit, &cfg).await);
+            checks.extend(all(explicit, &cfg, a.key.as_deref()).await);
         }
         Err(d) => checks.push(bad(
             Status::Fail,
@@ -130,7 +134,7 @@ fn line(c: &Check) -> String {
     }
 }
 
-async fn all(explicit: Option<&Path>, cfg: &Config) -> Vec<Check> {
+async fn all(explicit: Option<&Path>, cfg: &Config, key: Option<&str>) -> Vec<Check> {
     let plan: Vec<SlotPlan> = cfg
         .slot_plan()
         .into_iter()
@@ -152,7 +156,7 @@ async fn all(explicit: Option<&Path>, cfg: &Config) -> Vec<Check> {
     checks.push(calibration(cfg, &plan, version.as_deref()));
     checks.push(looks(cfg, &plan));
     checks.push(geography(cfg, &plan));
-    checks.push(linkage(cfg, &plan));
+    checks.push(linkage(cfg, &plan, key).await);
     checks.push(daemon(cfg).await);
     checks.push(leftovers(cfg, &plan).await);
     checks
@@ -512,17 +516,29 @@ fn geography(cfg: &Config, plan: &[SlotPlan]) -> Check {
 }
 
 /// Slots a fingerprinting library would take for one device (every
-/// component each measured at calibration equal), and profiles that claim
-/// another operating system (`pretend_os`).
-fn linkage(cfg: &Config, plan: &[SlotPlan]) -> Check {
+/// component each measured at calibration equal), signed-in identities of
+/// one site among them (asked of the running daemon when `key` is given),
+/// and profiles that claim another operating system (`pretend_os`).
+async fn linkage(cfg: &Config, plan: &[SlotPlan], key: Option<&str>) -> Check {
     use idpool::identity::persona::linkage;
-    const NAME: &str = "linkage";
     let (profiles, _) = idpool::identity::profile::load_dir(&cfg.pool.profiles_dir);
     let pretending: Vec<String> = plan
         .iter()
         .filter(|s| profiles.get(&s.profile).is_some_and(|p| p.pretend_os))
         .map(|s| format!("slot {} (profile `{}`)", s.id, s.profile))
         .collect();
+    if let Some(key) = key {
+        let args = super::daemon::DaemonArgs {
+            url: None,
+            key: Some(key.to_string()),
+        };
+        if let Ok(status) =
+            super::slots::get_json(&args.base(cfg), "/api/v1/slots", Some(key)).await
+            && status["linkage"].is_object()
+        {
+            return linkage_verdict(&status["linkage"], &pretending, true);
+        }
+    }
     let measured: Vec<(usize, linkage::Components)> = plan
         .iter()
         .filter_map(|slot| {
@@ -531,20 +547,53 @@ fn linkage(cfg: &Config, plan: &[SlotPlan]) -> Check {
             Some((slot.id, linkage::components_of(&check.seen)?))
         })
         .collect();
-    let same: Vec<String> = linkage::pairs(&measured)
+    linkage_verdict(&linkage::report(&measured), &pretending, false)
+}
+
+/// The linkage check's verdict on a linkage report (`pool_status`'s
+/// `linkage`, or one made from the calibration records on disk, which
+/// knows no sign-ins: `daemon` says whether it came from the daemon).
+fn linkage_verdict(report: &serde_json::Value, pretending: &[String], daemon: bool) -> Check {
+    const NAME: &str = "linkage";
+    let pairs = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .map(|p| format!("slots {} and {}", p[0], p[1]))
+            .collect()
+    };
+    let sharing: Vec<String> = report["signed_in_sharing"]
+        .as_object()
         .into_iter()
-        .filter(|p| p.same_device)
-        .map(|p| format!("slots {} and {}", p.slots[0], p.slots[1]))
+        .flatten()
+        .map(|(site, p)| format!("{site}: {}", pairs(p).join(", ")))
         .collect();
+    if !sharing.is_empty() {
+        return bad(
+            Status::Warn,
+            NAME,
+            format!(
+                "signed-in identities of one site share a device fingerprint ({}): the site can link their accounts",
+                sharing.join("; ")
+            ),
+            "retire one of each pair (`idpool retire N`: a new persona, its account signed in again), or set `[routing] distinct_devices = true` in the strategy so the site never gets calls from both",
+        );
+    }
+    let same = pairs(&report["same_device"]);
     if !same.is_empty() {
         return bad(
             Status::Warn,
             NAME,
             format!(
-                "one device to a fingerprinting library: {} (a site links their accounts)",
-                same.join(", ")
+                "one device to a fingerprinting library: {} (a site links what they do){}",
+                same.join(", "),
+                if daemon {
+                    ""
+                } else {
+                    "; give IDPOOL_KEY to learn which are signed in where"
+                }
             ),
-            "retire one of each pair (`idpool retire N`: a new persona); `pool_status`'s `linkage.signed_in_sharing` names the signed-in ones per site, and a strategy's `[routing] distinct_devices = true` keeps them apart",
+            "retire one of each pair (`idpool retire N`: a new persona)",
         );
     }
     if !pretending.is_empty() {
@@ -555,18 +604,19 @@ fn linkage(cfg: &Config, plan: &[SlotPlan]) -> Check {
                 "{} claim another operating system than this machine's (pretend_os): their fonts, voices and WebGL are this machine's",
                 pretending.join(", ")
             ),
-            "use platform = the machine's in those profiles, or accept that a site can tell",
+            "use the machine's platform in those profiles, or accept that a site can tell",
         );
     }
+    let measured = report["measured"].as_array().map_or(0, Vec::len);
     ok(
         NAME,
-        if measured.is_empty() {
+        if measured == 0 {
             "no slot measured yet (each measures its fingerprint at its calibration)".to_string()
         } else {
             format!(
-                "{} measured, no two one device ({} are the machine's and shared)",
-                n(measured.len(), "slot"),
-                linkage::MACHINE.join(", ")
+                "{} measured, no two one device ({} are the machine's, shared by every slot of it)",
+                n(measured, "slot"),
+                idpool::identity::persona::linkage::MACHINE.join(", ")
             )
         },
     )
@@ -671,5 +721,31 @@ async fn daemon(cfg: &Config) -> Check {
             format!("no daemon answers at {base}"),
             "start it: `systemctl start idpool` (or `idpool serve`); `journalctl -u idpool` says why it stopped",
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linkage_names_signed_in_pairs_first_then_devices_then_pretenders() {
+        let clean =
+            serde_json::json!({"measured": [0, 1], "same_device": [], "signed_in_sharing": {}});
+        assert_eq!(linkage_verdict(&clean, &[], true).status, Status::Ok);
+        let shared = serde_json::json!({"measured": [0, 1], "same_device": [[0, 1]],
+            "signed_in_sharing": {"testshop": [[0, 1]]}});
+        let c = linkage_verdict(&shared, &[], true);
+        assert_eq!(c.status, Status::Warn);
+        assert!(c.detail.contains("testshop: slots 0 and 1"), "{}", c.detail);
+        let devices = serde_json::json!({"measured": [0, 1], "same_device": [[0, 1]]});
+        let c = linkage_verdict(&devices, &[], false);
+        assert!(
+            c.detail.contains("slots 0 and 1") && c.detail.contains("IDPOOL_KEY"),
+            "{}",
+            c.detail
+        );
+        let c = linkage_verdict(&clean, &["slot 3 (profile `win`)".into()], true);
+        assert!(c.detail.contains("pretend_os"), "{}", c.detail);
     }
 }

@@ -412,3 +412,22 @@ pub fn ref_of(snapshot: &serde_json::Value, role: &str, name: &str) -> String {
     let at = line.find("[ref=").expect("a ref") + 5;
     line[at..].split(']').next().expect("ref").to_string()
 }
+
+/// Give slot `slot` (before the pool opens) the persona of the first seed
+/// from 1 that `want` accepts; returns it.
+pub fn seat_persona(
+    env: &Env,
+    slot: usize,
+    want: impl Fn(&idpool::identity::persona::Persona) -> bool,
+) -> idpool::identity::persona::Persona {
+    let persona = (1u64..)
+        .map(idpool::identity::persona::Persona::draw)
+        .find(|p| want(p))
+        .expect("a seed");
+    env.write(
+        &format!("data/slots/{slot}/identity.json"),
+        &serde_json::json!({"session": format!("{slot:012x}"), "generation": 0, "born": 1, "persona": persona})
+            .to_string(),
+    );
+    persona
+}

@@ -211,3 +211,75 @@ async fn doctor_passes_a_good_install_and_names_each_fault_with_its_fix() {
     drop(squat);
     d.stop().await;
 }
+
+/// Issue 56: `doctor` with the daemon's key warns when two signed-in
+/// identities of one site share a device fingerprint, naming the site and
+/// the slots (and the fix); without the key it knows only the devices.
+#[tokio::test]
+async fn doctor_warns_about_signed_in_identities_of_one_site_on_one_device() {
+    let env = common::shop(2).await;
+    let admin = add_key(&env, "ops", "admin").await;
+    let seed = common::seat_persona(&env, 0, |_| true).seed;
+    common::seat_persona(&env, 1, |p| p.seed == seed);
+    let d = Daemon::start_with(&env, 2, "keys_file = \"keys.toml\"", "", &[]).await;
+    let http = reqwest::Client::new();
+    let tool = |name: &str, args: serde_json::Value| {
+        http.post(d.url(&format!("/api/v1/tools/{name}")))
+            .bearer_auth(&admin)
+            .json(&args)
+            .send()
+    };
+    let r = tool("calibrate", serde_json::json!({}))
+        .await
+        .expect("calibrate");
+    assert!(
+        r.status().is_success(),
+        "{}",
+        r.text().await.unwrap_or_default()
+    );
+    for slot in 0..2 {
+        let token = common::sign_in(&env).await;
+        let session = serde_json::json!({"cookies": [{"name": idpool_testbed::accounts::COOKIE,
+            "value": token, "domain": "127.0.0.1", "path": "/", "expires": -1, "httpOnly": true,
+            "secure": false, "sameSite": "Lax"}], "origins": []})
+        .to_string();
+        let r = tool(
+            "import_session",
+            serde_json::json!({"slot": slot, "session": session}),
+        )
+        .await
+        .expect("import");
+        assert!(
+            r.status().is_success(),
+            "{}",
+            r.text().await.unwrap_or_default()
+        );
+    }
+    let run = |key: Option<&str>| {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_idpool"));
+        cmd.arg("--config")
+            .arg(env.path("idpool.toml"))
+            .arg("doctor");
+        cmd.env_remove("IDPOOL_KEY");
+        if let Some(k) = key {
+            cmd.env("IDPOOL_KEY", k);
+        }
+        cmd.output()
+    };
+    let out = run(Some(&admin)).await.expect("doctor");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let l = line(&text, "linkage");
+    assert!(l.starts_with("warn"), "{text}");
+    assert!(l.contains("testshop: slots 0 and 1"), "{l}");
+    assert!(l.contains("distinct_devices"), "names the fix: {l}");
+    assert!(!text.contains(&admin), "the key shows nowhere");
+    let out = run(None).await.expect("doctor");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let l = line(&text, "linkage");
+    assert!(
+        l.contains("one device to a fingerprinting library: slots 0 and 1")
+            && l.contains("IDPOOL_KEY"),
+        "{l}"
+    );
+    d.stop().await;
+}

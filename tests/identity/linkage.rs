@@ -9,7 +9,6 @@ use crate::common;
 
 use common::Env;
 use common::chromium::{Chromium, until};
-use idpool::identity::persona::Persona;
 use idpool::lease::cascade::RunOptions;
 use idpool::pool::Pool;
 use idpool::tools;
@@ -49,21 +48,6 @@ pub async fn fingerprint(env: &Env, pool: &Pool, slot: usize) -> Value {
         .unwrap_or_else(|e| panic!("{e}: {text}"));
     assert!(v.get("error").is_none(), "slot {slot}: {v}");
     v
-}
-
-/// Give slot `slot` (before the pool opens) the persona of the first seed
-/// from 1 that `want` accepts; returns it.
-fn seat_persona(env: &Env, slot: usize, want: impl Fn(&Persona) -> bool) -> Persona {
-    let persona = (1u64..)
-        .map(Persona::draw)
-        .find(|p| want(p))
-        .expect("a seed");
-    env.write(
-        &format!("data/slots/{slot}/identity.json"),
-        &json!({"session": format!("{slot:012x}"), "generation": 0, "born": 1, "persona": persona})
-            .to_string(),
-    );
-    persona
 }
 
 /// What the page saw is the persona: the screen less its panel (at its
@@ -246,8 +230,8 @@ async fn en_gb_and_de_de_personas_speak_their_locales_in_intl() {
     // A persona with a high-density screen and a dark theme, and one with
     // a light theme and a window smaller than its screen: each as its
     // browser shows it.
-    let hidpi = seat_persona(&env, 0, |p| p.dpr == 2.0 && p.dark);
-    let scaled = seat_persona(&env, 1, |p| {
+    let hidpi = common::seat_persona(&env, 0, |p| p.dpr == 2.0 && p.dark);
+    let scaled = common::seat_persona(&env, 1, |p| {
         p.dpr == 1.0 && !p.dark && p.window.width < p.screen.width
     });
     let pool = env.pool();
@@ -308,7 +292,11 @@ async fn an_identity_bundle_carries_its_device_to_another_pool() {
         after["direct"], before["direct"]
     );
     assert_eq!(after["direct"]["canvas"], before["direct"]["canvas"]);
-    assert_ne!(other["visitorId"], after["visitorId"], "{}", other["direct"]);
+    assert_ne!(
+        other["visitorId"], after["visitorId"],
+        "{}",
+        other["direct"]
+    );
 }
 
 /// Acceptance: two signed-in identities of one site that are one device
@@ -324,10 +312,10 @@ async fn signed_in_identities_on_one_device_are_reported_and_kept_apart() {
         &format!("{strategy}\n[routing]\ndistinct_devices = true\n"),
     );
     // Slots 0 and 1 are one device (one persona); slot 2 another.
-    let one = seat_persona(&env, 0, |_| true);
+    let one = common::seat_persona(&env, 0, |_| true);
     let seed = one.seed;
-    seat_persona(&env, 1, |p| p.seed == seed);
-    seat_persona(&env, 2, |p| p.seed != seed);
+    common::seat_persona(&env, 1, |p| p.seed == seed);
+    common::seat_persona(&env, 2, |p| p.seed != seed);
     let pool = env.pool();
     for slot in pool.slots() {
         slot.calibrate_now().await.expect("calibration");
@@ -366,7 +354,10 @@ async fn signed_in_identities_on_one_device_are_reported_and_kept_apart() {
         .expect("members' reviews");
         served.insert(r.body["slot"].as_u64().expect("slot"));
     }
-    assert!(!served.contains(&1), "slot 1 is slot 0's device: {served:?}");
+    assert!(
+        !served.contains(&1),
+        "slot 1 is slot 0's device: {served:?}"
+    );
     assert!(served.contains(&0) && served.contains(&2), "{served:?}");
     common::shutdown_and_check(&pool).await;
 }

@@ -411,7 +411,11 @@ async fn botd_says_no_bot_on_every_bundled_profile() {
     for entry in std::fs::read_dir(root.join("profiles")).expect("profiles/") {
         let path = entry.expect("entry").path();
         if path.extension().is_some_and(|e| e == "toml") {
-            let name = path.file_stem().expect("stem").to_string_lossy().to_string();
+            let name = path
+                .file_stem()
+                .expect("stem")
+                .to_string_lossy()
+                .to_string();
             env.write(
                 &format!("profiles/{name}.toml"),
                 &std::fs::read_to_string(&path).expect("profile"),
@@ -446,7 +450,10 @@ async fn botd_says_no_bot_on_every_bundled_profile() {
         .body;
         let verdict = botd_verdict(r["content"].as_str().unwrap_or_default());
         assert!(verdict.get("error").is_none(), "{name}: {verdict}");
-        assert_eq!(verdict["bot"], false, "BotD caught profile {name}: {verdict}");
+        assert_eq!(
+            verdict["bot"], false,
+            "BotD caught profile {name}: {verdict}"
+        );
     }
     common::shutdown_and_check(&pool).await;
 }

@@ -94,7 +94,9 @@ impl LaunchSpec {
         a.push(format!("--accept-lang={}", self.languages));
         let d = &self.device;
         a.push(format!("--window-size={},{}", d.window.0, d.window.1));
-        a.push(d.screen.chromium_arg(d.dpr));
+        // Headful on Xvfb, the display is the screen, at ratio 1 (see
+        // docs/fidelity.md: the persona's ratio applies headless).
+        a.push(d.screen.chromium_arg(if self.xvfb { 1.0 } else { d.dpr }));
         a.push(self.pointer.chromium_arg().into());
         if d.dark {
             a.push("--force-dark-mode".into());

@@ -96,8 +96,8 @@ impl Pool {
     pub fn open_with(cfg: &Config, compiled: Vec<Arc<dyn Strategy>>) -> Result<Pool> {
         crate::identity::browser::process::become_subreaper();
         let lock = lock::DataDirLock::acquire(&cfg.pool.data_dir)?;
-        let (profiles, problems) = profile::load_dir(&cfg.pool.profiles_dir);
-        for p in &problems {
+        let (profiles, profile_problems) = profile::load_dir(&cfg.pool.profiles_dir);
+        for p in &profile_problems {
             tracing::warn!("{p}");
         }
         let (mut registry, problems) = Registry::load_dir(&cfg.pool.strategies_dir);
@@ -145,7 +145,7 @@ impl Pool {
         // profile pins one), from the first HTTP request on.
         let chromium =
             crate::identity::browser::launcher::installed_major(cfg.browser.executable.as_deref());
-        let slots = open_slots(cfg, &profiles, &env, chromium)?;
+        let slots = open_slots(cfg, (&profiles, &profile_problems), &env, chromium)?;
         let fleet = open_fleet(cfg, slots.len())?;
         let slots_len = slots.len();
         let leases = Arc::new(Leases::new(
@@ -423,19 +423,34 @@ impl Pool {
 /// (the installed major) unless its profile pins one.
 fn open_slots(
     cfg: &Config,
-    profiles: &std::collections::BTreeMap<String, profile::Profile>,
+    (profiles, problems): (
+        &std::collections::BTreeMap<String, profile::Profile>,
+        &[crate::diag::Diagnostic],
+    ),
     env: &SlotEnv<'_>,
     chromium: Option<u32>,
 ) -> Result<Vec<Arc<Slot>>> {
     let mut slots = Vec::new();
     for plan in cfg.slot_plan().into_iter().chain(cfg.spare_plan()) {
         let mut profile = profiles.get(&plan.profile).cloned().ok_or_else(|| {
-            Error::config(format!(
-                "slot {} uses profile `{}`, which is not in {}",
-                plan.id,
-                plan.profile,
-                cfg.pool.profiles_dir.display()
-            ))
+            // A slot's profile that did not load fails the open with why.
+            let why = problems.iter().find(|d| {
+                d.file
+                    .file_stem()
+                    .is_some_and(|s| s == plan.profile.as_str())
+            });
+            match why {
+                Some(d) => Error::config(format!(
+                    "slot {} uses profile `{}`: {d}",
+                    plan.id, plan.profile
+                )),
+                None => Error::config(format!(
+                    "slot {} uses profile `{}`, which is not in {}",
+                    plan.id,
+                    plan.profile,
+                    cfg.pool.profiles_dir.display()
+                )),
+            }
         })?;
         if let Some(major) = chromium {
             profile.follow_browser(major);

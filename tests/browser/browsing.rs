@@ -23,6 +23,7 @@ fn caller(key: &str, mcp: &str) -> RunOptions {
 #[tokio::test]
 async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
     let env = Env::new(1).await;
+    common::seat_plain_desktop(&env, 0);
     env.write_config_private(
         1,
         true,

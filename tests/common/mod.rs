@@ -420,7 +420,7 @@ pub fn seat_persona(
     slot: usize,
     want: impl Fn(&idpool::identity::persona::Persona) -> bool,
 ) -> idpool::identity::persona::Persona {
-    let persona = (1u64..)
+    let persona = (1u64..1_000_000)
         .map(idpool::identity::persona::Persona::draw)
         .find(|p| want(p))
         .expect("a seed");
@@ -430,4 +430,17 @@ pub fn seat_persona(
             .to_string(),
     );
     persona
+}
+
+/// Give slot `slot` (before the pool opens) the desktop the older tests
+/// were written for: a 1920×1080 screen with a 40-pixel panel, a 1366×768
+/// window, pixel ratio 1, a light theme. (Without it each slot draws its
+/// own persona.)
+pub fn seat_plain_desktop(env: &Env, slot: usize) {
+    seat_persona(env, slot, |p| {
+        (p.screen.width, p.screen.height, p.screen.taskbar) == (1920, 1080, 40)
+            && (p.window.width, p.window.height) == (1366, 768)
+            && p.dpr == 1.0
+            && !p.dark
+    });
 }

@@ -80,6 +80,7 @@ async fn gone(pids: &[u32]) -> bool {
 #[tokio::test]
 async fn xvfb_mode_runs_headful_and_leaves_nothing_after_sigterm_or_sigkill() {
     let env = Env::new(1).await;
+    common::seat_plain_desktop(&env, 0);
     let data = env.path("data");
     // 1. The daemon starts the display with the browser and serves a call.
     let d = Daemon::start_with(&env, 1, "", XVFB, &[]).await;

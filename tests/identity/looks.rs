@@ -215,6 +215,7 @@ async fn a_tier_3_get_reviews_page_never_sees_idpool_in_its_world() {
 #[tokio::test]
 async fn the_screen_fits_the_window_and_a_desktop_has_a_mouse() {
     let env = Env::new(1).await;
+    common::seat_plain_desktop(&env, 0);
     let pool = env.pool();
     let seen = probe(&env, &pool, "/detect/screen").await;
     for world in ["page", "frame"] {

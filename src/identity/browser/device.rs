@@ -38,13 +38,18 @@ impl Device {
 }
 
 /// Give a slot's browser only `files`: links to them in `<slot>/fonts`
-/// (made anew at each launch) and a `fonts.conf` that lists that folder
-/// alone, keeps its cache in the slot's, and takes the system's rendering
-/// rules and aliases (`/etc/fonts/conf.d`: Arial is Liberation Sans where
-/// that is installed, as on any Debian desktop). Returns the file for
-/// `FONTCONFIG_FILE`.
+/// and a `fonts.conf` that lists that folder alone, keeps its cache in the
+/// slot's, and takes the system's rendering rules and aliases
+/// (`/etc/fonts/conf.d`: Arial is Liberation Sans where that is installed,
+/// as on any Debian desktop). The folder is made anew only when the set
+/// changed, so that fontconfig's cache of it holds from launch to launch.
+/// Returns the file for `FONTCONFIG_FILE`.
 pub(super) fn write_fontconfig(slot_dir: &Path, files: &[PathBuf]) -> Result<PathBuf> {
     let dir = slot_dir.join("fonts");
+    let conf = slot_dir.join("fonts.conf");
+    if conf.is_file() && links_of(&dir) == Some(files.to_vec()) {
+        return Ok(conf);
+    }
     if dir.exists() {
         std::fs::remove_dir_all(&dir)
             .map_err(|e| Error::io(format!("cannot clear {}", dir.display()), e))?;
@@ -55,12 +60,11 @@ pub(super) fn write_fontconfig(slot_dir: &Path, files: &[PathBuf]) -> Result<Pat
             .file_name()
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let link = dir.join(format!("{n:03}-{name}"));
+        let link = dir.join(format!("{n:05}-{name}"));
         std::os::unix::fs::symlink(file, &link)
             .map_err(|e| Error::io(format!("cannot link {}", link.display()), e))?;
     }
     let cache = slot_dir.join("xdg").join("cache").join("fontconfig");
-    let conf = slot_dir.join("fonts.conf");
     let text = format!(
         "<?xml version=\"1.0\"?>\n<!DOCTYPE fontconfig SYSTEM \"urn:fontconfig:fonts.dtd\">\n\
          <!-- This slot's fonts (its persona's); written by idpool at each launch. -->\n\
@@ -71,6 +75,23 @@ pub(super) fn write_fontconfig(slot_dir: &Path, files: &[PathBuf]) -> Result<Pat
     );
     crate::fsutil::write_atomically(&conf, text.as_bytes())?;
     Ok(conf)
+}
+
+/// The targets of the links in `dir`, in their order (`None`: no folder,
+/// or something in it that is not one of our links).
+fn links_of(dir: &Path) -> Option<Vec<PathBuf>> {
+    let mut links: Vec<(String, PathBuf)> = std::fs::read_dir(dir)
+        .ok()?
+        .map(|e| {
+            let e = e.ok()?;
+            Some((
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read_link(e.path()).ok()?,
+            ))
+        })
+        .collect::<Option<_>>()?;
+    links.sort();
+    Some(links.into_iter().map(|(_, t)| t).collect())
 }
 
 fn xml_text(s: &str) -> String {
@@ -100,7 +121,19 @@ mod tests {
             .collect();
         assert_eq!(links.len(), 1);
         assert_eq!(std::fs::read_link(links[0].path()).unwrap(), font);
-        // A second launch with fewer fonts leaves none of the first.
+        // The same set again leaves the folder as it was (its cache holds).
+        let made = std::fs::metadata(slot.join("fonts"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        write_fontconfig(&slot, std::slice::from_ref(&font)).unwrap();
+        let again = std::fs::metadata(slot.join("fonts"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert_eq!(made, again);
+        // A launch with fewer fonts leaves none of the first.
         write_fontconfig(&slot, &[]).unwrap();
         assert_eq!(std::fs::read_dir(slot.join("fonts")).unwrap().count(), 0);
     }

@@ -527,7 +527,13 @@ pub fn chromium_accept_language(accept_language: &str) -> String {
 pub fn load_dir(dir: &Path) -> (BTreeMap<String, Profile>, Vec<Diagnostic>) {
     let mut profiles = BTreeMap::new();
     let mut problems = Vec::new();
-    for path in toml_files(dir) {
+    let files = toml_files(dir);
+    // The built-in default stands in only where no default.toml is: one
+    // that does not load is its problem, never silently replaced.
+    let own_default = files
+        .iter()
+        .any(|p| p.file_stem().is_some_and(|s| s == "default"));
+    for path in files {
         match Profile::load(&path) {
             Ok(p) => {
                 profiles.insert(p.name.clone(), p);
@@ -535,9 +541,11 @@ pub fn load_dir(dir: &Path) -> (BTreeMap<String, Profile>, Vec<Diagnostic>) {
             Err(d) => problems.push(d),
         }
     }
-    profiles
-        .entry("default".to_string())
-        .or_insert_with(Profile::builtin_default);
+    if !own_default {
+        profiles
+            .entry("default".to_string())
+            .or_insert_with(Profile::builtin_default);
+    }
     (profiles, problems)
 }
 

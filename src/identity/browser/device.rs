@@ -21,6 +21,9 @@ pub struct Device {
     /// The only font files the browser sees (its own fontconfig); `None`:
     /// the machine's fonts.
     pub fonts: Option<Vec<PathBuf>>,
+    /// The desktop's font hinting (fontconfig's `hintstyle`: `hintnone`,
+    /// `hintslight`, `hintmedium`, `hintfull`), with `fonts`.
+    pub hinting: Option<&'static str>,
 }
 
 impl Device {
@@ -33,6 +36,7 @@ impl Device {
             dark: false,
             timezone: None,
             fonts: None,
+            hinting: None,
         }
     }
 }
@@ -41,15 +45,46 @@ impl Device {
 /// and a `fonts.conf` that lists that folder alone, keeps its cache in the
 /// slot's, and takes the system's rendering rules and aliases
 /// (`/etc/fonts/conf.d`: Arial is Liberation Sans where that is installed,
-/// as on any Debian desktop). The folder is made anew only when the set
-/// changed, so that fontconfig's cache of it holds from launch to launch.
-/// Returns the file for `FONTCONFIG_FILE`.
-pub(super) fn write_fontconfig(slot_dir: &Path, files: &[PathBuf]) -> Result<PathBuf> {
+/// as on any Debian desktop), and the desktop's hinting. The folder is made
+/// anew only when the set changed, so that fontconfig's cache of it holds
+/// from launch to launch. Returns the file for `FONTCONFIG_FILE`.
+pub(super) fn write_fontconfig(
+    slot_dir: &Path,
+    files: &[PathBuf],
+    hinting: Option<&str>,
+) -> Result<PathBuf> {
     let dir = slot_dir.join("fonts");
     let conf = slot_dir.join("fonts.conf");
-    if conf.is_file() && links_of(&dir) == Some(files.to_vec()) {
-        return Ok(conf);
+    if links_of(&dir) != Some(files.to_vec()) {
+        link_fonts(&dir, files)?;
     }
+    let cache = slot_dir.join("xdg").join("cache").join("fontconfig");
+    let hint = hinting
+        .filter(|h| ["hintnone", "hintslight", "hintmedium", "hintfull"].contains(h))
+        .map(|h| {
+            format!(
+                "  <match target=\"font\">\n    <edit name=\"hinting\" mode=\"assign\"><bool>{}</bool></edit>\n    \
+                 <edit name=\"hintstyle\" mode=\"assign\"><const>{h}</const></edit>\n  </match>\n",
+                h != "hintnone"
+            )
+        })
+        .unwrap_or_default();
+    let text = format!(
+        "<?xml version=\"1.0\"?>\n<!DOCTYPE fontconfig SYSTEM \"urn:fontconfig:fonts.dtd\">\n\
+         <!-- This slot's fonts (its persona's); written by idpool at each launch. -->\n\
+         <fontconfig>\n  <dir>{}</dir>\n  <cachedir>{}</cachedir>\n  \
+         <include ignore_missing=\"yes\">/etc/fonts/conf.d</include>\n{hint}</fontconfig>\n",
+        xml_text(&dir.display().to_string()),
+        xml_text(&cache.display().to_string())
+    );
+    if std::fs::read_to_string(&conf).ok().as_deref() != Some(text.as_str()) {
+        crate::fsutil::write_atomically(&conf, text.as_bytes())?;
+    }
+    Ok(conf)
+}
+
+/// `dir` anew, holding a link to each of `files` (numbered, in order).
+fn link_fonts(dir: &Path, files: &[PathBuf]) -> Result<()> {
     if dir.exists() {
         std::fs::remove_dir_all(&dir)
             .map_err(|e| Error::io(format!("cannot clear {}", dir.display()), e))?;
@@ -64,17 +99,7 @@ pub(super) fn write_fontconfig(slot_dir: &Path, files: &[PathBuf]) -> Result<Pat
         std::os::unix::fs::symlink(file, &link)
             .map_err(|e| Error::io(format!("cannot link {}", link.display()), e))?;
     }
-    let cache = slot_dir.join("xdg").join("cache").join("fontconfig");
-    let text = format!(
-        "<?xml version=\"1.0\"?>\n<!DOCTYPE fontconfig SYSTEM \"urn:fontconfig:fonts.dtd\">\n\
-         <!-- This slot's fonts (its persona's); written by idpool at each launch. -->\n\
-         <fontconfig>\n  <dir>{}</dir>\n  <cachedir>{}</cachedir>\n  \
-         <include ignore_missing=\"yes\">/etc/fonts/conf.d</include>\n</fontconfig>\n",
-        xml_text(&dir.display().to_string()),
-        xml_text(&cache.display().to_string())
-    );
-    crate::fsutil::write_atomically(&conf, text.as_bytes())?;
-    Ok(conf)
+    Ok(())
 }
 
 /// The targets of the links in `dir`, in their order (`None`: no folder,
@@ -111,9 +136,10 @@ mod tests {
         std::fs::write(&font, b"f").unwrap();
         let slot = dir.path().join("slot");
         std::fs::create_dir(&slot).unwrap();
-        let conf = write_fontconfig(&slot, std::slice::from_ref(&font)).unwrap();
+        let conf = write_fontconfig(&slot, std::slice::from_ref(&font), Some("hintfull")).unwrap();
         let text = std::fs::read_to_string(&conf).unwrap();
         assert_eq!(text.matches("<dir>").count(), 1, "{text}");
+        assert!(text.contains("<const>hintfull</const>"), "{text}");
         assert!(text.contains(&format!("<dir>{}</dir>", slot.join("fonts").display())));
         let links: Vec<_> = std::fs::read_dir(slot.join("fonts"))
             .unwrap()
@@ -127,14 +153,15 @@ mod tests {
             .modified()
             .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(20));
-        write_fontconfig(&slot, std::slice::from_ref(&font)).unwrap();
+        write_fontconfig(&slot, std::slice::from_ref(&font), Some("hintfull")).unwrap();
         let again = std::fs::metadata(slot.join("fonts"))
             .unwrap()
             .modified()
             .unwrap();
         assert_eq!(made, again);
         // A launch with fewer fonts leaves none of the first.
-        write_fontconfig(&slot, &[]).unwrap();
+        write_fontconfig(&slot, &[], Some("<evil/>")).unwrap();
+        assert!(!std::fs::read_to_string(&conf).unwrap().contains("evil"));
         assert_eq!(std::fs::read_dir(slot.join("fonts")).unwrap().count(), 0);
     }
 }

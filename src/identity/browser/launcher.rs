@@ -316,7 +316,7 @@ pub async fn start(spec: &LaunchSpec) -> Result<Started> {
         let slot_dir = spec.user_data_dir.parent().unwrap_or(&spec.user_data_dir);
         cmd.env(
             "FONTCONFIG_FILE",
-            super::device::write_fontconfig(slot_dir, files)?,
+            super::device::write_fontconfig(slot_dir, files, spec.device.hinting)?,
         );
     }
     // Chromium keeps some state (crash database) under $XDG_CONFIG_HOME, not the

@@ -7,7 +7,8 @@
 //! weighted choice), so a stored one is checked against its seed when read
 //! and an identity moved to another machine is the same device there. It
 //! holds the screen (and its panel), the device pixel ratio, the window
-//! (maximised, or a common size that fits), the desktop's colour scheme and a set of Debian font packages. Where the
+//! (maximised, or a common size that fits), the desktop's colour scheme,
+//! its font hinting and a set of Debian font packages. Where the
 //! profile pins a value (`viewport`, `screen`) or the proxy's country
 //! fixes one (the time zone), that wins ([`Persona::device`]).
 //!
@@ -46,6 +47,8 @@ pub struct Persona {
     pub dark: bool,
     /// Debian font packages the device has.
     pub fonts: Vec<String>,
+    /// The desktop's font hinting (fontconfig's `hintstyle`).
+    pub hinting: String,
 }
 
 /// Weighted choice: `items[i]` with weight `weight(items[i])`.
@@ -108,6 +111,7 @@ impl Persona {
             .filter(|(_, share)| chance(&mut rng, *share))
             .map(|(p, _)| (*p).to_string())
             .collect();
+        let &(hinting, _) = pick(&mut rng, HINTING, |h| h.1);
         Persona {
             seed,
             screen,
@@ -115,6 +119,7 @@ impl Persona {
             window,
             dark,
             fonts,
+            hinting: hinting.to_string(),
         }
     }
 
@@ -172,6 +177,10 @@ impl Persona {
             dpr: if mobile { 1.0 } else { self.dpr },
             dark: self.dark,
             fonts: (!files.is_empty()).then_some(files),
+            hinting: population::HINTING
+                .iter()
+                .map(|(h, _)| *h)
+                .find(|h| *h == self.hinting),
             timezone,
         };
         (device, missing)

@@ -73,3 +73,13 @@ pub const FONT_PACKAGES: &[(&str, u32)] = &[
     ("fonts-roboto-unhinted", 20),
     ("fonts-hack", 15),
 ];
+
+/// Font hinting (fontconfig's `hintstyle`), as desktops set it: GNOME and
+/// KDE ship slight, older and Windows-like setups full, some turn it off.
+/// Glyph shapes, and so every canvas of text, follow it.
+pub const HINTING: &[(&str, u32)] = &[
+    ("hintslight", 55),
+    ("hintfull", 20),
+    ("hintnone", 15),
+    ("hintmedium", 10),
+];

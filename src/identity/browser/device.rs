@@ -86,10 +86,10 @@ pub(super) fn write_fontconfig(
 /// `dir` anew, holding a link to each of `files` (numbered, in order).
 fn link_fonts(dir: &Path, files: &[PathBuf]) -> Result<()> {
     if dir.exists() {
-        std::fs::remove_dir_all(&dir)
+        std::fs::remove_dir_all(dir)
             .map_err(|e| Error::io(format!("cannot clear {}", dir.display()), e))?;
     }
-    crate::fsutil::create_private_dir(&dir)?;
+    crate::fsutil::create_private_dir(dir)?;
     for (n, file) in files.iter().enumerate() {
         let name = file
             .file_name()

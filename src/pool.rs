@@ -140,6 +140,7 @@ impl Pool {
                 cfg.pool.proxy_failures,
                 Duration::from_secs(cfg.pool.proxy_probe_secs.max(1)),
             ),
+            personas: Arc::new(crate::identity::persona::Book::default()),
         };
         // The user agent claims the Chromium that will run (unless a
         // profile pins one), from the first HTTP request on.
@@ -431,7 +432,19 @@ fn open_slots(
     chromium: Option<u32>,
 ) -> Result<Vec<Arc<Slot>>> {
     let mut slots = Vec::new();
-    for plan in cfg.slot_plan().into_iter().chain(cfg.spare_plan()) {
+    let plans: Vec<_> = cfg
+        .slot_plan()
+        .into_iter()
+        .chain(cfg.spare_plan())
+        .collect();
+    // The personas slots already have, so that a new one is unlike them all.
+    for plan in &plans {
+        let dir = cfg.pool.data_dir.join("slots").join(plan.id.to_string());
+        if let Some(p) = crate::identity::slot::SlotIdentity::peek_persona(&dir) {
+            env.personas.keep(plan.id, &p);
+        }
+    }
+    for plan in plans {
         let mut profile = profiles.get(&plan.profile).cloned().ok_or_else(|| {
             // A slot's profile that did not load fails the open with why.
             let why = problems.iter().find(|d| {

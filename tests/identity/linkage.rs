@@ -192,6 +192,7 @@ async fn four_slots_of_the_default_config_are_four_devices_before_and_after_a_re
         assert_is(&v["direct"], p, slot);
     }
     let canvases: Vec<&Value> = runs[0].iter().map(|v| &v["direct"]["canvas"]).collect();
+    println!("canvas hashes {canvases:?}");
     assert!(distinct(&canvases) >= 3, "canvas hashes {canvases:?}");
     for (slot, v) in runs[0].iter().enumerate() {
         assert_eq!(

@@ -39,6 +39,8 @@ pub struct SlotEnv<'a> {
     pub netns: Option<Arc<crate::wire::netns::Netns>>,
     /// `pool.proxy_failures` and `pool.proxy_probe_secs`.
     pub proxy_health: (u32, std::time::Duration),
+    /// The machine's slots' personas: a new identity draws one unlike them.
+    pub personas: Arc<crate::identity::persona::Book>,
 }
 
 /// Slot `id`'s device: its persona under its profile. Font packages the

@@ -83,6 +83,9 @@ pub struct Slot {
     health: Mutex<SlotHealth>,
     /// A person is at this identity's browser (a login session).
     person: Arc<AtomicBool>,
+    /// The machine's slots' personas (a renewed identity draws one unlike
+    /// the others').
+    personas: Arc<crate::identity::persona::Book>,
 }
 
 /// A person holds a slot's browser while this lives (see
@@ -128,7 +131,8 @@ impl Slot {
     ) -> Result<Slot> {
         let dir = env.data_dir.join("slots").join(id.to_string());
         crate::fsutil::create_private_dir(&dir)?;
-        let me = SlotIdentity::load_or_create(&dir)?;
+        let me = SlotIdentity::load_or_create(&dir, || env.personas.fresh_for(id))?;
+        env.personas.keep(id, &me.persona());
         if let Some(t) = proxy {
             profile.proxy = Some(
                 t.render(id, &me.session)
@@ -228,6 +232,7 @@ impl Slot {
             wear: self::wear::Wear::default(),
             health: Mutex::new(SlotHealth::default()),
             person: Arc::new(AtomicBool::new(false)),
+            personas: env.personas.clone(),
         })
     }
 
@@ -585,7 +590,7 @@ impl Slot {
             }
         }
         self.http.read().hints().clear();
-        let new = SlotIdentity::fresh(old.generation + 1);
+        let new = SlotIdentity::fresh(old.generation + 1, self.personas.fresh_for(self.id));
         self.take_identity(&new)?;
         *self.record.write() = None;
         *self.cal_failure.lock() = None;
@@ -598,6 +603,7 @@ impl Slot {
     /// tiers (a retirement's fresh identity, or one adopted from the fleet).
     pub(crate) fn take_identity(&self, new: &SlotIdentity) -> Result<()> {
         new.save(&self.dir)?;
+        self.personas.keep(self.id, &new.persona());
         self.browser
             .set_device(device(self.id, &self.profile, &new.persona()));
         if let Some(t) = &self.proxy {

@@ -72,15 +72,22 @@ impl SlotIdentity {
         slot_dir.join("identity.json")
     }
 
+    /// The persona saved in `slot_dir`, if a readable identity holds one.
+    pub fn peek_persona(slot_dir: &Path) -> Option<Persona> {
+        let bytes = std::fs::read(Self::path(slot_dir)).ok()?;
+        serde_json::from_slice::<SlotIdentity>(&bytes).ok()?.persona
+    }
+
     /// The saved identity, or a new one (saved) when there is none or the
-    /// file is unreadable (moved aside, with a warning).
-    pub fn load_or_create(slot_dir: &Path) -> Result<SlotIdentity> {
+    /// file is unreadable (moved aside, with a warning); `draw` makes the
+    /// persona of a new one (or of a file without one).
+    pub fn load_or_create(slot_dir: &Path, draw: impl FnOnce() -> Persona) -> Result<SlotIdentity> {
         let path = Self::path(slot_dir);
         match std::fs::read(&path) {
             Ok(bytes) => match serde_json::from_slice::<SlotIdentity>(&bytes) {
                 Ok(id) if id.persona.is_some() => return Ok(id),
                 Ok(mut id) => {
-                    id.persona = Some(Persona::fresh());
+                    id.persona = Some(draw());
                     id.save(slot_dir)?;
                     return Ok(id);
                 }
@@ -99,7 +106,7 @@ impl SlotIdentity {
                 ));
             }
         }
-        let id = SlotIdentity::fresh(0);
+        let id = SlotIdentity::fresh(0, draw());
         id.save(slot_dir)?;
         Ok(id)
     }
@@ -109,13 +116,13 @@ impl SlotIdentity {
         self.persona.clone().unwrap_or_else(Persona::fresh)
     }
 
-    /// A new identity of generation `generation`, with a new persona.
-    pub fn fresh(generation: u64) -> SlotIdentity {
+    /// A new identity of generation `generation`, as `persona`.
+    pub fn fresh(generation: u64, persona: Persona) -> SlotIdentity {
         SlotIdentity {
             session: hex::encode(rand::random::<[u8; 6]>()),
             generation,
             born: now(),
-            persona: Some(Persona::fresh()),
+            persona: Some(persona),
         }
     }
 
@@ -141,11 +148,14 @@ mod tests {
     #[test]
     fn kept_across_opens_and_renewed_when_corrupt() {
         let dir = tempfile::tempdir().unwrap();
-        let a = SlotIdentity::load_or_create(dir.path()).unwrap();
+        let a = SlotIdentity::load_or_create(dir.path(), Persona::fresh).unwrap();
         assert_eq!(a.session.len(), 12);
-        assert_eq!(SlotIdentity::load_or_create(dir.path()).unwrap(), a);
+        assert_eq!(
+            SlotIdentity::load_or_create(dir.path(), Persona::fresh).unwrap(),
+            a
+        );
         std::fs::write(dir.path().join("identity.json"), b"{not json").unwrap();
-        let b = SlotIdentity::load_or_create(dir.path()).unwrap();
+        let b = SlotIdentity::load_or_create(dir.path(), Persona::fresh).unwrap();
         assert_ne!(b.session, a.session);
         let aside = std::fs::read_dir(dir.path())
             .unwrap()
@@ -182,7 +192,7 @@ mod tests {
             br#"{"session":"x@127.0.0.2:18999/#","generation":0,"born":1}"#,
         )
         .unwrap();
-        let id = SlotIdentity::load_or_create(dir.path()).unwrap();
+        let id = SlotIdentity::load_or_create(dir.path(), Persona::fresh).unwrap();
         assert!(check_session(&id.session).is_ok(), "{}", id.session);
     }
 }

@@ -326,6 +326,18 @@ const HELP: &[(Kind, &str, Option<metrics::Unit>, &str)] = {
         ),
         (
             Gauge,
+            "idpool_slot_same_device_peers",
+            None,
+            "Other slots this slot is one device with to a fingerprinting library (0: none).",
+        ),
+        (
+            Gauge,
+            "idpool_slot_most_shared_components",
+            None,
+            "The most persona-set fingerprint components (canvas, fonts, screen, window, pixel ratio, theme, languages, time zone, locale) this slot shares with any other slot; the machine's own (WebGL, audio, maths, processors, memory) are not counted.",
+        ),
+        (
+            Gauge,
             "idpool_linkage_signed_in_sharing_pairs",
             None,
             "Per strategy with accounts: pairs of its signed-in identities that are one device (doctor warns; [routing] distinct_devices keeps them apart).",
@@ -422,6 +434,23 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
     let linkage = pool.leases().linkage();
     metrics::gauge!("idpool_linkage_same_device_pairs")
         .set(linkage["same_device"].as_array().map_or(0, Vec::len) as f64);
+    let mut peers: std::collections::BTreeMap<u64, (usize, usize)> = Default::default();
+    for pair in linkage["pairs"].as_array().into_iter().flatten() {
+        let shared = pair["shared"].as_array().map_or(0, Vec::len);
+        let same = usize::from(pair["same_device"] == true);
+        for end in [&pair["slots"][0], &pair["slots"][1]] {
+            if let Some(id) = end.as_u64() {
+                let e = peers.entry(id).or_default();
+                e.0 += same;
+                e.1 = e.1.max(shared);
+            }
+        }
+    }
+    for (id, (same, shared)) in peers {
+        let l = [("slot", id.to_string())];
+        metrics::gauge!("idpool_slot_same_device_peers", &l).set(same as f64);
+        metrics::gauge!("idpool_slot_most_shared_components", &l).set(shared as f64);
+    }
     for name in &strategies {
         let pairs = linkage["signed_in_sharing"][name.as_str()]
             .as_array()

@@ -273,6 +273,25 @@ async fn doctor_warns_about_signed_in_identities_of_one_site_on_one_device() {
     assert!(l.contains("testshop: slots 0 and 1"), "{l}");
     assert!(l.contains("distinct_devices"), "names the fix: {l}");
     assert!(!text.contains(&admin), "the key shows nowhere");
+    // The same in /metrics: a pair that is one device, each slot's peer,
+    // and the site's signed-in pair.
+    let m = http
+        .get(d.url("/metrics"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    for want in [
+        "idpool_linkage_same_device_pairs 1",
+        "idpool_slot_same_device_peers{slot=\"0\"} 1",
+        "idpool_slot_same_device_peers{slot=\"1\"} 1",
+        "idpool_linkage_signed_in_sharing_pairs{strategy=\"testshop\"} 1",
+    ] {
+        assert!(m.contains(want), "{want} not in:\n{m}");
+    }
     let out = run(None).await.expect("doctor");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let l = line(&text, "linkage");

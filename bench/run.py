@@ -242,6 +242,9 @@ class Proc:
 
     def __init__(self, name, argv, log_path, env=None):
         self.name = name
+        # A daemon's data dir: its Chromiums (each in a process group of its
+        # own) are ended with it when it has to be killed.
+        self.data = None
         self.log = open(log_path, "ab")
         self.p = subprocess.Popen(argv, stdout=self.log, stderr=self.log, env=env,
                                   start_new_session=True)
@@ -256,7 +259,30 @@ class Proc:
                 log(f"{self.name} (pid {self.pid}) ignored SIGTERM for {grace}s: killing its group")
                 os.killpg(self.pid, signal.SIGKILL)
                 self.p.wait()
+                self.end_browsers()
         self.log.close()
+
+    def end_browsers(self):
+        """End, by PID, every process whose arguments name a folder of this
+        daemon's data dir (its slots' Chromiums and their crashpad handlers,
+        which a killed daemon leaves behind)."""
+        if self.data is None:
+            return
+        mark = str(self.data) + "/"
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    args = f.read().decode(errors="replace")
+            except OSError:
+                continue
+            if mark in args:
+                log(f"{self.name}: ending its left-over process {entry}")
+                try:
+                    os.kill(int(entry), signal.SIGKILL)
+                except OSError:
+                    pass
 
 
 def wait_http(url, secs=60):
@@ -420,6 +446,7 @@ class Bench:
         env.setdefault("RUST_LOG", "info")
         p = self.start(name, [str((build or self.bin) / "idpool"), "--config", str(cfg), "serve"],
                        env)
+        p.data = data
         wait_http(f"http://127.0.0.1:{port}/healthz")
         p.port, p.cfg = port, cfg
         return p

@@ -16,4 +16,5 @@ mod jar_public_suffix;
 mod live_view_revoked;
 mod private_addresses;
 mod redaction;
+mod shutdown_calibrating;
 mod slow_bodies;

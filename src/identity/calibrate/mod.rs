@@ -89,6 +89,9 @@ pub struct Calibrator {
     /// Also serialises runs: one calibration at a time across slots.
     listener: tokio::sync::Mutex<Option<listener::Listener>>,
     closed: std::sync::atomic::AtomicBool,
+    /// Shutdown cuts a running run's page work (the launch it may start
+    /// is never cut: a half-started Chromium would outlive the pool).
+    cut: tokio_util::sync::CancellationToken,
 }
 
 impl std::fmt::Debug for Calibrator {
@@ -114,6 +117,7 @@ impl Calibrator {
             socket: parking_lot::Mutex::new(Some(socket)),
             listener: tokio::sync::Mutex::new(None),
             closed: std::sync::atomic::AtomicBool::new(false),
+            cut: tokio_util::sync::CancellationToken::new(),
         })
     }
 
@@ -138,6 +142,9 @@ impl Calibrator {
     pub async fn shutdown(&self) {
         self.closed
             .store(true, std::sync::atomic::Ordering::Release);
+        // A run in progress holds the listener: cut its page work, which
+        // would wait for pages the ending egress no longer brings.
+        self.cut.cancel();
         if let Ok(mut guard) = tokio::time::timeout(QUEUE_TIMEOUT, self.listener.lock()).await
             && let Some(l) = guard.take()
         {
@@ -181,6 +188,18 @@ impl Calibrator {
                 "calibration listener vanished",
             ));
         };
+        // The browser is launched first, whole; what follows is cut by
+        // shutdown.
+        drop(slot.browser.upkeep_turn().await?);
+        tokio::select! {
+            r = self.visits(slot, l) => r,
+            () = self.cut.cancelled() => Err(closed()),
+        }
+    }
+
+    /// A run's work on its launched browser and the HTTP tier: the visits,
+    /// the self-check, the comparison.
+    async fn visits(&self, slot: Subject<'_>, l: &listener::Listener) -> Result<Record> {
         let base = new_run(l);
         browser_visit(slot.browser, &base).await.map_err(|e| {
             e.context(format!(

@@ -35,17 +35,7 @@ pub const PANELS: &[(u32, u32)] = &[(0, 25), (32, 25), (40, 15), (44, 15), (48, 
 pub const MAXIMISED: u32 = 55;
 
 /// Window sizes people's un-maximised browsers commonly have.
-pub const WINDOWS: &[(u32, u32)] = &[
-    (1366, 768),
-    (1536, 864),
-    (1440, 900),
-    (1280, 800),
-    (1600, 900),
-    (1280, 720),
-    (1680, 1010),
-    (1200, 900),
-    (1024, 768),
-];
+pub use crate::identity::profile::COMMON_WINDOWS as WINDOWS;
 
 /// Of a hundred people, how many have a dark desktop theme (which the
 /// browser follows: `prefers-color-scheme: dark`).

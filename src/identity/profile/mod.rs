@@ -16,7 +16,7 @@ mod geo;
 mod screen;
 pub use crate::config::{ProxyTemplate, ProxyUrl};
 pub use geo::{Geo, country_locale, country_zones};
-pub use screen::{Pointer, Screen, Viewport};
+pub use screen::{COMMON_WINDOWS, Pointer, Screen, Viewport};
 
 /// A browser emulation by its wreq-util name (`chrome_149`, `firefox_151`, `safari_26.4`).
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -26,6 +26,21 @@ fn desktop_taskbar() -> u32 {
     40
 }
 
+/// Window sizes people's un-maximised desktop browsers commonly have
+/// (`vary_window`, and the personas' windows).
+pub const COMMON_WINDOWS: &[(u32, u32)] = &[
+    (1366, 768),
+    (1536, 864),
+    (1440, 900),
+    (1280, 800),
+    (1600, 900),
+    (1280, 720),
+    (1680, 1010),
+    (1920, 1040),
+    (1200, 900),
+    (1024, 768),
+];
+
 /// How the browser says it is pointed at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pointer {
@@ -77,19 +92,9 @@ impl Screen {
     /// turn by slot number from the profile's own, each fitting this screen
     /// less its task bar, so that eight slots do not share one size.
     pub fn window_for_slot(&self, own: Viewport, slot: usize) -> Viewport {
-        const COMMON: [(u32, u32); 8] = [
-            (1366, 768),
-            (1536, 864),
-            (1440, 900),
-            (1280, 800),
-            (1600, 900),
-            (1280, 720),
-            (1680, 1010),
-            (1920, 1040),
-        ];
         let mut sizes = vec![own];
         sizes.extend(
-            COMMON
+            COMMON_WINDOWS
                 .iter()
                 .map(|&(width, height)| Viewport { width, height })
                 .filter(|w| {

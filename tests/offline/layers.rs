@@ -158,7 +158,17 @@ const ALLOWED: &[(&str, &[&str])] = &[
 
 /// Imports the allow-lists do not grant that the tree still has
 /// (`importer -> imported`).
-const KNOWN_IMPORTS: &[&str] = &[];
+const KNOWN_IMPORTS: &[&str] = &[
+    "auth -> routing",
+    "daemon -> identity/slot",
+    "daemon -> routing",
+    "identity/calibrate -> dom",
+    "mcp -> routing",
+    "tools -> identity/browser",
+    "tools -> identity/session",
+    "tools -> identity/slot",
+    "tools -> wire/http",
+];
 
 /// Folders whose parts still import each other in a cycle: none. A
 /// folder's `mod.rs` declares and re-exports; what its files share lives
@@ -399,10 +409,13 @@ fn is_ident(c: char) -> bool {
     c.is_alphanumeric() || c == '_'
 }
 
-/// The paths a `use` tree names: `a::{b, c::{d as e}, f::*}` →
-/// `a::b`, `a::c::d`, `a::f::*`.
-fn expand_use(tree: &str) -> Vec<Vec<String>> {
-    fn parse(s: &[char], i: &mut usize, prefix: &[String], out: &mut Vec<Vec<String>>) {
+/// The paths a `use` tree names, each with the name it is given where
+/// renamed: `a::{b, c::{d as e}, f::*}` → `a::b`, `a::c::d` (as `e`),
+/// `a::f::*`.
+fn expand_use(tree: &str) -> Vec<(Vec<String>, Option<String>)> {
+    type Out = Vec<(Vec<String>, Option<String>)>;
+    fn parse(s: &[char], i: &mut usize, prefix: &[String], out: &mut Out) {
+        let mut alias = None;
         let mut path: Vec<String> = prefix.to_vec();
         loop {
             while *i < s.len() && s[*i].is_whitespace() {
@@ -439,7 +452,7 @@ fn expand_use(tree: &str) -> Vec<Vec<String>> {
             if s[*i] == '*' {
                 *i += 1;
                 path.push("*".into());
-                out.push(path);
+                out.push((path, None));
                 return;
             }
             let start = *i;
@@ -465,14 +478,16 @@ fn expand_use(tree: &str) -> Vec<Vec<String>> {
                 while *i < s.len() && s[*i].is_whitespace() {
                     *i += 1;
                 }
+                let start = *i;
                 while *i < s.len() && is_ident(s[*i]) {
                     *i += 1;
                 }
+                alias = Some(s[start..*i].iter().collect::<String>());
             }
             break;
         }
         if path.len() > prefix.len() {
-            out.push(path);
+            out.push((path, alias));
         }
     }
     let s: Vec<char> = tree.chars().collect();
@@ -480,7 +495,7 @@ fn expand_use(tree: &str) -> Vec<Vec<String>> {
     let mut i = 0;
     parse(&s, &mut i, &[], &mut out);
     // `a::{self, b}`: `self` is `a`.
-    for p in &mut out {
+    for (p, _) in &mut out {
         if p.last().is_some_and(|l| l == "self") {
             p.pop();
         }
@@ -494,6 +509,8 @@ struct Named {
     line: usize,
     reexport: bool,
     path: Vec<String>,
+    /// The name a `use … as name` gives it.
+    alias: Option<String>,
 }
 
 /// Every `use` path and every `crate::`/`super::`/`self::` path in `code`.
@@ -526,11 +543,12 @@ fn named_paths(code: &str) -> Vec<Named> {
             let reexport = stmt_start.trim_start().starts_with("pub");
             let tree: String = chars[i + 3..end].iter().collect();
             let line = line_at(i);
-            for path in expand_use(&tree) {
+            for (path, alias) in expand_use(&tree) {
                 out.push(Named {
                     line,
                     reexport,
                     path,
+                    alias,
                 });
             }
             i = end;
@@ -564,6 +582,7 @@ fn named_paths(code: &str) -> Vec<Named> {
                     line: line_at(i),
                     reexport: false,
                     path,
+                    alias: None,
                 });
             }
             i = j.max(i + 1);
@@ -634,7 +653,7 @@ fn imports(files: &[Source]) -> (Vec<Import>, BTreeMap<Vec<String>, String>, Tre
                 continue;
             };
             if n.reexport
-                && let Some(name) = to.last()
+                && let Some(name) = n.alias.as_ref().or(to.last())
                 && name != "*"
             {
                 let mut key = at.clone();
@@ -657,11 +676,15 @@ fn imports(files: &[Source]) -> (Vec<Import>, BTreeMap<Vec<String>, String>, Tre
 /// Imports between top-level modules that their allow-lists do not grant:
 /// `importer -> imported` with where each is.
 fn forbidden(files: &[Source]) -> BTreeMap<String, Vec<String>> {
-    let (all, _, _) = imports(files);
+    let (all, reexports, _) = imports(files);
     let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for i in all {
+        // An item a module re-exports is an import of the module that
+        // defines it (`crate::pool::Slot` is `crate::identity::slot::Slot`),
+        // except in the re-export itself, which names where it reaches.
+        let to = through_reexports(&i.to, &reexports);
         // Not the library's (the binary's side), or not a module.
-        let (Some(a), Some(b)) = (key_of(&i.from), key_of(&i.to)) else {
+        let (Some(a), Some(b)) = (key_of(&i.from), key_of(&to)) else {
             continue;
         };
         let at = format!("src/{}:{}", i.file, i.line);
@@ -672,6 +695,26 @@ fn forbidden(files: &[Source]) -> BTreeMap<String, Vec<String>> {
     }
     found.retain(|_, at| !at.is_empty());
     found
+}
+
+/// `path` with every re-exported prefix replaced by what it re-exports,
+/// along a chain of `pub use` (bounded: a chain longer than 16 hops or a
+/// loop stops where it is).
+fn through_reexports(path: &[String], reexports: &BTreeMap<Vec<String>, String>) -> Vec<String> {
+    let mut path = path.to_vec();
+    for _ in 0..16 {
+        let hit = (1..=path.len())
+            .rev()
+            .find_map(|n| reexports.get(&path[..n]).map(|t| (n, t)));
+        let Some((n, target)) = hit else { break };
+        let mut next: Vec<String> = target.split("::").map(str::to_string).collect();
+        next.extend_from_slice(&path[n..]);
+        if next == path {
+            break;
+        }
+        path = next;
+    }
+    path
 }
 
 /// The part of `folder` that `path` (under it) lies in: a child module's
@@ -985,6 +1028,35 @@ fn the_check_catches_each_kind_of_violation() {
         ["src/identity/browser/mod.rs:1"]
     );
 
+    // An import through a facade's re-export is an import of what it
+    // re-exports, along a chain of them (grouped or not).
+    let facade = [
+        file(
+            "pool.rs",
+            "pub use crate::lease::Held;\npub use crate::identity::{slot::Slot as Seat};\n",
+        ),
+        file("lease/mod.rs", "mod held;\npub use held::Held;\n"),
+        file(
+            "lease/held.rs",
+            "pub use crate::identity::slot::Slot as Held;\n",
+        ),
+        file("identity/slot/mod.rs", "pub struct Slot;\n"),
+        file(
+            "tools/reset_slot.rs",
+            "use crate::pool::{Seat, Pool};\nfn f(s: crate::pool::Held) {}\n",
+        ),
+    ];
+    let f = forbidden(&facade);
+    assert_eq!(
+        f.keys().collect::<Vec<_>>(),
+        ["tools -> identity/slot"],
+        "{f:?}"
+    );
+    assert_eq!(
+        f["tools -> identity/slot"],
+        ["src/tools/reset_slot.rs:1", "src/tools/reset_slot.rs:2"]
+    );
+
     // A cycle through mod.rs: the folder's file uses a child, the child
     // uses an item the folder's file defines.
     let through_mod = [
@@ -1087,6 +1159,30 @@ fn the_check_catches_each_kind_of_violation() {
     assert_eq!(
         roads(&road).into_iter().collect::<Vec<_>>(),
         [("pool/live.rs".to_string(), vec![1])]
+    );
+}
+
+/// On the real tree: a tool that names `crate::pool::Slot` while the
+/// facade re-exports the slot (as it once did) is refused, and so is one
+/// that names `crate::identity` itself.
+#[test]
+fn a_tool_reaching_a_slot_through_the_facade_is_refused() {
+    let mut files = library();
+    let pool = files
+        .iter_mut()
+        .find(|f| f.rel == "pool.rs")
+        .expect("pool.rs");
+    pool.text
+        .push_str("\npub use crate::identity::slot::Slot;\n");
+    let tool = (files.iter_mut())
+        .find(|f| f.rel == "tools/reset_slot.rs")
+        .expect("a tool");
+    tool.text.insert_str(0, "use crate::pool::Slot;\n");
+    let found = forbidden(&files);
+    let refused = found.get("tools -> identity/slot");
+    assert!(
+        refused.is_some_and(|at| at.contains(&"src/tools/reset_slot.rs:1".to_string())),
+        "{found:?}"
     );
 }
 

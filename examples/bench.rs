@@ -281,14 +281,16 @@ async fn pool_load(a: &Args) -> Result<Value> {
                 if tool == "pool_status" {
                     // The status as a caller gets it: the snapshot, copied
                     // into the call's result and serialized.
-                    let v = serde_json::Value::clone(&idpool::tools::pool_status::snapshot(pool));
+                    let v = serde_json::Value::clone(&pool.reports().status());
                     return Ok(serde_json::to_vec(&v)?.len());
                 }
                 let v = match tool.as_str() {
                     "get_reviews" => {
-                        idpool::tools::get_reviews::run(pool, args.clone(), opts).await?
+                        idpool::tools::get_reviews::run(pool.leases(), args.clone(), opts).await?
                     }
-                    "extract" => idpool::tools::extract::run(pool, args.clone(), opts).await?,
+                    "extract" => {
+                        idpool::tools::extract::run(pool.leases(), args.clone(), opts).await?
+                    }
                     other => {
                         bail!("pool mode runs get_reviews, extract or pool_status, not {other}")
                     }

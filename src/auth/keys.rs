@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 
 use super::roles::Role;
 use crate::diag::{self, Diagnostic};
-use crate::pool::grants::Grant;
+use crate::routing::grants::Grant;
 
 /// One stored key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

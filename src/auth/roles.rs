@@ -4,7 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::pool::grants::{Grant, Scope, unix_now};
+use crate::routing::grants::{Grant, Scope, unix_now};
 
 pub use crate::config::Role;
 

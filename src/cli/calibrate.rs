@@ -62,7 +62,7 @@ pub async fn run(config: Option<&Path>, a: CalibrateArgs) -> anyhow::Result<Exit
             for (slot, pid) in pool.end_stale_browsers().await {
                 eprintln!("slot {slot}: ended Chromium pid {pid} left by an earlier run");
             }
-            let r = idpool::tools::calibrate::run(&pool, json!({"slot": a.slot})).await;
+            let r = idpool::tools::calibrate::run(pool.leases(), json!({"slot": a.slot})).await;
             pool.shutdown().await;
             r?["slots"].as_array().cloned().unwrap_or_default()
         }

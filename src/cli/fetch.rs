@@ -49,7 +49,7 @@ pub async fn run(config: Option<&Path>, args: FetchArgs) -> anyhow::Result<ExitC
         }
     }?;
     let r = &fetched.response;
-    let slot = &pool.slots()[fetched.slot];
+    let slot = &pool.leases().slots()[fetched.slot];
     eprintln!("status:   {}", r.status);
     eprintln!("outcome:  {}", fetched.outcome.as_str());
     eprintln!(
@@ -71,13 +71,13 @@ pub async fn run(config: Option<&Path>, args: FetchArgs) -> anyhow::Result<ExitC
         r.elapsed.as_millis()
     );
     match fetched.via {
-        idpool::pool::Via::Http => eprintln!(
+        idpool::lease::Via::Http => eprintln!(
             "cookies:  set {} [{}]; jar holds {}",
             r.cookies_set.len(),
             r.cookies_set.join(", "),
             slot.jar().count()
         ),
-        idpool::pool::Via::Browser => {
+        idpool::lease::Via::Browser => {
             let b = slot.browser_facts();
             eprintln!("cookies:  jar holds {}", slot.jar().count());
             eprintln!(

@@ -9,7 +9,7 @@ use clap::Subcommand;
 
 use idpool::auth::{Keys, Role};
 use idpool::config::Config;
-use idpool::pool::grants::Grant;
+use idpool::routing::grants::Grant;
 
 #[derive(Debug, Subcommand)]
 pub enum KeysCmd {

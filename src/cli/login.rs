@@ -15,7 +15,8 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use idpool::config::Config;
-use idpool::pool::{LoginLimits, Pool};
+use idpool::pool::Pool;
+use idpool::services::LoginLimits;
 
 #[derive(Debug, Args)]
 pub struct LoginArgs {

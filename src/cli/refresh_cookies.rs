@@ -113,19 +113,19 @@ pub async fn run(config: Option<&Path>, args: RefreshArgs) -> anyhow::Result<Exi
         .cloned()
         .with_context(|| format!("strategy `{}` has no warmup_url", strategy.name()))?;
     let slots: Vec<usize> = match args.slot {
-        Some(n) if n >= pool.slots().len() => bail!(
+        Some(n) if n >= pool.leases().slots().len() => bail!(
             "slot {n} does not exist (the pool has {} slots)",
-            pool.slots().len()
+            pool.leases().slots().len()
         ),
         Some(n) => vec![n],
-        None => (0..pool.slots().len()).collect(),
+        None => (0..pool.leases().slots().len()).collect(),
     };
     for (slot, pid) in pool.end_stale_browsers().await {
         eprintln!("slot {slot}: ended Chromium pid {pid} left by an earlier run");
     }
     let mut failed = 0;
     for n in slots {
-        let slot = &pool.slots()[n];
+        let slot = &pool.leases().slots()[n];
         let before = slot.jar().export_for_domain(strategy.cookie_domain()).len();
         let result = pool
             .leases()

@@ -45,7 +45,7 @@ pub async fn run(config: Option<&Path>, a: RetireArgs) -> anyhow::Result<ExitCod
         }
         None => {
             let pool = Pool::open(&cfg.without_fleet())?;
-            let r = idpool::tools::retire_slot::run(&pool, json!({"slot": a.slot})).await;
+            let r = idpool::tools::retire_slot::run(pool.leases(), json!({"slot": a.slot})).await;
             pool.shutdown().await;
             r.map_err(|e| e.to_string())
         }

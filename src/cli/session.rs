@@ -192,7 +192,7 @@ pub(super) async fn call(
         None => {
             let pool = Pool::open(&cfg.without_fleet())?;
             let spec = idpool::tools::find(tool).context("tool")?;
-            let r = (spec.run)(&pool, args, &Default::default()).await;
+            let r = spec.call(&pool, args, &Default::default()).await;
             pool.shutdown().await;
             r.map(|o| o.body).map_err(|e| e.to_string())
         }

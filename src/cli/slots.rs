@@ -146,7 +146,7 @@ pub async fn run(config: Option<&Path>, a: SlotsArgs) -> anyhow::Result<ExitCode
         None => {
             // The slots as saved on disk: jars, calibrations; no browser runs.
             let pool = Pool::open(&cfg.without_fleet())?;
-            let status = idpool::tools::pool_status::run(&pool);
+            let status = pool.reports().status_now();
             pool.shutdown().await;
             status
         }

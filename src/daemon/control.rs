@@ -19,7 +19,7 @@ use crate::auth::{Principal, Role, authorize};
 use crate::mcp::gate::{check_host, check_origin, key_from};
 use crate::mcp::http::McpHttp;
 use crate::mcp::{CallContext, CallEnd, Core};
-use crate::pool::BreakerState;
+use crate::routing::BreakerState;
 
 /// State behind the control routes.
 pub struct Control {
@@ -141,17 +141,16 @@ async fn readyz(State(c): State<Arc<Control>>) -> Response {
     let pool = c.core.pool();
     let registry = pool.registry();
     let names: Vec<&str> = registry.iter().map(|s| s.name()).collect();
-    let serving = pool
-        .slots()
-        .iter()
-        .filter(|s| pool.leases().in_hand(s.id))
-        .any(|slot| {
+    let slots = pool.leases().identities().len();
+    let serving = (0..slots)
+        .filter(|id| pool.leases().in_hand(*id))
+        .any(|id| {
             names.is_empty()
                 || names
                     .iter()
-                    .any(|n| pool.breaker(slot.id, n).state != BreakerState::Open)
+                    .any(|n| pool.breaker(id, n).state != BreakerState::Open)
         });
-    if pool.slots().is_empty() || !serving {
+    if slots == 0 || !serving {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             "not ready: no slot can serve (every breaker is open)\n",
@@ -188,12 +187,12 @@ async fn metrics(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) ->
 /// The pool's status as `who` may see it (`pool_status`'s snapshot, less
 /// what slots no grant of the key covers did).
 fn seen_status(c: &Control, who: &Principal) -> Arc<Value> {
-    let all = crate::tools::pool_status::snapshot(c.core.pool());
+    let all = c.core.pool().reports().status();
     if who.grants.is_empty() {
         return all;
     }
     let mut v = Value::clone(&all);
-    crate::tools::pool_status::hide_unseen(&mut v, |slot| {
+    crate::pool::Reports::hide_unseen(&mut v, |slot| {
         crate::mcp::grants::may_see(c.core.pool(), who, slot, None)
     });
     Arc::new(v)
@@ -376,7 +375,7 @@ async fn grants(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> 
 
 /// Whether `who` may see `ev`: an event of a slot no grant of the key
 /// covers (its errors, its sites) is left out; the pool's own events stay.
-fn event_seen_by(pool: &crate::pool::Pool, who: &Principal, ev: &crate::pool::SlotEvent) -> bool {
+fn event_seen_by(pool: &crate::pool::Pool, who: &Principal, ev: &crate::events::SlotEvent) -> bool {
     ev.slot
         .is_none_or(|slot| crate::mcp::grants::may_see(pool, who, slot, ev.strategy.as_deref()))
 }
@@ -453,7 +452,7 @@ const SEND_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn stream(
     mut socket: WebSocket,
-    mut rx: tokio::sync::broadcast::Receiver<crate::pool::SlotEvent>,
+    mut rx: tokio::sync::broadcast::Receiver<crate::events::SlotEvent>,
     mut remote: Option<(tokio::sync::broadcast::Receiver<String>, String)>,
     stop: CancellationToken,
     core: Arc<Core>,

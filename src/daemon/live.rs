@@ -27,7 +27,7 @@ use super::control::{Control, Refusal, error, gate, refuse};
 use crate::auth::{AuditRecord, Principal, Role};
 use crate::identity::browser::live::Input;
 use crate::mcp::Core;
-use crate::pool::{LiveSession, LoginLimits};
+use crate::services::{LiveSession, LoginLimits};
 
 pub fn routes(control: Arc<Control>) -> Router {
     Router::new()
@@ -258,7 +258,7 @@ async fn serve_view(
     use tokio::sync::broadcast::error::RecvError;
     let (mut frames, last) = s.watch();
     let send = |v: serde_json::Value| Message::Text(v.to_string().into());
-    let frame_msg = |f: &crate::pool::Frame| {
+    let frame_msg = |f: &crate::services::Frame| {
         send(json!({"type": "frame", "data": f.data, "width": f.width, "height": f.height}))
     };
     if let Some(f) = last

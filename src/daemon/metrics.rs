@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 use crate::mcp::Core;
-use crate::pool::BreakerState;
+use crate::routing::BreakerState;
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
@@ -430,7 +430,7 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
         return "# metrics recorder unavailable\n".into();
     };
     let pool = core.pool();
-    let strategies = pool.strategy_names();
+    let strategies = pool.reports().strategy_names();
     let linkage = pool.leases().linkage();
     metrics::gauge!("idpool_linkage_same_device_pairs")
         .set(linkage["same_device"].as_array().map_or(0, Vec::len) as f64);
@@ -470,8 +470,11 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
         metrics::gauge!("idpool_strategy_sent_rpm", &l).set(b.sent_per_minute);
         metrics::gauge!("idpool_strategy_in_flight_max", &l).set(b.in_flight as f64);
     }
-    for slot in pool.slots() {
-        slot_series(pool, slot, &strategies);
+    let identities = pool.leases().identities();
+    for id in 0..identities.len() {
+        if let Some(facts) = identities.facts(id) {
+            slot_series(pool, id, &facts, &strategies);
+        }
     }
     drift_series(pool);
     metrics::gauge!("idpool_mcp_sessions", "transport" => "http").set(http_sessions as f64);
@@ -494,10 +497,15 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
 
 /// The series of one slot: breakers per strategy, browser, jar, egress,
 /// proxy, identity and calibration.
-fn slot_series(pool: &crate::pool::Pool, slot: &crate::pool::Slot, strategies: &[String]) {
-    let id = slot.id.to_string();
+fn slot_series(
+    pool: &crate::pool::Pool,
+    slot: usize,
+    facts: &crate::lease::identities::Facts,
+    strategies: &[String],
+) {
+    let id = slot.to_string();
     for name in strategies {
-        let b = pool.breaker(slot.id, name);
+        let b = pool.breaker(slot, name);
         let labels = [("slot", id.clone()), ("strategy", name.clone())];
         metrics::gauge!("idpool_breaker_state", &labels).set(state_value(b.state));
         metrics::gauge!("idpool_breaker_open", &labels).set(if b.state == BreakerState::Open {
@@ -507,14 +515,14 @@ fn slot_series(pool: &crate::pool::Pool, slot: &crate::pool::Slot, strategies: &
         });
         metrics::gauge!("idpool_breaker_failures", &labels).set(f64::from(b.failures));
         metrics::gauge!("idpool_breaker_resting", &labels).set(
-            if b.cause == Some(crate::pool::Cause::RateLimited) {
+            if b.cause == Some(crate::routing::Cause::RateLimited) {
                 1.0
             } else {
                 0.0
             },
         );
     }
-    let f = slot.browser_facts();
+    let f = &facts.browser;
     let l = [("slot", id.clone())];
     metrics::counter!("idpool_browser_launches_total", &l).absolute(f.launches);
     metrics::counter!("idpool_browser_recycles_total", &l).absolute(f.recycles);
@@ -525,13 +533,13 @@ fn slot_series(pool: &crate::pool::Pool, slot: &crate::pool::Slot, strategies: &
         .set(f.rss_mb.map(|mb| (mb * 1024 * 1024) as f64).unwrap_or(0.0));
     metrics::gauge!("idpool_browser_pss_bytes", &l)
         .set(f.pss_mb.map(|mb| (mb * 1024 * 1024) as f64).unwrap_or(0.0));
-    metrics::gauge!("idpool_slot_cookies", &l).set(slot.jar().count() as f64);
-    let last_ok = slot.health().last_success.map_or(0.0, |t| {
+    metrics::gauge!("idpool_slot_cookies", &l).set(facts.cookies as f64);
+    let last_ok = facts.last_success.map_or(0.0, |t| {
         t.duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64())
     });
     metrics::gauge!("idpool_slot_last_success_timestamp_seconds", &l).set(last_ok);
-    let e = slot.egress_facts();
+    let e = &facts.egress;
     metrics::counter!("idpool_egress_requests_total", &l).absolute(e.requests);
     metrics::counter!("idpool_egress_refused_total", &l).absolute(e.refused);
     metrics::counter!("idpool_egress_connect_failures_total", &l).absolute(e.connect_failures);
@@ -539,9 +547,9 @@ fn slot_series(pool: &crate::pool::Pool, slot: &crate::pool::Slot, strategies: &
         let l = [("slot", id.clone()), ("direction", dir.to_string())];
         metrics::counter!("idpool_egress_bytes_total", &l).absolute(n);
     }
-    metrics::gauge!("idpool_slot_proxy_down", &l).set(if slot.proxy_down() { 1.0 } else { 0.0 });
-    metrics::gauge!("idpool_slot_generation", &l).set(slot.identity().generation as f64);
-    let c = slot.calibration_status();
+    metrics::gauge!("idpool_slot_proxy_down", &l).set(if facts.proxy_down { 1.0 } else { 0.0 });
+    metrics::gauge!("idpool_slot_generation", &l).set(facts.generation as f64);
+    let c = &facts.calibration;
     let flag = |b: Option<bool>| if b == Some(true) { 1.0 } else { 0.0 };
     metrics::gauge!("idpool_calibrated", &l).set(flag(Some(c.state == "calibrated")));
     metrics::gauge!("idpool_calibration_h2_equal", &l).set(flag(c.h2_equal));
@@ -551,16 +559,16 @@ fn slot_series(pool: &crate::pool::Pool, slot: &crate::pool::Slot, strategies: &
     if let Some(b) = &c.browser {
         metrics::gauge!("idpool_slot_browser_signals", &l).set(b.signals.len() as f64);
     }
-    if let (Some(b), Some(h)) = (c.browser_ja4, c.http_ja4) {
+    if let (Some(b), Some(h)) = (c.browser_ja4.clone(), c.http_ja4.clone()) {
         let info = vec![
             ("slot", id.clone()),
             ("browser_ja4", b),
             ("http_ja4", h),
-            ("chromium", c.chromium.unwrap_or_default()),
+            ("chromium", c.chromium.clone().unwrap_or_default()),
         ];
         // A recalibration's new labels replace the old series (set to 0).
         let mut last = LAST_INFO.lock();
-        if let Some(old) = last.insert(slot.id, info.clone())
+        if let Some(old) = last.insert(slot, info.clone())
             && old != info
         {
             metrics::gauge!("idpool_calibration_info", &old).set(0.0);

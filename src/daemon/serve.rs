@@ -150,7 +150,7 @@ impl Daemon {
         ));
         notifier.notify(&format!(
             "READY=1\nSTATUS=serving {} slots on {}",
-            self.core.pool().slots().len(),
+            self.core.pool().leases().identities().len(),
             self.addr
         ));
         let watchdog = spawn_watchdog(notifier.clone(), self.shutdown.clone());
@@ -406,14 +406,15 @@ fn check_profiles(core: &Core, config: Option<&std::path::Path>) {
     for p in &problems {
         tracing::error!("reload: {p} (the slot keeps its profile)");
     }
-    for slot in core.pool().slots() {
-        if let Some(p) = profiles.get(&slot.profile.name)
-            && p != &slot.profile
+    let identities = core.pool().leases().identities();
+    for id in 0..identities.len() {
+        if let Some(now) = identities.profile(id)
+            && let Some(p) = profiles.get(&now.name)
+            && p != now
         {
             tracing::warn!(
-                "reload: profile `{}` of slot {} changed; it applies when the daemon restarts",
+                "reload: profile `{}` of slot {id} changed; it applies when the daemon restarts",
                 p.name,
-                slot.id
             );
         }
     }

@@ -68,7 +68,7 @@ impl Leases {
     }
 
     pub fn new(
-        slots: Vec<Arc<Slot>>,
+        slots: super::Slots,
         registry: Registry,
         guard: Arc<Guard>,
         events: Arc<Events>,
@@ -76,7 +76,7 @@ impl Leases {
         (cfg, recordings): (LeaseConfig, Arc<super::Recordings>),
     ) -> Leases {
         Leases {
-            slots,
+            slots: slots.0,
             router: Mutex::new(Router::default()),
             released: Notify::new(),
             registry: RwLock::new(Arc::new(registry)),

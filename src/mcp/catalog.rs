@@ -14,7 +14,7 @@ use crate::tools::{self, Budget, Spec};
 pub fn to_json(spec: &Spec, pool: &Pool, budget: usize) -> Value {
     let mut input = (spec.input)();
     let mut output = (spec.output)();
-    let mut description = spec.description.text(pool);
+    let mut description = spec.description.text(&pool.registry());
     if spec.budget == Budget::Items {
         tools::add_properties(&mut input, tools::budget::argument_properties(budget));
         tools::add_properties(&mut output, tools::budget::piece_properties());

@@ -17,7 +17,7 @@ use crate::config::ServerConfig;
 use crate::error::ErrorKind;
 use crate::lease::cascade::{Progress, RunOptions};
 use crate::pool::Pool;
-use crate::pool::grants::Scope;
+use crate::routing::grants::Scope;
 use crate::tools::{self, Budget, budget};
 
 /// Who is calling and over what, for the gate and the audit line.
@@ -643,7 +643,7 @@ impl Core {
             ..RunOptions::default()
         };
         tokio::select! {
-            r = (spec.run)(&self.pool, args, &opts) => match r {
+            r = spec.call(&self.pool, args, &opts) => match r {
                 Ok(v) => CallEnd::Ok(v),
                 Err(e) if e.kind() == ErrorKind::InvalidArgument => {
                     CallEnd::Invalid(Failure::of(&e))

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::auth::Role;
 use crate::cluster::{Cluster, FORWARDED_TOOLS, is_forwarded};
-use crate::pool::grants::Grant;
+use crate::routing::grants::Grant;
 
 /// The header that carries the cluster key.
 pub const KEY_HEADER: &str = "x-idpool-cluster-key";

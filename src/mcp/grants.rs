@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::auth::{Denied, Principal};
 use crate::config::Role;
 use crate::pool::Pool;
-use crate::pool::grants::{Identity, Place, Scope};
+use crate::routing::grants::{Identity, Place, Scope};
 
 /// Tools that act on every slot when the call names none.
 const ON_EVERY_SLOT: &[&str] = &["refresh_cookies", "calibrate"];
@@ -40,7 +40,7 @@ pub(super) fn check_named(
         let signed_in = |strategy: &str| {
             leases.signed_in(
                 slot,
-                crate::pool::grants::login_key(strategy, key.as_deref()),
+                crate::routing::grants::login_key(strategy, key.as_deref()),
             )
         };
         let me = Identity {
@@ -95,10 +95,10 @@ pub fn may_see(pool: &Pool, who: &Principal, slot: usize, key: Option<&str>) -> 
     if who.grants.is_empty() {
         return true;
     }
-    let now = crate::pool::grants::unix_now();
+    let now = crate::routing::grants::unix_now();
     let leases = pool.leases();
     let signed_in =
-        |strategy: &str| leases.signed_in(slot, crate::pool::grants::login_key(strategy, key));
+        |strategy: &str| leases.signed_in(slot, crate::routing::grants::login_key(strategy, key));
     let me = Identity {
         slot,
         labels: leases.labels(slot),
@@ -115,9 +115,9 @@ pub fn may_see(pool: &Pool, who: &Principal, slot: usize, key: Option<&str>) -> 
 /// grants cover it (by number, label, login state) for some tool and site;
 /// keys without grants may use every slot.
 pub fn report(pool: &Pool, keys: &[crate::auth::KeyEntry]) -> Value {
-    let now = crate::pool::grants::unix_now();
+    let now = crate::routing::grants::unix_now();
     let leases = pool.leases();
-    let slots: Vec<Value> = (0..pool.slots().len())
+    let slots: Vec<Value> = (0..pool.leases().identities().len())
         .map(|slot| {
             let signed_in = |strategy: &str| leases.signed_in(slot, strategy);
             let me = Identity {
@@ -169,10 +169,7 @@ fn named(
 ) -> (Vec<usize>, Option<String>) {
     let mut key = args["strategy"].as_str().map(str::to_string).or_else(|| {
         let url = url::Url::parse(args["url"].as_str()?).ok()?;
-        Some(match pool.strategy_for(&url) {
-            Some(s) => s.name().to_string(),
-            None => crate::pool::web_key(url.host_str()?),
-        })
+        pool.leases().site_key(&url)
     });
     let mut slots = Vec::new();
     if let Some(s) = args["slot"].as_u64().and_then(|s| usize::try_from(s).ok()) {
@@ -187,7 +184,7 @@ fn named(
         slots.push(slot);
         key = key.or(Some(k));
     } else if ON_EVERY_SLOT.contains(&tool) {
-        slots.extend(0..pool.slots().len());
+        slots.extend(0..pool.leases().identities().len());
     }
     (slots, key)
 }

@@ -227,10 +227,8 @@ impl ServerHandler for McpServer {
             None,
         );
         let body = match uri {
-            "idpool://slots" => {
-                serde_json::Value::clone(&crate::tools::pool_status::snapshot(pool))
-            }
-            "idpool://strategies" => crate::tools::list_strategies::run(pool),
+            "idpool://slots" => serde_json::Value::clone(&pool.reports().status()),
+            "idpool://strategies" => crate::tools::list_strategies::run(&pool.registry()),
             _ => {
                 let Some(name) = uri.strip_prefix("idpool://strategies/") else {
                     return Err(McpError::resource_not_found(
@@ -238,7 +236,7 @@ impl ServerHandler for McpServer {
                         None,
                     ));
                 };
-                let all = crate::tools::list_strategies::run(pool);
+                let all = crate::tools::list_strategies::run(&pool.registry());
                 let Some(mut entry) = all["strategies"]
                     .as_array()
                     .and_then(|a| a.iter().find(|s| s["name"] == name))

@@ -184,6 +184,10 @@ impl Browsing {
         scope: Option<&Scope>,
         view: &View,
     ) -> Result<(Arc<BrowserSession>, Option<Shown>)> {
+        // Refused before a browser is taken (each hop is judged again).
+        if let Some(u) = &url {
+            self.leases.guard().check_static(u)?;
+        }
         let key = match (&url, strategy) {
             (_, Some(s)) => {
                 self.leases

@@ -49,7 +49,7 @@ pub struct Services {
     pub session_files: SessionFiles,
     /// Identity bundles out of and into slots.
     pub bundles: Bundles,
-    pub jobs: Jobs,
+    pub jobs: Arc<Jobs>,
     pub pii: Pii,
     pub serving: Serving,
     /// `None` without `[cluster]`.

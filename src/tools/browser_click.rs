@@ -7,9 +7,9 @@ use serde_json::Value;
 use super::browsing::run_step;
 use super::spec::parse;
 use crate::error::Result;
-use crate::pool::Pool;
-use crate::services::browsing::Step;
 use crate::lease::cascade::RunOptions;
+use crate::services::Browsing;
+use crate::services::browsing::Step;
 
 super::browsing::step_spec!(
     "browser_click",
@@ -29,9 +29,13 @@ struct Args {
     element: Option<String>,
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
+pub async fn run(
+    browsing: &Browsing,
+    args: Value,
+    opts: &RunOptions,
+) -> Result<crate::tools::Output> {
     let (view, args) = super::browsing::view_args("browser_click", args, opts)?;
     let a: Args = parse("browser_click", args)?;
     let _ = &a.element;
-    run_step(pool, &a.session, opts, Step::Click(&a.r#ref), &view).await
+    run_step(browsing, &a.session, opts, Step::Click(&a.r#ref), &view).await
 }

@@ -4,36 +4,29 @@
 use serde_json::{Value, json};
 
 use super::browsing::{SessionArg, owner};
-use super::spec::{Annotations, Description, Role, Spec, input_schema, parse, result_schema};
+use super::spec::{Annotations, Role, Run, Spec, input_schema, parse, result_schema};
 use crate::error::Result;
-use crate::pool::Pool;
 use crate::lease::cascade::RunOptions;
+use crate::services::Browsing;
 
-pub const SPEC: Spec = Spec {
-    name: "browser_close",
-    role: Role::Operator,
-    title: "Close a browser session",
-    description: Description::Fixed(
-        "Close the session's tab; the cookies of the sites it visited go back into the slot's jar.",
-    ),
-    input: input_schema::<SessionArg>,
-    strategy_enum: false,
-    output: || {
-        result_schema(
-            json!({"session": {"type": "string"}, "closed": {"type": "boolean"}, "cookies_synced": {"type": "integer"}}),
-            &["session", "closed"],
-        )
-    },
-    annotations: Annotations::SESSION,
-    progress: false,
-    budget: crate::tools::Budget::Items,
-    also_runs: None,
-    route: None,
-    run: |pool, args, opts| crate::tools::plain(run(pool, args, opts)),
-};
+pub const SPEC: Spec = Spec::new(
+    "browser_close",
+    Role::Operator,
+    "Close a browser session",
+    "Close the session's tab; the cookies of the sites it visited go back into the slot's jar.",
+    Run::Browsing(|browsing, args, opts| crate::tools::plain(run(browsing, args, opts))),
+)
+.input(input_schema::<SessionArg>)
+.output(|| {
+    result_schema(
+        json!({"session": {"type": "string"}, "closed": {"type": "boolean"}, "cookies_synced": {"type": "integer"}}),
+        &["session", "closed"],
+    )
+})
+.annotations(Annotations::SESSION);
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+pub async fn run(browsing: &Browsing, args: Value, opts: &RunOptions) -> Result<Value> {
     let a: SessionArg = parse("browser_close", args)?;
-    let n = pool.services().browsing.close(&a.session, &owner(opts)).await?;
+    let n = browsing.close(&a.session, &owner(opts)).await?;
     Ok(json!({"session": a.session, "closed": true, "cookies_synced": n}))
 }

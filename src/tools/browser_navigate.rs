@@ -7,9 +7,9 @@ use serde_json::Value;
 use super::browsing::run_step;
 use super::spec::{invalid, parse};
 use crate::error::Result;
-use crate::pool::Pool;
-use crate::services::browsing::Step;
 use crate::lease::cascade::RunOptions;
+use crate::services::Browsing;
+use crate::services::browsing::Step;
 
 super::browsing::step_spec!(
     "browser_navigate",
@@ -27,10 +27,14 @@ struct Args {
     url: String,
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
+pub async fn run(
+    browsing: &Browsing,
+    args: Value,
+    opts: &RunOptions,
+) -> Result<crate::tools::Output> {
     let (view, args) = super::browsing::view_args("browser_navigate", args, opts)?;
     let a: Args = parse("browser_navigate", args)?;
     let url = url::Url::parse(&a.url)
         .map_err(|e| invalid(format!("`{}` is not a valid URL ({e})", a.url)))?;
-    run_step(pool, &a.session, opts, Step::Navigate(url), &view).await
+    run_step(browsing, &a.session, opts, Step::Navigate(url), &view).await
 }

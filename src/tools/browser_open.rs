@@ -6,33 +6,28 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::browsing::{owner, step_schema};
-use super::spec::{Annotations, Description, Role, Spec, input_schema, invalid, parse};
+use super::spec::{Annotations, Role, Run, Spec, input_schema, invalid, parse};
 use crate::error::Result;
-use crate::pool::Pool;
 use crate::lease::cascade::RunOptions;
+use crate::services::Browsing;
 
-pub const SPEC: Spec = Spec {
-    name: "browser_open",
-    role: Role::Operator,
-    title: "Open a browser session",
-    description: Description::Fixed(
-        "Open a tab in a slot's real Chromium (its identity: cookies, fingerprint, IP) for \
+pub const SPEC: Spec = Spec::new(
+    "browser_open",
+    Role::Operator,
+    "Open a browser session",
+    "Open a tab in a slot's real Chromium (its identity: cookies, fingerprint, IP) for \
          `url` or a `strategy`'s site, and return a `session` id and, with `url`, the page's \
          snapshot. Then browser_navigate, browser_snapshot, browser_click, browser_type, \
          browser_press, browser_select, browser_wait_for, browser_screenshot; browser_close \
          when done (cookies go back to the slot). Only the caller that opened it can use it; it \
          closes after 10 minutes unused.",
-    ),
-    input: || super::browsing::with_view(input_schema::<Args>(), "browser_open"),
-    strategy_enum: true,
-    output: step_schema,
-    annotations: Annotations::ACTS_ON_SITES,
-    progress: false,
-    budget: crate::tools::Budget::Own,
-    also_runs: None,
-    route: None,
-    run: |pool, args, opts| Box::pin(run(pool, args, opts)),
-};
+    Run::Browsing(|browsing, args, opts| Box::pin(run(browsing, args, opts))),
+)
+.input(|| super::browsing::with_view(input_schema::<Args>(), "browser_open"))
+.output(step_schema)
+.annotations(Annotations::ACTS_ON_SITES)
+.strategy_enum()
+.budget(crate::tools::Budget::Own);
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -45,7 +40,11 @@ struct Args {
     slot: Option<usize>,
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
+pub async fn run(
+    browsing: &Browsing,
+    args: Value,
+    opts: &RunOptions,
+) -> Result<crate::tools::Output> {
     let (view, args) = super::browsing::view_args("browser_open", args, opts)?;
     let a: Args = parse("browser_open", args)?;
     let url = a
@@ -53,11 +52,15 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::t
         .as_deref()
         .map(|u| url::Url::parse(u).map_err(|e| invalid(format!("`{u}` is not a valid URL ({e})"))))
         .transpose()?;
-    if let Some(u) = &url {
-        pool.guard().check_static(u)?;
-    }
-    let (session, first) = pool
-        .services().browsing.open(url, a.strategy.as_deref(), a.slot.or(opts.slot), owner(opts), opts.scope.as_deref(), &view.view)
+    let (session, first) = browsing
+        .open(
+            url,
+            a.strategy.as_deref(),
+            a.slot.or(opts.slot),
+            owner(opts),
+            opts.scope.as_deref(),
+            &view.view,
+        )
         .await?;
     let mut v = json!({"session": session.id, "slot": session.slot});
     let by = crate::tools::Provenance {

@@ -7,9 +7,9 @@ use serde_json::Value;
 use super::browsing::run_step;
 use super::spec::{invalid, parse};
 use crate::error::Result;
-use crate::pool::Pool;
-use crate::services::browsing::Step;
 use crate::lease::cascade::RunOptions;
+use crate::services::Browsing;
+use crate::services::browsing::Step;
 
 super::browsing::step_spec!(
     "browser_press",
@@ -27,11 +27,15 @@ struct Args {
     key: String,
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
+pub async fn run(
+    browsing: &Browsing,
+    args: Value,
+    opts: &RunOptions,
+) -> Result<crate::tools::Output> {
     let (view, args) = super::browsing::view_args("browser_press", args, opts)?;
     let a: Args = parse("browser_press", args)?;
     if a.key.is_empty() {
         return Err(invalid("`key` is empty"));
     }
-    run_step(pool, &a.session, opts, Step::Press(&a.key), &view).await
+    run_step(browsing, &a.session, opts, Step::Press(&a.key), &view).await
 }

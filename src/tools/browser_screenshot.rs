@@ -5,34 +5,27 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::browsing::owner;
-use super::spec::{Annotations, Description, Role, Spec, input_schema, parse, result_schema};
+use super::spec::{Annotations, Role, Run, Spec, input_schema, parse, result_schema};
 use crate::error::{Error, ErrorKind, Result};
-use crate::pool::Pool;
-use crate::services::browsing::Step;
 use crate::lease::cascade::RunOptions;
+use crate::services::Browsing;
+use crate::services::browsing::Step;
 
-pub const SPEC: Spec = Spec {
-    name: "browser_screenshot",
-    role: Role::Operator,
-    title: "Screenshot of a browser session",
-    description: Description::Fixed(
-        "A PNG of the session's page (the viewport, or `full_page`), as MCP image content.",
-    ),
-    input: input_schema::<Args>,
-    strategy_enum: false,
-    output: || {
-        result_schema(
-            json!({"session": {"type": "string"}, "screenshot": {"type": "object"}}),
-            &["session", "screenshot"],
-        )
-    },
-    annotations: Annotations::READS_SITES,
-    progress: false,
-    budget: crate::tools::Budget::Items,
-    also_runs: None,
-    route: None,
-    run: |pool, args, opts| Box::pin(run(pool, args, opts)),
-};
+pub const SPEC: Spec = Spec::new(
+    "browser_screenshot",
+    Role::Operator,
+    "Screenshot of a browser session",
+    "A PNG of the session's page (the viewport, or `full_page`), as MCP image content.",
+    Run::Browsing(|browsing, args, opts| Box::pin(run(browsing, args, opts))),
+)
+.input(input_schema::<Args>)
+.output(|| {
+    result_schema(
+        json!({"session": {"type": "string"}, "screenshot": {"type": "object"}}),
+        &["session", "screenshot"],
+    )
+})
+.annotations(Annotations::READS_SITES);
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -44,11 +37,23 @@ struct Args {
     full_page: bool,
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
+pub async fn run(
+    browsing: &Browsing,
+    args: Value,
+    opts: &RunOptions,
+) -> Result<crate::tools::Output> {
     use base64::Engine as _;
     let a: Args = parse("browser_screenshot", args)?;
-    let done = pool
-        .services().browsing.step(&a.session, &owner(opts), Step::Screenshot { full_page: a.full_page }, opts.scope.as_deref(), &Default::default())
+    let done = browsing
+        .step(
+            &a.session,
+            &owner(opts),
+            Step::Screenshot {
+                full_page: a.full_page,
+            },
+            opts.scope.as_deref(),
+            &Default::default(),
+        )
         .await?;
     let by = super::browsing::acted(&done);
     let png = done

@@ -7,9 +7,9 @@ use serde_json::Value;
 use super::browsing::run_step;
 use super::spec::parse;
 use crate::error::Result;
-use crate::pool::Pool;
-use crate::services::browsing::Step;
 use crate::lease::cascade::RunOptions;
+use crate::services::Browsing;
+use crate::services::browsing::Step;
 
 super::browsing::step_spec!(
     "browser_snapshot",
@@ -23,11 +23,14 @@ super::browsing::step_spec!(
 struct Args {
     /// The id `browser_open` returned.
     session: String,
-
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
+pub async fn run(
+    browsing: &Browsing,
+    args: Value,
+    opts: &RunOptions,
+) -> Result<crate::tools::Output> {
     let (view, args) = super::browsing::view_args("browser_snapshot", args, opts)?;
     let a: Args = parse("browser_snapshot", args)?;
-    run_step(pool, &a.session, opts, Step::Snapshot, &view).await
+    run_step(browsing, &a.session, opts, Step::Snapshot, &view).await
 }

@@ -7,9 +7,9 @@ use serde_json::Value;
 use super::browsing::run_step;
 use super::spec::parse;
 use crate::error::Result;
-use crate::pool::Pool;
-use crate::services::browsing::Step;
 use crate::lease::cascade::RunOptions;
+use crate::services::Browsing;
+use crate::services::browsing::Step;
 
 super::browsing::step_spec!(
     "browser_type",
@@ -34,10 +34,18 @@ struct Args {
     element: Option<String>,
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
+pub async fn run(
+    browsing: &Browsing,
+    args: Value,
+    opts: &RunOptions,
+) -> Result<crate::tools::Output> {
     let (view, args) = super::browsing::view_args("browser_type", args, opts)?;
     let a: Args = parse("browser_type", args)?;
     let _ = &a.element;
-    let step = Step::Type { r#ref: &a.r#ref, text: &a.text, submit: a.submit };
-    run_step(pool, &a.session, opts, step, &view).await
+    let step = Step::Type {
+        r#ref: &a.r#ref,
+        text: &a.text,
+        submit: a.submit,
+    };
+    run_step(browsing, &a.session, opts, step, &view).await
 }

@@ -7,10 +7,10 @@ use serde_json::Value;
 use super::browsing::run_step;
 use super::spec::{invalid, parse};
 use crate::error::Result;
-use crate::pool::Pool;
-use crate::services::browsing::Until;
-use crate::services::browsing::Step;
 use crate::lease::cascade::RunOptions;
+use crate::services::Browsing;
+use crate::services::browsing::Step;
+use crate::services::browsing::Until;
 
 super::browsing::step_spec!(
     "browser_wait_for",
@@ -32,7 +32,11 @@ struct Args {
     time: Option<f64>,
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::tools::Output> {
+pub async fn run(
+    browsing: &Browsing,
+    args: Value,
+    opts: &RunOptions,
+) -> Result<crate::tools::Output> {
     let (view, args) = super::browsing::view_args("browser_wait_for", args, opts)?;
     let a: Args = parse("browser_wait_for", args)?;
     let until = match (a.text, a.selector, a.time) {
@@ -49,5 +53,5 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<crate::t
         (None, None, Some(_)) => return Err(invalid("`time` is 0 to 30 seconds")),
         _ => return Err(invalid("give one of `text`, `selector` or `time`")),
     };
-    run_step(pool, &a.session, opts, Step::WaitFor(until), &view).await
+    run_step(browsing, &a.session, opts, Step::WaitFor(until), &view).await
 }

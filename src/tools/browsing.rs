@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::{Output, Provenance};
 use crate::error::Result;
 use crate::lease::cascade::RunOptions;
-use crate::pool::Pool;
+use crate::services::Browsing;
 use crate::services::browsing::{Owner, Shown, Step, Stepped, View};
 use crate::tools::budget;
 
@@ -32,7 +32,9 @@ macro_rules! step_spec {
             budget: $crate::tools::Budget::Own,
             also_runs: None,
             route: None,
-            run: |pool, args, opts| Box::pin(run(pool, args, opts)),
+            run: $crate::tools::Run::Browsing(|browsing, args, opts| {
+                Box::pin(run(browsing, args, opts))
+            }),
         };
     };
 }
@@ -166,13 +168,12 @@ pub fn step_schema() -> Value {
 
 /// Run `step` on the session and answer with the page after it.
 pub async fn run_step(
-    pool: &Pool,
+    browsing: &Browsing,
     session: &str,
     opts: &RunOptions,
     step: Step<'_>,
     view: &ViewArgs,
 ) -> Result<Output> {
-    let browsing = &pool.services().browsing;
     // Reading on in the last snapshot: no step, the page is not touched.
     if view.start_index > 0 {
         let shown = browsing.last_shown(session, &owner(opts))?;

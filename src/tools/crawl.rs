@@ -14,37 +14,30 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::scrape::{self, Format};
-use super::spec::{
-    Annotations, Description, Role, Spec, input_schema, invalid, parse, result_schema,
-};
+use super::spec::JobDesk;
+use super::spec::{Annotations, Role, Run, Spec, input_schema, invalid, parse, result_schema};
 use crate::error::{ErrorKind, Result};
-use crate::pool::Pool;
-use crate::services::jobs::{Job, Status};
 use crate::lease::cascade::RunOptions;
+use crate::services::jobs::{Job, Status};
 use crate::web::Page;
 
-pub const SPEC: Spec = Spec {
-    name: "crawl",
-    role: Role::Operator,
-    title: "Crawl a site",
-    description: Description::Fixed(
-        "Crawl one host breadth-first from a URL: up to `max_pages` pages, `max_depth` links \
+pub const SPEC: Spec = Spec::new(
+    "crawl",
+    Role::Operator,
+    "Crawl a site",
+    "Crawl one host breadth-first from a URL: up to `max_pages` pages, `max_depth` links \
          deep, `include`/`exclude` path globs, each URL once, politely and obeying robots.txt. \
          Returns each page's URL, status, title and content in `format`. `async: true` returns \
          a job id at once; `crawl_status` pages through the results (`start_index`) and cancels. \
          Firecrawl's names are accepted as aliases (`limit`, `maxDepth`, `includePaths`, \
          `excludePaths`, `scrapeOptions.formats`, `onlyMainContent`).",
-    ),
-    input: input_schema::<Args>,
-    strategy_enum: false,
-    output: || result_schema(result_properties(), &["id", "status", "pages"]),
-    annotations: Annotations::READS_SITES,
-    progress: true,
-    budget: crate::tools::Budget::Own,
-    also_runs: None,
-    route: None,
-    run: |pool, args, opts| crate::tools::plain(run(pool, args, opts)),
-};
+    Run::Jobs(|desk, args, opts| crate::tools::plain(run(desk, args, opts))),
+)
+.input(input_schema::<Args>)
+.output(|| result_schema(result_properties(), &["id", "status", "pages"]))
+.annotations(Annotations::READS_SITES)
+.progress()
+.budget(crate::tools::Budget::Own);
 
 /// The result of `crawl` and `crawl_status`.
 pub fn result_properties() -> Value {
@@ -149,8 +142,8 @@ fn globs(field: &str, patterns: &[String]) -> Result<Option<GlobSet>> {
         .map_err(|e| invalid(format!("`{field}`: {e}")))
 }
 
-fn plan(pool: &Pool, a: &Args) -> Result<Plan> {
-    let cap = pool.leases().config().web.max_crawl_pages;
+fn plan(desk: &JobDesk, a: &Args) -> Result<Plan> {
+    let cap = desk.leases.config().web.max_crawl_pages;
     if a.max_pages == 0 || a.max_pages > cap {
         return Err(invalid(format!(
             "`max_pages` must be between 1 and {cap} (web.max_crawl_pages)"
@@ -169,7 +162,7 @@ fn plan(pool: &Pool, a: &Args) -> Result<Plan> {
     }
     let start = url::Url::parse(&a.url)
         .map_err(|e| invalid(format!("`{}` is not a valid URL ({e})", a.url)))?;
-    pool.guard().check_static(&start)?;
+    desk.leases.guard().check_static(&start)?;
     Ok(Plan {
         host: start.host_str().unwrap_or_default().to_ascii_lowercase(),
         start,
@@ -206,13 +199,13 @@ fn normal(url: &url::Url) -> url::Url {
     u
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+pub async fn run(desk: &JobDesk, args: Value, opts: &RunOptions) -> Result<Value> {
     let args = super::aliases::apply("crawl", args, super::aliases::CRAWL)?;
     let a: Args = parse("crawl", args.clone())?;
-    let plan = plan(pool, &a)?;
-    let job = pool.services().jobs.start("crawl", args, opts.caller.as_deref())?;
+    let plan = plan(desk, &a)?;
+    let job = desk.jobs.start("crawl", args, opts.caller.as_deref())?;
     let task = {
-        let (pool, job) = (pool.clone(), job.clone());
+        let (desk, job) = (desk.clone(), job.clone());
         // A background crawl outlives its call: no progress to it.
         let opts = RunOptions {
             progress: if a.background {
@@ -225,7 +218,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
             scope: opts.scope.clone(),
             ..RunOptions::default()
         };
-        tokio::spawn(async move { crawl(&pool, &plan, &job, &opts).await })
+        tokio::spawn(async move { crawl(&desk, &plan, &job, &opts).await })
     };
     if a.background {
         drop(task);
@@ -241,7 +234,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
 
 /// Ends a job that its task left running (a panic): as failed, so it does
 /// not hold one of the running places for ever.
-struct Unfinished<'a>(&'a Pool, &'a Job);
+struct Unfinished<'a>(&'a JobDesk, &'a Job);
 
 impl Drop for Unfinished<'_> {
     fn drop(&mut self) {
@@ -250,17 +243,17 @@ impl Drop for Unfinished<'_> {
         }
         if self.1.cancel_token().is_cancelled() {
             // Dropped mid-page by a cancel or the daemon's shutdown.
-            self.0.services().jobs.finish(self.1, Status::Cancelled, None);
+            self.0.jobs.finish(self.1, Status::Cancelled, None);
         } else {
             let why = "the crawl stopped unexpectedly (see the daemon's log)".to_string();
-            self.0.services().jobs.finish(self.1, Status::Failed, Some(why));
+            self.0.jobs.finish(self.1, Status::Failed, Some(why));
         }
     }
 }
 
 /// The crawl itself, recording into `job` until done, cancelled or failed.
-async fn crawl(pool: &Pool, plan: &Plan, job: &Arc<Job>, opts: &RunOptions) {
-    let _unfinished = Unfinished(pool, job);
+async fn crawl(desk: &JobDesk, plan: &Plan, job: &Arc<Job>, opts: &RunOptions) {
+    let _unfinished = Unfinished(desk, job);
     let cancel = job.cancel_token().clone();
     let mut queue: VecDeque<(url::Url, usize)> = VecDeque::from([(normal(&plan.start), 0)]);
     let mut seen: HashSet<url::Url> = HashSet::from([normal(&plan.start)]);
@@ -270,17 +263,17 @@ async fn crawl(pool: &Pool, plan: &Plan, job: &Arc<Job>, opts: &RunOptions) {
             break;
         }
         if cancel.is_cancelled() {
-            pool.services().jobs.finish(job, Status::Cancelled, None);
+            desk.jobs.finish(job, Status::Cancelled, None);
             return;
         }
-        if let Some(why) = robots_refusal(pool, &url, opts).await {
+        if let Some(why) = robots_refusal(desk, &url, opts).await {
             job.skip(json!({"url": url.as_str(), "reason": why}));
             continue;
         }
         let fetched = tokio::select! {
-            f = scrape::fetch_page(pool, url.clone(), opts) => f,
+            f = scrape::fetch_page(&desk.leases, url.clone(), opts) => f,
             () = cancel.cancelled() => {
-                pool.services().jobs.finish(job, Status::Cancelled, None);
+                desk.jobs.finish(job, Status::Cancelled, None);
                 return;
             }
         };
@@ -327,16 +320,19 @@ async fn crawl(pool: &Pool, plan: &Plan, job: &Arc<Job>, opts: &RunOptions) {
         });
         job.push(record);
     }
-    pool.services().jobs.finish(job, Status::Completed, None);
+    desk.jobs.finish(job, Status::Completed, None);
 }
 
 /// Why robots.txt keeps `url` out, for a host no strategy covers.
-async fn robots_refusal(pool: &Pool, url: &url::Url, opts: &RunOptions) -> Option<String> {
-    if !pool.leases().config().web.respect_robots || pool.strategy_for(url).is_some() {
+async fn robots_refusal(desk: &JobDesk, url: &url::Url, opts: &RunOptions) -> Option<String> {
+    if !desk.leases.config().web.respect_robots || desk.leases.strategy_for(url).is_some() {
         return None;
     }
     // An unreadable robots.txt is the page fetch's to report.
-    let robots = crate::lease::Call::new(pool.leases(), None, opts.scope.clone()).robots(url).await.ok()?;
+    let robots = crate::lease::Call::new(&desk.leases, None, opts.scope.clone())
+        .robots(url)
+        .await
+        .ok()?;
     robots.check(url).err()
 }
 
@@ -344,7 +340,7 @@ fn page_record(
     format: Format,
     only_main: bool,
     max_chars: usize,
-    f: &crate::pool::Fetched,
+    f: &crate::lease::Fetched,
     page: &Page,
     raw: &str,
     depth: usize,
@@ -365,7 +361,7 @@ fn page_record(
     let content: String = content.chars().take(max_chars).collect();
     let mut v = json!({
         "url": r.final_url.as_str(), "status": r.status, "title": page.title(), "depth": depth,
-        "outcome": f.outcome.as_str(), "via": match f.via { crate::pool::Via::Http => "http", crate::pool::Via::Browser => "browser" },
+        "outcome": f.outcome.as_str(), "via": match f.via { crate::lease::Via::Http => "http", crate::lease::Via::Browser => "browser" },
         "content": content, "truncated": total > max_chars,
     });
     let cut = page.cut().notes();
@@ -383,7 +379,8 @@ fn page_record(
 pub fn answer(r: &crate::services::jobs::Record, start: usize, budget: usize) -> Value {
     let mut pages = Vec::new();
     // What the answer holds besides its pages.
-    let mut chars = 300 + crate::tools::budget::json_chars(&r.request["url"])
+    let mut chars = 300
+        + crate::tools::budget::json_chars(&r.request["url"])
         + crate::tools::budget::json_chars(&serde_json::json!(r.skipped));
     for p in r.items.iter().skip(start) {
         let n = crate::tools::budget::json_chars(p) + 1;

@@ -7,30 +7,23 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::crawl::{answer, not_found, result_properties};
-use super::spec::{Annotations, Description, Role, Spec, input_schema, parse, result_schema};
+use super::spec::JobDesk;
+use super::spec::{Role, Run, Spec, input_schema, parse, result_schema};
 use crate::error::Result;
-use crate::pool::Pool;
 use crate::lease::cascade::RunOptions;
 
-pub const SPEC: Spec = Spec {
-    name: "crawl_status",
-    role: Role::Operator,
-    title: "A crawl's status and pages",
-    description: Description::Fixed(
-        "The status of a crawl started by `crawl` (running, completed, cancelled, failed) and its \
+pub const SPEC: Spec = Spec::new(
+    "crawl_status",
+    Role::Operator,
+    "A crawl's status and pages",
+    "The status of a crawl started by `crawl` (running, completed, cancelled, failed) and its \
          pages from `start_index` (pass the previous `next_start_index`); `cancel: true` stops it. \
          Only the key that started it (or an admin) sees it.",
-    ),
-    input: input_schema::<Args>,
-    strategy_enum: false,
-    output: || result_schema(result_properties(), &["id", "status", "pages"]),
-    annotations: Annotations::READS_POOL,
-    progress: false,
-    budget: crate::tools::Budget::Own,
-    also_runs: None,
-    route: None,
-    run: |pool, args, opts| crate::tools::plain(run(pool, args, opts)),
-};
+    Run::Jobs(|desk, args, opts| crate::tools::plain(run(desk, args, opts))),
+)
+.input(input_schema::<Args>)
+.output(|| result_schema(result_properties(), &["id", "status", "pages"]))
+.budget(crate::tools::Budget::Own);
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -49,11 +42,11 @@ struct Args {
     max_chars: Option<u64>,
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+pub async fn run(desk: &JobDesk, args: Value, opts: &RunOptions) -> Result<Value> {
     let a: Args = parse("crawl_status", args)?;
     // Another key's crawl is answered like one that does not exist.
     let admin = opts.caller_role == Some(crate::config::Role::Admin);
-    let job = (pool.services().jobs.get_for(&a.id, opts.caller.as_deref(), admin))
+    let job = (desk.jobs.get_for(&a.id, opts.caller.as_deref(), admin))
         .ok_or_else(|| not_found(&a.id))?;
     if a.cancel && job.is_running() {
         job.cancel_token().cancel();

@@ -6,47 +6,35 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::spec::{Annotations, Description, Role, Spec, input_schema, parse, result_schema};
+use super::spec::{Annotations, Role, Run, Spec, input_schema, parse, result_schema};
 use crate::error::Result;
-use crate::pool::Pool;
+use crate::services::Bundles;
 
-pub const SPEC: Spec = Spec {
-    name: "export_identity",
-    role: Role::Admin,
-    title: "Export an identity as an encrypted bundle",
-    description: Description::Fixed(
-        "A slot's whole identity as one encrypted file: its proxy session, profile and \
+pub const SPEC: Spec = Spec::new(
+    "export_identity",
+    Role::Admin,
+    "Export an identity as an encrypted bundle",
+    "A slot's whole identity as one encrypted file: its proxy session, profile and \
          calibration, cookies and localStorage, login state and site state (breakers, holds) \
          per strategy, and the proxy it goes through (credentials only with `with_secrets`). \
          Sealed with `passphrase` (Argon2id, XChaCha20-Poly1305); `bundle` is the file, \
          base64. `import_identity` (or `idpool identity import`) seats it in a slot of this \
          or another daemon.",
-    ),
-    input: input_schema::<Args>,
-    strategy_enum: false,
-    output: || {
-        result_schema(
-            json!({
-                "slot": {"type": "integer"}, "bundle": {"type": "string", "description": "The encrypted bundle, base64."},
-                "size": {"type": "integer"}, "cookies": {"type": "integer"}, "origins": {"type": "integer"},
-                "strategies": {"type": "array", "items": {"type": "string"}},
-                "proxy_secrets": {"type": "boolean"},
-            }),
-            &["slot", "bundle", "size"],
-        )
-    },
-    annotations: Annotations {
-        read_only: true,
-        destructive: false,
-        idempotent: false,
-        open_world: false,
-    },
-    progress: false,
-    budget: crate::tools::Budget::Items,
-    also_runs: None,
-    route: None,
-    run: |pool, args, _| crate::tools::plain(run(pool, args)),
-};
+    Run::Bundles(|bundles, args| crate::tools::plain(run(bundles, args))),
+)
+.input(input_schema::<Args>)
+.output(|| {
+    result_schema(
+        json!({
+            "slot": {"type": "integer"}, "bundle": {"type": "string", "description": "The encrypted bundle, base64."},
+            "size": {"type": "integer"}, "cookies": {"type": "integer"}, "origins": {"type": "integer"},
+            "strategies": {"type": "array", "items": {"type": "string"}},
+            "proxy_secrets": {"type": "boolean"},
+        }),
+        &["slot", "bundle", "size"],
+    )
+})
+.annotations(Annotations::READS_POOL.not_idempotent());
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -60,11 +48,9 @@ struct Args {
     with_secrets: bool,
 }
 
-pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
+pub async fn run(bundles: &Bundles, args: Value) -> Result<Value> {
     let a: Args = parse("export_identity", args)?;
-    let out = pool
-        .services()
-        .bundles
+    let out = bundles
         .export(a.slot, &a.passphrase, a.with_secrets)
         .await?;
     let mut v = serde_json::to_value(&out).unwrap_or_else(|_| json!({}));

@@ -5,44 +5,32 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::spec::{Annotations, Description, Role, Spec, input_schema, parse, result_schema};
+use super::spec::{Annotations, Role, Run, Spec, input_schema, parse, result_schema};
 use crate::error::Result;
-use crate::pool::Pool;
+use crate::services::SessionFiles;
 use crate::services::session_files::Format;
 
-pub const SPEC: Spec = Spec {
-    name: "export_session",
-    role: Role::Admin,
-    title: "Export a slot's session",
-    description: Description::Fixed(
-        "A slot's cookies (and, as a Playwright storageState, the localStorage its imports \
+pub const SPEC: Spec = Spec::new(
+    "export_session",
+    Role::Admin,
+    "Export a slot's session",
+    "A slot's cookies (and, as a Playwright storageState, the localStorage its imports \
          wrote, read back from its Chromium) as a session file: `format` `storage-state` \
          (default), `netscape` (cookies.txt) or `json` (Cookie-Editor). `domain` keeps only \
          that domain and its subdomains. The text signs in as this identity: keep it private.",
-    ),
-    input: input_schema::<Args>,
-    strategy_enum: false,
-    output: || {
-        result_schema(
-            json!({
-                "slot": {"type": "integer"}, "format": {"type": "string"},
-                "session": {"type": "string"},
-            }),
-            &["slot", "format", "session"],
-        )
-    },
-    annotations: Annotations {
-        read_only: true,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
-    },
-    progress: false,
-    budget: crate::tools::Budget::Items,
-    also_runs: None,
-    route: None,
-    run: |pool, args, _| crate::tools::plain(run(pool, args)),
-};
+    Run::SessionFiles(|files, args| crate::tools::plain(run(files, args))),
+)
+.input(input_schema::<Args>)
+.output(|| {
+    result_schema(
+        json!({
+            "slot": {"type": "integer"}, "format": {"type": "string"},
+            "session": {"type": "string"},
+        }),
+        &["slot", "format", "session"],
+    )
+})
+.annotations(Annotations::READS_POOL);
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -57,14 +45,14 @@ struct Args {
     domain: Option<String>,
 }
 
-pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
+pub async fn run(files: &SessionFiles, args: Value) -> Result<Value> {
     let a: Args = parse("export_session", args)?;
     let format = match a.format {
         None | Some(Format::Auto) => Format::StorageState,
         Some(f) => f,
     };
-    let text = pool
-        .services().session_files.export_session(a.slot, format, a.domain.as_deref())
+    let text = files
+        .export_session(a.slot, format, a.domain.as_deref())
         .await?;
     Ok(json!({"slot": a.slot, "format": format.as_str(), "session": text}))
 }

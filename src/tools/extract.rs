@@ -4,45 +4,42 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::spec::{Annotations, Role, Run, Spec, input_schema, invalid, parse, result_schema};
 use super::{Output, Provenance};
-use super::spec::{Description, result_schema, Annotations, Role, Spec, input_schema, invalid, parse};
 use crate::error::Result;
-use crate::pool::Pool;
+use crate::lease::Leases;
 use crate::lease::cascade::{self, RunOptions};
+use std::sync::Arc;
 
-pub const SPEC: Spec = Spec {
-    name: "extract",
-    role: Role::Operator,
-    title: "Run a strategy operation",
-    description: Description::Fixed(
-        "Run any operation of a strategy (see list_strategies for operations and their \
+pub const SPEC: Spec = Spec::new(
+    "extract",
+    Role::Operator,
+    "Run a strategy operation",
+    "Run any operation of a strategy (see list_strategies for operations and their \
          parameters) and return its items with provenance.",
-    ),
-    input: input_schema::<Args>,
-    strategy_enum: true,
-    output: || {
-        result_schema(
-            json!({
-                "strategy": {"type": "string"}, "operation": {"type": "string"},
-                "items": {"type": "array", "items": {"type": "object"}},
-                "slot": {"type": "integer"}, "tier": {"type": "integer"},
-                "attempts": super::attempts_schema(),
-                "requests": {"type": "integer", "description": "Requests sent to the site."},
-                "masked": {"type": "array", "items": {"type": "string"}, "description": "Fields masked as personal data (pii = true) for a caller below security.pii_role."},
-                "warnings": {"type": "array", "items": {"type": "string"}, "description": "Fields or the operation drifting (often empty against their own history: the site's markup may have changed), and the operation's expect rules that did not hold."},
-                "fallback": {"type": "object", "description": "Present when the operation needs a signed-in identity, none was, and its fallback_operation ran instead.", "properties": {
-                    "operation": {"type": "string"}, "instead_of": {"type": "string"}, "reason": {"type": "string"}}},
-            }),
-            &["strategy", "operation", "items", "slot", "tier"],
-        )
-    },
-    annotations: Annotations::READS_SITES,
-    progress: true,
-    budget: crate::tools::Budget::Items,
-    also_runs: None,
-    route: Some(route),
-    run: |pool, args, opts| Box::pin(run(pool, args, opts.clone())),
-};
+    Run::Leases(|leases, args, opts| Box::pin(run(leases, args, opts.clone()))),
+)
+.input(input_schema::<Args>)
+.output(|| {
+    result_schema(
+        json!({
+            "strategy": {"type": "string"}, "operation": {"type": "string"},
+            "items": {"type": "array", "items": {"type": "object"}},
+            "slot": {"type": "integer"}, "tier": {"type": "integer"},
+            "attempts": super::attempts_schema(),
+            "requests": {"type": "integer", "description": "Requests sent to the site."},
+            "masked": {"type": "array", "items": {"type": "string"}, "description": "Fields masked as personal data (pii = true) for a caller below security.pii_role."},
+            "warnings": {"type": "array", "items": {"type": "string"}, "description": "Fields or the operation drifting (often empty against their own history: the site's markup may have changed), and the operation's expect rules that did not hold."},
+            "fallback": {"type": "object", "description": "Present when the operation needs a signed-in identity, none was, and its fallback_operation ran instead.", "properties": {
+                "operation": {"type": "string"}, "instead_of": {"type": "string"}, "reason": {"type": "string"}}},
+        }),
+        &["strategy", "operation", "items", "slot", "tier"],
+    )
+})
+.annotations(Annotations::READS_SITES)
+.strategy_enum()
+.progress()
+.route(route);
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -63,9 +60,9 @@ struct Args {
 }
 
 /// The operation's strategy on the marketplace its `params` name.
-fn route(pool: &Pool, args: &Value) -> Option<super::Route> {
+fn route(leases: &Leases, args: &Value) -> Option<super::Route> {
     let market = args["params"]["marketplace"].as_str();
-    let strategy = pool
+    let strategy = leases
         .registry()
         .pick(args["strategy"].as_str()?, market, None)
         .ok()?;
@@ -76,7 +73,7 @@ fn route(pool: &Pool, args: &Value) -> Option<super::Route> {
 }
 
 /// Arguments: `strategy`, `operation`, `params` (object), optional `slot`.
-pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
+pub async fn run(leases: &Arc<Leases>, args: Value, opts: RunOptions) -> Result<Output> {
     let Args {
         strategy: name,
         operation: op_name,
@@ -85,7 +82,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
         sticky,
     } = parse("extract", args)?;
     let market = params.get("marketplace").and_then(Value::as_str);
-    let strategy = pool
+    let strategy = leases
         .registry()
         .pick(&name, market, None)
         .map_err(invalid)?;
@@ -106,7 +103,14 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
         rotate: !sticky,
         ..opts
     };
-    let r = cascade::run(&mut crate::lease::Call::new(pool.leases(), None, opts.scope.clone()), &strategy, op, &bound, &opts).await?;
+    let r = cascade::run(
+        &mut crate::lease::Call::new(leases, None, opts.scope.clone()),
+        &strategy,
+        op,
+        &bound,
+        &opts,
+    )
+    .await?;
     let by = Provenance::of(&r);
     let mut out = json!({
         "strategy": strategy.family(),
@@ -134,4 +138,3 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
     out["items"] = Value::Array(r.extracted.items.into_iter().map(Value::Object).collect());
     Ok(Output::served(out, by))
 }
-

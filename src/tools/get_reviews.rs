@@ -7,68 +7,66 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::spec::{Annotations, Role, Run, Spec, input_schema, invalid, parse, result_schema};
 use super::{Output, Provenance};
-use super::spec::{Description, result_schema, Annotations, Role, Spec, input_schema, invalid, parse};
 use crate::error::{Error, Result};
-use crate::pool::Pool;
-use crate::strategy::Strategy;
+use crate::lease::Leases;
 use crate::lease::cascade::{self, RunOptions};
+use crate::strategy::Strategy;
 
-pub const SPEC: Spec = Spec {
-    name: "get_reviews",
-    role: Role::Operator,
-    title: "Get reviews of an item",
-    description: Description::Of(|pool| {
-        let with_reviews: Vec<String> = pool
-            .registry()
-            .iter()
-            .filter(|s| s.operations().contains_key("reviews"))
-            .map(|s| s.name().to_string())
-            .collect();
-        format!(
-            "Reviews of an item through a strategy's `reviews` operation, one or more pages, \
-             via the cheapest tier that works (1: AJAX endpoint, 2: HTML page, 3: real \
-             browser). Strategies with reviews: {}. Extra arguments are the operation's own \
-             filters (see list_strategies).",
-            with_reviews.join(", ")
-        )
-    }),
-    input: || {
-        let mut schema = input_schema::<Args>();
-        // The operation's own filters come as extra arguments.
-        schema["additionalProperties"] = Value::Bool(true);
-        schema
-    },
-    strategy_enum: true,
-    output: || {
-        result_schema(
-            json!({
-                "strategy": {"type": "string"}, "item": {"type": "string"},
-                "count": {"type": "integer"},
-                "reviews": {"type": "array", "items": {"type": "object"}},
-                "has_more": {"type": "boolean"},
-                "masked": {"type": "array", "items": {"type": "string"}, "description": "Fields masked as personal data (pii = true) for a caller below security.pii_role."},
-                "warnings": {"type": "array", "items": {"type": "string"}, "description": "Fields or the operation drifting (often empty against their own history: the site's markup may have changed), and the operation's expect rules that did not hold."},
-                "fallback": {"type": "object", "description": "Present when the operation needs a signed-in identity, none was, and its fallback_operation ran instead.", "properties": {
-                    "operation": {"type": "string"}, "instead_of": {"type": "string"}, "reason": {"type": "string"}}},
-                "slot": {"type": "integer", "description": "The one slot that served every page (absent when the call moved)."},
-                "pages": {"type": "array", "items": {"type": "object", "properties": {
-                    "page": {"type": "integer"}, "count": {"type": "integer"},
-                    "slot": {"type": "integer"}, "tier": {"type": "integer"},
-                    "trial": {"type": "boolean"}, "attempts": super::attempts_schema(),
-                    "requests": {"type": "integer", "description": "Requests sent to the site for this page."},
-                }}},
-            }),
-            &["strategy", "item", "count", "reviews", "pages"],
-        )
-    },
-    annotations: Annotations::READS_SITES,
-    progress: true,
-    budget: crate::tools::Budget::Items,
-    also_runs: None,
-    route: Some(route),
-    run: |pool, args, opts| Box::pin(run(pool, args, opts.clone())),
-};
+pub const SPEC: Spec = Spec::new(
+    "get_reviews",
+    Role::Operator,
+    "Get reviews of an item",
+    "",
+    Run::Leases(|leases, args, opts| Box::pin(run(leases, args, opts.clone()))),
+)
+.described_by(|registry| {
+    let with_reviews: Vec<String> = registry
+        .iter()
+        .filter(|s| s.operations().contains_key("reviews"))
+        .map(|s| s.name().to_string())
+        .collect();
+    format!(
+        "Reviews of an item through a strategy's `reviews` operation, one or more pages, \
+         via the cheapest tier that works (1: AJAX endpoint, 2: HTML page, 3: real \
+         browser). Strategies with reviews: {}. Extra arguments are the operation's own \
+         filters (see list_strategies).",
+        with_reviews.join(", ")
+    )
+})
+.input(|| {
+    let mut schema = input_schema::<Args>();
+    // The operation's own filters come as extra arguments.
+    schema["additionalProperties"] = Value::Bool(true);
+    schema
+})
+.output(|| {
+    result_schema(
+        json!({
+            "strategy": {"type": "string"}, "item": {"type": "string"},
+            "count": {"type": "integer"},
+            "reviews": {"type": "array", "items": {"type": "object"}},
+            "has_more": {"type": "boolean"},
+            "masked": {"type": "array", "items": {"type": "string"}, "description": "Fields masked as personal data (pii = true) for a caller below security.pii_role."},
+            "warnings": {"type": "array", "items": {"type": "string"}, "description": "Fields or the operation drifting (often empty against their own history: the site's markup may have changed), and the operation's expect rules that did not hold."},
+            "fallback": {"type": "object", "description": "Present when the operation needs a signed-in identity, none was, and its fallback_operation ran instead.", "properties": {
+                "operation": {"type": "string"}, "instead_of": {"type": "string"}, "reason": {"type": "string"}}},
+            "slot": {"type": "integer", "description": "The one slot that served every page (absent when the call moved)."},
+            "pages": {"type": "array", "items": {"type": "object", "properties": {
+                "page": {"type": "integer"}, "count": {"type": "integer"},
+                "slot": {"type": "integer"}, "tier": {"type": "integer"},
+                "trial": {"type": "boolean"}, "attempts": super::attempts_schema(),
+                "requests": {"type": "integer", "description": "Requests sent to the site for this page."},
+            }}},
+        }),
+        &["strategy", "item", "count", "reviews", "pages"],
+    )
+})
+.annotations(Annotations::READS_SITES)
+.strategy_enum()
+.progress()
+.route(route);
 
 /// At most this many pages per call.
 pub const MAX_PAGES: u64 = 20;
@@ -130,7 +128,7 @@ pub(super) fn merge(into: &mut Vec<String>, from: Vec<String>) {
     }
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
+pub async fn run(leases: &Arc<Leases>, args: Value, opts: RunOptions) -> Result<Output> {
     let (own, filters) = split_args(args)?;
     let Args {
         item,
@@ -148,7 +146,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
         )));
     }
     let market = args.get("marketplace").and_then(Value::as_str);
-    let strategy = resolve(pool, strategy_name.as_deref(), &item, market)?;
+    let strategy = resolve(leases, strategy_name.as_deref(), &item, market)?;
     let op = strategy.operations().get("reviews").ok_or_else(|| {
         invalid(format!(
             "strategy `{}` has no `reviews` operation",
@@ -170,7 +168,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
     let mut masked: Vec<String> = Vec::new();
     let mut warnings: Vec<String> = Vec::new();
     // One call holds one identity for every page, while the site lets it.
-    let mut call = crate::lease::Call::new(pool.leases(), None, opts.scope.clone());
+    let mut call = crate::lease::Call::new(leases, None, opts.scope.clone());
     for page in first..first + pages {
         let mut params = args.clone();
         params.insert("item".into(), json!(item_id));
@@ -249,36 +247,40 @@ impl Done<'_> {
             warnings,
             slots_used,
         } = self;
-    // Moved into place: `json!` would copy every review through serde.
-    let mut out = Map::new();
-    out.insert("strategy".into(), json!(strategy.family()));
-    if let Some(m) = strategy.marketplace() {
-        out.insert("marketplace".into(), json!(m));
-    }
-    out.insert("item".into(), Value::String(item_id));
-    out.insert("count".into(), json!(reviews.len()));
-    out.insert("reviews".into(), Value::Array(reviews));
-    out.insert("has_more".into(), Value::Bool(has_more));
-    if !masked.is_empty() {
-        masked.sort();
-        out.insert("masked".into(), json!(masked));
-    }
-    if let Some(f) = fallback {
-        out.insert("fallback".into(), json!(f));
-    }
-    if !warnings.is_empty() {
-        out.insert("warnings".into(), json!(warnings));
-    }
-    // One identity served the whole call: say so once.
-    if let [one] = slots_used[..] {
-        out.insert("slot".into(), json!(one));
-    }
+        // Moved into place: `json!` would copy every review through serde.
+        let mut out = Map::new();
+        out.insert("strategy".into(), json!(strategy.family()));
+        if let Some(m) = strategy.marketplace() {
+            out.insert("marketplace".into(), json!(m));
+        }
+        out.insert("item".into(), Value::String(item_id));
+        out.insert("count".into(), json!(reviews.len()));
+        out.insert("reviews".into(), Value::Array(reviews));
+        out.insert("has_more".into(), Value::Bool(has_more));
+        if !masked.is_empty() {
+            masked.sort();
+            out.insert("masked".into(), json!(masked));
+        }
+        if let Some(f) = fallback {
+            out.insert("fallback".into(), json!(f));
+        }
+        if !warnings.is_empty() {
+            out.insert("warnings".into(), json!(warnings));
+        }
+        // One identity served the whole call: say so once.
+        if let [one] = slots_used[..] {
+            out.insert("slot".into(), json!(one));
+        }
         out
     }
 }
 
 /// The item id: `item` itself, or found in an item URL.
-fn item_id(op: &crate::strategy::operation::Operation, item: &str, strategy: &str) -> Result<String> {
+fn item_id(
+    op: &crate::strategy::operation::Operation,
+    item: &str,
+    strategy: &str,
+) -> Result<String> {
     if !item.contains("://") {
         return Ok(item.to_string());
     }
@@ -291,9 +293,9 @@ fn item_id(op: &crate::strategy::operation::Operation, item: &str, strategy: &st
 
 /// The strategy its `item` (an id or an item URL), `strategy` and
 /// `marketplace` pick, resolved as the run resolves them.
-fn route(pool: &Pool, args: &Value) -> Option<super::Route> {
+fn route(leases: &Leases, args: &Value) -> Option<super::Route> {
     let strategy = resolve(
-        pool,
+        leases,
         args["strategy"].as_str(),
         args["item"].as_str()?,
         args["marketplace"].as_str(),
@@ -305,32 +307,29 @@ fn route(pool: &Pool, args: &Value) -> Option<super::Route> {
 /// The strategy (and marketplace) a call means: `name` on the `marketplace`
 /// given or the one an item URL is on; without `name`, the URL's host.
 fn resolve(
-    pool: &Pool,
+    leases: &Leases,
     name: Option<&str>,
     item: &str,
     marketplace: Option<&str>,
 ) -> Result<Arc<dyn Strategy>> {
     let url = item.contains("://").then_some(item);
     if let Some(n) = name {
-        return pool.registry().pick(n, marketplace, url).map_err(invalid);
+        return leases.registry().pick(n, marketplace, url).map_err(invalid);
     }
     let url = url::Url::parse(item)
         .map_err(|_| invalid("give `strategy`, or an item URL whose host picks one"))?;
     let host = url.host_str().unwrap_or_default();
-    let found = pool
-        .registry()
-        .for_host(host)
-        .cloned()
-        .ok_or_else(|| Error::refused(format!("no strategy covers host `{host}`")).retryable(false))?;
+    let found = leases.registry().for_host(host).cloned().ok_or_else(|| {
+        Error::refused(format!("no strategy covers host `{host}`")).retryable(false)
+    })?;
     match marketplace {
-        Some(_) => pool
+        Some(_) => leases
             .registry()
             .pick(found.family(), marketplace, Some(item))
             .map_err(invalid),
         None => Ok(found),
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -7,49 +7,37 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::spec::{Annotations, Description, Role, Spec, input_schema, parse, result_schema};
+use super::spec::{Annotations, Role, Run, Spec, input_schema, parse, result_schema};
 use crate::error::{Error, ErrorKind, Result};
-use crate::pool::Pool;
+use crate::services::Bundles;
 
-pub const SPEC: Spec = Spec {
-    name: "import_identity",
-    role: Role::Admin,
-    title: "Import an identity bundle into a slot",
-    description: Description::Fixed(
-        "Open an encrypted identity bundle (`bundle`, base64, from `export_identity` or \
+pub const SPEC: Spec = Spec::new(
+    "import_identity",
+    Role::Admin,
+    "Import an identity bundle into a slot",
+    "Open an encrypted identity bundle (`bundle`, base64, from `export_identity` or \
          `idpool identity export`) with `passphrase` and make slot `slot` that identity: the \
          same proxy session, cookies, localStorage, login and site states, and calibration \
          when the slot runs the same browser. The slot's own identity is retired (kept under \
          its `retired/` folder). A wrong passphrase, a changed or cut bundle or another \
          format version is refused and the slot is left as it was.",
-    ),
-    input: input_schema::<Args>,
-    strategy_enum: false,
-    output: || {
-        result_schema(
-            json!({
-                "slot": {"type": "integer"}, "from_slot": {"type": "integer"},
-                "exported_at": {"type": "integer"}, "proxy_session": {"type": "string"},
-                "previous_kept_in": {"type": "string"}, "cookies": {"type": "integer"},
-                "local_storage": {"type": "object"}, "strategies": {"type": "array", "items": {"type": "string"}},
-                "calibration_applied": {"type": "boolean"}, "login": {"type": "object"},
-                "proxy_note": {"type": ["string", "null"]},
-            }),
-            &["slot", "cookies"],
-        )
-    },
-    annotations: Annotations {
-        read_only: false,
-        destructive: true,
-        idempotent: false,
-        open_world: true,
-    },
-    progress: false,
-    budget: crate::tools::Budget::Items,
-    also_runs: None,
-    route: None,
-    run: |pool, args, _| crate::tools::plain(run(pool, args)),
-};
+    Run::Bundles(|bundles, args| crate::tools::plain(run(bundles, args))),
+)
+.input(input_schema::<Args>)
+.output(|| {
+    result_schema(
+        json!({
+            "slot": {"type": "integer"}, "from_slot": {"type": "integer"},
+            "exported_at": {"type": "integer"}, "proxy_session": {"type": "string"},
+            "previous_kept_in": {"type": "string"}, "cookies": {"type": "integer"},
+            "local_storage": {"type": "object"}, "strategies": {"type": "array", "items": {"type": "string"}},
+            "calibration_applied": {"type": "boolean"}, "login": {"type": "object"},
+            "proxy_note": {"type": ["string", "null"]},
+        }),
+        &["slot", "cookies"],
+    )
+})
+.annotations(Annotations::CHANGES_POOL.destructive().not_idempotent().open_world());
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -62,7 +50,7 @@ struct Args {
     passphrase: String,
 }
 
-pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
+pub async fn run(bundles: &Bundles, args: Value) -> Result<Value> {
     let a: Args = parse("import_identity", args)?;
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(a.bundle.trim())
@@ -72,10 +60,6 @@ pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
                 format!("`bundle` is not base64 ({e})"),
             )
         })?;
-    let out = pool
-        .services()
-        .bundles
-        .import(a.slot, bytes, &a.passphrase)
-        .await?;
+    let out = bundles.import(a.slot, bytes, &a.passphrase).await?;
     Ok(serde_json::to_value(&out).unwrap_or_else(|_| json!({})))
 }

@@ -5,17 +5,16 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::spec::{Annotations, Description, Role, Spec, input_schema, parse, result_schema};
+use super::spec::{Annotations, Role, Run, Spec, input_schema, parse, result_schema};
 use crate::error::Result;
-use crate::pool::Pool;
+use crate::services::SessionFiles;
 use crate::services::session_files::Format;
 
-pub const SPEC: Spec = Spec {
-    name: "import_session",
-    role: Role::Admin,
-    title: "Import a session into a slot",
-    description: Description::Fixed(
-        "Merge a session file into a slot: its cookies go into the slot's jar (saved at \
+pub const SPEC: Spec = Spec::new(
+    "import_session",
+    Role::Admin,
+    "Import a session into a slot",
+    "Merge a session file into a slot: its cookies go into the slot's jar (saved at \
          once) and its running browser; a Playwright storageState's `origins[].localStorage` \
          goes into the slot's Chromium profile. `session` is the file's text: Netscape \
          cookies.txt, the JSON array of Cookie-Editor / EditThisCookie, or a storageState \
@@ -25,35 +24,24 @@ pub const SPEC: Spec = Spec {
          `__Secure-` name it does not live up to, is refused on its own and listed in \
          `refused` (its position among the file's cookies, name, domain and reason); the \
          rest of the file is imported. Reports the cookies taken per domain.",
-    ),
-    input: input_schema::<Args>,
-    strategy_enum: false,
-    output: || {
-        result_schema(
-            json!({
-                "slot": {"type": "integer"}, "format": {"type": "string"},
-                "cookies": {"type": "integer"}, "rejected": {"type": "integer"},
-                "refused": {"type": "array", "items": {"type": "object", "properties": {
-                    "entry": {"type": "integer"}, "name": {"type": "string"},
-                    "domain": {"type": "string"}, "reason": {"type": "string"}}}},
-                "domains": {"type": "object"}, "local_storage": {"type": "object"},
-                "browser": {"type": "boolean"},
-            }),
-            &["slot", "format", "cookies", "domains"],
-        )
-    },
-    annotations: Annotations {
-        read_only: false,
-        destructive: false,
-        idempotent: true,
-        open_world: false,
-    },
-    progress: false,
-    budget: crate::tools::Budget::Items,
-    also_runs: None,
-    route: None,
-    run: |pool, args, _| crate::tools::plain(run(pool, args)),
-};
+    Run::SessionFiles(|files, args| crate::tools::plain(run(files, args))),
+)
+.input(input_schema::<Args>)
+.output(|| {
+    result_schema(
+        json!({
+            "slot": {"type": "integer"}, "format": {"type": "string"},
+            "cookies": {"type": "integer"}, "rejected": {"type": "integer"},
+            "refused": {"type": "array", "items": {"type": "object", "properties": {
+                "entry": {"type": "integer"}, "name": {"type": "string"},
+                "domain": {"type": "string"}, "reason": {"type": "string"}}}},
+            "domains": {"type": "object"}, "local_storage": {"type": "object"},
+            "browser": {"type": "boolean"},
+        }),
+        &["slot", "format", "cookies", "domains"],
+    )
+})
+.annotations(Annotations::CHANGES_POOL);
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -67,8 +55,8 @@ struct Args {
     format: Format,
 }
 
-pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
+pub async fn run(files: &SessionFiles, args: Value) -> Result<Value> {
     let a: Args = parse("import_session", args)?;
-    let r = pool.services().session_files.import_session(a.slot, &a.session, a.format).await?;
+    let r = files.import_session(a.slot, &a.session, a.format).await?;
     Ok(json!(r))
 }

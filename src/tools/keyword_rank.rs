@@ -10,48 +10,45 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::spec::{Annotations, Role, Run, Spec, input_schema, invalid, parse, result_schema};
 use super::{Output, Provenance};
-use super::spec::{Annotations, Description, Role, Spec, input_schema, invalid, parse, result_schema};
 use crate::error::Result;
-use crate::pool::Pool;
+use crate::lease::Leases;
 use crate::lease::cascade::{self, RunOptions};
+use std::sync::Arc;
 
 /// Most items one call looks for, and most pages it reads.
 pub const MAX_ITEMS: usize = 20;
 pub const MAX_PAGES: usize = 20;
 
-pub const SPEC: Spec = Spec {
-    name: "keyword_rank",
-    role: Role::Operator,
-    title: "Rank of items for a keyword",
-    description: Description::Fixed(
-        "Where up to 20 items (e.g. ASINs) rank for a search keyword: reads the strategy's \
+pub const SPEC: Spec = Spec::new(
+    "keyword_rank",
+    Role::Operator,
+    "Rank of items for a keyword",
+    "Where up to 20 items (e.g. ASINs) rank for a search keyword: reads the strategy's \
          search operation page by page until every item is found or max_pages, and returns per \
          item its page, position on the page, organic rank (among non-sponsored results across \
          pages) and its sponsored placements; items not found are listed as missing.",
-    ),
-    input: input_schema::<Args>,
-    strategy_enum: true,
-    output: || {
-        result_schema(
-            json!({
-                "strategy": {"type": "string"}, "keyword": {"type": "string"},
-                "found": {"type": "object", "description": "Per item id: page, position, organic_rank (null when it only appears sponsored), sponsored (list of {page, position})."},
-                "missing": {"type": "array", "items": {"type": "string"}},
-                "pages": {"type": "integer", "description": "Pages read."},
-                "results": {"type": "integer", "description": "Results seen on them."},
-                "warnings": {"type": "array", "items": {"type": "string"}},
-            }),
-            &["strategy", "keyword", "found", "missing", "pages"],
-        )
-    },
-    annotations: Annotations::READS_SITES,
-    progress: true,
-    budget: crate::tools::Budget::Items,
-    also_runs: None,
-    route: Some(route),
-    run: |pool, args, opts| Box::pin(run(pool, args, opts.clone())),
-};
+    Run::Leases(|leases, args, opts| Box::pin(run(leases, args, opts.clone()))),
+)
+.input(input_schema::<Args>)
+.output(|| {
+    result_schema(
+        json!({
+            "strategy": {"type": "string"}, "keyword": {"type": "string"},
+            "found": {"type": "object", "description": "Per item id: page, position, organic_rank (null when it only appears sponsored), sponsored (list of {page, position})."},
+            "missing": {"type": "array", "items": {"type": "string"}},
+            "pages": {"type": "integer", "description": "Pages read."},
+            "results": {"type": "integer", "description": "Results seen on them."},
+            "warnings": {"type": "array", "items": {"type": "string"}},
+        }),
+        &["strategy", "keyword", "found", "missing", "pages"],
+    )
+})
+.annotations(Annotations::READS_SITES)
+.strategy_enum()
+.progress()
+.route(route);
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -103,10 +100,19 @@ pub struct Ranks {
 
 impl Ranks {
     /// Count one page's results (in page order) for the `wanted` ids.
-    pub fn page(&mut self, page: usize, items: &[Map<String, Value>], id_field: &str, wanted: &[String]) {
+    pub fn page(
+        &mut self,
+        page: usize,
+        items: &[Map<String, Value>],
+        id_field: &str,
+        wanted: &[String],
+    ) {
         for (i, item) in items.iter().enumerate() {
             self.results += 1;
-            let sponsored = item.get("sponsored").and_then(Value::as_bool).unwrap_or(false);
+            let sponsored = item
+                .get("sponsored")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
             if !sponsored {
                 self.organic_seen += 1;
             }
@@ -116,10 +122,13 @@ impl Ranks {
             if !wanted.iter().any(|w| w == id) {
                 continue;
             }
-            let position = item.get("position").and_then(Value::as_u64).unwrap_or(i as u64 + 1);
-            let entry = self.found.entry(id.to_string()).or_insert_with(|| {
-                json!({"page": null, "position": null, "organic_rank": null, "sponsored": []})
-            });
+            let position = item
+                .get("position")
+                .and_then(Value::as_u64)
+                .unwrap_or(i as u64 + 1);
+            let entry = self.found.entry(id.to_string()).or_insert_with(
+                || json!({"page": null, "position": null, "organic_rank": null, "sponsored": []}),
+            );
             if sponsored {
                 if let Some(list) = entry["sponsored"].as_array_mut() {
                     list.push(json!({"page": page, "position": position}));
@@ -134,9 +143,11 @@ impl Ranks {
 
     /// Every wanted id found organically.
     pub fn done(&self, wanted: &[String]) -> bool {
-        wanted
-            .iter()
-            .all(|w| self.found.get(w).is_some_and(|f| !f["organic_rank"].is_null()))
+        wanted.iter().all(|w| {
+            self.found
+                .get(w)
+                .is_some_and(|f| !f["organic_rank"].is_null())
+        })
     }
 
     /// `(found, missing)`.
@@ -151,11 +162,11 @@ impl Ranks {
 }
 
 /// The search operation's strategy on the marketplace it names.
-fn route(pool: &Pool, args: &Value) -> Option<super::Route> {
+fn route(leases: &Leases, args: &Value) -> Option<super::Route> {
     let name = args["strategy"]
         .as_str()
         .map_or_else(default_strategy, str::to_string);
-    let strategy = pool
+    let strategy = leases
         .registry()
         .pick(&name, args["marketplace"].as_str(), None)
         .ok()?;
@@ -163,20 +174,27 @@ fn route(pool: &Pool, args: &Value) -> Option<super::Route> {
     Some(super::spec::route_to(strategy.as_ref(), op))
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
+pub async fn run(leases: &Arc<Leases>, args: Value, opts: RunOptions) -> Result<Output> {
     let a: Args = parse("keyword_rank", args)?;
     if a.items.is_empty() || a.items.len() > MAX_ITEMS {
-        return Err(invalid(format!("argument `items` must hold 1 to {MAX_ITEMS} ids")));
+        return Err(invalid(format!(
+            "argument `items` must hold 1 to {MAX_ITEMS} ids"
+        )));
     }
     if a.max_pages == 0 || a.max_pages > MAX_PAGES {
-        return Err(invalid(format!("argument `max_pages` must be between 1 and {MAX_PAGES}")));
+        return Err(invalid(format!(
+            "argument `max_pages` must be between 1 and {MAX_PAGES}"
+        )));
     }
-    let strategy = pool
+    let strategy = leases
         .registry()
         .pick(&a.strategy, a.marketplace.as_deref(), None)
         .map_err(invalid)?;
     let op = strategy.operations().get(&a.operation).ok_or_else(|| {
-        invalid(format!("strategy `{}` has no operation `{}`", a.strategy, a.operation))
+        invalid(format!(
+            "strategy `{}` has no operation `{}`",
+            a.strategy, a.operation
+        ))
     })?;
     let opts = RunOptions {
         slot: a.slot.or(opts.slot),
@@ -187,7 +205,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
     let mut pages = 0;
     let mut served: Option<Provenance> = None;
     // One call holds one identity for every page, while the site lets it.
-    let mut call = crate::lease::Call::new(pool.leases(), None, opts.scope.clone());
+    let mut call = crate::lease::Call::new(leases, None, opts.scope.clone());
     for page in 1..=a.max_pages {
         let mut params = Map::new();
         params.insert("keyword".into(), json!(a.keyword));

@@ -2,40 +2,35 @@
 
 use serde_json::{Value, json};
 
-use super::spec::{Description, no_args, result_schema, Annotations, NoArgs, Role, Spec, input_schema};
-use crate::pool::Pool;
+use super::spec::{NoArgs, Role, Run, Spec, parse, result_schema};
+use crate::strategy::Registry;
 
-pub const SPEC: Spec = Spec {
-    name: "list_strategies",
-    role: Role::Viewer,
-    title: "List strategies",
-    description: Description::Fixed(
-        "The site strategies this pool knows: hosts, operations, and each operation's tiers \
+pub const SPEC: Spec = Spec::new(
+    "list_strategies",
+    Role::Viewer,
+    "List strategies",
+    "The site strategies this pool knows: hosts, operations, and each operation's tiers \
          and parameters (JSON Schema).",
-    ),
-    input: input_schema::<NoArgs>,
-    strategy_enum: false,
-    output: || {
-        result_schema(
-            json!({"strategies": {"type": "array", "items": {"type": "object", "properties": {
-                "name": {"type": "string"}, "hosts": {"type": "array", "items": {"type": "string"}},
-                "operations": {"type": "object"},
-                "marketplaces": {"type": "array", "items": {"type": "object"}, "description": "The storefronts one strategy serves (amazon.com, amazon.de, ...), each with its own hosts, base URL, cookies and site state; pick one with an operation's `marketplace` parameter."},
-            }}}}),
-            &["strategies"],
-        )
-    },
-    annotations: Annotations::READS_POOL,
-    progress: false,
-    budget: crate::tools::Budget::Items,
-    also_runs: None,
-    route: None,
-    run: |pool, args, _| no_args("list_strategies", pool, args, run),
-};
+    Run::Leases(|leases, args, _| {
+        crate::tools::plain(async move {
+            parse::<NoArgs>("list_strategies", args)?;
+            Ok(run(&leases.registry()))
+        })
+    }),
+)
+.output(|| {
+    result_schema(
+        json!({"strategies": {"type": "array", "items": {"type": "object", "properties": {
+            "name": {"type": "string"}, "hosts": {"type": "array", "items": {"type": "string"}},
+            "operations": {"type": "object"},
+            "marketplaces": {"type": "array", "items": {"type": "object"}, "description": "The storefronts one strategy serves (amazon.com, amazon.de, ...), each with its own hosts, base URL, cookies and site state; pick one with an operation's `marketplace` parameter."},
+        }}}}),
+        &["strategies"],
+    )
+});
 
-pub fn run(pool: &Pool) -> Value {
-    let strategies: Vec<Value> = pool
-        .registry()
+pub fn run(registry: &Registry) -> Value {
+    let strategies: Vec<Value> = registry
         .iter()
         .map(|s| {
             let ops: serde_json::Map<String, Value> = s

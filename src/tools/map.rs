@@ -9,46 +9,42 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::spec::{Annotations, Role, Run, Spec, input_schema, invalid, parse, result_schema};
 use super::{Output, Provenance};
-use super::spec::{Annotations, Description, Role, Spec, input_schema, invalid, parse, result_schema};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::FetchRequest;
-use crate::pool::{Call, Pool};
+use std::sync::Arc;
+
 use crate::lease::cascade::RunOptions;
+use crate::lease::{Call, Leases};
 use crate::web::{Page, sitemap};
 
-pub const SPEC: Spec = Spec {
-    name: "map",
-    role: Role::Operator,
-    title: "Map a site",
-    description: Description::Fixed(
-        "List the URLs of a site without fetching its pages: the sitemaps its robots.txt names \
+pub const SPEC: Spec = Spec::new(
+    "map",
+    Role::Operator,
+    "Map a site",
+    "List the URLs of a site without fetching its pages: the sitemaps its robots.txt names \
          and /sitemap.xml (sitemap indexes followed, gzip read), plus the start page's links. \
          Same host unless `include_subdomains` (Firecrawl's `includeSubdomains` also works); \
          `search` keeps URLs containing it; `limit` caps the list.",
-    ),
-    input: input_schema::<Args>,
-    strategy_enum: false,
-    output: || {
-        result_schema(
-            json!({
-                "url": {"type": "string"}, "count": {"type": "integer"},
-                "links": {"type": "array", "items": {"type": "string"}},
-                "from_sitemaps": {"type": "integer"}, "from_page": {"type": "integer"},
-                "sitemaps": {"type": "array", "items": {"type": "string"}, "description": "The sitemap files read."},
-                "problems": {"type": "array", "items": {"type": "string"}, "description": "Sitemaps or pages that could not be read."},
-                "truncated": {"type": "boolean"},
-            }),
-            &["url", "count", "links"],
-        )
-    },
-    annotations: Annotations::READS_SITES,
-    progress: true,
-    budget: crate::tools::Budget::Items,
-    also_runs: None,
-    route: None,
-    run: |pool, args, opts| Box::pin(run(pool, args, opts)),
-};
+    Run::Leases(|leases, args, opts| Box::pin(run(leases, args, opts))),
+)
+.input(input_schema::<Args>)
+.output(|| {
+    result_schema(
+        json!({
+            "url": {"type": "string"}, "count": {"type": "integer"},
+            "links": {"type": "array", "items": {"type": "string"}},
+            "from_sitemaps": {"type": "integer"}, "from_page": {"type": "integer"},
+            "sitemaps": {"type": "array", "items": {"type": "string"}, "description": "The sitemap files read."},
+            "problems": {"type": "array", "items": {"type": "string"}, "description": "Sitemaps or pages that could not be read."},
+            "truncated": {"type": "boolean"},
+        }),
+        &["url", "count", "links"],
+    )
+})
+.annotations(Annotations::READS_SITES)
+.progress();
 
 /// Default and largest `limit`.
 pub const DEFAULT_LIMIT: usize = 1000;
@@ -107,8 +103,8 @@ impl Scope {
             return false;
         };
         let base = self.host.strip_prefix("www.").unwrap_or(&self.host);
-        let host_ok = h == self.host
-            || (self.subdomains && (h == base || h.ends_with(&format!(".{base}"))));
+        let host_ok =
+            h == self.host || (self.subdomains && (h == base || h.ends_with(&format!(".{base}"))));
         host_ok
             && matches!(url.scheme(), "http" | "https")
             && (self.search.as_ref())
@@ -134,22 +130,24 @@ impl Found {
     }
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Output> {
+pub async fn run(leases: &Arc<Leases>, args: Value, opts: &RunOptions) -> Result<Output> {
     let args = super::aliases::apply("map", args, super::aliases::MAP)?;
     let a: Args = parse("map", args)?;
     if a.limit == 0 || a.limit > MAX_LIMIT {
-        return Err(invalid(format!("`limit` must be between 1 and {MAX_LIMIT}")));
+        return Err(invalid(format!(
+            "`limit` must be between 1 and {MAX_LIMIT}"
+        )));
     }
     let start = url::Url::parse(&a.url)
         .map_err(|e| invalid(format!("`{}` is not a valid URL ({e})", a.url)))?;
-    pool.guard().check_static(&start)?;
+    leases.guard().check_static(&start)?;
     let scope = Scope {
         host: start.host_str().unwrap_or_default().to_ascii_lowercase(),
         subdomains: a.include_subdomains,
         search: a.search.as_ref().map(|s| s.to_lowercase()),
     };
     // One identity for the whole call: the start page and every sitemap.
-    let mut call = Call::new(pool.leases(), a.slot.or(opts.slot), opts.scope.clone());
+    let mut call = Call::new(leases, a.slot.or(opts.slot), opts.scope.clone());
     let mut found = Found::default();
     let mut problems = Vec::new();
     let mut read = Vec::new();
@@ -270,10 +268,18 @@ async fn sitemaps(
         match sitemap::parse(&f.response.body) {
             Ok(s) => {
                 let before = found.links.len();
-                for page in s.pages.iter().filter_map(|p| url::Url::parse(p.trim()).ok()) {
+                for page in s
+                    .pages
+                    .iter()
+                    .filter_map(|p| url::Url::parse(p.trim()).ok())
+                {
                     found.add(scope, page);
                 }
-                queue.extend(s.sitemaps.iter().filter_map(|p| url::Url::parse(p.trim()).ok()));
+                queue.extend(
+                    s.sitemaps
+                        .iter()
+                        .filter_map(|p| url::Url::parse(p.trim()).ok()),
+                );
                 let added = found.links.len() - before;
                 opts.report(|| format!("{sm}: {added} URLs, {} sitemaps", s.sitemaps.len()));
             }

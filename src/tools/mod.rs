@@ -15,8 +15,8 @@ mod spec;
 pub use budget::Budget;
 pub use output::{Output, Provenance};
 pub use spec::{
-    Annotations, Description, NoArgs, Role, Route, RouteOf, Run, Spec, add_properties,
-    input_schema, invalid, parse, plain, portable,
+    Annotations, Description, JobDesk, NoArgs, Ran, Role, Route, RouteOf, Run, Spec,
+    add_properties, input_schema, invalid, parse, plain, portable,
 };
 
 use serde_json::{Value, json};
@@ -71,7 +71,7 @@ pub fn find(name: &str) -> Option<&'static Spec> {
 /// [`Spec::route`]); `None` for tools that route nothing and for arguments
 /// that name nothing to route by.
 pub fn route_of(pool: &crate::pool::Pool, tool: &str, args: &Value) -> Option<Route> {
-    (find(tool)?.route?)(pool, args)
+    (find(tool)?.route?)(pool.leases(), args)
 }
 
 /// Every tier a cascade tried, as results report them.

@@ -5,47 +5,38 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::spec::{Description, result_schema, Annotations, Role, Spec, input_schema, invalid, parse};
+use super::spec::{Annotations, Role, Run, Spec, input_schema, invalid, parse, result_schema};
 use crate::error::{Error, ErrorKind, Result};
-use crate::pool::Pool;
+use crate::lease::Leases;
 use crate::lease::cascade::RunOptions;
+use std::sync::Arc;
 
-pub const SPEC: Spec = Spec {
-    name: "refresh_cookies",
-    role: Role::Admin,
-    title: "Refresh cookies",
-    description: Description::Fixed(
-        "Warm slots up for a strategy in their real browser (visit its warm-up URL, let a JS \
+pub const SPEC: Spec = Spec::new(
+    "refresh_cookies",
+    Role::Admin,
+    "Refresh cookies",
+    "Warm slots up for a strategy in their real browser (visit its warm-up URL, let a JS \
          challenge pass) and persist the cookies into the slots' jars. Captchas and login \
          walls are not solved; they are reported.",
-    ),
-    input: input_schema::<Args>,
-    strategy_enum: true,
-    output: || {
-        result_schema(
-            json!({
-                "strategy": {"type": "string"}, "cookie_domain": {"type": "string"},
-                "slots": {"type": "array", "items": {"type": "object", "properties": {
-                    "slot": {"type": "integer"}, "ok": {"type": "boolean"},
-                    "cookies_before": {"type": "integer"}, "cookies_after": {"type": "integer"},
-                    "error": {"type": ["string", "null"]},
-                }}},
-            }),
-            &["strategy", "slots"],
-        )
-    },
-    annotations: Annotations {
-        read_only: false,
-        destructive: false,
-        idempotent: true,
-        open_world: true,
-    },
-    progress: true,
-    budget: crate::tools::Budget::Items,
-    also_runs: None,
-    route: None,
-    run: |pool, args, opts| crate::tools::plain(run(pool, args, opts)),
-};
+    Run::Leases(|leases, args, opts| crate::tools::plain(run(leases, args, opts))),
+)
+.input(input_schema::<Args>)
+.output(|| {
+    result_schema(
+        json!({
+            "strategy": {"type": "string"}, "cookie_domain": {"type": "string"},
+            "slots": {"type": "array", "items": {"type": "object", "properties": {
+                "slot": {"type": "integer"}, "ok": {"type": "boolean"},
+                "cookies_before": {"type": "integer"}, "cookies_after": {"type": "integer"},
+                "error": {"type": ["string", "null"]},
+            }}},
+        }),
+        &["strategy", "slots"],
+    )
+})
+.annotations(Annotations::CHANGES_POOL.open_world())
+.strategy_enum()
+.progress();
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -58,9 +49,9 @@ struct Args {
 
 /// Arguments: `strategy`, and `slot` (default: every slot). Fails only when no
 /// slot could be refreshed; per-slot errors are in the result.
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
+pub async fn run(leases: &Arc<Leases>, args: Value, opts: &RunOptions) -> Result<Value> {
     let a: Args = parse("refresh_cookies", args)?;
-    let strategy = pool
+    let strategy = leases
         .registry()
         .get(&a.strategy)
         .cloned()
@@ -69,24 +60,15 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Value> {
         .warmup_url()
         .cloned()
         .ok_or_else(|| invalid(format!("strategy `{}` has no warmup_url", a.strategy)))?;
-    let slots: Vec<usize> = match a.slot.or(opts.slot) {
-        Some(n) if n >= pool.slots().len() => {
-            return Err(invalid(format!(
-                "slot {n} does not exist (the pool has {} slots)",
-                pool.slots().len()
-            )));
-        }
-        Some(n) => vec![n],
-        None => (0..pool.slots().len()).collect(),
-    };
+    let identities = leases.identities();
+    let slots = identities.chosen(a.slot.or(opts.slot))?;
     let domain = strategy.cookie_domain().to_string();
     let mut results = Vec::new();
     let mut ok = 0;
     for n in slots {
-        let jar = pool.slots()[n].jar().clone();
-        let before = jar.export_for_domain(&domain).len();
-        let r = pool.leases().refresh_cookies(n, strategy.name(), &url).await;
-        let after = jar.export_for_domain(&domain).len();
+        let before = identities.cookies_for(n, &domain);
+        let r = leases.refresh_cookies(n, strategy.name(), &url).await;
+        let after = identities.cookies_for(n, &domain);
         opts.report(|| {
             format!(
                 "slot {n}: {domain} cookies {before} -> {after}: {}",

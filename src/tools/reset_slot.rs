@@ -4,42 +4,32 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::spec::{Description, result_schema, Annotations, Role, Spec, input_schema, invalid, parse};
-use crate::error::Result;
-use crate::pool::Pool;
+use std::sync::Arc;
 
-pub const SPEC: Spec = Spec {
-    name: "reset_slot",
-    role: Role::Admin,
-    title: "Reset a slot",
-    description: Description::Fixed(
-        "Close a slot's circuit breaker(s) and forget its tier blocks (`breakers`, default \
+use super::spec::{Annotations, Role, Run, Spec, input_schema, invalid, parse, result_schema};
+use crate::error::Result;
+use crate::lease::Leases;
+
+pub const SPEC: Spec = Spec::new(
+    "reset_slot",
+    Role::Admin,
+    "Reset a slot",
+    "Close a slot's circuit breaker(s) and forget its tier blocks (`breakers`, default \
          true; `strategy` for one only), and/or close its browser (`browser`), which \
          relaunches on next use with the same profile and cookies.",
-    ),
-    input: input_schema::<Args>,
-    strategy_enum: false,
-    output: || {
-        result_schema(
-            json!({
-                "slot": {"type": "integer"}, "breakers_reset": {"type": "boolean"},
-                "strategy": {"type": ["string", "null"]}, "browser_closed": {"type": "boolean"},
-            }),
-            &["slot", "breakers_reset", "browser_closed"],
-        )
-    },
-    annotations: Annotations {
-        read_only: false,
-        destructive: true,
-        idempotent: true,
-        open_world: false,
-    },
-    progress: false,
-    budget: crate::tools::Budget::Items,
-    also_runs: None,
-    route: None,
-    run: |pool, args, _| crate::tools::plain(run(pool, args)),
-};
+    Run::Leases(|leases, args, _| crate::tools::plain(run(leases, args))),
+)
+.input(input_schema::<Args>)
+.output(|| {
+    result_schema(
+        json!({
+            "slot": {"type": "integer"}, "breakers_reset": {"type": "boolean"},
+            "strategy": {"type": ["string", "null"]}, "browser_closed": {"type": "boolean"},
+        }),
+        &["slot", "breakers_reset", "browser_closed"],
+    )
+})
+.annotations(Annotations::CHANGES_POOL.destructive());
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -56,33 +46,23 @@ struct Args {
     browser: bool,
 }
 
-pub async fn run(pool: &Pool, args: Value) -> Result<Value> {
-    let bad = invalid;
+pub async fn run(leases: &Arc<Leases>, args: Value) -> Result<Value> {
     let a: Args = parse("reset_slot", args)?;
-    let Some(slot) = pool.slot(a.slot) else {
-        return Err(bad(format!(
-            "slot {} does not exist (the pool has {} slots)",
-            a.slot,
-            pool.slots().len()
-        )));
-    };
+    let identities = leases.identities();
+    identities.check(a.slot)?;
     if let Some(s) = &a.strategy
-        && pool.registry().get(s).is_none()
-        && !crate::pool::is_web_key(s)
+        && !leases.knows_strategy(s)
     {
-        return Err(bad(format!("unknown strategy `{s}`")));
+        return Err(invalid(format!("unknown strategy `{s}`")));
     }
     if a.breakers {
-        pool.leases().reset_breakers(a.slot, a.strategy.as_deref());
+        leases.reset_breakers(a.slot, a.strategy.as_deref());
     }
-    let was_running = slot.browser_facts().running;
-    if a.browser {
-        slot.browser().close().await;
-    }
+    let closed = a.browser && identities.close_browser(a.slot).await?;
     Ok(json!({
         "slot": a.slot,
         "breakers_reset": a.breakers,
         "strategy": a.strategy,
-        "browser_closed": a.browser && was_running,
+        "browser_closed": closed,
     }))
 }

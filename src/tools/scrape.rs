@@ -10,23 +10,22 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::spec::{Annotations, Role, Run, Spec, input_schema, invalid, parse, result_schema};
 use super::{Output, Provenance};
-use super::spec::{
-    Annotations, Description, Role, Spec, input_schema, invalid, parse, result_schema,
-};
-use crate::lease::{Action, Capture, Captured};
 use crate::error::{Error, ErrorKind, Result};
-use crate::pool::{BrowseOptions, Fetched, Pool, Via};
-use crate::strategy::Extractor;
+use crate::lease::{Action, Capture, Captured};
+use std::sync::Arc;
+
 use crate::lease::cascade::{self, RunOptions};
+use crate::lease::{BrowseOptions, Fetched, Leases, Via};
+use crate::strategy::Extractor;
 use crate::web::{Page, Pick};
 
-pub const SPEC: Spec = Spec {
-    name: "scrape",
-    role: Role::Operator,
-    title: "Scrape a page",
-    description: Description::Fixed(
-        "Fetch any public URL through the identity pool (HTTP with a real browser's TLS \
+pub const SPEC: Spec = Spec::new(
+    "scrape",
+    Role::Operator,
+    "Scrape a page",
+    "Fetch any public URL through the identity pool (HTTP with a real browser's TLS \
          fingerprint, escalating to the slot's real Chromium on a challenge, never on a block) and \
          return it as markdown of its main content (or the whole page), cleaned or raw HTML, \
          text, links, a PNG screenshot or a PDF (several formats at once); `selectors` pull \
@@ -35,34 +34,31 @@ pub const SPEC: Spec = Spec {
          pass `start_index` = the previous `next_start_index`; `include_tags`/`exclude_tags` keep or drop parts of the page by CSS \
          selector. Firecrawl's argument names (`formats`, `onlyMainContent`, `includeTags`, \
          `excludeTags`, `waitFor` in milliseconds) are accepted as aliases.",
-    ),
-    input: input_schema::<Args>,
-    strategy_enum: false,
-    output: || {
-        result_schema(
-            json!({
-                "url": {"type": "string"}, "status": {"type": "integer"},
-                "title": {"type": ["string", "null"]},
-                "format": {"type": "string"}, "content": {"type": "string"},
-                "formats": {"type": "object", "description": "Each text format asked for: start_index, total_chars, next_start_index and (but for the first, whose text is `content`) content."},
-                "data": {"anyOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}], "description": "The `selectors` fields: an object, or with `items` a list of objects."},
-                "screenshot": {"type": "object"}, "pdf": {"type": "object"},
-                "start_index": {"type": "integer"}, "total_chars": {"type": "integer"},
-                "next_start_index": {"type": ["integer", "null"]},
-                "slot": {"type": "integer"}, "tier": {"type": "integer", "description": "2: HTTP, 3: browser"},
-                "via": {"type": "string"}, "trial": {"type": "boolean"}, "outcome": {"type": "string"},
-                "attempts": super::attempts_schema(),
-            }),
-            &["url", "status", "content", "total_chars", "slot", "tier"],
-        )
-    },
-    annotations: Annotations::READS_SITES,
-    progress: true,
-    budget: crate::tools::Budget::Own,
-    also_runs: None,
-    route: Some(route),
-    run: |pool, args, opts| Box::pin(run(pool, args, opts)),
-};
+    Run::Leases(|leases, args, opts| Box::pin(run(leases, args, opts))),
+)
+.input(input_schema::<Args>)
+.output(|| {
+    result_schema(
+        json!({
+            "url": {"type": "string"}, "status": {"type": "integer"},
+            "title": {"type": ["string", "null"]},
+            "format": {"type": "string"}, "content": {"type": "string"},
+            "formats": {"type": "object", "description": "Each text format asked for: start_index, total_chars, next_start_index and (but for the first, whose text is `content`) content."},
+            "data": {"anyOf": [{"type": "object"}, {"type": "array", "items": {"type": "object"}}], "description": "The `selectors` fields: an object, or with `items` a list of objects."},
+            "screenshot": {"type": "object"}, "pdf": {"type": "object"},
+            "start_index": {"type": "integer"}, "total_chars": {"type": "integer"},
+            "next_start_index": {"type": ["integer", "null"]},
+            "slot": {"type": "integer"}, "tier": {"type": "integer", "description": "2: HTTP, 3: browser"},
+            "via": {"type": "string"}, "trial": {"type": "boolean"}, "outcome": {"type": "string"},
+            "attempts": super::attempts_schema(),
+        }),
+        &["url", "status", "content", "total_chars", "slot", "tier"],
+    )
+})
+.annotations(Annotations::READS_SITES)
+.progress()
+.budget(crate::tools::Budget::Own)
+.route(route);
 
 /// Upper bound of `max_chars`.
 pub const MAX_MAX_CHARS: usize = super::budget::MAX_MAX_CHARS;
@@ -220,7 +216,9 @@ pub const MAX_TAGS: usize = 50;
 fn pick(a: &Args) -> Result<Pick> {
     let list = |name: &str, sels: &[String]| -> Result<Vec<scraper::Selector>> {
         if sels.len() > MAX_TAGS {
-            return Err(invalid(format!("`{name}` takes at most {MAX_TAGS} selectors")));
+            return Err(invalid(format!(
+                "`{name}` takes at most {MAX_TAGS} selectors"
+            )));
         }
         sels.iter()
             .map(|c| {
@@ -334,9 +332,7 @@ fn plan(a: &Args) -> Result<Plan> {
         wait_for: a.wait_for.clone(),
         actions: a.actions.clone(),
         capture: Capture {
-            screenshot: formats
-                .contains(&Format::Screenshot)
-                .then_some(a.full_page),
+            screenshot: formats.contains(&Format::Screenshot).then_some(a.full_page),
             pdf: formats.contains(&Format::Pdf),
         },
     };
@@ -361,27 +357,30 @@ struct Read {
 }
 
 /// The strategy covering `url` (`strategy` may name it), else its host.
-fn route(pool: &Pool, args: &Value) -> Option<super::Route> {
+fn route(leases: &Leases, args: &Value) -> Option<super::Route> {
     if let Some(name) = args["strategy"].as_str() {
-        return Some(super::spec::route_to(pool.registry().get(name)?.as_ref(), ""));
+        return Some(super::spec::route_to(
+            leases.registry().get(name)?.as_ref(),
+            "",
+        ));
     }
     let url = url::Url::parse(args["url"].as_str()?).ok()?;
-    Some(match pool.strategy_for(&url) {
+    Some(match leases.strategy_for(&url) {
         Some(s) => super::spec::route_to(s.as_ref(), ""),
         None => super::Route {
-            key: crate::pool::web_key(url.host_str()?),
+            key: leases.site_key(&url)?,
             login: false,
         },
     })
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Output> {
+pub async fn run(leases: &Arc<Leases>, args: Value, opts: &RunOptions) -> Result<Output> {
     let args = super::aliases::apply("scrape", args, super::aliases::SCRAPE)?;
     let mut a: Args = parse("scrape", args)?;
     a.max_chars.get_or_insert(opts.answer_chars);
     let mut plan = plan(&a)?;
     let paged = match a.timeout {
-        Some(t) => tokio::time::timeout(Duration::from_secs(t), fetch(pool, &plan, opts))
+        Some(t) => tokio::time::timeout(Duration::from_secs(t), fetch(leases, &plan, opts))
             .await
             .map_err(|_| {
                 Error::new(
@@ -389,7 +388,7 @@ pub async fn run(pool: &Pool, args: Value, opts: &RunOptions) -> Result<Output> 
                     format!("scraping {} took longer than `timeout` ({t} s)", plan.url),
                 )
             })??,
-        None => fetch(pool, &plan, opts).await?,
+        None => fetch(leases, &plan, opts).await?,
     };
     let fetched = &paged.fetched;
     let by = Provenance {
@@ -532,7 +531,9 @@ fn media(out: &mut Value, captured: &Captured, url: &url::Url) -> Result<()> {
         let (width, height) = png_size(png).ok_or_else(|| {
             Error::new(ErrorKind::Internal, "the browser's screenshot is not a PNG")
         })?;
-        let viewport = captured.viewport.map(|(w, h)| json!({"width": w, "height": h}));
+        let viewport = captured
+            .viewport
+            .map(|(w, h)| json!({"width": w, "height": h}));
         out["screenshot"] = json!({"mime_type": "image/png", "bytes": png.len(),
             "width": width, "height": height, "viewport": viewport});
         media.push(json!({"type": "image", "mime_type": "image/png", "data": b64(png)}));
@@ -559,7 +560,7 @@ pub fn png_size(png: &[u8]) -> Option<(u32, u32)> {
 
 /// One page as `scrape` fetches it in `auto` mode, with nothing else asked
 /// (a crawl's pages).
-pub async fn fetch_page(pool: &Pool, url: url::Url, opts: &RunOptions) -> Result<Fetched> {
+pub async fn fetch_page(leases: &Arc<Leases>, url: url::Url, opts: &RunOptions) -> Result<Fetched> {
     let plan = Plan {
         url,
         pick: Pick::main(true),
@@ -570,11 +571,11 @@ pub async fn fetch_page(pool: &Pool, url: url::Url, opts: &RunOptions) -> Result
         mode: Mode::Auto,
         slot: None,
     };
-    Ok(fetch(pool, &plan, opts).await?.fetched)
+    Ok(fetch(leases, &plan, opts).await?.fetched)
 }
 
 /// The page through the cascade, on the caller's pin if any.
-async fn fetch(pool: &Pool, plan: &Plan, opts: &RunOptions) -> Result<cascade::Paged> {
+async fn fetch(leases: &Arc<Leases>, plan: &Plan, opts: &RunOptions) -> Result<cascade::Paged> {
     let page = cascade::PagePlan {
         url: plan.url.clone(),
         headers: plan.headers.clone(),
@@ -589,7 +590,7 @@ async fn fetch(pool: &Pool, plan: &Plan, opts: &RunOptions) -> Result<cascade::P
         slot: plan.slot.or(opts.slot),
         ..opts.clone()
     };
-    let mut call = crate::lease::Call::new(pool.leases(), None, opts.scope.clone());
+    let mut call = crate::lease::Call::new(leases, None, opts.scope.clone());
     cascade::page(&mut call, &page, &opts).await
 }
 

@@ -10,60 +10,56 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::spec::{Annotations, Description, Role, Spec, input_schema, invalid, parse, result_schema};
+use super::spec::{Annotations, Role, Run, Spec, input_schema, invalid, parse, result_schema};
 use super::{Output, Provenance};
 use crate::error::{Error, ErrorKind, Result};
+use crate::lease::Leases;
 use crate::lease::cascade::{self, RunOptions};
-use crate::pool::Pool;
+use std::sync::Arc;
 
 /// Most results one call returns, and most it scrapes.
 pub const MAX_LIMIT: usize = 50;
 pub const MAX_SCRAPED: usize = 10;
 
-pub const SPEC: Spec = Spec {
-    name: "search",
-    role: Role::Operator,
-    title: "Search the web",
-    description: Description::Fixed(
-        "Search the web through an identity: the ranked results (title, url, snippet, \
+pub const SPEC: Spec = Spec::new(
+    "search",
+    Role::Operator,
+    "Search the web",
+    "Search the web through an identity: the ranked results (title, url, snippet, \
          position; sponsored: true for ads) of the first engine that answers (web.search_engines, \
          by default DuckDuckGo then Bing; a blocked engine hands over to the next), each saying \
          which engine and slot served it. `scrape_results: N` also fetches the first N organic \
          results as `scrape` does, in `format` (markdown by default).",
-    ),
-    input: input_schema::<Args>,
-    strategy_enum: false,
-    output: || {
-        result_schema(
-            json!({
-                "query": {"type": "string"},
-                "engine": {"type": "string", "description": "The engine that served the results."},
-                "results": {"type": "array", "items": {"type": "object", "properties": {
-                    "position": {"type": "integer"}, "title": {"type": "string"},
-                    "url": {"type": "string"}, "snippet": {"type": ["string", "null"]},
-                    "display_url": {"type": ["string", "null"]},
-                    "sponsored": {"type": "boolean"}, "engine": {"type": "string"},
-                    "slot": {"type": "integer"},
-                    "page": {"type": "object", "description": "With scrape_results: the page as scrape returns it (url, status, title, content), or its error."},
-                }}},
-                "tried": {"type": "array", "description": "Engines that did not answer before this one, and why.", "items": {"type": "object", "properties": {
-                    "engine": {"type": "string"}, "error": {"type": "string"}, "kind": {"type": "string"}}}},
-                "slot": {"type": "integer"}, "tier": {"type": "integer"},
-                "attempts": super::attempts_schema(),
-                "warnings": {"type": "array", "items": {"type": "string"}},
-            }),
-            &["query", "engine", "results"],
-        )
-    },
-    annotations: Annotations::READS_SITES,
-    progress: true,
-    budget: crate::tools::Budget::Items,
-    also_runs: Some(|args| {
-        (args["scrape_results"].as_u64().is_some_and(|n| n > 0)).then_some("scrape")
-    }),
-    route: None,
-    run: |pool, args, opts| Box::pin(run(pool, args, opts.clone())),
-};
+    Run::Leases(|leases, args, opts| Box::pin(run(leases, args, opts.clone()))),
+)
+.input(input_schema::<Args>)
+.output(|| {
+    result_schema(
+        json!({
+            "query": {"type": "string"},
+            "engine": {"type": "string", "description": "The engine that served the results."},
+            "results": {"type": "array", "items": {"type": "object", "properties": {
+                "position": {"type": "integer"}, "title": {"type": "string"},
+                "url": {"type": "string"}, "snippet": {"type": ["string", "null"]},
+                "display_url": {"type": ["string", "null"]},
+                "sponsored": {"type": "boolean"}, "engine": {"type": "string"},
+                "slot": {"type": "integer"},
+                "page": {"type": "object", "description": "With scrape_results: the page as scrape returns it (url, status, title, content), or its error."},
+            }}},
+            "tried": {"type": "array", "description": "Engines that did not answer before this one, and why.", "items": {"type": "object", "properties": {
+                "engine": {"type": "string"}, "error": {"type": "string"}, "kind": {"type": "string"}}}},
+            "slot": {"type": "integer"}, "tier": {"type": "integer"},
+            "attempts": super::attempts_schema(),
+            "warnings": {"type": "array", "items": {"type": "string"}},
+        }),
+        &["query", "engine", "results"],
+    )
+})
+.annotations(Annotations::READS_SITES)
+.progress()
+.also_runs(|args| {
+    (args["scrape_results"].as_u64().is_some_and(|n| n > 0)).then_some("scrape")
+});
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -113,11 +109,14 @@ impl PageFormat {
 fn hand_over(e: &Error) -> bool {
     !matches!(
         e.kind(),
-        ErrorKind::InvalidArgument | ErrorKind::NotGranted | ErrorKind::Internal | ErrorKind::Config
+        ErrorKind::InvalidArgument
+            | ErrorKind::NotGranted
+            | ErrorKind::Internal
+            | ErrorKind::Config
     )
 }
 
-pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
+pub async fn run(leases: &Arc<Leases>, args: Value, opts: RunOptions) -> Result<Output> {
     let a: Args = parse("search", args)?;
     let query = a.query.trim().to_string();
     if query.is_empty() {
@@ -137,18 +136,20 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
     }
     let engines: Vec<String> = match &a.engine {
         Some(e) => vec![e.clone()],
-        None => pool.leases().config().web.search_engines.clone(),
+        None => leases.config().web.search_engines.clone(),
     };
     let mut tried: Vec<Value> = Vec::new();
     let mut last: Option<Error> = None;
     for name in &engines {
-        let Some(strategy) = pool.registry().get(name).cloned() else {
+        let Some(strategy) = leases.registry().get(name).cloned() else {
             if a.engine.is_some() {
                 return Err(invalid(format!(
                     "no search engine `{name}` (its strategy is not loaded)"
                 )));
             }
-            tried.push(json!({"engine": name, "error": "its strategy is not loaded", "kind": "not_found"}));
+            tried.push(
+                json!({"engine": name, "error": "its strategy is not loaded", "kind": "not_found"}),
+            );
             continue;
         };
         let Some(op) = strategy.operations().get("search") else {
@@ -163,7 +164,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
             slot: a.slot.or(opts.slot),
             ..opts.clone()
         };
-        let mut call = crate::lease::Call::new(pool.leases(), None, opts.scope.clone());
+        let mut call = crate::lease::Call::new(leases, None, opts.scope.clone());
         match cascade::run(&mut call, &strategy, op, &bound, &run_opts).await {
             Ok(r) => {
                 let by = Provenance::of(&r);
@@ -202,7 +203,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
                 }
                 let mut scraped = 0;
                 if a.scrape_results > 0 {
-                    scraped = scrape_top(pool, &mut out, a.scrape_results, a.format, &opts).await;
+                    scraped = scrape_top(leases, &mut out, a.scrape_results, a.format, &opts).await;
                 }
                 let by = Provenance {
                     attempts: by.attempts + scraped,
@@ -213,9 +214,13 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
             Err(e) if a.engine.is_none() && hand_over(&e) => {
                 tracing::info!(engine = %name, error = %e.message(), "search: trying the next engine");
                 if let Some(p) = &opts.progress {
-                    (p.0)(format!("{name} did not answer ({}); trying the next engine", e.message()));
+                    (p.0)(format!(
+                        "{name} did not answer ({}); trying the next engine",
+                        e.message()
+                    ));
                 }
-                tried.push(json!({"engine": name, "error": e.message(), "kind": e.kind().as_str()}));
+                tried
+                    .push(json!({"engine": name, "error": e.message(), "kind": e.kind().as_str()}));
                 last = Some(e);
             }
             Err(e) => return Err(e),
@@ -223,7 +228,13 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
     }
     let why = tried
         .iter()
-        .map(|t| format!("{}: {}", t["engine"].as_str().unwrap_or(""), t["error"].as_str().unwrap_or("")))
+        .map(|t| {
+            format!(
+                "{}: {}",
+                t["engine"].as_str().unwrap_or(""),
+                t["error"].as_str().unwrap_or("")
+            )
+        })
         .collect::<Vec<_>>()
         .join("; ");
     Err(match last {
@@ -236,7 +247,10 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
         }
         None => Error::new(
             ErrorKind::NotFound,
-            format!("no search engine is loaded (web.search_engines: {}; {why})", engines.join(", ")),
+            format!(
+                "no search engine is loaded (web.search_engines: {}; {why})",
+                engines.join(", ")
+            ),
         ),
     })
 }
@@ -244,7 +258,7 @@ pub async fn run(pool: &Pool, args: Value, opts: RunOptions) -> Result<Output> {
 /// Fetch the first `n` organic results as `scrape` does, each into its
 /// result's `page`; the pages fetched.
 async fn scrape_top(
-    pool: &Pool,
+    leases: &Arc<Leases>,
     out: &mut Value,
     n: usize,
     format: Option<PageFormat>,
@@ -258,12 +272,16 @@ async fn scrape_top(
         return 0;
     };
     let mut done = 0;
-    for r in results.iter_mut().filter(|r| r["sponsored"] != true).take(n) {
+    for r in results
+        .iter_mut()
+        .filter(|r| r["sponsored"] != true)
+        .take(n)
+    {
         let Some(url) = r["url"].as_str().map(str::to_string) else {
             continue;
         };
         let args = json!({"url": url, "format": format, "max_chars": per_page});
-        let page = match super::scrape::run(pool, args, opts).await {
+        let page = match super::scrape::run(leases, args, opts).await {
             Ok(o) => {
                 let b = o.body;
                 json!({

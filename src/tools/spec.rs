@@ -12,8 +12,12 @@ use serde_json::Value;
 use super::output::Output;
 pub use crate::config::Role;
 use crate::error::{Error, ErrorKind, Result};
+use crate::lease::Leases;
 use crate::lease::cascade::RunOptions;
-use crate::pool::Pool;
+use crate::pool::{Pool, Reports};
+use crate::services::{Browsing, Bundles, Jobs, SessionFiles};
+use crate::strategy::Registry;
+use std::sync::Arc;
 
 /// MCP's behaviour hints, stated truthfully.
 #[derive(Debug, Clone, Copy)]
@@ -56,26 +60,85 @@ impl Annotations {
         idempotent: true,
         open_world: false,
     };
-}
+    /// Changes the pool's own state (an identity's browser, jar or
+    /// calibration), the same way when called again.
+    pub const CHANGES_POOL: Annotations = Annotations {
+        read_only: false,
+        destructive: false,
+        idempotent: true,
+        open_world: false,
+    };
 
-/// What a tool says it does: fixed, or naming what the pool has.
-#[derive(Clone, Copy)]
-pub enum Description {
-    Fixed(&'static str),
-    Of(fn(&Pool) -> String),
-}
+    /// …and what it replaces is gone (a breaker's history, an identity).
+    pub const fn destructive(self) -> Annotations {
+        Annotations {
+            destructive: true,
+            ..self
+        }
+    }
 
-impl Description {
-    pub fn text(&self, pool: &Pool) -> String {
-        match self {
-            Description::Fixed(t) => (*t).to_string(),
-            Description::Of(f) => f(pool),
+    /// …and a second call is not the first (a new identity, a new bundle).
+    pub const fn not_idempotent(self) -> Annotations {
+        Annotations {
+            idempotent: false,
+            ..self
+        }
+    }
+
+    /// …and it reaches sites outside the daemon.
+    pub const fn open_world(self) -> Annotations {
+        Annotations {
+            open_world: true,
+            ..self
         }
     }
 }
 
-/// A tool's run: the pool, its raw arguments, the call's options.
-pub type Run = for<'a> fn(&'a Pool, Value, &'a RunOptions) -> BoxFuture<'a, Result<Output>>;
+/// What a tool says it does: fixed, or naming the strategies the pool has.
+#[derive(Clone, Copy)]
+pub enum Description {
+    Fixed(&'static str),
+    Of(fn(&Registry) -> String),
+}
+
+impl Description {
+    pub fn text(&self, registry: &Registry) -> String {
+        match self {
+            Description::Fixed(t) => (*t).to_string(),
+            Description::Of(f) => f(registry),
+        }
+    }
+}
+
+/// What a run returns.
+pub type Ran<'a> = BoxFuture<'a, Result<Output>>;
+
+/// A tool's run, by the one handle it needs: it gets that and nothing else
+/// of the pool (see `docs/architecture.md`, "A new tool").
+#[derive(Clone, Copy)]
+pub enum Run {
+    /// Reaches sites, or acts on identities by number, through the lease
+    /// source (which also holds the strategies).
+    Leases(for<'a> fn(&'a Arc<Leases>, Value, &'a RunOptions) -> Ran<'a>),
+    /// Starts or reads jobs that run past their call.
+    Jobs(for<'a> fn(&'a JobDesk, Value, &'a RunOptions) -> Ran<'a>),
+    /// Drives interactive browser sessions.
+    Browsing(for<'a> fn(&'a Browsing, Value, &'a RunOptions) -> Ran<'a>),
+    /// Session files into and out of identities.
+    SessionFiles(for<'a> fn(&'a SessionFiles, Value) -> Ran<'a>),
+    /// Identity bundles out of and into identities.
+    Bundles(for<'a> fn(&'a Bundles, Value) -> Ran<'a>),
+    /// Reads the pool's reports.
+    Reports(for<'a> fn(&'a Reports<'a>, Value, &'a RunOptions) -> Ran<'a>),
+}
+
+/// A job tool's handle: the job store and the lease source its jobs'
+/// requests go through.
+#[derive(Clone)]
+pub struct JobDesk {
+    pub jobs: Arc<Jobs>,
+    pub leases: Arc<Leases>,
+}
 
 /// The [`Run`] future of a tool whose result reaches no site.
 pub fn plain<'a>(
@@ -114,6 +177,112 @@ pub struct Spec {
     pub run: Run,
 }
 
+impl Spec {
+    /// A tool with what most have: no arguments, an object result, reading
+    /// the pool's state, its answer kept within `max_chars` item by item,
+    /// no progress, no route. Each tool file sets only what differs.
+    pub const fn new(
+        name: &'static str,
+        role: Role,
+        title: &'static str,
+        description: &'static str,
+        run: Run,
+    ) -> Spec {
+        Spec {
+            name,
+            role,
+            title,
+            description: Description::Fixed(description),
+            input: input_schema::<NoArgs>,
+            strategy_enum: false,
+            output: || result_schema(serde_json::json!({}), &[]),
+            annotations: Annotations::READS_POOL,
+            progress: false,
+            budget: super::Budget::Items,
+            also_runs: None,
+            route: None,
+            run,
+        }
+    }
+
+    /// Its arguments' schema.
+    pub const fn input(self, input: fn() -> Value) -> Spec {
+        Spec { input, ..self }
+    }
+
+    /// Its result's schema.
+    pub const fn output(self, output: fn() -> Value) -> Spec {
+        Spec { output, ..self }
+    }
+
+    pub const fn annotations(self, annotations: Annotations) -> Spec {
+        Spec {
+            annotations,
+            ..self
+        }
+    }
+
+    /// What it says of itself names the pool's strategies.
+    pub const fn described_by(self, of: fn(&Registry) -> String) -> Spec {
+        Spec {
+            description: Description::Of(of),
+            ..self
+        }
+    }
+
+    /// Its `strategy` argument lists the pool's strategies.
+    pub const fn strategy_enum(self) -> Spec {
+        Spec {
+            strategy_enum: true,
+            ..self
+        }
+    }
+
+    /// It sends `notifications/progress` when given a progress token.
+    pub const fn progress(self) -> Spec {
+        Spec {
+            progress: true,
+            ..self
+        }
+    }
+
+    pub const fn budget(self, budget: super::Budget) -> Spec {
+        Spec { budget, ..self }
+    }
+
+    pub const fn also_runs(self, f: fn(&Value) -> Option<&'static str>) -> Spec {
+        Spec {
+            also_runs: Some(f),
+            ..self
+        }
+    }
+
+    pub const fn route(self, route: RouteOf) -> Spec {
+        Spec {
+            route: Some(route),
+            ..self
+        }
+    }
+
+    /// Run it on `pool`: its handle, taken from the pool, and nothing else.
+    pub fn call<'a>(&self, pool: &'a Pool, args: Value, opts: &'a RunOptions) -> Ran<'a> {
+        match self.run {
+            Run::Leases(f) => f(pool.leases(), args, opts),
+            Run::Jobs(f) => {
+                let desk = JobDesk {
+                    jobs: pool.services().jobs.clone(),
+                    leases: pool.leases().clone(),
+                };
+                Box::pin(async move { f(&desk, args, opts).await })
+            }
+            Run::Browsing(f) => f(&pool.services().browsing, args, opts),
+            Run::SessionFiles(f) => f(&pool.services().session_files, args),
+            Run::Bundles(f) => f(&pool.services().bundles, args),
+            Run::Reports(f) => Box::pin(async move { f(&pool.reports(), args, opts).await }),
+        }
+    }
+}
+
 /// A call's routing key: the strategy (a marketplace's own name where the
 /// call picks one) or the open-web host it leases identities for, and
 /// whether its operation needs a signed-in identity.
@@ -125,7 +294,7 @@ pub struct Route {
 
 /// How a tool finds its [`Route`] in raw arguments: the same resolution its
 /// run uses; `None` for arguments that name none (the run reports why).
-pub type RouteOf = fn(&Pool, &Value) -> Option<Route>;
+pub type RouteOf = fn(&Leases, &Value) -> Option<Route>;
 
 /// The route of `op` on `strategy`.
 pub fn route_to(strategy: &dyn crate::strategy::Strategy, op: &str) -> Route {
@@ -392,19 +561,6 @@ pub fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T> {
         format!("argument `{path}`: {inner}")
     };
     Err(invalid(format!("invalid {tool} arguments: {what}")))
-}
-
-/// The `run` of a tool that takes no arguments: `f` once they are checked.
-pub fn no_args<'a>(
-    tool: &'static str,
-    pool: &'a Pool,
-    args: Value,
-    f: fn(&Pool) -> Value,
-) -> BoxFuture<'a, Result<Output>> {
-    Box::pin(async move {
-        parse::<NoArgs>(tool, args)?;
-        Ok(Output::plain(f(pool)))
-    })
 }
 
 /// A result's JSON Schema: an object with these properties, these required.

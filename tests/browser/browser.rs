@@ -6,7 +6,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::{Env, chromium_browsers_under, shutdown_and_check};
-use idpool::pool::Via;
+use idpool::lease::Via;
 use idpool::strategy::Outcome;
 use idpool::wire::http::FetchRequest;
 use idpool_testbed::{Fault, FaultKind};
@@ -22,7 +22,12 @@ async fn lazy_launch_one_chromium_on_its_slot_port_and_dir() {
         .await
         .expect("http");
     assert!(chromium_browsers_under(&data).is_empty());
-    assert!(pool.slots().iter().all(|s| !s.browser_facts().running));
+    assert!(
+        pool.leases()
+            .slots()
+            .iter()
+            .all(|s| !s.browser_facts().running)
+    );
 
     let f = pool
         .browse(env.url("/product/B0LAZY"), None, Some(1))
@@ -41,7 +46,7 @@ async fn lazy_launch_one_chromium_on_its_slot_port_and_dir() {
         data.join("slots/1/chromium").display()
     );
     assert!(args.contains(&dir), "{args:?}");
-    let facts = pool.slots()[1].browser_facts();
+    let facts = pool.leases().slots()[1].browser_facts();
     assert_eq!(
         (facts.running, facts.pid, facts.port, facts.launches),
         (true, Some(*pid), 19301, 1)
@@ -56,7 +61,10 @@ async fn lazy_launch_one_chromium_on_its_slot_port_and_dir() {
         facts.pss_mb,
         facts.rss_mb
     );
-    assert!(!pool.slots()[0].browser_facts().running && !pool.slots()[2].browser_facts().running);
+    assert!(
+        !pool.leases().slots()[0].browser_facts().running
+            && !pool.leases().slots()[2].browser_facts().running
+    );
     assert_eq!(
         std::fs::read_to_string(data.join("slots/1/chromium.pid"))
             .expect("pid file")
@@ -222,7 +230,10 @@ async fn tabs_recycle_while_process_and_cookies_survive() {
     pool.browse(env.url("/product/B0REC"), None, Some(0))
         .await
         .expect("first");
-    let pid = pool.slots()[0].browser_facts().pid.expect("running");
+    let pid = pool.leases().slots()[0]
+        .browser_facts()
+        .pid
+        .expect("running");
     let mut sids = Vec::new();
     for _ in 1..12 {
         let f = pool
@@ -234,8 +245,8 @@ async fn tabs_recycle_while_process_and_cookies_survive() {
     // The calibration behind the first call navigates six times too (its
     // HTTP/2 pages, its HTTP/1.1 page, the origin that asks for client
     // hints and its page, and the self-check): 18 operations.
-    pool.slots()[0].calibration_settled().await;
-    let facts = pool.slots()[0].browser_facts();
+    pool.leases().slots()[0].calibration_settled().await;
+    let facts = pool.leases().slots()[0].browser_facts();
     assert_eq!(
         (facts.total_ops, facts.recycles, facts.ops_since_recycle),
         (18, 3, 3),
@@ -256,12 +267,15 @@ async fn a_killed_chromium_is_reaped_counted_and_relaunched() {
         .await
         .expect("first");
     // The calibration behind the first call is done with this browser.
-    pool.slots()[0].calibration_settled().await;
-    let old = pool.slots()[0].browser_facts().pid.expect("running");
+    pool.leases().slots()[0].calibration_settled().await;
+    let old = pool.leases().slots()[0]
+        .browser_facts()
+        .pid
+        .expect("running");
     // SAFETY: a plain signal to the Chromium this test started.
     unsafe { libc::kill(old as i32, libc::SIGKILL) };
     for _ in 0..100 {
-        if !pool.slots()[0].browser_facts().running {
+        if !pool.leases().slots()[0].browser_facts().running {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -271,7 +285,7 @@ async fn a_killed_chromium_is_reaped_counted_and_relaunched() {
         .await
         .expect("after the crash");
     assert_eq!(f.response.status, 200);
-    let facts = pool.slots()[0].browser_facts();
+    let facts = pool.leases().slots()[0].browser_facts();
     assert_ne!(facts.pid, Some(old));
     assert_eq!((facts.crashes, facts.launches), (1, 2), "{facts:?}");
     assert!(
@@ -317,7 +331,12 @@ async fn a_foreign_listener_on_a_slot_port_fails_that_slot_only() {
         )),
         "{msg}"
     );
-    assert!(pool.slots()[1].browser_facts().last_error.is_some());
+    assert!(
+        pool.leases().slots()[1]
+            .browser_facts()
+            .last_error
+            .is_some()
+    );
     let ok = pool
         .browse(env.url("/product/B0PORT"), None, Some(0))
         .await
@@ -455,7 +474,7 @@ async fn holder_child() {
         .expect("launch");
     println!(
         "HOLDER_PID {}",
-        pool.slots()[0].browser_facts().pid.expect("pid")
+        pool.leases().slots()[0].browser_facts().pid.expect("pid")
     );
     tokio::time::sleep(Duration::from_secs(120)).await;
 }
@@ -547,7 +566,7 @@ async fn the_browser_environment_matches_the_profile() {
         "{v}"
     );
     assert_eq!(v["width"], 1280);
-    let status = idpool::tools::pool_status::run(&pool);
+    let status = pool.reports().status_now();
     let versions = &status["slots"][0]["versions"];
     assert_eq!(versions["chromium"], major, "{versions}");
     assert_eq!(versions["user_agent"], major, "{versions}");
@@ -588,7 +607,7 @@ async fn a_pinned_user_agent_is_kept() {
         .expect("logged");
     assert_eq!(logged.user_agent.as_deref(), Some(pinned));
     assert!(f.response.text().contains("Chrome/149.0.0.0"));
-    let status = idpool::tools::pool_status::run(&pool);
+    let status = pool.reports().status_now();
     assert_eq!(status["slots"][0]["versions"]["user_agent_pinned"], true);
     shutdown_and_check(&pool).await;
 }
@@ -625,7 +644,7 @@ async fn the_browser_reaches_an_authenticated_proxy_through_its_egress() {
         "the upstream got the credentials"
     );
     // The password is on no command line; Chromium knows only its egress.
-    let egress = pool.slots()[0].egress().proxy_server();
+    let egress = pool.leases().slots()[0].egress().proxy_server();
     let browsers = chromium_browsers_under(&env.path("data"));
     assert!(!browsers.is_empty());
     for (_, args) in browsers {
@@ -655,21 +674,24 @@ async fn idle_browsers_close_and_big_ones_restart() {
     pool.browse(env.url("/product/B0IDLE"), None, Some(0))
         .await
         .expect("first");
-    let pid = pool.slots()[0].browser_facts().pid.expect("running");
+    let pid = pool.leases().slots()[0]
+        .browser_facts()
+        .pid
+        .expect("running");
     for _ in 0..100 {
-        if !pool.slots()[0].browser_facts().running {
+        if !pool.leases().slots()[0].browser_facts().running {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let facts = pool.slots()[0].browser_facts();
+    let facts = pool.leases().slots()[0].browser_facts();
     assert!(!facts.running, "idle browser was not closed");
     assert_eq!(facts.crashes, 0, "an idle close is not a crash");
     assert!(!idpool::identity::browser::process::pid_alive(pid));
     pool.browse(env.url("/product/B0IDLE"), None, Some(0))
         .await
         .expect("relaunch");
-    assert_eq!(pool.slots()[0].browser_facts().launches, 2);
+    assert_eq!(pool.leases().slots()[0].browser_facts().launches, 2);
     shutdown_and_check(&pool).await;
 
     // A tiny memory ceiling: every operation ends with a restart.
@@ -685,7 +707,7 @@ async fn idle_browsers_close_and_big_ones_restart() {
             .await
             .expect("fetch");
     }
-    let facts = pool.slots()[0].browser_facts();
+    let facts = pool.leases().slots()[0].browser_facts();
     assert_eq!(
         (facts.rss_restarts, facts.launches, facts.running),
         (2, 2, false),
@@ -716,7 +738,7 @@ async fn standby_browsers_wait_on_the_next_slots_and_go_when_idle() {
     );
     let pool = env.pool();
     let standby = |i: usize| {
-        let f = pool.slots()[i].browser_facts();
+        let f = pool.leases().slots()[i].browser_facts();
         f.running && f.standby
     };
     // Before any call, the slot the router picks first has its browser,
@@ -724,15 +746,18 @@ async fn standby_browsers_wait_on_the_next_slots_and_go_when_idle() {
     assert!(
         until(30, || standby(0)).await,
         "no standby browser on slot 0: {:?}",
-        pool.slots()[0].browser_facts()
+        pool.leases().slots()[0].browser_facts()
     );
-    pool.slots()[0].calibration_settled().await;
+    pool.leases().slots()[0].calibration_settled().await;
     assert!(
-        pool.slots()[0].calibration_record().is_some(),
+        pool.leases().slots()[0].calibration_record().is_some(),
         "the standby browser was not calibrated"
     );
-    assert!(!pool.slots()[1].browser_facts().running && !pool.slots()[2].browser_facts().running);
-    let status = idpool::tools::pool_status::run(&pool);
+    assert!(
+        !pool.leases().slots()[1].browser_facts().running
+            && !pool.leases().slots()[2].browser_facts().running
+    );
+    let status = pool.reports().status_now();
     assert_eq!(
         status["standby"],
         serde_json::json!({"wanted": 1, "ready": 1}),
@@ -746,19 +771,20 @@ async fn standby_browsers_wait_on_the_next_slots_and_go_when_idle() {
         .await
         .expect("browse");
     assert_eq!((f.via, f.slot, f.response.status), (Via::Browser, 0, 200));
-    let facts = pool.slots()[0].browser_facts();
+    let facts = pool.leases().slots()[0].browser_facts();
     assert_eq!((facts.launches, facts.standby), (1, false), "{facts:?}");
     // Refilled on the slot the router picks next.
     assert!(
         until(30, || standby(1)).await,
         "the standby was not refilled on slot 1"
     );
-    assert!(!pool.slots()[2].browser_facts().running);
+    assert!(!pool.leases().slots()[2].browser_facts().running);
 
     // Nobody calls: every browser goes after `idle_close_secs`, and none is
     // launched again for the standby.
     assert!(
         until(30, || pool
+            .leases()
             .slots()
             .iter()
             .all(|s| !s.browser_facts().running))
@@ -767,6 +793,7 @@ async fn standby_browsers_wait_on_the_next_slots_and_go_when_idle() {
     );
     tokio::time::sleep(Duration::from_secs(3)).await;
     let launches: Vec<u64> = pool
+        .leases()
         .slots()
         .iter()
         .map(|s| s.browser_facts().launches)
@@ -776,7 +803,12 @@ async fn standby_browsers_wait_on_the_next_slots_and_go_when_idle() {
         [1, 1, 0],
         "a browser was launched after the idle close"
     );
-    assert!(pool.slots().iter().all(|s| !s.browser_facts().running));
+    assert!(
+        pool.leases()
+            .slots()
+            .iter()
+            .all(|s| !s.browser_facts().running)
+    );
     shutdown_and_check(&pool).await;
 }
 
@@ -898,7 +930,7 @@ async fn a_launch_that_fails_part_way_kills_and_reaps_its_child() {
         !idpool::identity::browser::process::pid_alive(pid),
         "the failed launch left its child running"
     );
-    assert_eq!(pool.slots()[0].browser_facts().launches, 0);
+    assert_eq!(pool.leases().slots()[0].browser_facts().launches, 0);
     shutdown_and_check(&pool).await;
 }
 

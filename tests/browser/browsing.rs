@@ -37,19 +37,23 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
     let alice = caller("alice", "mcp-1");
     let session_of = |v: &Value| v["session"].as_str().expect("session").to_string();
 
-    let open = tools::browser_open::run(&pool, json!({"url": at("/site/search")}), &alice)
-        .await
-        .expect("open")
-        .body;
+    let open = tools::browser_open::run(
+        &pool.services().browsing,
+        json!({"url": at("/site/search")}),
+        &alice,
+    )
+    .await
+    .expect("open")
+    .body;
     let id = session_of(&open);
     assert_eq!(open["slot"], 0);
-    let status = tools::pool_status::run(&pool);
+    let status = pool.reports().status_now();
     assert_eq!(status["slots"][0]["browser_sessions"], 1);
     assert_eq!(open["title"], "Search");
     // The slot's other browser work goes on beside the session (its tab
     // survives the working tab's recycling).
     let r = tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({"url": at("/site/about"), "mode": "browser"}),
         &Default::default(),
     )
@@ -59,7 +63,7 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
     assert_eq!(r["via"], "browser");
     let textbox = ref_of(&open, "searchbox", "Search the catalog");
     let typed = tools::browser_type::run(
-        &pool,
+        &pool.services().browsing,
         json!({"session": id, "ref": textbox, "text": "kettle", "submit": true}),
         &alice,
     )
@@ -83,9 +87,10 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
         caller("alice", "mcp-2"),
         RunOptions::default(),
     ] {
-        let e = tools::browser_snapshot::run(&pool, json!({"session": id}), &other)
-            .await
-            .expect_err("not theirs");
+        let e =
+            tools::browser_snapshot::run(&pool.services().browsing, json!({"session": id}), &other)
+                .await
+                .expect_err("not theirs");
         assert!(
             e.to_string()
                 .contains(&format!("no browser session `{id}` for this caller")),
@@ -96,7 +101,7 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
     // A select, a key, waits.
     let sort = ref_of(&typed, "combobox", "Sort by");
     let sel = tools::browser_select::run(
-        &pool,
+        &pool.services().browsing,
         json!({"session": id, "ref": sort, "values": ["Price"]}),
         &alice,
     )
@@ -104,12 +109,20 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
     .expect("select")
     .body;
     assert_eq!(sel["selected"], json!(["price"]));
-    tools::browser_press::run(&pool, json!({"session": id, "key": "Tab"}), &alice)
-        .await
-        .expect("press");
-    let e = tools::browser_click::run(&pool, json!({"session": id, "ref": "e9999"}), &alice)
-        .await
-        .expect_err("stale ref");
+    tools::browser_press::run(
+        &pool.services().browsing,
+        json!({"session": id, "key": "Tab"}),
+        &alice,
+    )
+    .await
+    .expect("press");
+    let e = tools::browser_click::run(
+        &pool.services().browsing,
+        json!({"session": id, "ref": "e9999"}),
+        &alice,
+    )
+    .await
+    .expect_err("stale ref");
     assert!(
         e.to_string()
             .contains("no element `e9999` in this session's snapshots"),
@@ -118,7 +131,7 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
 
     // A click only a person (or an agent) makes reveals more items.
     let more = tools::browser_navigate::run(
-        &pool,
+        &pool.services().browsing,
         json!({"session": id, "url": at("/site/more")}),
         &alice,
     )
@@ -137,28 +150,39 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
         pool.leases().rates().report()
     );
     let button = ref_of(&more, "button", "Load more");
-    tools::browser_click::run(&pool, json!({"session": id, "ref": button}), &alice)
-        .await
-        .expect("click");
-    let waited =
-        tools::browser_wait_for::run(&pool, json!({"session": id, "text": "Item 6"}), &alice)
-            .await
-            .expect("wait for text")
-            .body;
+    tools::browser_click::run(
+        &pool.services().browsing,
+        json!({"session": id, "ref": button}),
+        &alice,
+    )
+    .await
+    .expect("click");
+    let waited = tools::browser_wait_for::run(
+        &pool.services().browsing,
+        json!({"session": id, "text": "Item 6"}),
+        &alice,
+    )
+    .await
+    .expect("wait for text")
+    .body;
     for item in site::MORE_FIRST.iter().chain(site::MORE_LATER) {
         assert!(
             waited["snapshot"].as_str().unwrap_or("").contains(item),
             "{item}: {waited}"
         );
     }
-    let e = tools::browser_wait_for::run(&pool, json!({"session": id, "time": 99}), &alice)
-        .await
-        .expect_err("too long");
+    let e = tools::browser_wait_for::run(
+        &pool.services().browsing,
+        json!({"session": id, "time": 99}),
+        &alice,
+    )
+    .await
+    .expect_err("too long");
     assert!(e.to_string().contains("`time` is 0 to 30 seconds"), "{e}");
 
     // Every navigation goes through the guard and robots.txt.
     let e = tools::browser_navigate::run(
-        &pool,
+        &pool.services().browsing,
         json!({"session": id, "url": at("/site/private/secret")}),
         &alice,
     )
@@ -166,7 +190,7 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
     .expect_err("robots");
     assert!(e.to_string().contains("`Disallow: /site/private/`"), "{e}");
     let e = tools::browser_navigate::run(
-        &pool,
+        &pool.services().browsing,
         json!({"session": id, "url": format!("https://intranet.web.test:{port}/")}),
         &alice,
     )
@@ -177,32 +201,36 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
     // Answers that fit: a page of 5,000 controls, in pieces and in views.
     page_of_controls(&pool, &id, &alice, &at("/site/controls")).await;
 
-    let shot = tools::browser_screenshot::run(&pool, json!({"session": id}), &alice)
-        .await
-        .expect("screenshot")
-        .body;
+    let shot =
+        tools::browser_screenshot::run(&pool.services().browsing, json!({"session": id}), &alice)
+            .await
+            .expect("screenshot")
+            .body;
     assert_eq!(shot["media"][0]["type"], "image");
     assert_eq!(shot["screenshot"]["width"], 1366);
 
     // Closing gives the session's cookies to the slot's jar.
     assert!(
-        !pool.slots()[0]
+        !pool.leases().slots()[0]
             .jar()
             .export_for_domain("news.web.test")
             .iter()
             .any(|c| c.name == "last_search")
     );
-    let closed = tools::browser_close::run(&pool, json!({"session": id}), &alice)
-        .await
-        .expect("close");
+    let closed =
+        tools::browser_close::run(&pool.services().browsing, json!({"session": id}), &alice)
+            .await
+            .expect("close");
     assert_eq!(closed["closed"], true);
-    let jar = pool.slots()[0].jar().export_for_domain("news.web.test");
+    let jar = pool.leases().slots()[0]
+        .jar()
+        .export_for_domain("news.web.test");
     assert!(
         jar.iter()
             .any(|c| c.name == "last_search" && c.value == "kettle"),
         "{jar:?}"
     );
-    let e = tools::browser_snapshot::run(&pool, json!({"session": id}), &alice)
+    let e = tools::browser_snapshot::run(&pool.services().browsing, json!({"session": id}), &alice)
         .await
         .expect_err("closed");
     assert!(e.to_string().contains("no browser session"), "{e}");
@@ -233,10 +261,14 @@ fn control_in(line: &str) -> Option<String> {
 /// `interactive_only` shows only controls; `selector` a part of the page;
 /// `changes_only` what a click added.
 async fn page_of_controls(pool: &idpool::pool::Pool, id: &str, who: &RunOptions, url: &str) {
-    let first = tools::browser_navigate::run(pool, json!({"session": id, "url": url}), who)
-        .await
-        .expect("navigate to the controls")
-        .body;
+    let first = tools::browser_navigate::run(
+        &pool.services().browsing,
+        json!({"session": id, "url": url}),
+        who,
+    )
+    .await
+    .expect("navigate to the controls")
+    .body;
     let budget = idpool::tools::budget::DEFAULT_MAX_CHARS;
     assert_eq!(first["truncated"], true, "{}", first["total_chars"]);
     let total = first["total_chars"].as_u64().expect("total_chars") as usize;
@@ -257,11 +289,14 @@ async fn page_of_controls(pool: &idpool::pool::Pool, id: &str, who: &RunOptions,
             assert_eq!(piece["truncated"], false);
             break;
         };
-        piece =
-            tools::browser_snapshot::run(pool, json!({"session": id, "start_index": next}), who)
-                .await
-                .expect("the next piece")
-                .body;
+        piece = tools::browser_snapshot::run(
+            &pool.services().browsing,
+            json!({"session": id, "start_index": next}),
+            who,
+        )
+        .await
+        .expect("the next piece")
+        .body;
         assert_eq!(piece["total_chars"].as_u64(), Some(total as u64));
     }
     assert!(pieces > 5, "{pieces} pieces");
@@ -269,7 +304,7 @@ async fn page_of_controls(pool: &idpool::pool::Pool, id: &str, who: &RunOptions,
 
     // Only the controls: no text, no headings; each control once.
     let controls = tools::browser_snapshot::run(
-        pool,
+        &pool.services().browsing,
         json!({"session": id, "interactive_only": true, "max_chars": 2_000_000}),
         who,
     )
@@ -294,11 +329,14 @@ async fn page_of_controls(pool: &idpool::pool::Pool, id: &str, who: &RunOptions,
     assert!(text.len() < total, "{} vs {total}", text.len());
 
     // A part of the page.
-    let group =
-        tools::browser_snapshot::run(pool, json!({"session": id, "selector": "#group-3"}), who)
-            .await
-            .expect("a subtree")
-            .body;
+    let group = tools::browser_snapshot::run(
+        &pool.services().browsing,
+        json!({"session": id, "selector": "#group-3"}),
+        who,
+    )
+    .await
+    .expect("a subtree")
+    .body;
     let named: Vec<String> = group["snapshot"]
         .as_str()
         .expect("snapshot")
@@ -306,9 +344,13 @@ async fn page_of_controls(pool: &idpool::pool::Pool, id: &str, who: &RunOptions,
         .filter_map(control_in)
         .collect();
     assert_eq!(named, control_names()[300..400].to_vec());
-    let e = tools::browser_snapshot::run(pool, json!({"session": id, "selector": "#nope"}), who)
-        .await
-        .expect_err("no such element");
+    let e = tools::browser_snapshot::run(
+        &pool.services().browsing,
+        json!({"session": id, "selector": "#nope"}),
+        who,
+    )
+    .await
+    .expect_err("no such element");
     assert!(
         e.to_string()
             .contains("no element matches the selector `#nope`"),
@@ -317,7 +359,7 @@ async fn page_of_controls(pool: &idpool::pool::Pool, id: &str, who: &RunOptions,
 
     // What a click changed, and nothing else; refs stay the same.
     let all = tools::browser_snapshot::run(
-        pool,
+        &pool.services().browsing,
         json!({"session": id, "interactive_only": true, "max_chars": 2_000_000}),
         who,
     )
@@ -331,7 +373,7 @@ async fn page_of_controls(pool: &idpool::pool::Pool, id: &str, who: &RunOptions,
         "a ref holds across snapshots"
     );
     let changed = tools::browser_click::run(
-        pool,
+        &pool.services().browsing,
         json!({"session": id, "ref": grow, "changes_only": true}),
         who,
     )

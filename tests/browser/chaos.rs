@@ -81,7 +81,8 @@ async fn reaped(pid: u32, within: Duration) -> bool {
 }
 
 fn running_pids(pool: &Pool) -> Vec<u32> {
-    pool.slots()
+    pool.leases()
+        .slots()
         .iter()
         .filter_map(|s| s.browser_facts().pid)
         .collect()
@@ -120,7 +121,12 @@ async fn chromium_killed_mid_navigation_twenty_times_calls_still_succeed() {
         }
         killed.extend(victims);
     }
-    let facts: Vec<_> = pool.slots().iter().map(|s| s.browser_facts()).collect();
+    let facts: Vec<_> = pool
+        .leases()
+        .slots()
+        .iter()
+        .map(|s| s.browser_facts())
+        .collect();
     let crashes: u64 = facts.iter().map(|f| f.crashes).sum();
     assert_eq!(
         crashes,
@@ -206,6 +212,7 @@ async fn a_hung_chromium_killed_while_it_is_probed_is_counted_once() {
     );
     let facts: Vec<_> = hung
         .pool
+        .leases()
         .slots()
         .iter()
         .map(|s| s.browser_facts())
@@ -229,7 +236,12 @@ async fn a_hung_chromium_is_killed_after_the_operation_timeout_and_reaped() {
         "the hung Chromium {pid} is still there {:?} after it was stopped",
         stopped.elapsed()
     );
-    let facts: Vec<_> = pool.slots().iter().map(|s| s.browser_facts()).collect();
+    let facts: Vec<_> = pool
+        .leases()
+        .slots()
+        .iter()
+        .map(|s| s.browser_facts())
+        .collect();
     let crashed: Vec<_> = facts.iter().filter(|f| f.crashes == 1).collect();
     assert_eq!(crashed.len(), 1, "{facts:?}");
     assert!(

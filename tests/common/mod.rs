@@ -167,6 +167,7 @@ pub fn free_base_port(slots: usize) -> u16 {
 /// Close every browser of `pool` and check that no Chromium it started is left.
 pub async fn shutdown_and_check(pool: &Pool) {
     let pids: Vec<u32> = pool
+        .leases()
         .slots()
         .iter()
         .flat_map(|s| s.browser_facts().pids)
@@ -178,7 +179,7 @@ pub async fn shutdown_and_check(pool: &Pool) {
             "Chromium pid {pid} outlived the pool"
         );
     }
-    for s in pool.slots() {
+    for s in pool.leases().slots() {
         assert!(
             !s.browser_facts().running,
             "slot {} still reports a running browser",
@@ -443,4 +444,12 @@ pub fn seat_plain_desktop(env: &Env, slot: usize) {
             && p.dpr == 1.0
             && !p.dark
     });
+}
+
+/// The handle the job tools (`crawl`, `crawl_status`) run with on `pool`.
+pub fn job_desk(pool: &Pool) -> idpool::tools::JobDesk {
+    idpool::tools::JobDesk {
+        jobs: pool.services().jobs.clone(),
+        leases: pool.leases().clone(),
+    }
 }

@@ -109,7 +109,7 @@ async fn the_testbed_records_h2_fingerprints_and_header_order_of_both_tiers() {
 async fn after_calibration_the_http_tier_sends_what_the_slots_browser_sends() {
     let env = Env::new(1).await;
     let pool = env.pool();
-    let slot = pool.slots()[0].clone();
+    let slot = pool.leases().slots()[0].clone();
     assert_eq!(slot.calibration_status().state, "pending");
     // The first browser use launches Chromium; the slot calibrates after it.
     pool.browse(env.url("/product/B0CAL?via=first"), None, Some(0))
@@ -285,7 +285,7 @@ async fn client_hints_a_site_asked_for(
             asked.hints
         );
     }
-    let full = pool.slots()[0]
+    let full = pool.leases().slots()[0]
         .browser_facts()
         .version
         .expect("the running Chromium's version");
@@ -409,7 +409,7 @@ async fn consistency_mode_accepts_the_calibrated_http_tier_and_refuses_it_uncali
     let item = "B0TESTA1";
     let reviews = |page: u64| {
         tools::get_reviews::run(
-            &pool,
+            pool.leases(),
             json!({"item": item, "strategy": "testshop", "page": page}),
             RunOptions::default(),
         )
@@ -432,11 +432,14 @@ async fn consistency_mode_accepts_the_calibrated_http_tier_and_refuses_it_uncali
             "page {page}: {r}"
         );
         assert_eq!(r["count"], count, "the item has 22 reviews");
-        assert_eq!(pool.slots()[0].calibration_status().state, "calibrated");
+        assert_eq!(
+            pool.leases().slots()[0].calibration_status().state,
+            "calibrated"
+        );
     }
     // Tier 2 (a navigation), through the cascade, is accepted too.
     let r = tools::get_reviews::run(
-        &pool,
+        pool.leases(),
         json!({"item": item, "strategy": "testshop", "page": 2}),
         RunOptions {
             only_tiers: Some(vec![2]),
@@ -457,7 +460,9 @@ async fn consistency_mode_accepts_the_calibrated_http_tier_and_refuses_it_uncali
     assert_eq!(nav.response.status, 200, "{}", nav.response.text());
     assert_eq!(env.testbed.stats().inconsistent, 0);
     // The same slot, same cookie, calibration switched off: refused on both.
-    pool.slots()[0].set_calibration(None).expect("uncalibrate");
+    pool.leases().slots()[0]
+        .set_calibration(None)
+        .expect("uncalibrate");
     let plain = pool
         .fetch(
             FetchRequest::get(env.url(&format!("/product-reviews/{item}?page=2"))),
@@ -473,7 +478,7 @@ async fn consistency_mode_accepts_the_calibrated_http_tier_and_refuses_it_uncali
     );
     for tier in [1u8, 2] {
         let r = tools::get_reviews::run(
-            &pool,
+            pool.leases(),
             json!({"item": item, "strategy": "testshop", "page": 2}),
             RunOptions {
                 only_tiers: Some(vec![tier]),
@@ -524,7 +529,7 @@ async fn a_new_chromium_version_recalibrates_at_the_next_launch() {
         &format!("[browser]\nexecutable = \"{}\"\n", wrapper.display()),
     );
     let pool = env.pool();
-    let slot = pool.slots()[0].clone();
+    let slot = pool.leases().slots()[0].clone();
     let visit = |tag: &str| {
         let (pool, slot, url) = (&pool, &slot, env.url(&format!("/product/B0VER?{tag}")));
         async move {
@@ -562,7 +567,7 @@ async fn a_new_chromium_version_recalibrates_at_the_next_launch() {
     drop(pool);
     // A restart applies the saved calibration before any browser launches.
     let pool = env.pool();
-    let slot = pool.slots()[0].clone();
+    let slot = pool.leases().slots()[0].clone();
     assert!(
         slot.calibration().is_some(),
         "saved calibration applied at start"

@@ -27,7 +27,7 @@ fn installed() {
 /// What `/detect/fingerprint` found in slot `slot`'s browser.
 pub async fn fingerprint(env: &Env, pool: &Pool, slot: usize) -> Value {
     let r = tools::scrape::run(
-        pool,
+        pool.leases(),
         json!({"url": env.url(&format!("/detect/fingerprint?via=slot{slot}")).to_string(),
                "mode": "browser", "format": "raw_html", "wait_for": "#done", "max_chars": 400000}),
         &RunOptions {
@@ -119,10 +119,10 @@ async fn four_slots_of_the_default_config_are_four_devices_before_and_after_a_re
         for slot in 0..4 {
             seen.push(fingerprint(&env, &pool, slot).await);
         }
-        for slot in pool.slots() {
+        for slot in pool.leases().slots() {
             slot.calibration_settled().await;
         }
-        let status = tools::pool_status::run(&pool);
+        let status = pool.reports().status_now();
         linkage = status["linkage"].clone();
         personas = status["slots"]
             .as_array()
@@ -318,7 +318,7 @@ async fn signed_in_identities_on_one_device_are_reported_and_kept_apart() {
     common::seat_persona(&env, 1, |p| p.seed == seed);
     common::seat_persona(&env, 2, |p| p.seed != seed);
     let pool = env.pool();
-    for slot in pool.slots() {
+    for slot in pool.leases().slots() {
         slot.calibrate_now().await.expect("calibration");
     }
     for slot in 0..3 {
@@ -334,7 +334,7 @@ async fn signed_in_identities_on_one_device_are_reported_and_kept_apart() {
             .expect("import");
         assert!(pool.leases().signed_in(slot, "testshop"), "slot {slot}");
     }
-    let linkage = tools::pool_status::run(&pool)["linkage"].clone();
+    let linkage = pool.reports().status_now()["linkage"].clone();
     assert_eq!(linkage["same_device"], json!([[0, 1]]), "{linkage:#}");
     assert_eq!(
         linkage["signed_in_sharing"],
@@ -344,7 +344,7 @@ async fn signed_in_identities_on_one_device_are_reported_and_kept_apart() {
     let mut served = std::collections::BTreeSet::new();
     for _ in 0..6 {
         let r = tools::extract::run(
-            &pool,
+            pool.leases(),
             json!({"strategy": "testshop", "operation": "account_reviews", "params": {"item": "ACCT1"}}),
             RunOptions {
                 rotate: true,

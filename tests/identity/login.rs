@@ -92,7 +92,7 @@ async fn each_format_signs_a_slot_in_and_members_reviews_come_through_every_tier
             only_tiers: Some(vec![tier]),
             ..RunOptions::default()
         };
-        let r = tools::extract::run(&pool, members_reviews("ACCT1"), opts)
+        let r = tools::extract::run(pool.leases(), members_reviews("ACCT1"), opts)
             .await
             .unwrap_or_else(|e| panic!("tier {tier}: {e}"));
         assert_eq!(
@@ -105,7 +105,7 @@ async fn each_format_signs_a_slot_in_and_members_reviews_come_through_every_tier
         assert_eq!(ids(&r["items"]), truth, "tier {tier}");
         assert!(r.get("fallback").is_none(), "{r}");
     }
-    let status = tools::pool_status::run(&pool);
+    let status = pool.reports().status_now();
     assert_eq!(
         status["slots"][0]["login"]["testshop"]["state"], "logged_in",
         "{status}"
@@ -130,7 +130,7 @@ async fn a_login_wall_moves_the_call_and_without_a_signed_in_slot_the_fallback_r
         session: Some("s".into()),
         ..RunOptions::default()
     };
-    let r = tools::extract::run(&pool, members_reviews("ACCT2"), opts)
+    let r = tools::extract::run(pool.leases(), members_reviews("ACCT2"), opts)
         .await
         .expect("served by the signed-in slot")
         .body;
@@ -162,10 +162,14 @@ async fn a_login_wall_moves_the_call_and_without_a_signed_in_slot_the_fallback_r
     // The session expires: slot 0 meets the wall, no slot is signed in, and
     // the product page's top reviews come back, labelled.
     env.testbed.expire_sessions();
-    let r = tools::extract::run(&pool, members_reviews("ACCT2"), RunOptions::default())
-        .await
-        .expect("the fallback")
-        .body;
+    let r = tools::extract::run(
+        pool.leases(),
+        members_reviews("ACCT2"),
+        RunOptions::default(),
+    )
+    .await
+    .expect("the fallback")
+    .body;
     assert_eq!(r["fallback"]["operation"], "top_reviews", "{r}");
     assert_eq!(r["fallback"]["instead_of"], "account_reviews");
     assert_eq!(r["operation"], "account_reviews");
@@ -199,15 +203,23 @@ async fn without_a_fallback_the_call_fails_at_once_naming_the_fix() {
         &text.replace("fallback_operation = \"top_reviews\"\n", ""),
     );
     let pool = env.pool();
-    let e = tools::extract::run(&pool, members_reviews("ACCT3"), RunOptions::default())
-        .await
-        .expect_err("nobody is signed in");
+    let e = tools::extract::run(
+        pool.leases(),
+        members_reviews("ACCT3"),
+        RunOptions::default(),
+    )
+    .await
+    .expect_err("nobody is signed in");
     assert!(e.to_string().contains("needs a signed-in identity"), "{e}");
     // Now known to be signed out: the next call sends nothing at all.
     let before = env.testbed.log().len();
-    let e = tools::extract::run(&pool, members_reviews("ACCT3"), RunOptions::default())
-        .await
-        .expect_err("still nobody");
+    let e = tools::extract::run(
+        pool.leases(),
+        members_reviews("ACCT3"),
+        RunOptions::default(),
+    )
+    .await
+    .expect_err("still nobody");
     let msg = e.to_string();
     assert!(msg.contains("slot 0: logged_out"), "{msg}");
     assert!(
@@ -269,7 +281,7 @@ async fn the_daemon_reports_login_states_in_metrics() {
 /// browser serves again.
 #[tokio::test]
 async fn a_slot_being_signed_in_lends_its_browser_to_no_call() {
-    use idpool::pool::LoginLimits;
+    use idpool::services::LoginLimits;
     let env = shop(2).await;
     let pool = env.pool();
     let session = pool
@@ -294,7 +306,7 @@ async fn a_slot_being_signed_in_lends_its_browser_to_no_call() {
         session: Some("s".into()),
         ..RunOptions::default()
     };
-    let r = tools::extract::run(&pool, product(), opts)
+    let r = tools::extract::run(pool.leases(), product(), opts)
         .await
         .expect("served elsewhere")
         .body;
@@ -315,7 +327,7 @@ async fn a_slot_being_signed_in_lends_its_browser_to_no_call() {
         slot: Some(0),
         ..RunOptions::default()
     };
-    let r = tools::extract::run(&pool, product(), opts)
+    let r = tools::extract::run(pool.leases(), product(), opts)
         .await
         .expect("slot 0 again")
         .body;
@@ -334,7 +346,7 @@ async fn with_nobody_signed_in_the_page_decides_once_and_a_wall_is_remembered() 
     let pool = env.pool();
     // Any page of the shop says the slot is signed out.
     let top = json!({"strategy": "testshop", "operation": "top_reviews", "params": {"item": "P1"}});
-    tools::extract::run(&pool, top, RunOptions::default())
+    tools::extract::run(pool.leases(), top, RunOptions::default())
         .await
         .expect("top reviews");
     assert_eq!(
@@ -342,7 +354,7 @@ async fn with_nobody_signed_in_the_page_decides_once_and_a_wall_is_remembered() 
         LoginState::LoggedOut
     );
     // A page that shows its reviews to everyone: read, not a fallback.
-    let r = tools::extract::run(&pool, members_reviews("P1"), RunOptions::default())
+    let r = tools::extract::run(pool.leases(), members_reviews("P1"), RunOptions::default())
         .await
         .expect("the public page's reviews")
         .body;
@@ -366,10 +378,14 @@ async fn with_nobody_signed_in_the_page_decides_once_and_a_wall_is_remembered() 
                 .count()
     };
     let before = env.testbed.log().len();
-    let r = tools::extract::run(&pool, members_reviews("ACCT6"), RunOptions::default())
-        .await
-        .expect("the fallback")
-        .body;
+    let r = tools::extract::run(
+        pool.leases(),
+        members_reviews("ACCT6"),
+        RunOptions::default(),
+    )
+    .await
+    .expect("the fallback")
+    .body;
     assert_eq!(r["fallback"]["operation"], "top_reviews", "{r}");
     assert_eq!(
         asked(before),
@@ -378,10 +394,14 @@ async fn with_nobody_signed_in_the_page_decides_once_and_a_wall_is_remembered() 
     );
     // Remembered: the next call does not ask the walled page again.
     let before = env.testbed.log().len();
-    let r = tools::extract::run(&pool, members_reviews("ACCT6"), RunOptions::default())
-        .await
-        .expect("the fallback again")
-        .body;
+    let r = tools::extract::run(
+        pool.leases(),
+        members_reviews("ACCT6"),
+        RunOptions::default(),
+    )
+    .await
+    .expect("the fallback again")
+    .body;
     assert_eq!(r["fallback"]["operation"], "top_reviews", "{r}");
     assert_eq!(asked(before), 0, "the wall is remembered");
     assert_eq!(
@@ -392,10 +412,14 @@ async fn with_nobody_signed_in_the_page_decides_once_and_a_wall_is_remembered() 
     // A retired identity asks anew.
     pool.leases().retire(0, "test").await.expect("retired");
     let before = env.testbed.log().len();
-    let r = tools::extract::run(&pool, members_reviews("ACCT6"), RunOptions::default())
-        .await
-        .expect("the fallback after retirement")
-        .body;
+    let r = tools::extract::run(
+        pool.leases(),
+        members_reviews("ACCT6"),
+        RunOptions::default(),
+    )
+    .await
+    .expect("the fallback after retirement")
+    .body;
     assert_eq!(r["fallback"]["operation"], "top_reviews", "{r}");
     assert_eq!(asked(before), 1, "a new identity asks the page once");
     shutdown_and_check(&pool).await;

@@ -55,7 +55,7 @@ async fn a_driver_reading_the_main_world_is_counted_and_idpool_never_is() {
     // `scrape` in the browser, with a wait, every kind of action and a
     // screenshot.
     let r = tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({
             "url": url, "mode": "browser", "format": ["raw_html", "screenshot"],
             "wait_for": "#late", "max_chars": 100000,
@@ -94,13 +94,13 @@ async fn a_driver_reading_the_main_world_is_counted_and_idpool_never_is() {
         session: Some("mcp-1".into()),
         ..RunOptions::default()
     };
-    let open = tools::browser_open::run(&pool, json!({"url": url}), &who)
+    let open = tools::browser_open::run(&pool.services().browsing, json!({"url": url}), &who)
         .await
         .expect("open")
         .body;
     let id = open["session"].as_str().expect("session").to_string();
     let at = json!({"session": id});
-    let snap = tools::browser_snapshot::run(&pool, at.clone(), &who)
+    let snap = tools::browser_snapshot::run(&pool.services().browsing, at.clone(), &who)
         .await
         .expect("snapshot")
         .body;
@@ -120,29 +120,46 @@ async fn a_driver_reading_the_main_world_is_counted_and_idpool_never_is() {
         }
         v
     };
-    tools::browser_type::run(&pool, with(json!({"ref": field, "text": "again"})), &who)
-        .await
-        .expect("type");
-    tools::browser_click::run(&pool, with(json!({"ref": button})), &who)
-        .await
-        .expect("click");
-    tools::browser_press::run(&pool, with(json!({"key": "Tab"})), &who)
+    tools::browser_type::run(
+        &pool.services().browsing,
+        with(json!({"ref": field, "text": "again"})),
+        &who,
+    )
+    .await
+    .expect("type");
+    tools::browser_click::run(
+        &pool.services().browsing,
+        with(json!({"ref": button})),
+        &who,
+    )
+    .await
+    .expect("click");
+    tools::browser_press::run(&pool.services().browsing, with(json!({"key": "Tab"})), &who)
         .await
         .expect("press");
-    tools::browser_wait_for::run(&pool, with(json!({"selector": "#late"})), &who)
-        .await
-        .expect("wait for a selector");
-    tools::browser_wait_for::run(&pool, with(json!({"text": "late text"})), &who)
-        .await
-        .expect("wait for text");
-    tools::browser_screenshot::run(&pool, at.clone(), &who)
+    tools::browser_wait_for::run(
+        &pool.services().browsing,
+        with(json!({"selector": "#late"})),
+        &who,
+    )
+    .await
+    .expect("wait for a selector");
+    tools::browser_wait_for::run(
+        &pool.services().browsing,
+        with(json!({"text": "late text"})),
+        &who,
+    )
+    .await
+    .expect("wait for text");
+    tools::browser_screenshot::run(&pool.services().browsing, at.clone(), &who)
         .await
         .expect("screenshot");
-    let nav = tools::browser_navigate::run(&pool, with(json!({"url": url})), &who)
-        .await
-        .expect("navigate")
-        .body;
-    let last = tools::browser_snapshot::run(&pool, at.clone(), &who)
+    let nav =
+        tools::browser_navigate::run(&pool.services().browsing, with(json!({"url": url})), &who)
+            .await
+            .expect("navigate")
+            .body;
+    let last = tools::browser_snapshot::run(&pool.services().browsing, at.clone(), &who)
         .await
         .expect("snapshot")
         .body;
@@ -152,7 +169,7 @@ async fn a_driver_reading_the_main_world_is_counted_and_idpool_never_is() {
         assert_eq!(foreign, 0, "the page saw a browser_* tool's reads: {title}");
         assert!(own > 0, "{title}");
     }
-    tools::browser_close::run(&pool, at, &who)
+    tools::browser_close::run(&pool.services().browsing, at, &who)
         .await
         .expect("close");
     common::shutdown_and_check(&pool).await;
@@ -167,7 +184,7 @@ async fn a_tier_3_get_reviews_page_never_sees_idpool_in_its_world() {
     env.testbed.set_modes(|m| m.probe = true);
     let pool = env.pool();
     let r = tools::get_reviews::run(
-        &pool,
+        pool.leases(),
         json!({"item": "B0PROBE", "strategy": "testshop", "pages": 2}),
         RunOptions {
             only_tiers: Some(vec![3]),
@@ -289,7 +306,7 @@ async fn a_phone_has_a_touch_screen_and_no_mouse() {
 /// browser once it says `#done`.
 async fn probe(env: &Env, pool: &idpool::pool::Pool, path: &str) -> Value {
     let r = tools::scrape::run(
-        pool,
+        pool.leases(),
         json!({"url": env.url(path).to_string(), "mode": "browser",
                "format": "raw_html", "wait_for": "#done"}),
         &RunOptions::default(),
@@ -310,7 +327,7 @@ async fn the_user_agent_has_its_full_version_in_the_page_and_a_worker() {
     let env = Env::new(1).await;
     let pool = env.pool();
     let seen = probe(&env, &pool, "/detect/hints").await;
-    let status = tools::pool_status::run(&pool);
+    let status = pool.reports().status_now();
     let version = status["slots"][0]["browser"]["version"]
         .as_str()
         .unwrap_or_default()
@@ -378,7 +395,7 @@ async fn botd_says_the_slot_browser_is_no_bot_and_catches_plain_headless() {
 
     let pool = env.pool();
     let r = tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({"url": env.url("/detect/botd?via=slot").to_string(), "mode": "browser",
                "format": "raw_html", "wait_for": "#done"}),
         &RunOptions::default(),
@@ -438,7 +455,7 @@ async fn botd_says_no_bot_on_every_bundled_profile() {
     let pool = env.pool();
     for (slot, name) in names.iter().enumerate() {
         let r = tools::scrape::run(
-            &pool,
+            pool.leases(),
             json!({"url": env.url(&format!("/detect/botd?via={name}")).to_string(), "mode": "browser",
                    "format": "raw_html", "wait_for": "#done"}),
             &RunOptions {

@@ -32,7 +32,7 @@ async fn a_signed_out_page_that_shows_the_reviews_is_read_not_walled() {
         ..RunOptions::default()
     };
     let args = json!({"strategy": "testshop", "operation": "reviews", "params": {"item": "P1"}});
-    let r = tools::extract::run(&pool, args, opts)
+    let r = tools::extract::run(pool.leases(), args, opts)
         .await
         .expect("the page's reviews, signed out or not")
         .body;

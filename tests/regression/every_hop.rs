@@ -59,7 +59,7 @@ async fn a_bundle_cannot_rewrite_the_slot_proxy() {
     let pool = env.pool();
     let identity_file = env.path("data/slots/0/identity.json");
     let before_file = std::fs::read(&identity_file).expect("identity.json");
-    let before = tools::pool_status::run(&pool)["slots"][0].clone();
+    let before = pool.reports().status_now()["slots"][0].clone();
     let session = before["identity"]["session"]
         .as_str()
         .expect("session")
@@ -95,7 +95,7 @@ async fn a_bundle_cannot_rewrite_the_slot_proxy() {
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
         assert!(e.message().contains(field), "names `{field}`: {e}");
         // Nothing was seated: the same session, the same upstream, the same file.
-        let now = tools::pool_status::run(&pool)["slots"][0].clone();
+        let now = pool.reports().status_now()["slots"][0].clone();
         assert_eq!(now["identity"]["session"], session.as_str(), "{now}");
         assert_eq!(now["proxy"], "http://***@127.0.0.1:18996", "{now}");
         assert_eq!(
@@ -112,7 +112,7 @@ async fn a_bundle_cannot_rewrite_the_slot_proxy() {
         .await
         .expect("a well-formed bundle is seated");
     assert_eq!(ok.proxy_session, "00ff00ff00ff");
-    let status = tools::pool_status::run(&pool);
+    let status = pool.reports().status_now();
     assert_eq!(status["slots"][0]["identity"]["session"], "00ff00ff00ff");
     assert_eq!(status["slots"][0]["proxy"], "http://***@127.0.0.1:18996");
     for text in [
@@ -179,7 +179,7 @@ async fn host_grants_hold_on_every_redirect_hop_and_after_a_click() {
     let scrape = |url: String, mode: &str| {
         let pool = &pool;
         let args = json!({"url": url, "mode": mode});
-        async move { tools::scrape::run(pool, args, &granted("scrape")).await }
+        async move { tools::scrape::run(pool.leases(), args, &granted("scrape")).await }
     };
     // The first URL, as before.
     not_granted(scrape(direct.clone(), "http").await, "testshop", "direct");
@@ -217,7 +217,7 @@ async fn host_grants_hold_on_every_redirect_hop_and_after_a_click() {
     // A browser session: a navigation that is redirected away, and a click
     // on a link to a host the key is not granted.
     let nav = tools::browser_open::run(
-        &pool,
+        &pool.services().browsing,
         json!({"url": format!("http://shop.example.test:{port}/link?to={direct}")}),
         &granted("browser_open"),
     )
@@ -227,7 +227,7 @@ async fn host_grants_hold_on_every_redirect_hop_and_after_a_click() {
     let id = nav["session"].as_str().expect("session").to_string();
     not_granted(
         tools::browser_navigate::run(
-            &pool,
+            &pool.services().browsing,
             json!({"session": id, "url": out}),
             &granted("browser_navigate"),
         )
@@ -236,7 +236,7 @@ async fn host_grants_hold_on_every_redirect_hop_and_after_a_click() {
         "browser_navigate's redirect",
     );
     let back = tools::browser_navigate::run(
-        &pool,
+        &pool.services().browsing,
         json!({"session": id, "url": format!("http://shop.example.test:{port}/link?to={direct}")}),
         &granted("browser_navigate"),
     )
@@ -246,7 +246,7 @@ async fn host_grants_hold_on_every_redirect_hop_and_after_a_click() {
     let go = ref_of(&back, "link", "go on");
     not_granted(
         tools::browser_click::run(
-            &pool,
+            &pool.services().browsing,
             json!({"session": id, "ref": go}),
             &granted("browser_click"),
         )
@@ -255,19 +255,26 @@ async fn host_grants_hold_on_every_redirect_hop_and_after_a_click() {
         "a click",
     );
     // The tab did not stay there.
-    let snap =
-        tools::browser_snapshot::run(&pool, json!({"session": id}), &granted("browser_snapshot"))
-            .await
-            .expect("snapshot")
-            .body;
+    let snap = tools::browser_snapshot::run(
+        &pool.services().browsing,
+        json!({"session": id}),
+        &granted("browser_snapshot"),
+    )
+    .await
+    .expect("snapshot")
+    .body;
     let at = snap["url"].as_str().unwrap_or_default();
     assert!(
         !at.contains("127.0.0.1"),
         "the tab stayed on the refused page: {snap}"
     );
-    tools::browser_close::run(&pool, json!({"session": id}), &granted("browser_close"))
-        .await
-        .expect("close");
+    tools::browser_close::run(
+        &pool.services().browsing,
+        json!({"session": id}),
+        &granted("browser_close"),
+    )
+    .await
+    .expect("close");
 
     // However a tab came to a page the key may not see (a script moving it
     // between steps; here a session of the same caller opened there before
@@ -276,21 +283,26 @@ async fn host_grants_hold_on_every_redirect_hop_and_after_a_click() {
         scope: None,
         ..granted("browser_open")
     };
-    let there = tools::browser_open::run(&pool, json!({"url": direct}), &wide)
+    let there = tools::browser_open::run(&pool.services().browsing, json!({"url": direct}), &wide)
         .await
         .expect("open without grants")
         .body;
     let id = there["session"].as_str().expect("session").to_string();
     not_granted(
-        tools::browser_snapshot::run(&pool, json!({"session": id}), &granted("browser_snapshot"))
-            .await,
+        tools::browser_snapshot::run(
+            &pool.services().browsing,
+            json!({"session": id}),
+            &granted("browser_snapshot"),
+        )
+        .await,
         "127.0.0.1",
         "a snapshot of a page off the key's hosts",
     );
-    let snap = tools::browser_snapshot::run(&pool, json!({"session": id}), &wide)
-        .await
-        .expect("snapshot")
-        .body;
+    let snap =
+        tools::browser_snapshot::run(&pool.services().browsing, json!({"session": id}), &wide)
+            .await
+            .expect("snapshot")
+            .body;
     assert!(
         !snap["url"]
             .as_str()
@@ -298,7 +310,7 @@ async fn host_grants_hold_on_every_redirect_hop_and_after_a_click() {
             .contains("127.0.0.1"),
         "the refused page was left: {snap}"
     );
-    tools::browser_close::run(&pool, json!({"session": id}), &wide)
+    tools::browser_close::run(&pool.services().browsing, json!({"session": id}), &wide)
         .await
         .expect("close");
     shutdown_and_check(&pool).await;
@@ -315,7 +327,7 @@ async fn a_click_that_loads_a_blocked_page_opens_the_site_breaker() {
     };
     let link = env.url("/link?to=/captcha-page");
     let (open, made) = idpool::lease::recordings::collecting(tools::browser_open::run(
-        &pool,
+        &pool.services().browsing,
         json!({"url": link.as_str()}),
         &me,
     ))
@@ -325,7 +337,7 @@ async fn a_click_that_loads_a_blocked_page_opens_the_site_breaker() {
     // The session's recording is named once (its open and its first
     // navigation both note it).
     assert_eq!(made.len(), 1, "one recording, named once: {made:?}");
-    let before = tools::pool_status::run(&pool);
+    let before = pool.reports().status_now();
     assert_eq!(
         before["slots"][0]["breakers"]["testshop"]["state"], "closed",
         "{before}"
@@ -336,17 +348,21 @@ async fn a_click_that_loads_a_blocked_page_opens_the_site_breaker() {
         .unwrap_or(0.0);
 
     let go = ref_of(&open, "link", "go on");
-    let clicked = tools::browser_click::run(&pool, json!({"session": id, "ref": go}), &me)
-        .await
-        .expect("the click runs")
-        .body;
+    let clicked = tools::browser_click::run(
+        &pool.services().browsing,
+        json!({"session": id, "ref": go}),
+        &me,
+    )
+    .await
+    .expect("the click runs")
+    .body;
     assert!(
         clicked["url"]
             .as_str()
             .is_some_and(|u| u.ends_with("/captcha-page")),
         "{clicked}"
     );
-    let after = tools::pool_status::run(&pool);
+    let after = pool.reports().status_now();
     let b = &after["slots"][0]["breakers"]["testshop"];
     assert_eq!(
         b["state"], "open",
@@ -363,7 +379,7 @@ async fn a_click_that_loads_a_blocked_page_opens_the_site_breaker() {
             > sent,
         "the click's page took its turn in the site's budget: {after}"
     );
-    tools::browser_close::run(&pool, json!({"session": id}), &me)
+    tools::browser_close::run(&pool.services().browsing, json!({"session": id}), &me)
         .await
         .expect("close");
     // The session's recording shows the page the click loaded.
@@ -386,7 +402,7 @@ async fn every_recording_of_a_fast_page_has_a_frame() {
     let url = env.url("/site/about");
     for round in 0..6 {
         let (r, made) = idpool::lease::recordings::collecting(tools::scrape::run(
-            &pool,
+            pool.leases(),
             json!({"url": url.as_str(), "mode": "browser"}),
             &RunOptions::default(),
         ))

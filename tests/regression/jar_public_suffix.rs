@@ -128,7 +128,7 @@ fn open_web(env: &Env) -> Pool {
 
 async fn get(pool: &Pool, url: String) {
     let r = tools::scrape::run(
-        pool,
+        pool.leases(),
         json!({"url": url, "mode": "http"}),
         &Default::default(),
     )
@@ -139,7 +139,7 @@ async fn get(pool: &Pool, url: String) {
 }
 
 fn exported_names(pool: &Pool) -> Vec<String> {
-    let mut n: Vec<String> = pool.slots()[0]
+    let mut n: Vec<String> = pool.leases().slots()[0]
         .jar()
         .export_all()
         .into_iter()
@@ -223,10 +223,12 @@ async fn session_file_cookie_for_a_public_suffix_is_refused_with_its_reason() {
          shop.test\tFALSE\t/\tFALSE\t{in_a_day}\t__Host-h\tno-secure\n\
          127.0.0.1\tFALSE\t/\tTRUE\t0\tafter\tstill-kept\n"
     );
-    let r: Value =
-        tools::import_session::run(&pool, json!({"slot": 0, "session": file, "format": "auto"}))
-            .await
-            .expect("the file imports: one bad cookie does not refuse it whole");
+    let r: Value = tools::import_session::run(
+        &pool.services().session_files,
+        json!({"slot": 0, "session": file, "format": "auto"}),
+    )
+    .await
+    .expect("the file imports: one bad cookie does not refuse it whole");
     assert_eq!(r["cookies"], 2, "{r}");
     assert_eq!(r["rejected"], 2, "{r}");
     assert_eq!(

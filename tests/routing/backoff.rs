@@ -229,7 +229,7 @@ async fn a_rate_limited_shop_gets_its_limit_and_one_trial_per_rest() {
 /// A `get_reviews` call on `pool` (one page of `item`).
 async fn reviews(pool: &idpool::pool::Pool, item: &str) -> idpool::error::Result<Value> {
     idpool::tools::get_reviews::run(
-        pool,
+        pool.leases(),
         json!({"item": item, "strategy": "testshop"}),
         idpool::lease::cascade::RunOptions::default(),
     )
@@ -348,7 +348,7 @@ async fn every_breaker_open_fails_at_once_or_waits_when_told() {
         for s in 0..2 {
             assert_eq!(
                 pool.breaker(s, "testshop").state,
-                idpool::pool::BreakerState::Open
+                idpool::routing::BreakerState::Open
             );
         }
         let sent = env.testbed.stats().total;
@@ -439,9 +439,8 @@ async fn the_adaptive_budget_halves_under_a_site_wide_limit_and_recovers_after_i
         })
     });
     let pool = env.pool();
-    let budget = |pool: &idpool::pool::Pool| {
-        idpool::tools::pool_status::run(pool)["strategies"]["testshop"].clone()
-    };
+    let budget =
+        |pool: &idpool::pool::Pool| pool.reports().status_now()["strategies"]["testshop"].clone();
     assert_eq!(
         budget(&pool)["requests_per_minute"],
         Value::Null,

@@ -9,7 +9,7 @@ use crate::common;
 
 use std::time::Duration;
 
-use idpool::pool::BreakerState;
+use idpool::routing::BreakerState;
 use idpool::strategy::Outcome;
 use idpool::wire::http::FetchRequest;
 use idpool_testbed::{FaultKind, RateLimit};

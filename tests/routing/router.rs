@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use idpool::config::Config;
 use idpool::error::ErrorKind;
-use idpool::pool::{BreakerState, Pool};
+use idpool::pool::Pool;
+use idpool::routing::BreakerState;
 use idpool::strategy::Outcome;
 use tokio::time::Instant;
 
@@ -248,7 +249,7 @@ async fn dropped_trial_lease_frees_the_half_open_trial() {
 /// for its own identity.
 #[tokio::test(start_paused = true)]
 async fn a_scope_keeps_the_call_on_its_granted_identities() {
-    use idpool::pool::grants::{Grant, Scope};
+    use idpool::routing::grants::{Grant, Scope};
     let (_dir, pool) = pool_with(
         3,
         0,
@@ -316,7 +317,7 @@ async fn a_scope_keeps_the_call_on_its_granted_identities() {
 
 #[tokio::test(start_paused = true)]
 async fn in_wait_mode_a_scoped_call_waits_for_its_own_identity() {
-    use idpool::pool::grants::{Grant, Scope};
+    use idpool::routing::grants::{Grant, Scope};
     let (_dir, pool) = pool_with(
         2,
         0,

@@ -28,7 +28,8 @@ fn slots_of(r: &Value) -> Vec<u64> {
 }
 
 fn launches(pool: &idpool::pool::Pool) -> u64 {
-    pool.slots()
+    pool.leases()
+        .slots()
         .iter()
         .map(|s| s.browser_facts().launches)
         .sum()
@@ -43,7 +44,7 @@ async fn a_multi_page_call_stays_on_one_identity() {
     let item = item_with_pages(3);
     let pool = env.pool();
     let r = tools::get_reviews::run(
-        &pool,
+        pool.leases(),
         json!({"item": item, "strategy": "testshop", "pages": 3}),
         RunOptions::default(),
     )
@@ -66,7 +67,7 @@ async fn a_multi_page_call_stays_on_one_identity() {
     let _ = std::fs::remove_dir_all(env.path("data"));
     let pool = env.pool();
     let r = tools::get_reviews::run(
-        &pool,
+        pool.leases(),
         json!({"item": item, "strategy": "testshop", "pages": 3, "sticky": false}),
         RunOptions::default(),
     )
@@ -97,7 +98,7 @@ async fn a_sessions_calls_stay_on_its_slot() {
         let pool = pool.clone();
         async move {
             let r = tools::extract::run(
-                &pool,
+                pool.leases(),
                 json!({"strategy": "testshop", "operation": "reviews",
                        "params": {"item": "B0SESSION"}, "sticky": sticky}),
                 opts,

@@ -107,7 +107,7 @@ async fn a_compiled_strategy_runs_through_the_same_cascade_and_tools() {
     let base = format!("https://localhost:{}", env.testbed.https_addr.port());
     let pool = idpool::pool::Pool::open_with(&env.config(), vec![Arc::new(Fingerprint::new(base))])
         .expect("pool");
-    let list = tools::list_strategies::run(&pool);
+    let list = tools::list_strategies::run(&pool.registry());
     assert!(
         list["strategies"]
             .as_array()
@@ -116,7 +116,7 @@ async fn a_compiled_strategy_runs_through_the_same_cascade_and_tools() {
             .any(|s| s["name"] == "fingerprint-rs")
     );
     let r = tools::extract::run(
-        &pool,
+        pool.leases(),
         json!({"strategy": "fingerprint-rs", "operation": "fingerprint", "params": {}}),
         RunOptions::default(),
     )

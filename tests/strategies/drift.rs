@@ -135,7 +135,7 @@ async fn an_operations_expect_rules_are_checked_on_live_results() {
     );
     let pool = env.pool();
     let r = idpool::tools::get_reviews::run(
-        &pool,
+        pool.leases(),
         json!({"item": "B0TESTA1", "strategy": "testshop"}),
         idpool::lease::cascade::RunOptions::default(),
     )

@@ -83,7 +83,7 @@ async fn keyword_rank_finds_a_target_on_page_two_of_the_search_results() {
     let env = local_amazon(port).await;
     let pool = env.pool();
     let r = idpool::tools::keyword_rank::run(
-        &pool,
+        pool.leases(),
         json!({"keyword": "electric kettle", "max_pages": 3,
                "items": ["B0TARGET01", "B0ACMEKTL1", "B0SPONS003", "B0NOTHERE1"]}),
         idpool::lease::cascade::RunOptions::default(),
@@ -112,7 +112,7 @@ async fn keyword_rank_finds_a_target_on_page_two_of_the_search_results() {
     assert_eq!(hits.load(Ordering::SeqCst), 2, "one request a page");
     // Bad arguments are named.
     let e = idpool::tools::keyword_rank::run(
-        &pool,
+        pool.leases(),
         json!({"keyword": "k", "items": []}),
         idpool::lease::cascade::RunOptions::default(),
     )

@@ -10,7 +10,7 @@ use crate::common;
 use common::{Env, shop, shutdown_and_check};
 use idpool::identity::session::Format;
 use idpool::lease::cascade::RunOptions;
-use idpool::pool::BreakerState;
+use idpool::routing::BreakerState;
 use idpool::strategy::LoginState;
 use idpool::tools;
 use idpool_testbed::accounts;
@@ -96,7 +96,7 @@ async fn a_slot_signed_in_on_one_marketplace_reads_members_reviews_there_and_a_b
         .collect();
     let port = env.testbed.https_addr.port();
     let url = format!("https://localhost:{port}/product/ACCT1");
-    let by_url = tools::get_reviews::run(&pool, json!({"item": url}), on_slot_0())
+    let by_url = tools::get_reviews::run(pool.leases(), json!({"item": url}), on_slot_0())
         .await
         .expect("reviews on localhost")
         .body;
@@ -104,7 +104,7 @@ async fn a_slot_signed_in_on_one_marketplace_reads_members_reviews_there_and_a_b
     assert_eq!(by_url["marketplace"], "localhost", "{by_url}");
     assert_eq!(ids(&by_url["reviews"]), truth);
     let by_arg = tools::get_reviews::run(
-        &pool,
+        pool.leases(),
         json!({"item": "ACCT1", "strategy": "testshop", "marketplace": "localhost"}),
         on_slot_0(),
     )
@@ -114,7 +114,7 @@ async fn a_slot_signed_in_on_one_marketplace_reads_members_reviews_there_and_a_b
     assert_eq!(ids(&by_arg["reviews"]), truth);
     // The default marketplace's cookies are not that session: its wall stands.
     let walled = tools::get_reviews::run(
-        &pool,
+        pool.leases(),
         json!({"item": "ACCT1", "strategy": "testshop"}),
         on_slot_0(),
     )
@@ -130,7 +130,7 @@ async fn a_slot_signed_in_on_one_marketplace_reads_members_reviews_there_and_a_b
     );
     // A marketplace that does not exist, or one the URL contradicts, is named.
     let e = tools::get_reviews::run(
-        &pool,
+        pool.leases(),
         json!({"item": "ACCT1", "strategy": "testshop", "marketplace": "nowhere.test"}),
         on_slot_0(),
     )
@@ -141,7 +141,7 @@ async fn a_slot_signed_in_on_one_marketplace_reads_members_reviews_there_and_a_b
         "{e}"
     );
     let e = tools::get_reviews::run(
-        &pool,
+        pool.leases(),
         json!({"item": format!("https://localhost:{port}/product/ACCT1"), "strategy": "testshop", "marketplace": "127.0.0.1"}),
         on_slot_0(),
     )
@@ -153,7 +153,7 @@ async fn a_slot_signed_in_on_one_marketplace_reads_members_reviews_there_and_a_b
     // slot; the other marketplace still admits the slot.
     for _ in 0..3 {
         let _ = tools::get_reviews::run(
-            &pool,
+            pool.leases(),
             json!({"item": "BAN1", "strategy": "testshop"}),
             on_slot_0(),
         )
@@ -165,7 +165,7 @@ async fn a_slot_signed_in_on_one_marketplace_reads_members_reviews_there_and_a_b
         BreakerState::Closed
     );
     let after = tools::get_reviews::run(
-        &pool,
+        pool.leases(),
         json!({"item": "ACCT1", "strategy": "testshop", "marketplace": "localhost"}),
         on_slot_0(),
     )
@@ -173,7 +173,7 @@ async fn a_slot_signed_in_on_one_marketplace_reads_members_reviews_there_and_a_b
     .expect("the other marketplace still admits the slot")
     .body;
     assert_eq!(ids(&after["reviews"]), truth);
-    let status = tools::pool_status::run(&pool);
+    let status = pool.reports().status_now();
     assert_eq!(
         status["slots"][0]["login"]["testshop@localhost"]["state"], "logged_in",
         "{status}"

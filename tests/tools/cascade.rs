@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::{shop, shutdown_and_check, truth};
 use idpool::lease::cascade::RunOptions;
-use idpool::pool::BreakerState;
+use idpool::routing::BreakerState;
 use idpool::tools;
 use idpool_testbed::{Fault, FaultKind, data};
 use serde_json::{Value, json};
@@ -43,7 +43,7 @@ async fn get_reviews_returns_ground_truth_through_each_tier_and_the_cascade() {
             ..RunOptions::default()
         };
         let r = tools::get_reviews::run(
-            &pool,
+            pool.leases(),
             json!({"item": item, "strategy": "testshop", "pages": 10}),
             opts,
         )
@@ -76,7 +76,7 @@ async fn get_reviews_returns_ground_truth_through_each_tier_and_the_cascade() {
     }
     // An item URL picks the strategy by host and yields the id.
     let r = tools::get_reviews::run(
-        &pool,
+        pool.leases(),
         json!({"item": env.url(&format!("/product/{item}?ref=x")).as_str()}),
         RunOptions::default(),
     )
@@ -102,7 +102,7 @@ async fn a_blocked_tier_is_skipped_until_its_cooldown_passes() {
     let pool = env.pool();
     let call = || {
         tools::get_reviews::run(
-            &pool,
+            pool.leases(),
             json!({"item": "B0SKIP", "strategy": "testshop"}),
             RunOptions {
                 slot: Some(0),
@@ -156,7 +156,7 @@ async fn a_challenge_goes_to_the_browser_and_later_calls_stay_cheap() {
     let pool = env.pool();
     let call = || {
         tools::get_reviews::run(
-            &pool,
+            pool.leases(),
             json!({"item": "B0CH", "strategy": "testshop"}),
             RunOptions {
                 slot: Some(0),
@@ -195,7 +195,7 @@ async fn a_failed_browser_attempt_carries_the_net_error() {
         .set_modes(|m| m.fault = Some(fault(FaultKind::Reset, "/js-reviews/", 0)));
     let pool = env.pool();
     let e = tools::get_reviews::run(
-        &pool,
+        pool.leases(),
         json!({"item": "B0NETERR", "strategy": "testshop"}),
         RunOptions {
             only_tiers: Some(vec![3]),
@@ -227,7 +227,7 @@ async fn a_tier_block_then_a_challenge_still_goes_to_the_browser() {
     });
     let pool = env.pool();
     let r = tools::get_reviews::run(
-        &pool,
+        pool.leases(),
         json!({"item": "B0TBCH", "strategy": "testshop"}),
         RunOptions::default(),
     )
@@ -251,7 +251,7 @@ async fn empty_items_and_login_walls() {
     let env = shop(2).await;
     let pool = env.pool();
     let r = tools::get_reviews::run(
-        &pool,
+        pool.leases(),
         json!({"item": "EMPTY7", "strategy": "testshop"}),
         RunOptions::default(),
     )
@@ -267,7 +267,7 @@ async fn empty_items_and_login_walls() {
         assert_eq!((b.state, b.failures), (BreakerState::Closed, 0));
     }
     let e = tools::get_reviews::run(
-        &pool,
+        pool.leases(),
         json!({"item": "LOGIN7", "strategy": "testshop"}),
         RunOptions::default(),
     )
@@ -292,7 +292,7 @@ async fn empty_items_and_login_walls() {
     }
     // A ban page (a captcha) is a block of the identity: one breaker failure each.
     let e = tools::get_reviews::run(
-        &pool,
+        pool.leases(),
         json!({"item": "BAN7", "strategy": "testshop"}),
         RunOptions::default(),
     )
@@ -314,7 +314,7 @@ async fn every_slot_blocked_fails_within_the_budget_and_lists_the_attempts() {
         .set_modes(|m| m.fault = Some(fault(FaultKind::Error, "/", 403)));
     let pool = env.pool();
     let e = tools::extract::run(
-        &pool,
+        pool.leases(),
         json!({"strategy": "testshop", "operation": "product", "params": {"item": "B0ALL"}}),
         RunOptions::default(),
     )
@@ -344,7 +344,7 @@ async fn extract_and_list_strategies() {
     let env = shop(1).await;
     let pool = env.pool();
     let r = tools::extract::run(
-        &pool,
+        pool.leases(),
         json!({"strategy": "testshop", "operation": "product", "params": {"item": "B0PROD"}}),
         RunOptions::default(),
     )
@@ -354,7 +354,7 @@ async fn extract_and_list_strategies() {
     assert_eq!(r["items"][0]["title"], data::product_name("B0PROD"));
     assert_eq!(r["items"][0]["ratings"], data::review_count("B0PROD"));
     let e = tools::extract::run(
-        &pool,
+        pool.leases(),
         json!({"strategy": "testshop", "operation": "nope", "params": {}}),
         RunOptions::default(),
     )
@@ -367,7 +367,7 @@ async fn extract_and_list_strategies() {
         "{e}"
     );
     let e = tools::get_reviews::run(
-        &pool,
+        pool.leases(),
         json!({"item": "B0X", "strategy": "testshop", "page": "two"}),
         RunOptions::default(),
     )
@@ -377,7 +377,7 @@ async fn extract_and_list_strategies() {
         e.to_string().contains("argument `page` has the wrong type"),
         "{e}"
     );
-    let list = tools::list_strategies::run(&pool);
+    let list = tools::list_strategies::run(&pool.registry());
     let shop = list["strategies"]
         .as_array()
         .expect("list")
@@ -512,7 +512,7 @@ async fn tier_three_refuses_what_the_guard_refuses_and_redirects_to_it() {
             ..RunOptions::default()
         };
         let e = tools::get_reviews::run(
-            &pool,
+            pool.leases(),
             json!({"item": "B0TESTA1", "strategy": "testshop"}),
             opts,
         )
@@ -524,7 +524,7 @@ async fn tier_three_refuses_what_the_guard_refuses_and_redirects_to_it() {
             msg.contains(says) && msg.contains("localhost") == (says == "redirected"),
             "{url}: {msg}"
         );
-        let facts = pool.slots()[0].browser_facts();
+        let facts = pool.leases().slots()[0].browser_facts();
         if says == "redirected" {
             assert_eq!(
                 facts.launches, 1,
@@ -562,7 +562,7 @@ async fn a_call_sends_no_more_requests_than_its_budget() {
     };
     let before = sent();
     let e = tools::extract::run(
-        &pool,
+        pool.leases(),
         json!({"strategy": "testshop", "operation": "product", "params": {"item": "B0BUDGET"}}),
         RunOptions::default(),
     )
@@ -575,7 +575,7 @@ async fn a_call_sends_no_more_requests_than_its_budget() {
     // Within budget, a result says what it spent.
     env.testbed.set_modes(|m| m.fault = None);
     let r = tools::extract::run(
-        &pool,
+        pool.leases(),
         json!({"strategy": "testshop", "operation": "product", "params": {"item": "B0BUDGET"}}),
         RunOptions::default(),
     )
@@ -598,7 +598,7 @@ async fn a_callers_base_url_never_fills_the_template() {
     let pool = env.pool();
     let elsewhere = env.url("/").as_str().replace("127.0.0.1", "localhost");
     let args = json!({"item": "B0BASE1", "strategy": "testshop", "base_url": elsewhere});
-    let e = tools::get_reviews::run(&pool, args, RunOptions::default())
+    let e = tools::get_reviews::run(pool.leases(), args, RunOptions::default())
         .await
         .expect_err("not a parameter");
     assert!(e.to_string().contains("no parameter `base_url`"), "{e}");
@@ -621,7 +621,7 @@ async fn a_callers_base_url_never_fills_the_template() {
 async fn pool_status_is_kept_until_the_pool_changes() {
     let env = shop(1).await;
     let pool = env.pool();
-    let snap = || tools::pool_status::snapshot(&pool);
+    let snap = || pool.reports().status();
     // Nothing changed between two calls: one report (a call may straddle
     // the turn of a second, which builds it again; five tries cannot all).
     assert!(
@@ -642,7 +642,7 @@ async fn pool_status_is_kept_until_the_pool_changes() {
         ..RunOptions::default()
     };
     tools::get_reviews::run(
-        &pool,
+        pool.leases(),
         json!({"item": "B0TESTA1", "strategy": "testshop"}),
         opts,
     )
@@ -665,7 +665,11 @@ async fn pool_status_is_kept_until_the_pool_changes() {
             only_tiers: Some(vec![3]),
             ..RunOptions::default()
         };
-        tools::get_reviews::run(&pool, json!({"item": item, "strategy": "testshop"}), opts)
+        tools::get_reviews::run(
+            pool.leases(),
+            json!({"item": item, "strategy": "testshop"}),
+            opts,
+        )
     };
     in_browser("B0TESTB2")
         .await
@@ -682,7 +686,8 @@ async fn pool_status_is_kept_until_the_pool_changes() {
         ops(&after)
     );
     // The tool's answer is the snapshot's.
-    let out = (tools::pool_status::SPEC.run)(&pool, json!({}), &RunOptions::default())
+    let out = tools::pool_status::SPEC
+        .call(&pool, json!({}), &RunOptions::default())
         .await
         .expect("pool_status");
     assert_eq!(requests(&out.body), requests(&snap()));

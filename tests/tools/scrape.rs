@@ -12,10 +12,14 @@ async fn markdown_text_and_links_of_a_testbed_page() {
     let env = Env::new(1).await;
     let pool = env.pool();
     let url = env.url("/product/B0MD");
-    let md = tools::scrape::run(&pool, json!({"url": url.as_str()}), &Default::default())
-        .await
-        .expect("markdown")
-        .body;
+    let md = tools::scrape::run(
+        pool.leases(),
+        json!({"url": url.as_str()}),
+        &Default::default(),
+    )
+    .await
+    .expect("markdown")
+    .body;
     let content = md["content"].as_str().expect("content");
     assert!(
         content.contains(&format!("# {}", data::product_name("B0MD"))),
@@ -38,7 +42,7 @@ async fn markdown_text_and_links_of_a_testbed_page() {
         (Some("http"), Some(2), Some(200))
     );
     let text = tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({"url": url.as_str(), "format": "text"}),
         &Default::default(),
     )
@@ -52,7 +56,7 @@ async fn markdown_text_and_links_of_a_testbed_page() {
             .contains(&data::product_name("B0MD"))
     );
     let links = tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({"url": url.as_str(), "format": "links"}),
         &Default::default(),
     )
@@ -68,7 +72,7 @@ async fn markdown_text_and_links_of_a_testbed_page() {
         )
     );
     let e = tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({"url": url.as_str(), "format": "docx"}),
         &Default::default(),
     )
@@ -94,7 +98,7 @@ async fn start_index_pages_through_a_huge_page_without_gap_or_overlap() {
     let pool = env.pool();
     let url = env.url("/product/HUGE1");
     let full = tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({"url": url.as_str(), "max_chars": 2_000_000}),
         &Default::default(),
     )
@@ -108,7 +112,7 @@ async fn start_index_pages_through_a_huge_page_without_gap_or_overlap() {
     let mut calls = 0;
     while let Some(s) = start {
         let piece = tools::scrape::run(
-            &pool,
+            pool.leases(),
             json!({"url": url.as_str(), "max_chars": 100_000, "start_index": s}),
             &Default::default(),
         )
@@ -129,7 +133,7 @@ async fn start_index_pages_through_a_huge_page_without_gap_or_overlap() {
     let mut start = Some(0u64);
     while let Some(s) = start {
         let piece = tools::scrape::run(
-            &pool,
+            pool.leases(),
             json!({"url": url.as_str(), "format": ["markdown", "text"], "max_chars": 100_000, "start_index": s}),
             &Default::default(),
         )
@@ -147,7 +151,7 @@ async fn start_index_pages_through_a_huge_page_without_gap_or_overlap() {
     }
     assert_eq!(joined[0], full["content"].as_str().expect("content"));
     let whole_text = tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({"url": url.as_str(), "format": "text", "max_chars": 2_000_000}),
         &Default::default(),
     )
@@ -164,7 +168,7 @@ async fn auto_mode_falls_back_to_the_browser_on_a_challenge() {
     env.testbed.set_modes(|m| m.challenge = true);
     let pool = env.pool();
     let r = tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({"url": env.url("/product/B0AUTO").as_str()}),
         &Default::default(),
     )
@@ -182,7 +186,7 @@ async fn auto_mode_falls_back_to_the_browser_on_a_challenge() {
             .contains(&data::product_name("B0AUTO"))
     );
     let e = tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({"url": env.url("/product/B0AUTO2").as_str(), "mode": "http", "slot": 0}),
         &Default::default(),
     )
@@ -216,7 +220,7 @@ async fn the_guard_refuses_foreign_hosts_private_addresses_files_and_private_red
         env.write("idpool.toml", &cfg);
         let pool = env.pool();
         let e = tools::scrape::run(
-            &pool,
+            pool.leases(),
             json!({"url": "https://no-strategy.test/page"}),
             &Default::default(),
         )
@@ -228,7 +232,7 @@ async fn the_guard_refuses_foreign_hosts_private_addresses_files_and_private_red
             continue;
         }
         let e = tools::scrape::run(
-            &pool,
+            pool.leases(),
             json!({"url": "file:///etc/passwd"}),
             &Default::default(),
         )
@@ -252,7 +256,7 @@ async fn the_guard_refuses_foreign_hosts_private_addresses_files_and_private_red
     env.write("idpool.toml", &cfg);
     let pool = env.pool();
     let e = tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({"url": env.url("/").as_str()}),
         &Default::default(),
     )
@@ -265,7 +269,7 @@ async fn the_guard_refuses_foreign_hosts_private_addresses_files_and_private_red
     );
     for mode in ["http", "browser"] {
         let e = tools::scrape::run(
-            &pool,
+            pool.leases(),
             json!({"url": env.url("/").as_str(), "mode": mode}),
             &Default::default(),
         )
@@ -283,7 +287,7 @@ async fn the_guard_refuses_foreign_hosts_private_addresses_files_and_private_red
     env.write("idpool.toml", &cfg);
     let pool = env.pool();
     tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({"url": env.url("/").as_str(), "mode": "http"}),
         &Default::default(),
     )
@@ -292,7 +296,7 @@ async fn the_guard_refuses_foreign_hosts_private_addresses_files_and_private_red
     for target in ["http://127.0.0.3/admin", "http://127.0.0.2:1/"] {
         let url = env.url(&format!("/redirect?to={target}"));
         let e = tools::scrape::run(
-            &pool,
+            pool.leases(),
             json!({"url": url.as_str(), "mode": "http"}),
             &Default::default(),
         )
@@ -320,7 +324,7 @@ async fn hosts_in_allowed_hosts_work_without_a_strategy() {
     env.write("idpool.toml", &cfg);
     let pool = env.pool();
     let r = tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({"url": env.alt_url("/product/B0GEN").as_str()}),
         &Default::default(),
     )
@@ -332,14 +336,14 @@ async fn hosts_in_allowed_hosts_work_without_a_strategy() {
     env.testbed
         .set_modes(|m| m.rate_limit = Some(idpool_testbed::RateLimit::captcha(1, 600, 600)));
     tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({"url": env.alt_url("/product/B0GEN").as_str(), "mode": "http"}),
         &Default::default(),
     )
     .await
     .expect("first request of the new window");
     let e = tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({"url": env.alt_url("/product/B0GEN").as_str(), "mode": "http"}),
         &Default::default(),
     )
@@ -361,9 +365,13 @@ async fn scrape_moves_across_identities_and_remembers_a_blocked_tier() {
         .set_modes(|m| m.fault = Some(Fault::of(FaultKind::Error, Some("/product/"), 403)));
     let pool = env.pool();
     let url = env.url("/product/B0SCR");
-    let e = tools::scrape::run(&pool, json!({"url": url.as_str()}), &Default::default())
-        .await
-        .expect_err("blocked on every identity");
+    let e = tools::scrape::run(
+        pool.leases(),
+        json!({"url": url.as_str()}),
+        &Default::default(),
+    )
+    .await
+    .expect_err("blocked on every identity");
     let msg = e.to_string();
     assert!(msg.contains("failed on 2 slot(s)"), "{msg}");
     assert_eq!(msg.matches("tier 2: tier_block (403)").count(), 2, "{msg}");
@@ -378,7 +386,7 @@ async fn scrape_moves_across_identities_and_remembers_a_blocked_tier() {
     // (One failure opens no breaker: the threshold is 3.)
     env.testbed.set_modes(|m| m.fault = None);
     let r = tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({"url": url.as_str(), "slot": 0}),
         &Default::default(),
     )
@@ -402,7 +410,7 @@ async fn firecrawl_names_give_what_our_names_give() {
     let pool = env.pool();
     let url = env.url("/product/B0ALIAS");
     let ours = tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({"url": url.as_str(), "format": ["markdown", "links"], "only_main_content": true}),
         &Default::default(),
     )
@@ -410,7 +418,7 @@ async fn firecrawl_names_give_what_our_names_give() {
     .expect("our names")
     .body;
     let theirs = tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({"url": url.as_str(), "formats": ["markdown", "links"], "onlyMainContent": true}),
         &Default::default(),
     )
@@ -429,7 +437,7 @@ async fn firecrawl_names_give_what_our_names_give() {
     let picked = |args: Value| {
         let pool = &pool;
         async move {
-            tools::scrape::run(pool, args, &Default::default())
+            tools::scrape::run(pool.leases(), args, &Default::default())
                 .await
                 .expect("picked")
                 .body["content"]
@@ -456,7 +464,7 @@ async fn firecrawl_names_give_what_our_names_give() {
     let whole = picked(json!({"url": url.as_str()})).await;
     assert!(whole.len() > with_price.len() * 2, "{whole}");
     let e = tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({"url": url.as_str(), "include_tags": ["div["]}),
         &Default::default(),
     )
@@ -464,7 +472,7 @@ async fn firecrawl_names_give_what_our_names_give() {
     .expect_err("a bad selector");
     assert!(e.message().contains("`include_tags`: `div[`"), "{e}");
     let e = tools::scrape::run(
-        &pool,
+        pool.leases(),
         json!({"url": url.as_str(), "formats": ["markdown"], "format": "markdown"}),
         &Default::default(),
     )

@@ -67,7 +67,7 @@ fn ranked(r: &Value) -> Vec<Value> {
 }
 
 async fn search(pool: &idpool::pool::Pool, args: Value) -> idpool::error::Result<Value> {
-    tools::search::run(pool, args, Default::default())
+    tools::search::run(pool.leases(), args, Default::default())
         .await
         .map(|o| o.body)
 }

@@ -34,7 +34,7 @@ fn web_url(env: &Env, host: &str, path: &str) -> String {
 }
 
 async fn scrape(pool: &idpool::pool::Pool, args: Value) -> idpool::error::Result<Value> {
-    tools::scrape::run(pool, args, &Default::default())
+    tools::scrape::run(pool.leases(), args, &Default::default())
         .await
         .map(|o| o.body)
 }
@@ -63,10 +63,11 @@ async fn a_public_host_works_by_default_private_addresses_and_robots_rules_are_r
     }
     // Each open-web host is routed on its own (its breakers, its politeness).
     assert!(
-        pool.strategy_names()
+        pool.reports()
+            .strategy_names()
             .contains(&"web:news.web.test".to_string()),
         "{:?}",
-        pool.strategy_names()
+        pool.reports().strategy_names()
     );
 
     // A name resolving to a private address: refused by the HTTP tier's
@@ -484,7 +485,7 @@ async fn map_lists_the_sitemaps_urls_and_the_start_pages_links_within_the_host()
     let map = |args: Value| {
         let pool = pool.clone();
         async move {
-            tools::map::run(&pool, args, &Default::default())
+            tools::map::run(pool.leases(), args, &Default::default())
                 .await
                 .map(|o| o.body)
         }
@@ -569,7 +570,7 @@ async fn map_holds_one_identity_for_the_whole_call() {
     let pool = env.pool();
     let origin = web_url(&env, "news.web.test", "");
     let r = tools::map::run(
-        &pool,
+        pool.leases(),
         json!({"url": format!("{origin}/site/")}),
         &Default::default(),
     )
@@ -577,7 +578,12 @@ async fn map_holds_one_identity_for_the_whole_call() {
     .expect("map")
     .body;
     assert_eq!(r["sitemaps"].as_array().map(Vec::len), Some(3), "{r}");
-    let requests: Vec<u64> = pool.slots().iter().map(|s| s.health().requests).collect();
+    let requests: Vec<u64> = pool
+        .leases()
+        .slots()
+        .iter()
+        .map(|s| s.health().requests)
+        .collect();
     // The start page and three sitemaps (and robots.txt) on slot 0 alone.
     assert!(
         requests[0] >= 4 && requests[1] == 0,
@@ -607,7 +613,7 @@ async fn crawl_is_bounded_breadth_first_obeys_robots_and_runs_as_a_job() {
     let start = web_url(&env, "news.web.test", "/site/");
     let crawl = |args: Value| {
         let pool = pool.clone();
-        async move { tools::crawl::run(&pool, args, &Default::default()).await }
+        async move { tools::crawl::run(&common::job_desk(&pool), args, &Default::default()).await }
     };
     let r = crawl(json!({"url": start, "max_depth": 1, "max_pages": 50, "format": "text"}))
         .await
@@ -706,7 +712,9 @@ async fn crawl_is_bounded_breadth_first_obeys_robots_and_runs_as_a_job() {
     let id = job["id"].as_str().expect("id").to_string();
     let status = |args: Value| {
         let pool = pool.clone();
-        async move { tools::crawl_status::run(&pool, args, &Default::default()).await }
+        async move {
+            tools::crawl_status::run(&common::job_desk(&pool), args, &Default::default()).await
+        }
     };
     let mut done = Value::Null;
     for _ in 0..100 {
@@ -729,9 +737,13 @@ async fn crawl_is_bounded_breadth_first_obeys_robots_and_runs_as_a_job() {
     shutdown_and_check(&pool).await;
     drop(pool);
     let pool = env.pool();
-    let again = tools::crawl_status::run(&pool, json!({"id": id}), &Default::default())
-        .await
-        .expect("kept");
+    let again = tools::crawl_status::run(
+        &common::job_desk(&pool),
+        json!({"id": id}),
+        &Default::default(),
+    )
+    .await
+    .expect("kept");
     assert_eq!(paths(&again), paths(&done));
     shutdown_and_check(&pool).await;
 }
@@ -751,7 +763,7 @@ async fn a_crawl_stops_within_a_second_of_being_cancelled() {
             .count()
     };
     let args = json!({"url": start, "max_depth": 2, "max_pages": 20, "async": true});
-    let job = tools::crawl::run(&pool, args, &Default::default())
+    let job = tools::crawl::run(&common::job_desk(&pool), args, &Default::default())
         .await
         .expect("async");
     let id = job["id"].as_str().expect("id").to_string();
@@ -760,7 +772,7 @@ async fn a_crawl_stops_within_a_second_of_being_cancelled() {
     }
     let asked = std::time::Instant::now();
     let r = tools::crawl_status::run(
-        &pool,
+        &common::job_desk(&pool),
         json!({"id": id, "cancel": true}),
         &Default::default(),
     )
@@ -780,8 +792,9 @@ async fn a_crawl_stops_within_a_second_of_being_cancelled() {
     // A call that waits is cancelled by dropping it (what an MCP cancel does).
     let before = site_requests();
     let opts = idpool::lease::cascade::RunOptions::default();
+    let desk = common::job_desk(&pool);
     let sync = tools::crawl::run(
-        &pool,
+        &desk,
         json!({"url": start, "max_depth": 2, "max_pages": 20}),
         &opts,
     );

@@ -9,24 +9,22 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-pub use crate::events::{Events, SlotEvent};
-pub use crate::identity::browser::isolation::Isolation;
-pub use crate::identity::browser::{BrowserFacts, launcher::major_of};
-pub use crate::identity::slot::{CalibrationStatus, Slot, SlotEnv, SlotHealth, SlotIdentity};
-pub use crate::lease::{BrowseOptions, Call, Fetched, Lease, Leases, Retirement, Via};
-pub use crate::routing::grants;
-pub use crate::routing::{
-    Admission, Breaker, BreakerReport, BreakerState, Budget, BudgetReport, Cause, Change,
-    LoginRecord, Site, Verdict, WEB, is_web_key, web_key,
-};
-pub use crate::services::{Frame, Imported, LiveSession, LiveStatus, LoginLimits, Services};
+mod host;
+mod reports;
+
+pub use host::Host;
+pub use reports::Reports;
 
 use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::events::Events;
 use crate::identity::browser::isolation::isolate;
 use crate::identity::lock;
 use crate::identity::profile;
-use crate::services::{Browsing, FleetSync, Jobs, Logins, Pii, SessionFiles, upkeep};
+use crate::identity::slot::SlotEnv;
+use crate::lease::{Fetched, Lease, Leases};
+use crate::routing::BreakerReport;
+use crate::services::{Browsing, FleetSync, Jobs, Logins, Pii, Services, SessionFiles, upkeep};
 use crate::strategy::{Registry, Strategy};
 use crate::wire::http::{FetchRequest, Guard, RootStore};
 
@@ -49,19 +47,7 @@ struct Inner {
     /// Cancelled by [`Pool::shutdown`]: the pool's background tasks end.
     stop: CancellationToken,
     /// The last status report and the state it was built from.
-    status: parking_lot::Mutex<Option<(Stamp, Arc<serde_json::Value>)>>,
-}
-
-/// What a status report depends on: the events emitted, the requests the
-/// slots sent, and the second its clocks (time left open, rates) read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    events: u64,
-    /// The slots' activity (requests, browser operations, egress traffic).
-    activity: u64,
-    /// Connections and MCP sessions open.
-    serving: (usize, usize, usize),
-    second: u64,
+    status: reports::Kept,
 }
 
 /// What a reload rebuilds the strategies from.
@@ -69,19 +55,6 @@ struct Reload {
     strategies_dir: std::path::PathBuf,
     compiled: Vec<Arc<dyn Strategy>>,
     allowed_hosts: Vec<String>,
-}
-
-/// The machine the browsers run on, as the pool found it when it opened.
-pub struct Host {
-    /// The installed Chromium's major version.
-    pub chromium_major: Option<u32>,
-    /// Whether the browsers run in their own network namespace, and why not.
-    pub isolation: Isolation,
-    /// The browsers' namespace and its thread, held for the pool's life.
-    pub netns: Option<Arc<crate::wire::netns::Netns>>,
-    /// `browser.standby`: browsers kept launched ahead of need.
-    pub standby: usize,
-    calibrator: Option<Arc<crate::identity::calibrate::Calibrator>>,
 }
 
 impl Pool {
@@ -146,7 +119,7 @@ impl Pool {
         // profile pins one), from the first HTTP request on.
         let chromium =
             crate::identity::browser::launcher::installed_major(cfg.browser.executable.as_deref());
-        let slots = open_slots(cfg, (&profiles, &profile_problems), &env, chromium)?;
+        let slots = crate::lease::Slots::open(cfg, (&profiles, &profile_problems), &env, chromium)?;
         let fleet = open_fleet(cfg, slots.len())?;
         let slots_len = slots.len();
         let leases = Arc::new(Leases::new(
@@ -175,7 +148,7 @@ impl Pool {
                 leases.clone(),
                 cfg.security.bundle_key_derivations,
             ),
-            jobs: Jobs::open(&cfg.pool.data_dir, stop.child_token()),
+            jobs: Arc::new(Jobs::open(&cfg.pool.data_dir, stop.child_token())),
             pii: Pii::open(&cfg.pool.data_dir, cfg.security.pii_role)?,
             serving: Default::default(),
             fleet: FleetSync::new(leases.clone(), stop.clone()),
@@ -278,21 +251,14 @@ impl Pool {
         &self.inner.host
     }
 
-    /// Every strategy name (each marketplace's too), then the open-web
-    /// hosts the pool has routed to ([`web_key`]), sorted.
-    pub fn strategy_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .registry()
-            .all()
-            .map(|s| s.name().to_string())
-            .collect();
-        let mut web: Vec<String> = (self.inner.leases.router().sites.keys())
-            .filter(|k| is_web_key(k))
-            .cloned()
-            .collect();
-        web.sort();
-        names.extend(web);
-        names
+    /// The pool's reports (the status every operator view reads).
+    pub fn reports(&self) -> Reports<'_> {
+        Reports {
+            leases: &self.inner.leases,
+            services: &self.inner.services,
+            host: &self.inner.host,
+            kept: &self.inner.status,
+        }
     }
 
     /// The pool's event hub.
@@ -300,15 +266,10 @@ impl Pool {
         self.inner.leases.events()
     }
 
-    /// End Chromium left behind by an earlier run of any slot (call at start-up).
+    /// End Chromium left behind by an earlier run of any slot (call at
+    /// start-up): each slot and the pid ended.
     pub async fn end_stale_browsers(&self) -> Vec<(usize, u32)> {
-        let mut ended = Vec::new();
-        for slot in self.slots() {
-            if let Some(pid) = slot.browser().end_stale().await {
-                ended.push((slot.id, pid));
-            }
-        }
-        ended
+        self.inner.leases.identities().end_stale_browsers().await
     }
 
     /// Close every browser (reaping each Chromium) and save every jar.
@@ -318,7 +279,7 @@ impl Pool {
         if let Some(c) = &self.inner.host.calibrator {
             c.shutdown().await;
         }
-        futures_util::future::join_all(self.slots().iter().map(|s| s.browser().close())).await;
+        self.inner.leases.identities().close_browsers().await;
         self.inner.leases.save_jars().await;
         // The fleet gets the last word of every identity held here.
         if let Some(f) =
@@ -356,53 +317,6 @@ impl Pool {
         self.inner.leases.breaker(slot, strategy)
     }
 
-    pub fn slots(&self) -> &[Arc<Slot>] {
-        self.inner.leases.slots()
-    }
-
-    /// The status report `build` makes, kept while the pool does not change:
-    /// a report is built again once an event is emitted (breakers, browsers,
-    /// logins, cookies, reloads), a slot does something (an HTTP request, a
-    /// browser operation, egress traffic or a refusal), a connection or MCP
-    /// session opens or closes, or the clock reaches the next second (what
-    /// `build` reads of time: time left open, rates). Callers between
-    /// changes share one report.
-    pub fn status_snapshot(
-        &self,
-        build: impl FnOnce(&Pool) -> serde_json::Value,
-    ) -> Arc<serde_json::Value> {
-        let serving = &self.services().serving;
-        let stamp = Stamp {
-            events: self.events().seq(),
-            activity: self
-                .slots()
-                .iter()
-                .fold(0u64, |a, s| a.wrapping_add(s.activity())),
-            serving: (
-                serving.connections().0,
-                serving.sessions().0,
-                serving.sessions().1,
-            ),
-            second: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
-        };
-        if let Some((at, report)) = self.inner.status.lock().as_ref()
-            && *at == stamp
-        {
-            return report.clone();
-        }
-        // Built outside the lock: two callers at a change may both build;
-        // the later one's report is kept.
-        let report = Arc::new(build(self));
-        *self.inner.status.lock() = Some((stamp, report.clone()));
-        report
-    }
-
-    pub fn slot(&self, id: usize) -> Option<&Arc<Slot>> {
-        self.inner.leases.slot(id)
-    }
-
     /// The strategies now (a reload swaps them; holders keep the old set).
     pub fn registry(&self) -> Arc<Registry> {
         self.inner.leases.registry()
@@ -418,64 +332,6 @@ impl Pool {
     pub fn strategy_for(&self, url: &url::Url) -> Option<Arc<dyn Strategy>> {
         self.inner.leases.strategy_for(url)
     }
-}
-
-/// Every slot of the config's plan, its user agent following `chromium`
-/// (the installed major) unless its profile pins one.
-fn open_slots(
-    cfg: &Config,
-    (profiles, problems): (
-        &std::collections::BTreeMap<String, profile::Profile>,
-        &[crate::diag::Diagnostic],
-    ),
-    env: &SlotEnv<'_>,
-    chromium: Option<u32>,
-) -> Result<Vec<Arc<Slot>>> {
-    let mut slots = Vec::new();
-    let plans: Vec<_> = cfg
-        .slot_plan()
-        .into_iter()
-        .chain(cfg.spare_plan())
-        .collect();
-    // The personas slots already have, so that a new one is unlike them all.
-    for plan in &plans {
-        let dir = cfg.pool.data_dir.join("slots").join(plan.id.to_string());
-        if let Some(p) = crate::identity::slot::SlotIdentity::peek_persona(&dir) {
-            env.personas.keep(plan.id, &p);
-        }
-    }
-    for plan in plans {
-        let mut profile = profiles.get(&plan.profile).cloned().ok_or_else(|| {
-            // A slot's profile that did not load fails the open with why.
-            let why = problems.iter().find(|d| {
-                d.file
-                    .file_stem()
-                    .is_some_and(|s| s == plan.profile.as_str())
-            });
-            match why {
-                Some(d) => Error::config(format!(
-                    "slot {} uses profile `{}`: {d}",
-                    plan.id, plan.profile
-                )),
-                None => Error::config(format!(
-                    "slot {} uses profile `{}`, which is not in {}",
-                    plan.id,
-                    plan.profile,
-                    cfg.pool.profiles_dir.display()
-                )),
-            }
-        })?;
-        if let Some(major) = chromium {
-            profile.follow_browser(major);
-        }
-        slots.push(Arc::new(Slot::open(
-            plan.id,
-            profile,
-            plan.proxy.as_ref(),
-            env,
-        )?));
-    }
-    Ok(slots)
 }
 
 /// Each slot's labels by its number (spares have none).

@@ -1,0 +1,251 @@
+//! The pool's identities by number, for what is done to one outside a
+//! site's work: an operator's commands (its browser closed, its cookies
+//! counted, its calibration run), the reports (`pool_status`, `/metrics`)
+//! and the daemon's start and end. The slots stay in the lease: this hands
+//! out numbers, reports and plain facts, never a slot.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value, json};
+
+use super::state::Leases;
+use crate::error::{Error, ErrorKind, Result};
+use crate::identity::browser::BrowserFacts;
+use crate::identity::profile::Profile;
+use crate::identity::slot::{CalibrationStatus, Slot};
+use crate::wire::egress::EgressFacts;
+
+/// The pool's identities, by number (see [`Leases::identities`]).
+pub struct Identities<'a> {
+    leases: &'a Leases,
+}
+
+/// What `/metrics` shows of one identity: plain facts, read once.
+pub struct Facts {
+    pub browser: BrowserFacts,
+    pub cookies: usize,
+    pub last_success: Option<SystemTime>,
+    pub egress: EgressFacts,
+    pub proxy_down: bool,
+    pub generation: u64,
+    pub calibration: CalibrationStatus,
+}
+
+/// What a status report of an identity takes from outside it: the
+/// strategies to report breakers for, those with accounts (login states),
+/// the browser sessions open (id, slot) and the installed Chromium.
+pub struct View<'a> {
+    pub strategies: &'a [String],
+    pub with_accounts: &'a [String],
+    pub sessions: &'a [(String, usize)],
+    pub chromium: Option<u32>,
+}
+
+impl Leases {
+    /// The identities by number.
+    pub fn identities(&self) -> Identities<'_> {
+        Identities { leases: self }
+    }
+}
+
+impl Identities<'_> {
+    fn slots(&self) -> &[std::sync::Arc<Slot>] {
+        &self.leases.slots
+    }
+
+    /// How many identities the pool has (spares included).
+    pub fn len(&self) -> usize {
+        self.slots().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots().is_empty()
+    }
+
+    /// `id` if the pool has it, else an invalid argument naming how many it
+    /// has.
+    pub fn check(&self, id: usize) -> Result<usize> {
+        if id < self.len() {
+            return Ok(id);
+        }
+        Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!(
+                "slot {id} does not exist (the pool has {} slots)",
+                self.len()
+            ),
+        )
+        .retryable(false))
+    }
+
+    /// `one` (checked), or every identity.
+    pub fn chosen(&self, one: Option<usize>) -> Result<Vec<usize>> {
+        match one {
+            Some(id) => Ok(vec![self.check(id)?]),
+            None => Ok((0..self.len()).collect()),
+        }
+    }
+
+    fn slot(&self, id: usize) -> Result<&Slot> {
+        let id = self.check(id)?;
+        Ok(&self.slots()[id])
+    }
+
+    /// Close `id`'s browser (it relaunches on next use with the same
+    /// profile and cookies); whether one was running.
+    pub async fn close_browser(&self, id: usize) -> Result<bool> {
+        let slot = self.slot(id)?;
+        let was_running = slot.browser_facts().running;
+        slot.browser().close().await;
+        Ok(was_running)
+    }
+
+    /// How many cookies `id`'s jar holds for `domain` (and its subdomains).
+    pub fn cookies_for(&self, id: usize, domain: &str) -> usize {
+        self.slots()
+            .get(id)
+            .map_or(0, |s| s.jar().export_for_domain(domain).len())
+    }
+
+    /// Calibrate `id`'s HTTP tier against its browser now: the record.
+    pub async fn calibrate(&self, id: usize) -> Result<Value> {
+        let record = self.slot(id)?.calibrate_now().await?;
+        Ok(json!(record))
+    }
+
+    /// The profile `id` was opened with.
+    pub fn profile(&self, id: usize) -> Option<&Profile> {
+        self.slots().get(id).map(|s| &s.profile)
+    }
+
+    /// What `/metrics` shows of `id`.
+    pub fn facts(&self, id: usize) -> Option<Facts> {
+        let s = self.slots().get(id)?;
+        Some(Facts {
+            browser: s.browser_facts(),
+            cookies: s.jar().count(),
+            last_success: s.health().last_success,
+            egress: s.egress_facts(),
+            proxy_down: s.proxy_down(),
+            generation: s.identity().generation,
+            calibration: s.calibration_status(),
+        })
+    }
+
+    /// A count that moves whenever any identity does something a report
+    /// shows (see `Slot::activity`).
+    pub fn activity(&self) -> u64 {
+        (self.slots().iter()).fold(0u64, |a, s| a.wrapping_add(s.activity()))
+    }
+
+    /// End Chromium left behind by an earlier run of any identity (at
+    /// start-up): each slot and the pid ended.
+    pub async fn end_stale_browsers(&self) -> Vec<(usize, u32)> {
+        let mut ended = Vec::new();
+        for slot in self.slots() {
+            if let Some(pid) = slot.browser().end_stale().await {
+                ended.push((slot.id, pid));
+            }
+        }
+        ended
+    }
+
+    /// Close every browser, reaping each Chromium.
+    pub async fn close_browsers(&self) {
+        futures_util::future::join_all(self.slots().iter().map(|s| s.browser().close())).await;
+    }
+
+    /// `id` as `pool_status` reports it.
+    pub fn report(&self, id: usize, view: &View<'_>) -> Value {
+        let Some(slot) = self.slots().get(id) else {
+            return Value::Null;
+        };
+        let leases = self.leases;
+        let mut breakers = Map::new();
+        for name in view.strategies {
+            let b = leases.breaker(id, name);
+            let tiers: Map<String, Value> = (leases.tier_memory(id, name).into_iter())
+                .map(|(t, ago)| (t.to_string(), json!({"blocked_secs_ago": round1(ago)})))
+                .collect();
+            breakers.insert(
+                name.clone(),
+                json!({
+                    "state": b.state.as_str(),
+                    "cause": b.cause.map(|c| c.as_str()),
+                    "failures": b.failures,
+                    "open_for_secs": b.open_for_secs.map(round1),
+                    "tiers_blocked": tiers,
+                }),
+            );
+        }
+        let login: Map<String, Value> = (view.with_accounts.iter())
+            .map(|name| (name.clone(), json!(leases.login(id, name))))
+            .collect();
+        let health = slot.health();
+        let facts = slot.browser_facts();
+        let fleet = leases.fleet();
+        let calibration = slot.calibration_status();
+        let profile = &slot.profile;
+        json!({
+            "slot": id,
+            "fleet_id": fleet.and_then(|f| f.fleet_id(id)),
+            "held": leases.in_hand(id),
+            "spare": fleet.is_some_and(|f| f.is_spare(id)),
+            "profile": profile.name,
+            "emulation": profile.emulation.name(),
+            "user_agent": profile.user_agent,
+            "proxy": slot.upstream().map(|p| p.redacted()),
+            "proxy_health": slot.upstream().map(|_| slot.egress().health().report()),
+            "identity": slot.identity(),
+            "breakers": breakers,
+            "login": login,
+            "browser": facts,
+            "browser_sessions": view.sessions.iter().filter(|(_, s)| *s == id).count(),
+            "egress": slot.egress_facts(),
+            "versions": versions(slot, &facts, view.chromium),
+            "calibration": calibration,
+            "fidelity": { "browser": calibration.browser },
+            "device": slot.device_fingerprint(),
+            "pretend_os": profile.pretend_os.then(|| format!(
+                "profile `{}` claims {} on a {} machine (pretend_os): its fonts, voices and WebGL are the machine's",
+                profile.name,
+                profile.hints_platform(),
+                std::env::consts::OS
+            )),
+            "cookies": {
+                "count": slot.jar().count(),
+                "last_saved": slot.jar().last_saved(),
+                "save_error": slot.jar().save_error(),
+            },
+            "requests": health.requests,
+            "last_success": health.last_success.map(unix),
+            "last_error": health.last_error,
+        })
+    }
+}
+
+/// The Chromium the slot runs (or would launch: `installed`), the version
+/// its user agent claims, its HTTP tier's emulation, and the gap between
+/// the browser and that emulation (calibration covers what the gap
+/// changes).
+fn versions(slot: &Slot, facts: &BrowserFacts, installed: Option<u32>) -> Value {
+    let chromium = (facts.version.as_deref())
+        .and_then(crate::identity::browser::launcher::major_of)
+        .or(installed);
+    let emulation = slot.profile.emulation_major();
+    json!({
+        "chromium": chromium,
+        "user_agent": slot.profile.user_agent_major(),
+        "user_agent_pinned": slot.profile.user_agent_pinned,
+        "emulation": slot.profile.emulation.name(),
+        "emulation_gap": chromium.zip(emulation).map(|(c, e)| i64::from(c) - i64::from(e)),
+    })
+}
+
+fn unix(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}

@@ -10,6 +10,9 @@
 //! diag.rs       `file:line: what is wrong` diagnostics
 //! fsutil.rs     files the daemon owns: atomic writes, private folders
 //! dom/          hostile HTML within bounds: depth-capped parse, checked selectors, the off-runtime pool
+//! request/      what a caller asks for, as plain values every layer may name: an
+//!               HTTP request, a browser's actions, captures and waits, a session
+//!               file's format
 //! config/       idpool.toml: resolution order, every key
 //! events.rs     the pool's event hub (status page, `idpool slots --follow`, the fleet)
 //! wire/         the network, knowing no slot:
@@ -58,7 +61,8 @@
 //! services/     what holds a lease source and owns its own state: interactive
 //!               browsing, login sessions (live view), session files, crawl
 //!               jobs, the fleet's heartbeat, upkeep, PII masking, serving
-//! pool.rs       the facade: open, reload, lease, reports, shutdown
+//! pool/         the facade: open, reload, reports, shutdown; tools get their
+//!               handles from it
 //! tools/        transport-agnostic tools, one file (one spec) per tool
 //! auth/         API keys (hashed), roles and the one authorization gate, the
 //!               audit log
@@ -92,6 +96,7 @@ pub mod identity;
 pub mod lease;
 pub mod mcp;
 pub mod pool;
+pub mod request;
 pub mod routing;
 pub mod services;
 pub mod strategy;

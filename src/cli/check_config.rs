@@ -101,7 +101,7 @@ pub(super) fn check(explicit: Option<&Path>) -> CheckReport {
         let parsed = std::fs::read_to_string(file)
             .map_err(|e| format!("[[pool.slot]] session: cannot read ({e})"))
             .and_then(|t| {
-                idpool::identity::session::parse(&t, idpool::identity::session::Format::Auto)
+                idpool::identity::session::parse(&t, idpool::request::SessionFormat::Auto)
                     .map_err(|e| e.message().to_string())
             });
         if let Err(why) = parsed {

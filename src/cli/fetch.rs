@@ -8,7 +8,7 @@ use clap::Args;
 
 use idpool::config::Config;
 use idpool::pool::Pool;
-use idpool::wire::http::FetchRequest;
+use idpool::request::FetchRequest;
 
 #[derive(Debug, Args)]
 pub struct FetchArgs {

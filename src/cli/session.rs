@@ -56,7 +56,7 @@ pub struct ExportArgs {
 
 /// The format's canonical name.
 fn check_format(name: &str) -> anyhow::Result<&'static str> {
-    match idpool::identity::session::Format::from_name(name) {
+    match idpool::request::SessionFormat::from_name(name) {
         Some(f) => Ok(f.as_str()),
         None => anyhow::bail!("--format `{name}`: expected auto, netscape, json or storage-state"),
     }

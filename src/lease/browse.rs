@@ -9,8 +9,8 @@ pub struct BrowseOptions {
     /// CSS selector to wait for.
     pub wait_for: Option<String>,
     /// Steps on the page before it is read.
-    pub actions: Vec<crate::identity::browser::actions::Action>,
-    pub capture: crate::identity::browser::Capture,
+    pub actions: Vec<crate::request::Action>,
+    pub capture: crate::request::Capture,
 }
 
 /// The main document's response headers, as the browser reported them.

@@ -10,10 +10,10 @@ use std::sync::Arc;
 
 use super::{Fetched, Lease, Leases};
 use crate::error::{Error, ErrorKind, Result};
+use crate::request::FetchRequest;
 use crate::routing::{Scope, web_key};
 use crate::strategy::Outcome;
 use crate::web::Robots;
-use crate::wire::http::FetchRequest;
 
 pub struct Call {
     leases: Arc<Leases>,

@@ -17,9 +17,10 @@ use tokio::time::Instant;
 use super::Leases;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identity::slot::Slot;
+use crate::request::{FetchRequest, RequestKind};
 use crate::routing::{Admission, BreakerState, Verdict};
 use crate::strategy::{self, Body, Markers, Outcome, Politeness, Strategy};
-use crate::wire::http::{FetchRequest, FetchResponse, RequestKind};
+use crate::wire::http::FetchResponse;
 
 /// Which tier served a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -51,7 +52,7 @@ pub struct Fetched {
     /// strategy's `[session]` markers, or a `[login]` wall), and why.
     pub login: Option<(crate::strategy::LoginState, String)>,
     /// The screenshot and PDF a browser call asked for.
-    pub captured: crate::identity::browser::Captured,
+    pub captured: crate::request::Captured,
     /// What of the answer was left out, in words (a browser page longer
     /// than `http.max_body_bytes`).
     pub cut: Vec<String>,

@@ -38,10 +38,6 @@ mod robots;
 mod source;
 mod state;
 
-/// What a lease's requests take and give, for the tools.
-pub use crate::identity::browser::actions::{Action, MAX_ACTIONS};
-pub use crate::identity::browser::{Capture, Captured};
-pub use crate::wire::http::FetchRequest;
 pub use browse::BrowseOptions;
 pub use call::Call;
 pub use drift::Drift;

@@ -23,10 +23,11 @@ use crate::identity::lock;
 use crate::identity::profile;
 use crate::identity::slot::SlotEnv;
 use crate::lease::{Fetched, Lease, Leases};
+use crate::request::FetchRequest;
 use crate::routing::BreakerReport;
 use crate::services::{Browsing, FleetSync, Jobs, Logins, Pii, Services, SessionFiles, upkeep};
 use crate::strategy::{Registry, Strategy};
-use crate::wire::http::{FetchRequest, Guard, RootStore};
+use crate::wire::http::{Guard, RootStore};
 
 /// The identity pool. Cheap to clone.
 #[derive(Clone)]

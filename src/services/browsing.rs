@@ -12,9 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, ErrorKind, Result};
-pub use crate::identity::browser::tab::Until;
 use crate::identity::browser::tab::{self, Line, RefBook};
 use crate::lease::{Leases, Recording, RecordingKind, Subject};
+use crate::request::Until;
 use crate::routing::Scope;
 pub use crate::services::snapshot_view::View;
 
@@ -416,7 +416,7 @@ impl Browsing {
             Step::Screenshot { full_page } => {
                 let shot = crate::identity::browser::actions::capture(
                     t,
-                    crate::identity::browser::Capture {
+                    crate::request::Capture {
                         screenshot: Some(full_page),
                         pdf: false,
                     },

@@ -24,12 +24,13 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::fleet::state::SiteSnap;
-use super::session_files::{Format, SessionFiles};
+use super::session_files::SessionFiles;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identity::bundle;
 use crate::identity::persona::Persona;
 use crate::identity::slot::SlotIdentity;
 use crate::lease::Leases;
+use crate::request::SessionFormat as Format;
 
 /// The format of what is inside a bundle.
 const CONTENTS: u32 = 1;

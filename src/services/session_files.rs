@@ -16,10 +16,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::error::{Error, ErrorKind, Result};
-pub use crate::identity::session::Format;
 use crate::identity::session::{self, Session};
 use crate::identity::slot::Slot;
 use crate::lease::Leases;
+use crate::request::SessionFormat as Format;
 
 /// What an import did.
 #[derive(Debug, Clone, Serialize)]
@@ -216,7 +216,7 @@ impl SessionFiles {
             let Ok(lease) = self.leases.next_slot(s.name(), Some(slot), None).await else {
                 continue;
             };
-            let req = crate::wire::http::FetchRequest::get(url);
+            let req = crate::request::FetchRequest::get(url);
             let outcome = match lease.http(req, |f, _| f.outcome).await {
                 Ok((_, o)) => o,
                 Err(_) => crate::strategy::Outcome::Failed,

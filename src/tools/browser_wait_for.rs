@@ -8,9 +8,9 @@ use super::browsing::run_step;
 use super::spec::{invalid, parse};
 use crate::error::Result;
 use crate::lease::cascade::RunOptions;
+use crate::request::Until;
 use crate::services::Browsing;
 use crate::services::browsing::Step;
-use crate::services::browsing::Until;
 
 super::browsing::step_spec!(
     "browser_wait_for",

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use super::spec::{Annotations, Role, Run, Spec, input_schema, parse, result_schema};
 use crate::error::Result;
+use crate::request::SessionFormat as Format;
 use crate::services::SessionFiles;
-use crate::services::session_files::Format;
 
 pub const SPEC: Spec = Spec::new(
     "import_session",

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::spec::{Annotations, Role, Run, Spec, input_schema, invalid, parse, result_schema};
 use super::{Output, Provenance};
 use crate::error::{Error, ErrorKind, Result};
-use crate::lease::FetchRequest;
+use crate::request::FetchRequest;
 use std::sync::Arc;
 
 use crate::lease::cascade::RunOptions;

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::spec::{Annotations, Role, Run, Spec, input_schema, invalid, parse, result_schema};
 use super::{Output, Provenance};
 use crate::error::{Error, ErrorKind, Result};
-use crate::lease::{Action, Capture, Captured};
+use crate::request::{Action, Capture, Captured};
 use std::sync::Arc;
 
 use crate::lease::cascade::{self, RunOptions};
@@ -186,7 +186,7 @@ struct Args {
     /// Steps on the page before it is captured (browser): click, type,
     /// press, scroll, wait.
     #[serde(default)]
-    #[schemars(length(max = crate::lease::MAX_ACTIONS))]
+    #[schemars(length(max = crate::request::MAX_ACTIONS))]
     actions: Vec<Action>,
     /// Extra request headers (HTTP tier; the browser sends its own).
     #[serde(default)]
@@ -290,10 +290,10 @@ fn plan(a: &Args) -> Result<Plan> {
     if formats.is_empty() {
         return Err(invalid("`format` lists no format"));
     }
-    if a.actions.len() > crate::lease::MAX_ACTIONS {
+    if a.actions.len() > crate::request::MAX_ACTIONS {
         return Err(invalid(format!(
             "at most {} actions",
-            crate::lease::MAX_ACTIONS
+            crate::request::MAX_ACTIONS
         )));
     }
     for (i, act) in a.actions.iter().enumerate() {

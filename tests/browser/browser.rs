@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use common::{Env, chromium_browsers_under, shutdown_and_check};
 use idpool::lease::Via;
+use idpool::request::FetchRequest;
 use idpool::strategy::Outcome;
-use idpool::wire::http::FetchRequest;
 use idpool_testbed::{Fault, FaultKind};
 
 #[tokio::test]
@@ -590,7 +590,7 @@ async fn a_pinned_user_agent_is_kept() {
     );
     let pool = env.pool();
     pool.fetch(
-        idpool::wire::http::FetchRequest::get(env.url("/product/B0PIN?tier=http")),
+        idpool::request::FetchRequest::get(env.url("/product/B0PIN?tier=http")),
         Some(0),
     )
     .await

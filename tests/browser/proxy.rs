@@ -7,7 +7,7 @@ use crate::common;
 use std::sync::Arc;
 
 use common::proxies::{Seen, http_connect_proxy, socks5_proxy};
-use idpool::wire::http::FetchRequest;
+use idpool::request::FetchRequest;
 use parking_lot::Mutex;
 
 #[tokio::test]

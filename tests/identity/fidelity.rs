@@ -5,9 +5,9 @@ use crate::common;
 
 use common::{Env, shop, shutdown_and_check};
 use idpool::lease::cascade::RunOptions;
+use idpool::request::FetchRequest;
 use idpool::tools;
 use idpool::wire::fingerprint::tls::ja4_c;
-use idpool::wire::http::FetchRequest;
 use idpool_testbed::LogEntry;
 use serde_json::json;
 

@@ -4,8 +4,8 @@
 
 use crate::common;
 
+use idpool::request::FetchRequest;
 use idpool::strategy::Outcome;
-use idpool::wire::http::FetchRequest;
 
 #[tokio::test]
 async fn chrome_slot_passes_the_gate_curl_and_rustls_are_blocked() {

@@ -6,7 +6,7 @@ use crate::common;
 use std::time::Duration;
 
 use idpool::identity::jar::{Jar, OpenNote};
-use idpool::wire::http::FetchRequest;
+use idpool::request::FetchRequest;
 
 #[tokio::test]
 async fn cookies_survive_a_pool_restart() {

@@ -329,7 +329,7 @@ async fn signed_in_identities_on_one_device_are_reported_and_kept_apart() {
         .to_string();
         pool.services()
             .session_files
-            .import_session(slot, &session, idpool::identity::session::Format::Auto)
+            .import_session(slot, &session, idpool::request::SessionFormat::Auto)
             .await
             .expect("import");
         assert!(pool.leases().signed_in(slot, "testshop"), "slot {slot}");

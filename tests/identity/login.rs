@@ -8,8 +8,8 @@ use crate::common;
 
 use common::daemon::{Daemon, Mcp, add_key};
 use common::{Env, shop, shutdown_and_check};
-use idpool::identity::session::Format;
 use idpool::lease::cascade::RunOptions;
+use idpool::request::SessionFormat as Format;
 use idpool::strategy::{LoginState, Outcome};
 use idpool::tools;
 use idpool_testbed::accounts;

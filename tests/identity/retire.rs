@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::proxies::{Seen, basic_user, http_connect_proxy};
 use common::{Env, free_base_port, shutdown_and_check};
-use idpool::wire::http::FetchRequest;
+use idpool::request::FetchRequest;
 use parking_lot::Mutex;
 use serde_json::json;
 

@@ -9,8 +9,8 @@ use crate::common;
 
 use common::Env;
 use common::daemon::{Daemon, add_key, idpool};
-use idpool::identity::session::Format;
-use idpool::wire::http::FetchRequest;
+use idpool::request::FetchRequest;
+use idpool::request::SessionFormat as Format;
 use serde_json::{Value, json};
 
 const HOST: &str = "127.0.0.1";

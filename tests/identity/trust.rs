@@ -6,7 +6,7 @@
 use crate::common;
 
 use common::{shop, shutdown_and_check};
-use idpool::wire::http::FetchRequest;
+use idpool::request::FetchRequest;
 
 #[tokio::test]
 async fn a_leaf_only_server_is_trusted_through_extra_root_certs_and_only_through_them() {

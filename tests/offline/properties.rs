@@ -11,8 +11,9 @@ use crate::common;
 
 use std::path::Path;
 
-use idpool::identity::session::{self, Format};
+use idpool::identity::session;
 use idpool::mcp::client::SseParser;
+use idpool::request::SessionFormat as Format;
 use idpool::strategy::{Strategy as _, TomlStrategy};
 use idpool::wire::fingerprint::{h1, h2, tls};
 use proptest::prelude::*;

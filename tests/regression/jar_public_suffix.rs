@@ -11,8 +11,8 @@
 
 use std::sync::Arc;
 
-use idpool::identity::session::Format;
 use idpool::pool::Pool;
+use idpool::request::SessionFormat as Format;
 use idpool::tools;
 use parking_lot::Mutex;
 use serde_json::{Value, json};

@@ -9,9 +9,9 @@ use crate::common;
 
 use std::time::Duration;
 
+use idpool::request::FetchRequest;
 use idpool::routing::BreakerState;
 use idpool::strategy::Outcome;
-use idpool::wire::http::FetchRequest;
 use idpool_testbed::{FaultKind, RateLimit};
 
 #[tokio::test]

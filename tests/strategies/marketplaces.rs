@@ -8,8 +8,8 @@
 use crate::common;
 
 use common::{Env, shop, shutdown_and_check};
-use idpool::identity::session::Format;
 use idpool::lease::cascade::RunOptions;
+use idpool::request::SessionFormat as Format;
 use idpool::routing::BreakerState;
 use idpool::strategy::LoginState;
 use idpool::tools;

@@ -6,8 +6,8 @@ use crate::common;
 
 use std::time::Duration;
 
+use idpool::request::FetchRequest;
 use idpool::strategy::Outcome;
-use idpool::wire::http::FetchRequest;
 use idpool_testbed::{Fault, FaultKind, data};
 
 fn fault(kind: FaultKind) -> Fault {

@@ -25,7 +25,7 @@
 
 pub mod actions;
 mod attach;
-mod capture;
+
 mod device;
 pub mod display;
 mod facts;
@@ -47,7 +47,6 @@ pub mod tape;
 mod trust;
 mod world;
 
-pub use capture::{Capture, Captured};
 pub use device::Device;
 pub use facts::BrowserFacts;
 pub use launcher::LaunchSpec;

@@ -258,7 +258,7 @@ pub struct PageResult {
     /// (already saved into the slot's jar).
     pub cookies: Vec<PortableCookie>,
     /// The screenshot and PDF asked for.
-    pub captured: super::Captured,
+    pub captured: crate::request::Captured,
 }
 
 pub use crate::dom::PageState;

@@ -1,8 +1,7 @@
 //! One browser request: the page, what to wait for, the cookie domain
 //! synced around it, the actions on it and what to capture.
 
-use super::actions::Action;
-use super::capture::Capture;
+use crate::request::{Action, Capture};
 
 /// One browser request.
 #[derive(Debug, Clone)]

@@ -17,6 +17,7 @@ use chromiumoxide::layout::Point;
 
 use super::page::cdp;
 use crate::error::{Error, ErrorKind, Result};
+use crate::request::Until;
 
 /// Lines a snapshot holds at most (callers read it in pieces).
 pub const MAX_LINES: usize = 50_000;
@@ -447,14 +448,6 @@ pub async fn select(tab: &Page, node: BackendNodeId, values: &[String]) -> Resul
     Ok((r.result.result.value.as_ref())
         .and_then(|v| serde_json::from_value(v.clone()).ok())
         .unwrap_or_default())
-}
-
-/// What `wait_for` waits for.
-#[derive(Debug, Clone)]
-pub enum Until {
-    Text(String),
-    Selector(String),
-    Time(Duration),
 }
 
 /// Wait until the page shows `until`, or fail at `deadline`.

@@ -27,9 +27,10 @@ use crate::config::HttpConfig;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identity::browser::SlotBrowser;
 use crate::identity::profile::Profile;
+use crate::request::{FetchRequest, RequestKind};
 use crate::wire::fingerprint::residual::compare;
 use crate::wire::fingerprint::{Calibration, Capture, Report};
-use crate::wire::http::{FetchRequest, HttpClient, RequestKind};
+use crate::wire::http::HttpClient;
 
 /// One slot's calibration, as saved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -289,7 +290,7 @@ async fn self_check(slot: Subject<'_>, l: &listener::Listener) -> check::Browser
         webgl: None,
         seen: serde_json::Value::Null,
     };
-    use crate::identity::browser::actions::{Action, Direction};
+    use crate::request::{Action, Direction};
     let req = crate::identity::browser::BrowserRequest {
         url: format!("{base}/check"),
         wait_for: Some("#ready".into()),

@@ -17,43 +17,7 @@ pub use model::{OriginStorage, Session, StorageItem};
 
 use crate::error::{Error, ErrorKind, Result};
 
-/// A session file's format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Format {
-    /// Tell by the content: `{` a storageState, `[` a cookie array, else
-    /// cookies.txt.
-    #[default]
-    Auto,
-    /// Netscape `cookies.txt`: seven tab-separated fields a line.
-    Netscape,
-    /// The JSON array of Cookie-Editor / EditThisCookie.
-    Json,
-    /// Playwright `storageState`: `{cookies, origins}`.
-    StorageState,
-}
-
-impl Format {
-    /// Parse a name as the CLI and tools spell it.
-    pub fn from_name(name: &str) -> Option<Format> {
-        match name {
-            "auto" => Some(Format::Auto),
-            "netscape" | "cookies.txt" => Some(Format::Netscape),
-            "json" | "cookie-editor" => Some(Format::Json),
-            "storage-state" | "storage_state" | "storagestate" => Some(Format::StorageState),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Format::Auto => "auto",
-            Format::Netscape => "netscape",
-            Format::Json => "json",
-            Format::StorageState => "storage-state",
-        }
-    }
-}
+use crate::request::SessionFormat as Format;
 
 /// Parse a session file; `Auto` decides by the first non-blank character.
 /// Cookies that expired already are dropped (they would not be sent).

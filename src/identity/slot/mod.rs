@@ -27,9 +27,10 @@ use crate::identity::browser::{BrowserFacts, SlotBrowser};
 use crate::identity::calibrate::{Calibrator, Record};
 use crate::identity::jar::{Jar, OpenNote};
 use crate::identity::profile::{Profile, ProxyTemplate};
+use crate::request::FetchRequest;
 use crate::wire::egress::{Egress, EgressFacts};
 use crate::wire::fingerprint::Calibration;
-use crate::wire::http::{FetchRequest, FetchResponse, Guard, HttpClient, RootStore};
+use crate::wire::http::{FetchResponse, Guard, HttpClient, RootStore};
 
 /// Health counters of a slot, for status output.
 #[derive(Debug, Clone, Default)]

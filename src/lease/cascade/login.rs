@@ -8,9 +8,9 @@ use std::sync::Arc;
 use super::Attempt;
 use crate::error::{Error, ErrorKind};
 use crate::lease::{Lease, Leases};
+use crate::request::FetchRequest;
 use crate::strategy::operation::Operation;
 use crate::strategy::{LoginState, Outcome, Strategy};
-use crate::wire::http::FetchRequest;
 
 /// `None` when some slot (the pinned one, if any) may be signed in for the
 /// strategy; else the error that says so and how to fix it.

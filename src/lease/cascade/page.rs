@@ -14,8 +14,8 @@ use super::types::{failed_on, skipped};
 use super::{Attempt, RunOptions};
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::{BrowseOptions, Call, Fetched, Lease};
+use crate::request::FetchRequest;
 use crate::strategy::{Body, Outcome};
-use crate::wire::http::FetchRequest;
 
 /// Which tiers a page may take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,11 +8,11 @@ use crate::error::ErrorKind;
 
 use crate::error::Error;
 use crate::lease::{Fetched, Lease};
+use crate::request::{FetchRequest, RequestKind};
 use crate::strategy::extract::Extracted;
 use crate::strategy::operation::{Operation, Tier};
 use crate::strategy::template::{render, render_json};
 use crate::strategy::{Body, Outcome, Strategy};
-use crate::wire::http::{FetchRequest, RequestKind};
 
 /// How one tier ended on one slot.
 pub(super) struct TierRun {

@@ -12,9 +12,10 @@ use super::Guard;
 use super::cert::RootStore;
 use super::headers::{AskedSets, HeaderSet, own_headers, xhr_headers};
 use super::hints::Memory;
-pub use super::request::{FetchRequest, FetchResponse, RequestKind, utf8_text};
+pub use super::request::{FetchResponse, utf8_text};
 use crate::config::HttpConfig;
 use crate::error::{Error, ErrorKind, Result};
+use crate::request::{FetchRequest, RequestKind};
 use wreq::cookie::CookieStore;
 
 use super::Persona;

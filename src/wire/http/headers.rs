@@ -8,8 +8,8 @@ use std::sync::Arc;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use url::Url;
 
-use super::request::FetchRequest;
 use crate::error::{Error, Result};
+use crate::request::FetchRequest;
 
 /// One kind of request as the browser sends it: default values (not the
 /// per-request headers, whose values are empty in the profile) and order.

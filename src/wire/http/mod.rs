@@ -13,6 +13,6 @@ mod request;
 mod tls_match;
 
 pub use cert::RootStore;
-pub use client::{FetchRequest, FetchResponse, HttpClient, RequestKind, utf8_text};
+pub use client::{FetchResponse, HttpClient, utf8_text};
 pub use guard::{Guard, host_matches, is_private};
 pub use persona::Persona;

@@ -1,4 +1,4 @@
-//! Slot events for operators: breaker transitions, tier blocks, browser launch /
+//! The slots' events for operators: breaker transitions, tier blocks, browser launch /
 //! recycle / crash / close, cookie refreshes and reloads. Broadcast to live
 //! subscribers (`/api/v1/events`, `idpool slots --watch`) and kept in a short
 //! ring for the status page.

@@ -49,13 +49,15 @@ pub async fn run(config: Option<&Path>, args: FetchArgs) -> anyhow::Result<ExitC
         }
     }?;
     let r = &fetched.response;
-    let slot = &pool.leases().slots()[fetched.slot];
+    let identities = pool.leases().identities();
+    let profile = identities.profile_of(fetched.slot)?.name.clone();
+    let jar_holds = identities.jar(fetched.slot)?.count();
     eprintln!("status:   {}", r.status);
     eprintln!("outcome:  {}", fetched.outcome.as_str());
     eprintln!(
         "slot:     {} (profile {}){}",
         fetched.slot,
-        slot.profile.name,
+        profile,
         if fetched.trial {
             ", its breaker's trial"
         } else {
@@ -75,11 +77,11 @@ pub async fn run(config: Option<&Path>, args: FetchArgs) -> anyhow::Result<ExitC
             "cookies:  set {} [{}]; jar holds {}",
             r.cookies_set.len(),
             r.cookies_set.join(", "),
-            slot.jar().count()
+            jar_holds
         ),
         idpool::lease::Via::Browser => {
-            let b = slot.browser_facts();
-            eprintln!("cookies:  jar holds {}", slot.jar().count());
+            let b = identities.browser(fetched.slot)?.facts();
+            eprintln!("cookies:  jar holds {jar_holds}");
             eprintln!(
                 "browser:  port {}, launches {}, operations {}",
                 b.port, b.launches, b.total_ops

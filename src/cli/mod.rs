@@ -61,7 +61,7 @@ pub enum Command {
     Mcp(mcp::McpArgs),
     /// Call one tool on the running daemon and print its structured result.
     Call(call::CallArgs),
-    /// Slot health from the running daemon; `--watch` follows its events.
+    /// The slots' health from the running daemon; `--watch` follows its events.
     Slots(slots::SlotsArgs),
     /// Manage API keys (the keys file of server.keys_file).
     #[command(subcommand)]

@@ -112,26 +112,19 @@ pub async fn run(config: Option<&Path>, args: RefreshArgs) -> anyhow::Result<Exi
         .warmup_url()
         .cloned()
         .with_context(|| format!("strategy `{}` has no warmup_url", strategy.name()))?;
-    let slots: Vec<usize> = match args.slot {
-        Some(n) if n >= pool.leases().slots().len() => bail!(
-            "slot {n} does not exist (the pool has {} slots)",
-            pool.leases().slots().len()
-        ),
-        Some(n) => vec![n],
-        None => (0..pool.leases().slots().len()).collect(),
-    };
+    let identities = pool.leases().identities();
+    let slots = identities.chosen(args.slot)?;
     for (slot, pid) in pool.end_stale_browsers().await {
         eprintln!("slot {slot}: ended Chromium pid {pid} left by an earlier run");
     }
     let mut failed = 0;
     for n in slots {
-        let slot = &pool.leases().slots()[n];
-        let before = slot.jar().export_for_domain(strategy.cookie_domain()).len();
+        let before = identities.cookies_for(n, strategy.cookie_domain());
         let result = pool
             .leases()
             .refresh_cookies(n, strategy.name(), &url)
             .await;
-        let after = slot.jar().export_for_domain(strategy.cookie_domain()).len();
+        let after = identities.cookies_for(n, strategy.cookie_domain());
         match result {
             Ok(()) => println!(
                 "slot {n}: {} cookies {before} -> {after}: ok",

@@ -28,7 +28,7 @@ pub struct PoolConfig {
     pub proxy_probe_secs: u64,
     /// `[pool.retire]`: when a slot gets a fresh identity by itself.
     pub retire: RetireConfig,
-    /// Slot `n` uses CDP port `base_port + n`.
+    /// The slot `n` uses CDP port `base_port + n`.
     pub base_port: u16,
     /// Per-slot state: `<data_dir>/slots/<n>/`.
     pub data_dir: PathBuf,

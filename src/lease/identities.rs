@@ -10,9 +10,10 @@ use serde_json::{Map, Value, json};
 
 use super::state::Leases;
 use crate::error::{Error, ErrorKind, Result};
-use crate::identity::browser::BrowserFacts;
-use crate::identity::profile::Profile;
-use crate::identity::slot::{CalibrationStatus, Slot};
+use crate::identity::browser::{BrowserFacts, SlotBrowser};
+use crate::identity::jar::Jar;
+use crate::identity::profile::{Profile, ProxyUrl};
+use crate::identity::slot::{CalibrationStatus, PersonHold, Slot, SlotIdentity};
 use crate::wire::egress::EgressFacts;
 
 /// The pool's identities, by number (see [`Leases::identities`]).
@@ -48,8 +49,8 @@ impl Leases {
     }
 }
 
-impl Identities<'_> {
-    fn slots(&self) -> &[std::sync::Arc<Slot>] {
+impl<'a> Identities<'a> {
+    fn slots(&self) -> &'a [std::sync::Arc<Slot>] {
         &self.leases.slots
     }
 
@@ -86,7 +87,7 @@ impl Identities<'_> {
         }
     }
 
-    fn slot(&self, id: usize) -> Result<&Slot> {
+    fn slot(&self, id: usize) -> Result<&'a std::sync::Arc<Slot>> {
         let id = self.check(id)?;
         Ok(&self.slots()[id])
     }
@@ -114,8 +115,136 @@ impl Identities<'_> {
     }
 
     /// The profile `id` was opened with.
-    pub fn profile(&self, id: usize) -> Option<&Profile> {
+    pub fn profile(&self, id: usize) -> Option<&'a Profile> {
         self.slots().get(id).map(|s| &s.profile)
+    }
+
+    /// [`Identities::profile`], or an invalid argument.
+    pub fn profile_of(&self, id: usize) -> Result<&'a Profile> {
+        Ok(&self.slot(id)?.profile)
+    }
+
+    /// `id`'s browser (launched on first use), for work on it outside a
+    /// site's request: a browsing session's tab, a session file's storage.
+    pub fn browser(&self, id: usize) -> Result<&'a SlotBrowser> {
+        Ok(self.slot(id)?.browser())
+    }
+
+    /// `id`'s cookie jar.
+    pub fn jar(&self, id: usize) -> Result<&'a std::sync::Arc<Jar>> {
+        Ok(self.slot(id)?.jar())
+    }
+
+    /// Save `id`'s jar if it changed (a failure is logged).
+    pub async fn save_jar(&self, id: usize) {
+        if let Ok(slot) = self.slot(id) {
+            slot.save_jar().await;
+        }
+    }
+
+    /// `id`'s folder (`<data_dir>/slots/<id>`).
+    pub fn dir(&self, id: usize) -> Result<&'a std::path::Path> {
+        Ok(&self.slot(id)?.dir)
+    }
+
+    /// `id`'s record now: session, generation, birth, persona.
+    pub fn record(&self, id: usize) -> Result<SlotIdentity> {
+        Ok(self.slot(id)?.identity())
+    }
+
+    /// Make `id` the identity `new` (an adopted or imported one): its
+    /// session renders the proxy for both tiers.
+    pub fn take_identity(&self, id: usize, new: &SlotIdentity) -> Result<()> {
+        self.slot(id)?.take_identity(new)
+    }
+
+    /// The upstream proxy `id` goes through now (credentials inside:
+    /// display it redacted).
+    pub fn upstream(&self, id: usize) -> Result<Option<ProxyUrl>> {
+        Ok(self.slot(id)?.upstream())
+    }
+
+    /// `id`'s last calibration record, as JSON (`None` before one).
+    pub fn calibration_record(&self, id: usize) -> Result<Option<Value>> {
+        let record = self.slot(id)?.calibration_record();
+        Ok(record.and_then(|r| serde_json::to_value(r).ok()))
+    }
+
+    /// Apply a calibration record carried by a bundle, when it was made
+    /// with this browser and profile; whether it applied.
+    pub fn adopt_calibration(&self, id: usize, record: Value) -> Result<bool> {
+        self.slot(id)?.adopt_calibration(record)
+    }
+
+    /// Hand `id` to a person (a live view): `None` while one has it.
+    pub fn hold_for_person(&self, id: usize) -> Result<Option<PersonHold>> {
+        Ok(self.slot(id)?.hold_for_person())
+    }
+
+    /// A page `id`'s browser loaded outside a lease's request (a person's
+    /// navigation) counts as its request too.
+    pub fn count_page(&self, id: usize) {
+        if let Some(s) = self.slots().get(id) {
+            s.count_page();
+        }
+    }
+
+    /// Every identity's browser facts, in order.
+    pub fn browser_facts(&self) -> Vec<BrowserFacts> {
+        self.slots().iter().map(|s| s.browser_facts()).collect()
+    }
+
+    /// Browser operations of every identity so far (moves when any browser
+    /// is used).
+    pub fn browser_uses(&self) -> u64 {
+        self.slots().iter().map(|s| s.browser_uses()).sum()
+    }
+
+    /// Close the browsers nobody used for `idle`.
+    pub async fn close_idle_browsers(&self, idle: std::time::Duration) {
+        for slot in self.slots() {
+            slot.browser().close_if_idle(idle).await;
+        }
+    }
+
+    /// Whether any identity goes through an upstream proxy.
+    pub fn proxied(&self) -> bool {
+        self.slots().iter().any(|s| s.egress().has_upstream())
+    }
+
+    /// Probe the upstream proxies whose probe is due (those marked down);
+    /// then each identity's proxy state: down, with its last error and
+    /// failures.
+    pub async fn probe_proxies(&self) -> Vec<(bool, Option<String>, u32)> {
+        for slot in self.slots() {
+            if slot.egress().health().probe_due() {
+                slot.egress().probe_upstream().await;
+            }
+        }
+        (self.slots().iter())
+            .map(|s| {
+                let r = s.egress().health().report();
+                (s.proxy_down(), r.last_error, r.failures)
+            })
+            .collect()
+    }
+
+    /// Whether `id`'s browser may be launched ahead of need: no person
+    /// holds it, its proxy is up and it does not run.
+    pub fn may_warm(&self, id: usize) -> bool {
+        self.slots()
+            .get(id)
+            .is_some_and(|s| !(s.held_by_person() || s.proxy_down() || s.browser_facts().running))
+    }
+
+    /// Launch `id`'s browser ahead of need (`browser.standby`) if it
+    /// [may](Self::may_warm): whether it launched now.
+    pub async fn warm_browser(&self, id: usize) -> Result<bool> {
+        let slot = self.slot(id)?;
+        if !self.may_warm(id) {
+            return Ok(false);
+        }
+        slot.warm_browser().await
     }
 
     /// What `/metrics` shows of `id`.

@@ -40,7 +40,7 @@ pub struct Retirement {
 impl Leases {
     /// Give slot `slot` a fresh identity now.
     pub async fn retire(self: &Arc<Self>, slot: usize, reason: &str) -> Result<Retirement> {
-        let s = self.slot(slot).cloned().ok_or_else(|| {
+        let s = self.slots().get(slot).cloned().ok_or_else(|| {
             Error::not_found(format!(
                 "slot {slot} does not exist (the pool has {} slots)",
                 self.slots().len()
@@ -124,7 +124,9 @@ impl Leases {
     }
 
     fn retire_in_background(self: &Arc<Self>, slot: usize, reason: &'static str) {
-        let Some(s) = self.slot(slot) else { return };
+        let Some(s) = self.slots().get(slot) else {
+            return;
+        };
         if s.wear.retiring.load(Ordering::Acquire) {
             return;
         }

@@ -108,12 +108,18 @@ impl Leases {
         &self.recordings
     }
 
-    pub fn slots(&self) -> &[Arc<Slot>] {
+    /// The slots, for the lease's own files.
+    pub(super) fn slots(&self) -> &[Arc<Slot>] {
         &self.slots
     }
 
-    pub fn slot(&self, id: usize) -> Option<&Arc<Slot>> {
-        self.slots.get(id)
+    /// The slots themselves, for tests that look inside an identity (its
+    /// browser's launch facts, its calibration). Nothing of the library
+    /// outside `lease/` calls it (`tests/offline/layers.rs`): what the
+    /// rest needs of an identity is a method of [`Leases::identities`].
+    #[doc(hidden)]
+    pub fn slots_for_tests(&self) -> &[Arc<Slot>] {
+        &self.slots
     }
 
     /// The strategies now (a reload swaps them; holders keep the old set).

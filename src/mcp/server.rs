@@ -182,7 +182,7 @@ impl ServerHandler for McpServer {
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         let mut list = vec![
-            json!({"uri": "idpool://slots", "name": "slots", "title": "Slot health",
+            json!({"uri": "idpool://slots", "name": "slots", "title": "Slots' health",
                    "description": "pool_status as a resource", "mimeType": "application/json"}),
             json!({"uri": "idpool://strategies", "name": "strategies", "title": "Strategies",
                    "description": "list_strategies as a resource", "mimeType": "application/json"}),

@@ -223,8 +223,8 @@ impl Browsing {
                 ));
             }
         }
-        let s = &self.leases.slots()[slot];
-        let tab = s.browser().turn().await?.open_tab().await?;
+        let browser = self.leases.identities().browser(slot)?;
+        let tab = browser.turn().await?.open_tab().await?;
         let store = self.leases.recordings();
         let recording = match store.wants(self.leases.signed_in(slot, &key)) {
             true => {
@@ -307,7 +307,8 @@ impl Browsing {
             crate::lease::recordings::note(&rec);
         }
         session.log(step.kind(), step.logged());
-        let slot = &self.leases.slots()[session.slot];
+        let identities = self.leases.identities();
+        let browser = identities.browser(session.slot)?;
         let t = &session.tab;
         // What may load a page goes through a lease on the session's slot,
         // taken before the browser's turn (as every call takes them): the
@@ -343,8 +344,8 @@ impl Browsing {
             }
             (_, None) => None,
         };
-        let deadline = Instant::now() + Duration::from_secs(slot.browser().op_timeout_secs());
-        let mut turn = slot.browser().turn().await?;
+        let deadline = Instant::now() + Duration::from_secs(browser.op_timeout_secs());
+        let mut turn = browser.turn().await?;
         // Focus, keys and rendering follow the tab in front (the working
         // tab may have been recycled in front of it meanwhile).
         t.bring_to_front().await.map_err(|_| {
@@ -375,7 +376,7 @@ impl Browsing {
                     Error::new(ErrorKind::Internal, "a navigation without its lease")
                 })?;
                 let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
-                let cookies = slot.jar().export_for_domain(&host);
+                let cookies = identities.jar(session.slot)?.export_for_domain(&host);
                 turn.push_cookies(t, &cookies).await?;
                 session.hosts.lock().insert(host);
                 let fetched = lease.navigate_tab(t, url, deadline).await;
@@ -532,18 +533,22 @@ impl Browsing {
                 tracing::warn!(session = %session.id, error = %e, "cannot write the session's recording");
             }
         }
-        let slot = &self.leases.slots()[session.slot];
-        let mut turn = slot.browser().turn().await?;
+        let identities = self.leases.identities();
+        let (browser, jar) = (
+            identities.browser(session.slot)?,
+            identities.jar(session.slot)?,
+        );
+        let mut turn = browser.turn().await?;
         let mut n = 0;
         let hosts: Vec<String> = session.hosts.lock().iter().cloned().collect();
         for h in hosts {
             let cookies = turn.cookies(&h).await?;
             n += cookies.len();
-            slot.jar().import(&cookies);
+            jar.import(&cookies);
         }
         turn.close_tab(session.tab.clone()).await;
         drop(turn);
-        slot.save_jar().await;
+        identities.save_jar(session.slot).await;
         Ok(n)
     }
 

@@ -226,23 +226,15 @@ impl Bundles {
         }
     }
 
-    fn slot(&self, slot: usize) -> Result<Arc<crate::identity::slot::Slot>> {
-        self.leases.slot(slot).cloned().ok_or_else(|| {
-            Error::not_found(format!(
-                "slot {slot} does not exist (the pool has {} slots)",
-                self.leases.slots().len()
-            ))
-        })
-    }
-
-    /// Slot `slot`'s identity, sealed with `passphrase`.
+    /// The slot `slot`'s identity, sealed with `passphrase`.
     pub async fn export(
         &self,
         slot: usize,
         passphrase: &str,
         with_secrets: bool,
     ) -> Result<Exported> {
-        let s = self.slot(slot)?;
+        let identities = self.leases.identities();
+        let (profile, me) = (identities.profile_of(slot)?, identities.record(slot)?);
         let session = self
             .files
             .export_session(slot, Format::StorageState, None)
@@ -259,25 +251,20 @@ impl Bundles {
                 })
                 .collect()
         };
-        let calibration = s
-            .calibration_record()
-            .and_then(|r| serde_json::to_value(r).ok());
+        let calibration = identities.calibration_record(slot)?;
         let contents = Contents {
             contents: CONTENTS,
             exported_at: unix_now(),
             from_slot: slot,
-            profile: s.profile.name.clone(),
-            user_agent: s.profile.user_agent.clone(),
-            identity: {
-                let me = s.identity();
-                BundledIdentity {
-                    session: me.session,
-                    generation: me.generation,
-                    born: me.born,
-                    persona: me.persona,
-                }
+            profile: profile.name.clone(),
+            user_agent: profile.user_agent.clone(),
+            identity: BundledIdentity {
+                session: me.session,
+                generation: me.generation,
+                born: me.born,
+                persona: me.persona,
             },
-            proxy: s.upstream().map(|p| {
+            proxy: identities.upstream(slot)?.map(|p| {
                 if with_secrets {
                     p.expose().to_string()
                 } else {
@@ -316,7 +303,8 @@ impl Bundles {
 
     /// Open `bytes` with `passphrase` and seat the identity in slot `slot`.
     pub async fn import(&self, slot: usize, bytes: Vec<u8>, passphrase: &str) -> Result<Imported> {
-        let s = self.slot(slot)?;
+        let identities = self.leases.identities();
+        identities.check(slot)?;
         let pass = zeroize::Zeroizing::new(passphrase.to_string());
         let plain = self.kdf.run(move || bundle::open(&bytes, &pass)).await?;
         let plain = zeroize::Zeroizing::new(plain);
@@ -347,13 +335,13 @@ impl Bundles {
         let retired = self.leases.retire(slot, "identity import").await?;
         let identity = SlotIdentity {
             session: c.identity.session.clone(),
-            generation: s.identity().generation,
+            generation: identities.record(slot)?.generation,
             born: c.identity.born,
             persona: Some(c.identity.persona.clone().unwrap_or_else(Persona::fresh)),
         };
-        s.take_identity(&identity)?;
+        identities.take_identity(slot, &identity)?;
         let calibration_applied = match c.calibration.clone() {
-            Some(r) => s.adopt_calibration(r)?,
+            Some(r) => identities.adopt_calibration(slot, r)?,
             None => false,
         };
         let imported = self
@@ -380,7 +368,7 @@ impl Bundles {
             }
         }
         self.leases.wake();
-        let rendered = s.upstream().map(|p| p.redacted());
+        let rendered = identities.upstream(slot)?.map(|p| p.redacted());
         let bundled = c.proxy.as_deref().map(|p| {
             crate::config::ProxyUrl::parse(p)
                 .map_or_else(|_| "[unreadable]".to_string(), |u| u.redacted())

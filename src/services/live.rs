@@ -28,7 +28,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::identity::browser::live::{self, Input};
-use crate::identity::slot::Slot;
 use crate::lease::Leases;
 use crate::strategy::{Body, LoginState, Outcome, Strategy};
 
@@ -170,12 +169,7 @@ impl Logins {
         strategy: &str,
         limits: LoginLimits,
     ) -> Result<Arc<LiveSession>> {
-        let s = self.leases.slot(slot).cloned().ok_or_else(|| {
-            Error::not_found(format!(
-                "slot {slot} does not exist (the pool has {} slots)",
-                self.leases.slots().len()
-            ))
-        })?;
+        self.leases.identities().check(slot)?;
         let rules = self.leases.strategy(strategy).ok_or_else(|| {
             Error::new(
                 ErrorKind::InvalidArgument,
@@ -196,10 +190,10 @@ impl Logins {
         let (session, input_rx) = self.register(slot, strategy, &url, Purpose::Login)?;
         // The person's hold, from now: the cascade sends no browser work to
         // this slot while the session is open.
-        let person = s.hold_for_person();
+        let person = self.leases.identities().hold_for_person(slot)?;
         let (logins, me) = (self.clone(), session.clone());
         tokio::spawn(async move {
-            let end = logins.run(&s, &rules, url, &me, input_rx, limits).await;
+            let end = logins.run(slot, &rules, url, &me, input_rx, limits).await;
             drop(person);
             logins.ended(&me, end).await;
         });
@@ -366,24 +360,21 @@ impl Logins {
         (url, sign_in): (url::Url, bool),
         limits: LoginLimits,
     ) -> Result<&'static str> {
-        let slot = self
-            .leases
-            .slot(me.slot)
-            .cloned()
-            .ok_or_else(|| Error::not_found(format!("slot {} does not exist", me.slot)))?;
+        let identities = self.leases.identities();
+        let slot = identities.check(me.slot)?;
         let strategy = self.leases.strategy(&me.strategy).ok_or_else(|| {
             Error::not_found(format!(
                 "strategy `{}` is gone (reloaded away)",
                 me.strategy
             ))
         })?;
-        let person = slot.hold_for_person();
+        let person = identities.hold_for_person(slot)?;
         let (mut turn, tab, outcome) = lease.open_for_person(url).await?;
         let end = if sign_in {
-            self.watch(&slot, &strategy, me, input, limits, &tab, Goal::SignIn)
+            self.watch(slot, &strategy, me, input, limits, &tab, Goal::SignIn)
                 .await
         } else if wants_person(outcome) {
-            self.watch(&slot, &strategy, me, input, limits, &tab, Goal::Clear)
+            self.watch(slot, &strategy, me, input, limits, &tab, Goal::Clear)
                 .await
         } else {
             // Clear already (the wall lifted meanwhile).
@@ -399,8 +390,9 @@ impl Logins {
         };
         drop(turn);
         drop(person);
-        slot.jar().import(&cookies?);
-        slot.jar().save()?;
+        let jar = identities.jar(slot)?;
+        jar.import(&cookies?);
+        jar.save()?;
         end
     }
 
@@ -419,7 +411,7 @@ impl Logins {
 
     async fn run(
         &self,
-        slot: &Arc<Slot>,
+        slot: usize,
         strategy: &Arc<dyn Strategy>,
         url: url::Url,
         me: &LiveSession,
@@ -428,7 +420,7 @@ impl Logins {
     ) -> Result<&'static str> {
         let lease = self
             .leases
-            .next_slot(strategy.name(), Some(slot.id), None)
+            .next_slot(strategy.name(), Some(slot), None)
             .await?;
         let (end, cookies) = match lease.hold_browser(url).await {
             Ok((mut turn, tab, fetched)) => {
@@ -459,8 +451,9 @@ impl Logins {
         let Some(cookies) = cookies else {
             return end;
         };
-        slot.jar().import(&cookies?);
-        slot.jar().save()?;
+        let jar = self.leases.identities().jar(slot)?.clone();
+        jar.import(&cookies?);
+        jar.save()?;
         end
     }
 
@@ -468,7 +461,7 @@ impl Logins {
     #[allow(clippy::too_many_arguments)]
     async fn watch(
         &self,
-        slot: &Arc<Slot>,
+        slot: usize,
         strategy: &Arc<dyn Strategy>,
         me: &LiveSession,
         input: &mut mpsc::Receiver<Input>,
@@ -509,7 +502,7 @@ impl Logins {
     #[allow(clippy::too_many_arguments)]
     async fn watch_frames(
         &self,
-        slot: &Arc<Slot>,
+        slot: usize,
         strategy: &Arc<dyn Strategy>,
         me: &LiveSession,
         input: &mut mpsc::Receiver<Input>,
@@ -517,6 +510,7 @@ impl Logins {
         tab: &chromiumoxide::Page,
         (tape, goal): (Option<&crate::identity::browser::tape::Tape>, Goal),
     ) -> Result<&'static str> {
+        let page_limit = self.leases.identities().browser(slot)?.page_limit();
         let mut frames = live::start(tab, 1280).await?;
         me.set("waiting", false, None);
         let deadline = Instant::now() + limits.timeout;
@@ -558,14 +552,14 @@ impl Logins {
                     me.counts.1.fetch_add(1, Ordering::Relaxed);
                 },
                 _ = check.tick() => {
-                    let html = crate::identity::browser::page::content(tab, slot.browser().page_limit())
+                    let html = crate::identity::browser::page::content(tab, page_limit)
                         .await
                         .map(|(html, _)| html)
                         .unwrap_or_default();
                     let at = tab.url().await.ok().flatten().unwrap_or_default();
                     let body = Body::html_page(&html);
                     if at.starts_with("http") && judged.as_deref() != Some(at.as_str()) && !html.is_empty() {
-                        slot.count_page();
+                        self.leases.identities().count_page(slot);
                         if let Some(t) = tape {
                             t.action("loaded", crate::identity::browser::tape::without_credentials(&at));
                         }
@@ -576,7 +570,7 @@ impl Logins {
                     }
                     match goal {
                         Goal::SignIn => if let Some((LoginState::LoggedIn, why)) = strategy.login_state(200, &at, &body) {
-                            self.leases.set_login(slot.id, strategy.name(), LoginState::LoggedIn, &why);
+                            self.leases.set_login(slot, strategy.name(), LoginState::LoggedIn, &why);
                             break Ok("logged_in");
                         },
                         Goal::Clear => if !html.is_empty() && !wants_person(strategy.classify(200, &at, &body)) {

@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::identity::jar::Jar;
 use crate::identity::session::{self, Session};
-use crate::identity::slot::Slot;
 use crate::lease::Leases;
 use crate::request::SessionFormat as Format;
 
@@ -58,21 +58,21 @@ struct Record {
 }
 
 impl Record {
-    fn path(slot: &Slot) -> PathBuf {
-        slot.dir.join("session.json")
+    fn path(dir: &Path) -> PathBuf {
+        dir.join("session.json")
     }
 
-    fn load(slot: &Slot) -> Record {
-        std::fs::read(Self::path(slot))
+    fn load(dir: &Path) -> Record {
+        std::fs::read(Self::path(dir))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .unwrap_or_default()
     }
 
-    fn save(&self, slot: &Slot) -> Result<()> {
+    fn save(&self, dir: &Path) -> Result<()> {
         let bytes = serde_json::to_vec_pretty(self)
             .map_err(|e| Error::new(ErrorKind::Internal, format!("session record: {e}")))?;
-        crate::fsutil::write_atomically(&Self::path(slot), &bytes)
+        crate::fsutil::write_atomically(&Self::path(dir), &bytes)
     }
 }
 
@@ -87,15 +87,6 @@ impl SessionFiles {
         SessionFiles { leases }
     }
 
-    fn session_slot(&self, slot: usize) -> Result<std::sync::Arc<Slot>> {
-        self.leases.slot(slot).cloned().ok_or_else(|| {
-            Error::not_found(format!(
-                "slot {slot} does not exist (the pool has {} slots)",
-                self.leases.slots().len()
-            ))
-        })
-    }
-
     /// Merge a session file's cookies (and `localStorage`) into slot `slot`.
     pub async fn import_session(
         &self,
@@ -103,25 +94,26 @@ impl SessionFiles {
         text: &str,
         format: Format,
     ) -> Result<Imported> {
-        let s = self.session_slot(slot)?;
+        let identities = self.leases.identities();
+        let (browser, dir) = (identities.browser(slot)?, identities.dir(slot)?);
         let read = resolve(text, format);
         let parsed = session::parse(text, format)?;
         // From here on only what the jar took: a refused cookie goes
         // neither into the browser nor into the login probes.
-        let (mut imported, parsed) = merge_cookies(&s, &parsed, read)?;
-        if !parsed.cookies.is_empty() && s.browser_facts().running {
-            let mut turn = s.browser().turn().await?;
+        let (mut imported, parsed) = merge_cookies(identities.jar(slot)?, slot, &parsed, read)?;
+        if !parsed.cookies.is_empty() && browser.facts().running {
+            let mut turn = browser.turn().await?;
             turn.set_cookies(&parsed.cookies).await?;
             imported.browser = true;
         }
         if !parsed.origins.is_empty() {
-            s.browser()
+            browser
                 .turn()
                 .await?
                 .write_local_storage(&parsed.origins)
                 .await
                 .map_err(|e| e.context(format!("slot {slot}: localStorage")))?;
-            let mut record = Record::load(&s);
+            let mut record = Record::load(dir);
             for o in &parsed.origins {
                 imported
                     .local_storage
@@ -130,7 +122,7 @@ impl SessionFiles {
                     record.origins.push(o.origin.clone());
                 }
             }
-            record.save(&s)?;
+            record.save(dir)?;
         }
         imported.login = self.probe_logins(slot, &parsed).await;
         self.leases.events().emit(
@@ -145,7 +137,7 @@ impl SessionFiles {
         Ok(imported)
     }
 
-    /// Slot `slot`'s session as `format`, only `domain`'s when given. The
+    /// The slot `slot`'s session as `format`, only `domain`'s when given. The
     /// `localStorage` of the origins imports wrote (and of `https://<domain>`)
     /// is read from its Chromium when the slot has one.
     pub async fn export_session(
@@ -154,27 +146,23 @@ impl SessionFiles {
         format: Format,
         domain: Option<&str>,
     ) -> Result<String> {
-        let s = self.session_slot(slot)?;
+        let identities = self.leases.identities();
+        let (browser, dir) = (identities.browser(slot)?, identities.dir(slot)?);
         let mut out = Session {
-            cookies: s.jar().export_all(),
+            cookies: identities.jar(slot)?.export_all(),
             origins: Vec::new(),
         };
         if matches!(format, Format::StorageState | Format::Auto) {
-            let mut origins = Record::load(&s).origins;
+            let mut origins = Record::load(dir).origins;
             if let Some(d) = domain {
                 let own = format!("https://{}", d.trim_start_matches('.'));
                 if !origins.contains(&own) {
                     origins.push(own);
                 }
             }
-            let has_profile = s.browser().spec().user_data_dir.exists();
-            if !origins.is_empty() && (has_profile || s.browser_facts().running) {
-                out.origins = s
-                    .browser()
-                    .turn()
-                    .await?
-                    .read_local_storage(&origins)
-                    .await?;
+            let has_profile = browser.spec().user_data_dir.exists();
+            if !origins.is_empty() && (has_profile || browser.facts().running) {
+                out.origins = browser.turn().await?.read_local_storage(&origins).await?;
             }
         }
         if let Some(d) = domain {
@@ -234,10 +222,7 @@ impl SessionFiles {
     /// import (at start). A bad file is reported and changes nothing.
     pub fn import_declared_sessions(&self, declared: &[(usize, PathBuf)]) {
         for (slot, path) in declared {
-            let Some(s) = self.leases.slot(*slot).cloned() else {
-                continue;
-            };
-            if let Err(e) = self.import_declared(&s, path) {
+            if let Err(e) = self.import_declared(*slot, path) {
                 tracing::error!(slot, file = %path.display(), error = %e, "session file not imported; the slot keeps its jar");
                 self.leases.events().emit(
                     "session_import_failed",
@@ -249,22 +234,25 @@ impl SessionFiles {
         }
     }
 
-    fn import_declared(&self, s: &std::sync::Arc<Slot>, path: &Path) -> Result<()> {
+    fn import_declared(&self, slot: usize, path: &Path) -> Result<()> {
+        let identities = self.leases.identities();
+        let dir = identities.dir(slot)?;
         let mtime = modified(path)?;
-        let mut record = Record::load(s);
+        let mut record = Record::load(dir);
         if record.imported.get(path).is_some_and(|t| *t >= mtime) {
             return Ok(());
         }
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::io(format!("cannot read {}", path.display()), e))?;
         let parsed = session::parse(&text, Format::Auto)?;
-        let (imported, _) = merge_cookies(s, &parsed, resolve(&text, Format::Auto))?;
-        tracing::info!(slot = s.id, file = %path.display(), cookies = imported.cookies, "session file imported");
+        let jar = identities.jar(slot)?;
+        let (imported, _) = merge_cookies(jar, slot, &parsed, resolve(&text, Format::Auto))?;
+        tracing::info!(slot, file = %path.display(), cookies = imported.cookies, "session file imported");
         record.imported.insert(path.to_path_buf(), mtime);
-        record.save(s)?;
+        record.save(dir)?;
         if !parsed.origins.is_empty() {
             // localStorage needs the browser: written in the background.
-            let (files, slot, text) = (self.clone(), s.id, text.clone());
+            let (files, text) = (self.clone(), text.clone());
             tokio::spawn(async move {
                 if let Err(e) = files.import_session(slot, &text, Format::Auto).await {
                     tracing::warn!(slot, error = %e, "session file: localStorage not written");
@@ -275,13 +263,18 @@ impl SessionFiles {
     }
 }
 
-/// Merge `parsed`'s cookies into the slot's jar and save it; what it did,
-/// and the session less the cookies the jar refused.
-fn merge_cookies(s: &Slot, parsed: &Session, format: &'static str) -> Result<(Imported, Session)> {
-    let (report, accepted) = session::merge(s.jar(), parsed);
-    s.jar().save()?;
+/// Merge `parsed`'s cookies into slot `slot`'s `jar` and save it; what it
+/// did, and the session less the cookies the jar refused.
+fn merge_cookies(
+    jar: &Jar,
+    slot: usize,
+    parsed: &Session,
+    format: &'static str,
+) -> Result<(Imported, Session)> {
+    let (report, accepted) = session::merge(jar, parsed);
+    jar.save()?;
     let imported = Imported {
-        slot: s.id,
+        slot,
         format,
         cookies: report.taken,
         domains: accepted.counts(),

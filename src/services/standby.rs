@@ -35,7 +35,7 @@ pub fn spawn(leases: &Arc<Leases>, stop: &CancellationToken, want: usize, cap_mb
         let mut seen: Option<u64> = None;
         let mut short_of_memory = false;
         while let Some(leases) = tick(&mut interval, &stop, &weak).await {
-            let uses: u64 = leases.slots().iter().map(|s| s.browser_uses()).sum();
+            let uses = leases.identities().browser_uses();
             if seen == Some(uses) {
                 continue;
             }
@@ -63,24 +63,22 @@ async fn fill(leases: &Arc<Leases>, want: usize, cap_mb: u64, stop: &Cancellatio
         if ready >= want || stop.is_cancelled() {
             break;
         }
-        let Some(slot) = leases.slot(id) else {
-            continue;
-        };
-        let usable = leases.fleet().is_none_or(|f| f.usable(id));
-        if !usable || slot.held_by_person() || slot.proxy_down() || slot.browser_facts().running {
+        let identities = leases.identities();
+        if !leases.in_hand(id) || !identities.may_warm(id) {
             continue;
         }
         if available_mb().is_some_and(|mb| mb < cap_mb.max(512)) {
             return false;
         }
-        match slot.warm_browser().await {
+        match identities.warm_browser(id).await {
             Ok(true) => {
                 ready += 1;
+                let pid = identities.browser(id).ok().and_then(|b| b.facts().pid);
                 leases.events().emit(
                     "browser_standby",
                     Some(id),
                     None,
-                    serde_json::json!({"pid": slot.browser_facts().pid}),
+                    serde_json::json!({"pid": pid}),
                 );
             }
             Ok(false) => {}

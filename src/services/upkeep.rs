@@ -23,16 +23,12 @@ pub fn spawn_browser_watcher(leases: &Arc<Leases>, stop: &CancellationToken) {
         let (mut zombies, mut ticks) = (std::collections::HashSet::new(), 0u32);
         while let Some(leases) = tick(&mut interval, &stop, &weak).await {
             ticks = ticks.wrapping_add(1);
+            let now = leases.identities().browser_facts();
             if ticks % 10 == 0 {
                 // Every 5 s: orphans handed to us that no one reaps.
-                let mains: Vec<u32> = leases
-                    .slots()
-                    .iter()
-                    .filter_map(|s| s.browser_facts().pid)
-                    .collect();
+                let mains: Vec<u32> = now.iter().filter_map(|f| f.pid).collect();
                 crate::identity::browser::process::sweep_zombies(&mut zombies, &mains);
             }
-            let now: Vec<_> = leases.slots().iter().map(|s| s.browser_facts()).collect();
             for (i, (old, new)) in last.iter().zip(&now).enumerate() {
                 let detail = serde_json::json!({"pid": new.pid, "port": new.port});
                 let emit = |kind: &str, changed: bool| {
@@ -61,7 +57,7 @@ pub fn spawn_maintenance(leases: &Arc<Leases>, stop: &CancellationToken) {
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
         return;
     };
-    let proxied = leases.slots().iter().any(|s| s.egress().has_upstream());
+    let proxied = leases.identities().proxied();
     if !proxied && leases.config().retire.max_age_secs == 0 {
         return;
     }
@@ -71,27 +67,21 @@ pub fn spawn_maintenance(leases: &Arc<Leases>, stop: &CancellationToken) {
         let mut down: Vec<bool> = Vec::new();
         let mut interval = interval(Duration::from_millis(500));
         while let Some(leases) = tick(&mut interval, &stop, &weak).await {
-            for slot in leases.slots() {
-                if slot.egress().health().probe_due() {
-                    slot.egress().probe_upstream().await;
-                }
-            }
-            let now: Vec<bool> = leases.slots().iter().map(|s| s.proxy_down()).collect();
-            for (i, is_down) in now.iter().enumerate() {
+            let states = leases.identities().probe_proxies().await;
+            for (i, (is_down, error, failures)) in states.iter().enumerate() {
                 let was = down.get(i).copied().unwrap_or(false);
                 if *is_down != was {
-                    let report = leases.slots()[i].egress().health().report();
                     let kind = if *is_down { "proxy_down" } else { "proxy_up" };
-                    tracing::warn!(slot = i, error = ?report.last_error, "{kind}");
+                    tracing::warn!(slot = i, error = ?error, "{kind}");
                     leases.events().emit(
                         kind,
                         Some(i),
                         None,
-                        serde_json::json!({"error": report.last_error, "failures": report.failures}),
+                        serde_json::json!({"error": error, "failures": failures}),
                     );
                 }
             }
-            down = now;
+            down = states.iter().map(|(d, _, _)| *d).collect();
             leases.retire_aged();
         }
     });
@@ -109,9 +99,7 @@ pub fn spawn_idle_closer(leases: &Arc<Leases>, stop: &CancellationToken, idle: D
     rt.spawn(async move {
         let mut interval = interval(every);
         while let Some(leases) = tick(&mut interval, &stop, &weak).await {
-            for slot in leases.slots() {
-                slot.browser().close_if_idle(idle).await;
-            }
+            leases.identities().close_idle_browsers(idle).await;
         }
     });
 }

@@ -24,7 +24,7 @@ async fn lazy_launch_one_chromium_on_its_slot_port_and_dir() {
     assert!(chromium_browsers_under(&data).is_empty());
     assert!(
         pool.leases()
-            .slots()
+            .slots_for_tests()
             .iter()
             .all(|s| !s.browser_facts().running)
     );
@@ -46,7 +46,7 @@ async fn lazy_launch_one_chromium_on_its_slot_port_and_dir() {
         data.join("slots/1/chromium").display()
     );
     assert!(args.contains(&dir), "{args:?}");
-    let facts = pool.leases().slots()[1].browser_facts();
+    let facts = pool.leases().slots_for_tests()[1].browser_facts();
     assert_eq!(
         (facts.running, facts.pid, facts.port, facts.launches),
         (true, Some(*pid), 19301, 1)
@@ -62,8 +62,8 @@ async fn lazy_launch_one_chromium_on_its_slot_port_and_dir() {
         facts.rss_mb
     );
     assert!(
-        !pool.leases().slots()[0].browser_facts().running
-            && !pool.leases().slots()[2].browser_facts().running
+        !pool.leases().slots_for_tests()[0].browser_facts().running
+            && !pool.leases().slots_for_tests()[2].browser_facts().running
     );
     assert_eq!(
         std::fs::read_to_string(data.join("slots/1/chromium.pid"))
@@ -230,7 +230,7 @@ async fn tabs_recycle_while_process_and_cookies_survive() {
     pool.browse(env.url("/product/B0REC"), None, Some(0))
         .await
         .expect("first");
-    let pid = pool.leases().slots()[0]
+    let pid = pool.leases().slots_for_tests()[0]
         .browser_facts()
         .pid
         .expect("running");
@@ -245,8 +245,10 @@ async fn tabs_recycle_while_process_and_cookies_survive() {
     // The calibration behind the first call navigates six times too (its
     // HTTP/2 pages, its HTTP/1.1 page, the origin that asks for client
     // hints and its page, and the self-check): 18 operations.
-    pool.leases().slots()[0].calibration_settled().await;
-    let facts = pool.leases().slots()[0].browser_facts();
+    pool.leases().slots_for_tests()[0]
+        .calibration_settled()
+        .await;
+    let facts = pool.leases().slots_for_tests()[0].browser_facts();
     assert_eq!(
         (facts.total_ops, facts.recycles, facts.ops_since_recycle),
         (18, 3, 3),
@@ -267,15 +269,17 @@ async fn a_killed_chromium_is_reaped_counted_and_relaunched() {
         .await
         .expect("first");
     // The calibration behind the first call is done with this browser.
-    pool.leases().slots()[0].calibration_settled().await;
-    let old = pool.leases().slots()[0]
+    pool.leases().slots_for_tests()[0]
+        .calibration_settled()
+        .await;
+    let old = pool.leases().slots_for_tests()[0]
         .browser_facts()
         .pid
         .expect("running");
     // SAFETY: a plain signal to the Chromium this test started.
     unsafe { libc::kill(old as i32, libc::SIGKILL) };
     for _ in 0..100 {
-        if !pool.leases().slots()[0].browser_facts().running {
+        if !pool.leases().slots_for_tests()[0].browser_facts().running {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -285,7 +289,7 @@ async fn a_killed_chromium_is_reaped_counted_and_relaunched() {
         .await
         .expect("after the crash");
     assert_eq!(f.response.status, 200);
-    let facts = pool.leases().slots()[0].browser_facts();
+    let facts = pool.leases().slots_for_tests()[0].browser_facts();
     assert_ne!(facts.pid, Some(old));
     assert_eq!((facts.crashes, facts.launches), (1, 2), "{facts:?}");
     assert!(
@@ -332,7 +336,7 @@ async fn a_foreign_listener_on_a_slot_port_fails_that_slot_only() {
         "{msg}"
     );
     assert!(
-        pool.leases().slots()[1]
+        pool.leases().slots_for_tests()[1]
             .browser_facts()
             .last_error
             .is_some()
@@ -474,7 +478,10 @@ async fn holder_child() {
         .expect("launch");
     println!(
         "HOLDER_PID {}",
-        pool.leases().slots()[0].browser_facts().pid.expect("pid")
+        pool.leases().slots_for_tests()[0]
+            .browser_facts()
+            .pid
+            .expect("pid")
     );
     tokio::time::sleep(Duration::from_secs(120)).await;
 }
@@ -644,7 +651,7 @@ async fn the_browser_reaches_an_authenticated_proxy_through_its_egress() {
         "the upstream got the credentials"
     );
     // The password is on no command line; Chromium knows only its egress.
-    let egress = pool.leases().slots()[0].egress().proxy_server();
+    let egress = pool.leases().slots_for_tests()[0].egress().proxy_server();
     let browsers = chromium_browsers_under(&env.path("data"));
     assert!(!browsers.is_empty());
     for (_, args) in browsers {
@@ -674,24 +681,27 @@ async fn idle_browsers_close_and_big_ones_restart() {
     pool.browse(env.url("/product/B0IDLE"), None, Some(0))
         .await
         .expect("first");
-    let pid = pool.leases().slots()[0]
+    let pid = pool.leases().slots_for_tests()[0]
         .browser_facts()
         .pid
         .expect("running");
     for _ in 0..100 {
-        if !pool.leases().slots()[0].browser_facts().running {
+        if !pool.leases().slots_for_tests()[0].browser_facts().running {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let facts = pool.leases().slots()[0].browser_facts();
+    let facts = pool.leases().slots_for_tests()[0].browser_facts();
     assert!(!facts.running, "idle browser was not closed");
     assert_eq!(facts.crashes, 0, "an idle close is not a crash");
     assert!(!idpool::identity::browser::process::pid_alive(pid));
     pool.browse(env.url("/product/B0IDLE"), None, Some(0))
         .await
         .expect("relaunch");
-    assert_eq!(pool.leases().slots()[0].browser_facts().launches, 2);
+    assert_eq!(
+        pool.leases().slots_for_tests()[0].browser_facts().launches,
+        2
+    );
     shutdown_and_check(&pool).await;
 
     // A tiny memory ceiling: every operation ends with a restart.
@@ -707,7 +717,7 @@ async fn idle_browsers_close_and_big_ones_restart() {
             .await
             .expect("fetch");
     }
-    let facts = pool.leases().slots()[0].browser_facts();
+    let facts = pool.leases().slots_for_tests()[0].browser_facts();
     assert_eq!(
         (facts.rss_restarts, facts.launches, facts.running),
         (2, 2, false),
@@ -738,7 +748,7 @@ async fn standby_browsers_wait_on_the_next_slots_and_go_when_idle() {
     );
     let pool = env.pool();
     let standby = |i: usize| {
-        let f = pool.leases().slots()[i].browser_facts();
+        let f = pool.leases().slots_for_tests()[i].browser_facts();
         f.running && f.standby
     };
     // Before any call, the slot the router picks first has its browser,
@@ -746,16 +756,20 @@ async fn standby_browsers_wait_on_the_next_slots_and_go_when_idle() {
     assert!(
         until(30, || standby(0)).await,
         "no standby browser on slot 0: {:?}",
-        pool.leases().slots()[0].browser_facts()
+        pool.leases().slots_for_tests()[0].browser_facts()
     );
-    pool.leases().slots()[0].calibration_settled().await;
+    pool.leases().slots_for_tests()[0]
+        .calibration_settled()
+        .await;
     assert!(
-        pool.leases().slots()[0].calibration_record().is_some(),
+        pool.leases().slots_for_tests()[0]
+            .calibration_record()
+            .is_some(),
         "the standby browser was not calibrated"
     );
     assert!(
-        !pool.leases().slots()[1].browser_facts().running
-            && !pool.leases().slots()[2].browser_facts().running
+        !pool.leases().slots_for_tests()[1].browser_facts().running
+            && !pool.leases().slots_for_tests()[2].browser_facts().running
     );
     let status = pool.reports().status_now();
     assert_eq!(
@@ -771,21 +785,21 @@ async fn standby_browsers_wait_on_the_next_slots_and_go_when_idle() {
         .await
         .expect("browse");
     assert_eq!((f.via, f.slot, f.response.status), (Via::Browser, 0, 200));
-    let facts = pool.leases().slots()[0].browser_facts();
+    let facts = pool.leases().slots_for_tests()[0].browser_facts();
     assert_eq!((facts.launches, facts.standby), (1, false), "{facts:?}");
     // Refilled on the slot the router picks next.
     assert!(
         until(30, || standby(1)).await,
         "the standby was not refilled on slot 1"
     );
-    assert!(!pool.leases().slots()[2].browser_facts().running);
+    assert!(!pool.leases().slots_for_tests()[2].browser_facts().running);
 
     // Nobody calls: every browser goes after `idle_close_secs`, and none is
     // launched again for the standby.
     assert!(
         until(30, || pool
             .leases()
-            .slots()
+            .slots_for_tests()
             .iter()
             .all(|s| !s.browser_facts().running))
         .await,
@@ -794,7 +808,7 @@ async fn standby_browsers_wait_on_the_next_slots_and_go_when_idle() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let launches: Vec<u64> = pool
         .leases()
-        .slots()
+        .slots_for_tests()
         .iter()
         .map(|s| s.browser_facts().launches)
         .collect();
@@ -805,7 +819,7 @@ async fn standby_browsers_wait_on_the_next_slots_and_go_when_idle() {
     );
     assert!(
         pool.leases()
-            .slots()
+            .slots_for_tests()
             .iter()
             .all(|s| !s.browser_facts().running)
     );
@@ -930,7 +944,10 @@ async fn a_launch_that_fails_part_way_kills_and_reaps_its_child() {
         !idpool::identity::browser::process::pid_alive(pid),
         "the failed launch left its child running"
     );
-    assert_eq!(pool.leases().slots()[0].browser_facts().launches, 0);
+    assert_eq!(
+        pool.leases().slots_for_tests()[0].browser_facts().launches,
+        0
+    );
     shutdown_and_check(&pool).await;
 }
 

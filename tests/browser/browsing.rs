@@ -211,7 +211,7 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
 
     // Closing gives the session's cookies to the slot's jar.
     assert!(
-        !pool.leases().slots()[0]
+        !pool.leases().slots_for_tests()[0]
             .jar()
             .export_for_domain("news.web.test")
             .iter()
@@ -222,7 +222,7 @@ async fn an_agent_browses_a_site_on_an_identity_and_only_it_can() {
             .await
             .expect("close");
     assert_eq!(closed["closed"], true);
-    let jar = pool.leases().slots()[0]
+    let jar = pool.leases().slots_for_tests()[0]
         .jar()
         .export_for_domain("news.web.test");
     assert!(

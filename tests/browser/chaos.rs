@@ -82,7 +82,7 @@ async fn reaped(pid: u32, within: Duration) -> bool {
 
 fn running_pids(pool: &Pool) -> Vec<u32> {
     pool.leases()
-        .slots()
+        .slots_for_tests()
         .iter()
         .filter_map(|s| s.browser_facts().pid)
         .collect()
@@ -123,7 +123,7 @@ async fn chromium_killed_mid_navigation_twenty_times_calls_still_succeed() {
     }
     let facts: Vec<_> = pool
         .leases()
-        .slots()
+        .slots_for_tests()
         .iter()
         .map(|s| s.browser_facts())
         .collect();
@@ -213,7 +213,7 @@ async fn a_hung_chromium_killed_while_it_is_probed_is_counted_once() {
     let facts: Vec<_> = hung
         .pool
         .leases()
-        .slots()
+        .slots_for_tests()
         .iter()
         .map(|s| s.browser_facts())
         .collect();
@@ -238,7 +238,7 @@ async fn a_hung_chromium_is_killed_after_the_operation_timeout_and_reaped() {
     );
     let facts: Vec<_> = pool
         .leases()
-        .slots()
+        .slots_for_tests()
         .iter()
         .map(|s| s.browser_facts())
         .collect();

@@ -55,7 +55,7 @@ async fn a_page_cannot_make_the_browser_reach_another_address() {
         refused.contains(&canary.addr()) && refused.contains("private"),
         "the result says what was refused: {refused:?}"
     );
-    let facts = pool.leases().slots()[0].egress_facts();
+    let facts = pool.leases().slots_for_tests()[0].egress_facts();
     assert!(facts.refused >= 3, "{facts:?}");
     assert!(facts.requests >= 1 && facts.bytes_down > 0, "{facts:?}");
     assert!(
@@ -198,10 +198,10 @@ async fn the_egress_leaves_the_browsers_fingerprint_alone() {
         if egress.is_some() {
             break;
         }
-        pool.leases().slots()[0].browser().close().await;
+        pool.leases().slots_for_tests()[0].browser().close().await;
     }
     let egress = egress.expect("a fresh handshake through the egress");
-    assert!(pool.leases().slots()[0].egress_facts().requests >= 1);
+    assert!(pool.leases().slots_for_tests()[0].egress_facts().requests >= 1);
     let mut raw = None;
     for n in 0..3 {
         let via = format!("raw{n}");
@@ -329,8 +329,11 @@ async fn launch_bare_chromium(env: &Env, pool: &idpool::pool::Pool, url: &str, v
         pid_file: dir.join("chromium.pid"),
         headless: true,
         xvfb: false,
-        user_agent: pool.leases().slots()[0].profile.user_agent.clone(),
-        languages: pool.leases().slots()[0].profile.languages(),
+        user_agent: pool.leases().slots_for_tests()[0]
+            .profile
+            .user_agent
+            .clone(),
+        languages: pool.leases().slots_for_tests()[0].profile.languages(),
         device: idpool::identity::browser::Device::desktop(1280, 800),
         pointer: idpool::identity::profile::Pointer::Fine,
         proxy_server: None,
@@ -409,7 +412,7 @@ async fn devtools_ports_are_the_daemons_alone() {
         assert_eq!(f.response.status, 200);
     }
     let as_root = unsafe { libc::geteuid() } == 0;
-    for s in pool.leases().slots() {
+    for s in pool.leases().slots_for_tests() {
         assert!(s.browser_facts().running);
         let port = s.cdp_port;
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
@@ -434,7 +437,7 @@ async fn devtools_ports_are_the_daemons_alone() {
         }
     }
     let ns = pool.host().netns.as_ref().expect("the namespace");
-    let port = pool.leases().slots()[0].cdp_port;
+    let port = pool.leases().slots_for_tests()[0].cdp_port;
     let inside = ns
         .run_sync(move || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok())
         .expect("ran inside");

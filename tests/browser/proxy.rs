@@ -31,8 +31,8 @@ async fn slot_goes_through_an_authenticated_http_proxy() {
     assert_eq!(s.targets, [env.testbed.https_addr.to_string()]);
     // base64("alice:s3cr@t")
     assert_eq!(s.auth, ["Basic YWxpY2U6czNjckB0"]);
-    assert!(format!("{:?}", pool.leases().slots()[0].profile).contains("***@127.0.0.1"));
-    assert!(!format!("{:?}", pool.leases().slots()[0].profile).contains("s3cr"));
+    assert!(format!("{:?}", pool.leases().slots_for_tests()[0].profile).contains("***@127.0.0.1"));
+    assert!(!format!("{:?}", pool.leases().slots_for_tests()[0].profile).contains("s3cr"));
 }
 
 #[tokio::test]
@@ -195,7 +195,7 @@ async fn each_slot_leaves_through_its_own_proxy_on_both_tiers() {
             before_other,
             "slot {slot} used the other proxy"
         );
-        let session = pool.leases().slots()[slot].identity().session;
+        let session = pool.leases().slots_for_tests()[slot].identity().session;
         let users: Vec<String> = mine.lock().auth.iter().map(|a| basic_user(a)).collect();
         assert!(
             users.iter().all(|u| *u == format!("user-{slot}-{session}")) && !users.is_empty(),
@@ -203,8 +203,8 @@ async fn each_slot_leaves_through_its_own_proxy_on_both_tiers() {
         );
     }
     assert_ne!(
-        pool.leases().slots()[0].identity().session,
-        pool.leases().slots()[1].identity().session
+        pool.leases().slots_for_tests()[0].identity().session,
+        pool.leases().slots_for_tests()[1].identity().session
     );
     let status = pool.reports().status_now().to_string();
     assert!(!status.contains("pr0xypw"), "{status}");
@@ -240,7 +240,10 @@ async fn each_slot_leaves_through_its_own_proxy_on_both_tiers() {
     assert!(!last.is_empty());
     assert_eq!(
         basic_user(&last[0]),
-        format!("user-0-{}", pool.leases().slots()[0].identity().session)
+        format!(
+            "user-0-{}",
+            pool.leases().slots_for_tests()[0].identity().session
+        )
     );
 }
 
@@ -271,12 +274,12 @@ async fn a_slot_whose_proxy_is_down_is_routed_around_until_it_recovers() {
                 assert_eq!(e.kind(), idpool::ErrorKind::Network, "{e}");
             }
         }
-        if pool.leases().slots()[0].proxy_down() {
+        if pool.leases().slots_for_tests()[0].proxy_down() {
             break;
         }
     }
     assert!(
-        pool.leases().slots()[0].proxy_down(),
+        pool.leases().slots_for_tests()[0].proxy_down(),
         "slot 0 is proxy_down"
     );
     assert_eq!(failures, 2, "pool.proxy_failures failures took it down");
@@ -305,13 +308,13 @@ async fn a_slot_whose_proxy_is_down_is_routed_around_until_it_recovers() {
         .await
         .expect("the port is free again");
     for _ in 0..100 {
-        if !pool.leases().slots()[0].proxy_down() {
+        if !pool.leases().slots_for_tests()[0].proxy_down() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert!(
-        !pool.leases().slots()[0].proxy_down(),
+        !pool.leases().slots_for_tests()[0].proxy_down(),
         "the probe brought it back"
     );
     let f = pool

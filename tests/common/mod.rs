@@ -168,7 +168,7 @@ pub fn free_base_port(slots: usize) -> u16 {
 pub async fn shutdown_and_check(pool: &Pool) {
     let pids: Vec<u32> = pool
         .leases()
-        .slots()
+        .slots_for_tests()
         .iter()
         .flat_map(|s| s.browser_facts().pids)
         .collect();
@@ -179,7 +179,7 @@ pub async fn shutdown_and_check(pool: &Pool) {
             "Chromium pid {pid} outlived the pool"
         );
     }
-    for s in pool.leases().slots() {
+    for s in pool.leases().slots_for_tests() {
         assert!(
             !s.browser_facts().running,
             "slot {} still reports a running browser",

@@ -109,7 +109,7 @@ async fn the_testbed_records_h2_fingerprints_and_header_order_of_both_tiers() {
 async fn after_calibration_the_http_tier_sends_what_the_slots_browser_sends() {
     let env = Env::new(1).await;
     let pool = env.pool();
-    let slot = pool.leases().slots()[0].clone();
+    let slot = pool.leases().slots_for_tests()[0].clone();
     assert_eq!(slot.calibration_status().state, "pending");
     // The first browser use launches Chromium; the slot calibrates after it.
     pool.browse(env.url("/product/B0CAL?via=first"), None, Some(0))
@@ -285,7 +285,7 @@ async fn client_hints_a_site_asked_for(
             asked.hints
         );
     }
-    let full = pool.leases().slots()[0]
+    let full = pool.leases().slots_for_tests()[0]
         .browser_facts()
         .version
         .expect("the running Chromium's version");
@@ -433,7 +433,9 @@ async fn consistency_mode_accepts_the_calibrated_http_tier_and_refuses_it_uncali
         );
         assert_eq!(r["count"], count, "the item has 22 reviews");
         assert_eq!(
-            pool.leases().slots()[0].calibration_status().state,
+            pool.leases().slots_for_tests()[0]
+                .calibration_status()
+                .state,
             "calibrated"
         );
     }
@@ -460,7 +462,7 @@ async fn consistency_mode_accepts_the_calibrated_http_tier_and_refuses_it_uncali
     assert_eq!(nav.response.status, 200, "{}", nav.response.text());
     assert_eq!(env.testbed.stats().inconsistent, 0);
     // The same slot, same cookie, calibration switched off: refused on both.
-    pool.leases().slots()[0]
+    pool.leases().slots_for_tests()[0]
         .set_calibration(None)
         .expect("uncalibrate");
     let plain = pool
@@ -529,7 +531,7 @@ async fn a_new_chromium_version_recalibrates_at_the_next_launch() {
         &format!("[browser]\nexecutable = \"{}\"\n", wrapper.display()),
     );
     let pool = env.pool();
-    let slot = pool.leases().slots()[0].clone();
+    let slot = pool.leases().slots_for_tests()[0].clone();
     let visit = |tag: &str| {
         let (pool, slot, url) = (&pool, &slot, env.url(&format!("/product/B0VER?{tag}")));
         async move {
@@ -567,7 +569,7 @@ async fn a_new_chromium_version_recalibrates_at_the_next_launch() {
     drop(pool);
     // A restart applies the saved calibration before any browser launches.
     let pool = env.pool();
-    let slot = pool.leases().slots()[0].clone();
+    let slot = pool.leases().slots_for_tests()[0].clone();
     assert!(
         slot.calibration().is_some(),
         "saved calibration applied at start"

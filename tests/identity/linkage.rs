@@ -119,7 +119,7 @@ async fn four_slots_of_the_default_config_are_four_devices_before_and_after_a_re
         for slot in 0..4 {
             seen.push(fingerprint(&env, &pool, slot).await);
         }
-        for slot in pool.leases().slots() {
+        for slot in pool.leases().slots_for_tests() {
             slot.calibration_settled().await;
         }
         let status = pool.reports().status_now();
@@ -318,7 +318,7 @@ async fn signed_in_identities_on_one_device_are_reported_and_kept_apart() {
     common::seat_persona(&env, 1, |p| p.seed == seed);
     common::seat_persona(&env, 2, |p| p.seed != seed);
     let pool = env.pool();
-    for slot in pool.leases().slots() {
+    for slot in pool.leases().slots_for_tests() {
         slot.calibrate_now().await.expect("calibration");
     }
     for slot in 0..3 {

@@ -45,7 +45,7 @@ async fn retire_slot_gives_a_fresh_identity() {
     let port = http_connect_proxy(seen.clone()).await;
     config(&env, port, "");
     let pool = env.pool();
-    let slot = pool.leases().slots()[0].clone();
+    let slot = pool.leases().slots_for_tests()[0].clone();
     let old = slot.identity();
     slot.jar().insert_set_cookie("old=1; Path=/", &env.url("/"));
     pool.fetch(FetchRequest::get(env.url("/product/B0RET?before")), Some(0))
@@ -151,7 +151,7 @@ async fn two_hard_blocks_retire_the_identity() {
         "[pool.retire]\nafter_hard_blocks = 2\nretired_keep = 1",
     );
     let pool = env.pool();
-    let slot = pool.leases().slots()[0].clone();
+    let slot = pool.leases().slots_for_tests()[0].clone();
     let first = slot.identity();
     for n in 0..2 {
         let f = pool

@@ -318,11 +318,14 @@ async fn a_declared_session_file_is_imported_when_it_changes() {
     let pool = env.pool();
     let url = env.url("/");
     assert!(
-        pool.leases().slots()[0]
+        pool.leases().slots_for_tests()[0]
             .jar()
             .insert_set_cookie("acct=mine; Secure; Path=/", &url)
     );
-    pool.leases().slots()[0].jar().save().expect("save");
+    pool.leases().slots_for_tests()[0]
+        .jar()
+        .save()
+        .expect("save");
     common::shutdown_and_check(&pool).await;
     let pool = env.pool();
     assert!(cookies_seen(&env, &pool, 0).await.contains("acct=mine"));

@@ -1193,6 +1193,53 @@ fn no_tool_but_the_tool_api_names_the_pool() {
     assert_eq!(tools_naming_the_pool(&bad), ["src/tools/reset_slot.rs:1"]);
 }
 
+/// Files outside `lease/` and `identity/` whose code names the slot type
+/// (`Slot`, as a word) or takes the slots themselves (`slots_for_tests`,
+/// which only tests may call): only the lease holds an identity.
+fn slots_outside_the_lease(files: &[Source]) -> Vec<String> {
+    let mut found = Vec::new();
+    for f in files {
+        if f.rel.starts_with("lease/") || f.rel.starts_with("identity/") {
+            continue;
+        }
+        for (n, line) in code_of(&f.text).lines().enumerate() {
+            let names_slot = line.match_indices("Slot").any(|(at, _)| {
+                let before = line[..at].chars().next_back();
+                let after = line[at + "Slot".len()..].chars().next();
+                !before.is_some_and(is_ident) && !after.is_some_and(is_ident)
+            });
+            if names_slot || line.contains("slots_for_tests") {
+                found.push(format!("src/{}:{}", f.rel, n + 1));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn only_the_lease_holds_a_slot() {
+    let found = slots_outside_the_lease(&library());
+    assert!(found.is_empty(), "a slot outside the lease: {found:?}");
+    let bad = [
+        file(
+            "services/live.rs",
+            "fn f(s: &Arc<Slot>) {}\n// Slot in a comment\n",
+        ),
+        file(
+            "daemon/metrics.rs",
+            "let n = leases.slots_for_tests().len();\nlet e = SlotEnv::new();\n",
+        ),
+        file(
+            "lease/state.rs",
+            "pub fn slots_for_tests(&self) -> &[Arc<Slot>] {}\n",
+        ),
+    ];
+    assert_eq!(
+        slots_outside_the_lease(&bad),
+        ["src/services/live.rs:1", "src/daemon/metrics.rs:1"]
+    );
+}
+
 /// On the real tree: a tool that names `crate::pool::Slot` while the
 /// facade re-exports the slot (as it once did) is refused.
 #[test]

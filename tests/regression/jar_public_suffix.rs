@@ -139,7 +139,7 @@ async fn get(pool: &Pool, url: String) {
 }
 
 fn exported_names(pool: &Pool) -> Vec<String> {
-    let mut n: Vec<String> = pool.leases().slots()[0]
+    let mut n: Vec<String> = pool.leases().slots_for_tests()[0]
         .jar()
         .export_all()
         .into_iter()

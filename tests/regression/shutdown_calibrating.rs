@@ -20,10 +20,10 @@ async fn shutdown_cancels_a_running_calibration_and_ends_the_browser() {
     let env = common::Env::new(1).await;
     for delay_ms in [0u64, 60, 120, 180, 240, 300, 400, 500] {
         let pool = env.pool();
-        let slot = pool.leases().slots()[0].clone();
+        let slot = pool.leases().slots_for_tests()[0].clone();
         let run = tokio::spawn(async move { slot.calibrate_now().await });
         let launched = async {
-            while !pool.leases().slots()[0].browser_facts().running {
+            while !pool.leases().slots_for_tests()[0].browser_facts().running {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         };

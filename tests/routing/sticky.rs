@@ -29,7 +29,7 @@ fn slots_of(r: &Value) -> Vec<u64> {
 
 fn launches(pool: &idpool::pool::Pool) -> u64 {
     pool.leases()
-        .slots()
+        .slots_for_tests()
         .iter()
         .map(|s| s.browser_facts().launches)
         .sum()

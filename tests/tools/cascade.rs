@@ -524,7 +524,7 @@ async fn tier_three_refuses_what_the_guard_refuses_and_redirects_to_it() {
             msg.contains(says) && msg.contains("localhost") == (says == "redirected"),
             "{url}: {msg}"
         );
-        let facts = pool.leases().slots()[0].browser_facts();
+        let facts = pool.leases().slots_for_tests()[0].browser_facts();
         if says == "redirected" {
             assert_eq!(
                 facts.launches, 1,

@@ -580,7 +580,7 @@ async fn map_holds_one_identity_for_the_whole_call() {
     assert_eq!(r["sitemaps"].as_array().map(Vec::len), Some(3), "{r}");
     let requests: Vec<u64> = pool
         .leases()
-        .slots()
+        .slots_for_tests()
         .iter()
         .map(|s| s.health().requests)
         .collect();

@@ -71,11 +71,8 @@ impl FleetSync {
         record: &IdentityRecord,
     ) -> Result<usize> {
         let f = &self.fleet;
-        let s = self
-            .leases
-            .slot(slot)
-            .cloned()
-            .ok_or_else(|| Error::not_found(format!("slot {slot} does not exist")))?;
+        let identities = self.leases.identities();
+        let (dir, own_jar) = (identities.dir(slot)?, identities.jar(slot)?);
         let jar = f.cluster.jar(fid).await?;
         let sites = f.cluster.sites(fid).await?;
         let cookies: Vec<PortableCookie> = match jar {
@@ -87,18 +84,18 @@ impl FleetSync {
             })?,
             None => Vec::new(),
         };
-        s.browser().close().await;
-        let profile_dir = s.dir.join("chromium");
+        identities.close_browser(slot).await?;
+        let profile_dir = dir.join("chromium");
         if profile_dir.exists() {
             std::fs::remove_dir_all(&profile_dir)
                 .map_err(|e| Error::io(format!("cannot clear {}", profile_dir.display()), e))?;
         }
-        let aside = s.dir.join("cookies.json.before-adoption");
-        s.jar().retire(&aside)?;
+        let aside = dir.join("cookies.json.before-adoption");
+        own_jar.retire(&aside)?;
         let _ = std::fs::remove_file(&aside);
-        let n = s.jar().import(&cookies).taken;
-        s.jar().save()?;
-        s.take_identity(&record.identity)?;
+        let n = own_jar.import(&cookies).taken;
+        own_jar.save()?;
+        identities.take_identity(slot, &record.identity)?;
         let now = Instant::now();
         {
             let mut router = self.leases.router();

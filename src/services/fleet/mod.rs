@@ -220,9 +220,7 @@ impl FleetSync {
                     None,
                     serde_json::json!({"fleet_id": fid, "owner": owner}),
                 );
-                if let Some(s) = self.leases.slots().get(slot) {
-                    s.browser().close().await;
-                }
+                let _ = self.leases.identities().close_browser(slot).await;
             }
         }
         Ok(())
@@ -280,18 +278,23 @@ impl FleetSync {
         };
         let now = Instant::now();
         for (slot, fid) in held {
-            let Some(s) = self.leases.slots().get(slot) else {
+            let identities = self.leases.identities();
+            let (Ok(profile), Ok(identity), Ok(jar)) = (
+                identities.profile_of(slot),
+                identities.record(slot),
+                identities.jar(slot),
+            ) else {
                 continue;
             };
             let record = IdentityRecord {
                 fleet_id: fid.clone(),
                 node: f.cluster.node().to_string(),
                 slot,
-                profile: s.profile.name.clone(),
-                identity: s.identity(),
+                profile: profile.name.clone(),
+                identity,
             };
             let record = serde_json::to_string(&record).unwrap_or_default();
-            let cookies = serde_json::to_string(&s.jar().export_all()).unwrap_or_default();
+            let cookies = serde_json::to_string(&jar.export_all()).unwrap_or_default();
             let (record_hash, jar_hash) = (hash_of(&record), hash_of(&cookies));
             let snaps = self.site_snaps(slot, now);
             // What changed since the last write.
@@ -343,7 +346,7 @@ impl FleetSync {
         Ok(())
     }
 
-    /// Slot `slot`'s site state per strategy, as the fleet stores it, with
+    /// The slot `slot`'s site state per strategy, as the fleet stores it, with
     /// its change key and success count.
     fn site_snaps(&self, slot: usize, now: Instant) -> Vec<(String, String, u64, u64)> {
         let mut router = self.leases.router();

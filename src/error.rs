@@ -102,6 +102,48 @@ impl<'de> serde::Deserialize<'de> for ErrorKind {
     }
 }
 
+/// What a browser's network stack said failed: Chromium's `net::ERR_*`
+/// code, which CDP's `Page.navigate` answers as its `errorText`, read once
+/// where the browser reports it so that callers branch on this, never on
+/// the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetError {
+    /// `ERR_TUNNEL_CONNECTION_FAILED`: the proxy would not open the tunnel
+    /// (the slot's egress refused the address, or its upstream failed).
+    TunnelFailed,
+    /// `ERR_NAME_NOT_RESOLVED`, `ERR_NAME_RESOLUTION_FAILED`.
+    NameNotResolved,
+    /// `ERR_CONNECTION_*` (refused, reset, closed, failed), `ERR_EMPTY_RESPONSE`.
+    Connection,
+    /// `ERR_TIMED_OUT`, `ERR_CONNECTION_TIMED_OUT`.
+    TimedOut,
+    /// `ERR_CERT_*`, `ERR_SSL_*`: the site's TLS was refused.
+    Tls,
+    /// `ERR_ABORTED`: the navigation was replaced or stopped.
+    Aborted,
+    /// Any other code.
+    Other,
+}
+
+impl NetError {
+    /// The error Chromium names `code` (`net::ERR_TUNNEL_CONNECTION_FAILED`,
+    /// with or without the `net::` prefix).
+    pub fn from_code(code: &str) -> NetError {
+        let code = code.trim();
+        let code = code.strip_prefix("net::").unwrap_or(code);
+        match code {
+            "ERR_TUNNEL_CONNECTION_FAILED" => NetError::TunnelFailed,
+            "ERR_NAME_NOT_RESOLVED" | "ERR_NAME_RESOLUTION_FAILED" => NetError::NameNotResolved,
+            "ERR_TIMED_OUT" | "ERR_CONNECTION_TIMED_OUT" => NetError::TimedOut,
+            "ERR_ABORTED" => NetError::Aborted,
+            "ERR_EMPTY_RESPONSE" => NetError::Connection,
+            c if c.starts_with("ERR_CONNECTION_") => NetError::Connection,
+            c if c.starts_with("ERR_CERT_") || c.starts_with("ERR_SSL_") => NetError::Tls,
+            _ => NetError::Other,
+        }
+    }
+}
+
 /// A library error: a short message safe to show to a client, the kind, whether a
 /// retry on another identity makes sense, and the underlying cause for logs.
 #[derive(Debug)]
@@ -111,6 +153,8 @@ pub struct Error {
     message: String,
     /// When trying again can help (all identities resting).
     retry_after: Option<std::time::Duration>,
+    /// What the browser's network stack named, for a browser's failure.
+    net: Option<NetError>,
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
@@ -128,6 +172,7 @@ impl Error {
             ),
             message: message.into(),
             retry_after: None,
+            net: None,
             source: None,
         }
     }
@@ -148,6 +193,19 @@ impl Error {
     pub fn retryable(mut self, retryable: bool) -> Self {
         self.retryable = retryable;
         self
+    }
+
+    /// Say what the browser's network stack named (a network error of a
+    /// browser's navigation).
+    pub fn with_net(mut self, net: NetError) -> Self {
+        self.net = Some(net);
+        self
+    }
+
+    /// What the browser's network stack named, when this is a browser's
+    /// network failure.
+    pub fn net(&self) -> Option<NetError> {
+        self.net
     }
 
     /// Say when trying again can help.
@@ -205,5 +263,28 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         self.source.as_deref().map(|e| e as _)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::NetError;
+
+    #[test]
+    fn chromium_net_codes_are_read_once_into_kinds() {
+        let cases = [
+            ("net::ERR_TUNNEL_CONNECTION_FAILED", NetError::TunnelFailed),
+            ("ERR_TUNNEL_CONNECTION_FAILED", NetError::TunnelFailed),
+            ("net::ERR_NAME_NOT_RESOLVED", NetError::NameNotResolved),
+            ("net::ERR_CONNECTION_REFUSED", NetError::Connection),
+            ("net::ERR_CONNECTION_TIMED_OUT", NetError::TimedOut),
+            ("net::ERR_CERT_AUTHORITY_INVALID", NetError::Tls),
+            ("net::ERR_ABORTED", NetError::Aborted),
+            ("net::ERR_BLOCKED_BY_CLIENT", NetError::Other),
+            ("tunnel failed", NetError::Other),
+        ];
+        for (code, kind) in cases {
+            assert_eq!(NetError::from_code(code), kind, "{code}");
+        }
     }
 }

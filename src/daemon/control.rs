@@ -86,6 +86,22 @@ pub(super) fn refuse((status, message): Refusal) -> Response {
     error(status, message)
 }
 
+/// [`gate`] in a handler: the caller it admits, or the handler answers
+/// with the refusal.
+/// Without `query_key`, the key is never read from the query.
+macro_rules! admit {
+    ($c:expr, $headers:expr, $uri:expr, $action:expr, $role:expr $(,)?) => {
+        admit!($c, $headers, $uri, false, $action, $role)
+    };
+    ($c:expr, $headers:expr, $uri:expr, $query_key:expr, $action:expr, $role:expr $(,)?) => {
+        match $crate::daemon::control::gate($c, $headers, $uri, $query_key, $action, $role) {
+            Ok(who) => who,
+            Err(r) => return $crate::daemon::control::refuse(r),
+        }
+    };
+}
+pub(super) use admit;
+
 /// Host/Origin checks, the key, and the role gate for one action.
 pub(super) fn gate(
     c: &Control,
@@ -199,10 +215,7 @@ fn seen_status(c: &Control, who: &Principal) -> Arc<Value> {
 }
 
 async fn slots(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Response {
-    let who = match gate(&c, &headers, &uri, false, "GET /api/v1/slots", Role::Viewer) {
-        Ok(who) => who,
-        Err(r) => return refuse(r),
-    };
+    let who = admit!(&c, &headers, &uri, "GET /api/v1/slots", Role::Viewer);
     axum::Json(&*seen_status(&c, &who)).into_response()
 }
 
@@ -212,17 +225,7 @@ async fn slot(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    let who = match gate(
-        &c,
-        &headers,
-        &uri,
-        false,
-        "GET /api/v1/slots/{n}",
-        Role::Viewer,
-    ) {
-        Ok(who) => who,
-        Err(r) => return refuse(r),
-    };
+    let who = admit!(&c, &headers, &uri, "GET /api/v1/slots/{n}", Role::Viewer);
     let all = seen_status(&c, &who);
     let found = n.parse::<u64>().ok().and_then(|n| {
         all["slots"]
@@ -246,10 +249,7 @@ pub(super) async fn act(
     args: Value,
     needed: Role,
 ) -> Response {
-    let who = match gate(c, headers, uri, false, tool, needed) {
-        Ok(p) => p,
-        Err(r) => return refuse(r),
-    };
+    let who = admit!(c, headers, uri, false, tool, needed);
     let ctx = CallContext {
         principal: who,
         session: None,
@@ -381,17 +381,7 @@ fn event_seen_by(pool: &crate::pool::Pool, who: &Principal, ev: &crate::events::
 }
 
 async fn recent(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Response {
-    let who = match gate(
-        &c,
-        &headers,
-        &uri,
-        false,
-        "GET /api/v1/events",
-        Role::Viewer,
-    ) {
-        Ok(who) => who,
-        Err(r) => return refuse(r),
-    };
+    let who = admit!(&c, &headers, &uri, "GET /api/v1/events", Role::Viewer);
     let mut events = c.core.pool().events().recent();
     events.retain(|e| event_seen_by(c.core.pool(), &who, e));
     axum::Json(json!({"events": events})).into_response()
@@ -405,10 +395,7 @@ async fn events(
     uri: Uri,
     ws: WebSocketUpgrade,
 ) -> Response {
-    let who = match gate(&c, &headers, &uri, true, "GET /api/v1/events", Role::Viewer) {
-        Ok(p) => p,
-        Err(r) => return refuse(r),
-    };
+    let who = admit!(&c, &headers, &uri, true, "GET /api/v1/events", Role::Viewer);
     let rx = c.core.pool().events().subscribe();
     // `?fleet=1`: the other daemons' events too.
     let fleet = uri

@@ -23,7 +23,7 @@ use axum::routing::get;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::control::{Control, Refusal, error, gate, refuse};
+use super::control::{Control, Refusal, admit, error, gate, refuse};
 use crate::auth::{AuditRecord, Principal, Role};
 use crate::identity::browser::live::Input;
 use crate::mcp::Core;
@@ -66,17 +66,13 @@ async fn start(
     uri: Uri,
     body: axum::body::Bytes,
 ) -> Response {
-    let who = match gate(
+    let who = admit!(
         &c,
         &headers,
         &uri,
-        false,
         "POST /api/v1/slots/{n}/login",
-        Role::Admin,
-    ) {
-        Ok(p) => p,
-        Err(r) => return refuse(r),
-    };
+        Role::Admin
+    );
     let Ok(slot) = n.parse::<usize>() else {
         return error(StatusCode::NOT_FOUND, format!("no slot `{n}`"));
     };

@@ -431,7 +431,7 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
     };
     let pool = core.pool();
     let strategies = pool.reports().strategy_names();
-    let linkage = pool.leases().linkage();
+    let linkage = pool.leases().identities().linkage();
     metrics::gauge!("idpool_linkage_same_device_pairs")
         .set(linkage["same_device"].as_array().map_or(0, Vec::len) as f64);
     let mut peers: std::collections::BTreeMap<u64, (usize, usize)> = Default::default();
@@ -461,7 +461,7 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
     for name in &strategies {
         // Requests a minute the site's pushback allows across all slots
         // (no series while no budget is in force).
-        let b = pool.leases().budget(name);
+        let b = pool.leases().sites().budget(name);
         let l = [("strategy", name.clone())];
         if let Some(rpm) = b.requests_per_minute {
             metrics::gauge!("idpool_strategy_budget_rpm", &l).set(rpm);

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::json;
 
-use super::control::{Control, error, gate, refuse};
+use super::control::{Control, admit, error};
 use crate::config::Role;
 use crate::error::ErrorKind;
 
@@ -39,17 +39,7 @@ fn not_yours(id: &str) -> Response {
 }
 
 async fn list(State(c): State<Arc<Control>>, headers: HeaderMap, uri: Uri) -> Response {
-    let who = match gate(
-        &c,
-        &headers,
-        &uri,
-        false,
-        "GET /api/v1/recordings",
-        Role::Admin,
-    ) {
-        Ok(who) => who,
-        Err(r) => return refuse(r),
-    };
+    let who = admit!(&c, &headers, &uri, "GET /api/v1/recordings", Role::Admin);
     let store = c.core.pool().leases().recordings().clone();
     let mut all = tokio::task::spawn_blocking(move || store.list())
         .await
@@ -80,17 +70,13 @@ async fn one(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    let who = match gate(
+    let who = admit!(
         &c,
         &headers,
         &uri,
-        false,
         "GET /api/v1/recordings/{id}",
-        Role::Admin,
-    ) {
-        Ok(who) => who,
-        Err(r) => return refuse(r),
-    };
+        Role::Admin
+    );
     let store = c.core.pool().leases().recordings().clone();
     let read = {
         let id = id.clone();
@@ -118,17 +104,13 @@ async fn frame(
     headers: HeaderMap,
     uri: Uri,
 ) -> Response {
-    let who = match gate(
+    let who = admit!(
         &c,
         &headers,
         &uri,
-        false,
         "GET /api/v1/recordings/{id}/frames/{n}",
-        Role::Admin,
-    ) {
-        Ok(who) => who,
-        Err(r) => return refuse(r),
-    };
+        Role::Admin
+    );
     let Ok(n) = n.parse::<usize>() else {
         return error(
             StatusCode::BAD_REQUEST,

@@ -201,49 +201,60 @@ fn closes_own_kind(name: &str) -> Option<&'static [&'static str]> {
     }
 }
 
-/// Start tags that close an open `<p>` (the spec's "close a p element").
+/// Start tags that close an open `<p>` (the spec's "close a p element"):
+/// the block elements.
 fn closes_p(name: &str) -> bool {
-    matches!(
-        name,
-        "address"
-            | "article"
-            | "aside"
-            | "blockquote"
-            | "center"
-            | "details"
-            | "dialog"
-            | "dir"
-            | "div"
-            | "dl"
-            | "fieldset"
-            | "figcaption"
-            | "figure"
-            | "footer"
-            | "form"
-            | "h1"
-            | "h2"
-            | "h3"
-            | "h4"
-            | "h5"
-            | "h6"
-            | "header"
-            | "hgroup"
-            | "hr"
-            | "main"
-            | "menu"
-            | "nav"
-            | "ol"
-            | "p"
-            | "pre"
-            | "section"
-            | "summary"
-            | "table"
-            | "ul"
-            | "li"
-            | "dd"
-            | "dt"
-    )
+    is_block(name)
 }
+
+/// HTML's block elements: each starts on a line of its own (`innerText`
+/// and markdown break around it) and closes an open `<p>`. The one list:
+/// what reads text (`strategy/text.rs`) adds the elements that only break
+/// a line.
+pub fn is_block(name: &str) -> bool {
+    BLOCKS.binary_search(&name).is_ok()
+}
+
+/// [`is_block`]'s elements, sorted.
+const BLOCKS: &[&str] = &[
+    "address",
+    "article",
+    "aside",
+    "blockquote",
+    "center",
+    "dd",
+    "details",
+    "dialog",
+    "dir",
+    "div",
+    "dl",
+    "dt",
+    "fieldset",
+    "figcaption",
+    "figure",
+    "footer",
+    "form",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "header",
+    "hgroup",
+    "hr",
+    "li",
+    "main",
+    "menu",
+    "nav",
+    "ol",
+    "p",
+    "pre",
+    "section",
+    "summary",
+    "table",
+    "ul",
+];
 
 /// The token filter: an estimate of the open elements (what the tags
 /// opened, less what the common implied end tags close), and the start tags
@@ -447,6 +458,12 @@ pub fn depth(html: &Html) -> usize {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_block_list_is_sorted_for_its_search() {
+        assert!(super::BLOCKS.windows(2).all(|w| w[0] < w[1]));
+        assert!(super::is_block("div") && super::is_block("li") && !super::is_block("span"));
+    }
+
     use super::*;
 
     fn nested(n: usize) -> String {

@@ -24,8 +24,7 @@ impl Lease {
         deadline: std::time::Instant,
         step: impl Future<Output = Result<T>>,
     ) -> Result<(T, Option<Fetched>)> {
-        self.pace().await?;
-        let started = std::time::Instant::now();
+        let started = self.pass(from, super::gate::STEP).await?;
         let limit = self.slot_ref().browser().page_limit();
         let (out, page) =
             crate::identity::browser::settle::after(tab, step, deadline, limit).await?;

@@ -51,10 +51,40 @@ pub(super) fn refused_main_document(
                 None => Ok(page),
             }
         }
-        Err(e) if e.message().contains("ERR_TUNNEL_CONNECTION_FAILED") => match refusals.last() {
+        Err(e) if e.net() == Some(crate::error::NetError::TunnelFailed) => match refusals.last() {
             Some(r) => Err(refusal(e.message(), r)),
             None => Err(e),
         },
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::refused_main_document;
+    use crate::error::{Error, ErrorKind, NetError};
+    use crate::wire::egress::Refusal;
+
+    #[test]
+    fn a_tunnel_the_egress_refused_is_the_guards_refusal_by_its_kind_not_its_text() {
+        let refusals = [Refusal {
+            seq: 1,
+            target: "127.0.0.9:443".into(),
+            reason: "private address".into(),
+        }];
+        // The kind decides, whatever the message says.
+        let tunnel =
+            Error::new(ErrorKind::Network, "navigation failed").with_net(NetError::TunnelFailed);
+        let e = refused_main_document(Err(tunnel), &refusals).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Refused, "{e}");
+        assert!(e.message().contains("127.0.0.9:443"), "{e}");
+        // A message naming the code without the kind is not a refusal.
+        let text = Error::new(ErrorKind::Network, "net::ERR_TUNNEL_CONNECTION_FAILED");
+        let e = refused_main_document(Err(text), &refusals).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Network);
+        // No refusal on record: the network error stands.
+        let tunnel = Error::new(ErrorKind::Network, "x").with_net(NetError::TunnelFailed);
+        let e = refused_main_document(Err(tunnel), &[]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Network);
     }
 }

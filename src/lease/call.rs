@@ -143,7 +143,7 @@ impl Leases {
             Some(s) => s.name().to_string(),
             None => web_key(host),
         };
-        let signed_in = |s: &str| self.signed_in(slot, s);
+        let signed_in = |s: &str| self.sites().signed_in(slot, s);
         let me = crate::routing::grants::Identity {
             slot,
             labels: self.labels(slot),

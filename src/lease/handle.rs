@@ -15,6 +15,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::Leases;
+use super::gate;
 use crate::error::{Error, ErrorKind, Result};
 use crate::identity::slot::Slot;
 use crate::request::{FetchRequest, RequestKind};
@@ -194,9 +195,7 @@ impl Lease {
         read: impl FnOnce(&Fetched, &Body<'_>) -> T,
     ) -> Result<(Fetched, T)> {
         let tier = if req.kind == RequestKind::Xhr { 1 } else { 2 };
-        self.obey_robots(&req.url).await?;
-        self.pace().await?;
-        let started = std::time::Instant::now();
+        let started = self.pass(&req.url, gate::HTTP).await?;
         // Redirects are followed here, hop by hop, so each one passes the
         // gates the first URL passed (the guard, in the client; the key's
         // grants, robots and the site's pacing, here).
@@ -277,9 +276,7 @@ impl Lease {
         read: impl FnOnce(&Fetched, &Body<'_>) -> T,
     ) -> Result<(Fetched, T)> {
         let wait_for = opts.wait_for.as_deref();
-        self.obey_robots(&url).await?;
-        self.pace().await?;
-        let started = std::time::Instant::now();
+        let started = self.pass(&url, gate::BROWSER).await?;
         let rec = self.begin_recording(super::RecordingKind::Call);
         let tape = rec.as_ref().map(|r| r.tape.clone());
         let result = self.navigate(url, opts, tape).await;
@@ -302,10 +299,7 @@ impl Lease {
         url: url::Url,
         deadline: std::time::Instant,
     ) -> Result<Fetched> {
-        self.leases.guard.check(&url).await?;
-        self.obey_robots(&url).await?;
-        self.pace().await?;
-        let started = std::time::Instant::now();
+        let started = self.pass(&url, gate::BROWSER).await?;
         let normal = |_: &str, _: &str, _: u16| crate::identity::browser::PageState::Normal;
         let limit = self.slot.browser().page_limit();
         let page = crate::identity::browser::settle::navigate(
@@ -343,10 +337,7 @@ impl Lease {
         chromiumoxide::Page,
         Fetched,
     )> {
-        self.leases.guard.check(&url).await?;
-        self.obey_robots(&url).await?;
-        self.pace().await?;
-        let started = std::time::Instant::now();
+        let started = self.pass(&url, gate::BROWSER).await?;
         let generic = self.rules.is_none().then(Markers::generic);
         let probe = |h: &str, u: &str, status: u16| self.page_state(generic.as_ref(), h, u, status);
         let req = self.browser_request(&url, &Default::default());
@@ -515,6 +506,24 @@ impl Lease {
 
     /// A host no strategy covers, or one whose strategy says `robots =
     /// true`: its `robots.txt` must allow `url`.
+    /// Run `checks` on `url` in order (see `gate.rs`): the instant the
+    /// request starts, once they all pass.
+    pub(super) async fn pass(
+        &self,
+        url: &url::Url,
+        checks: &[gate::Check],
+    ) -> Result<std::time::Instant> {
+        for check in checks {
+            match check {
+                gate::Check::Guard => self.leases.guard.check(url).await?,
+                // Boxed: reading robots.txt passes the gate itself.
+                gate::Check::Robots => Box::pin(self.obey_robots(url)).await?,
+                gate::Check::Pace => self.pace().await?,
+            }
+        }
+        Ok(std::time::Instant::now())
+    }
+
     async fn obey_robots(&self, url: &url::Url) -> Result<()> {
         let agreed = self.rules.as_ref().is_some_and(|r| !r.obeys_robots());
         if agreed || !self.leases.cfg.web.respect_robots {
@@ -531,8 +540,7 @@ impl Lease {
     pub async fn robots(&self, url: &url::Url) -> Result<Arc<crate::web::Robots>> {
         self.leases.guard.check(url).await?;
         let read = |at: url::Url| async move {
-            self.pace().await?;
-            let started = std::time::Instant::now();
+            let started = self.pass(&at, gate::ROBOTS).await?;
             let r = self.slot.fetch(&FetchRequest::get(at)).await;
             let outcome = if r.is_ok() { "ok" } else { "failed" };
             self.leases
@@ -552,7 +560,6 @@ impl Lease {
         opts: &super::BrowseOptions,
         tape: Option<Arc<crate::identity::browser::tape::Tape>>,
     ) -> Result<(crate::identity::browser::PageResult, url::Url, Vec<String>)> {
-        self.leases.guard.check(&url).await?;
         let generic = self.rules.is_none().then(Markers::generic);
         let probe = |h: &str, u: &str, status: u16| self.page_state(generic.as_ref(), h, u, status);
         let mut req = self.browser_request(&url, opts);
@@ -613,7 +620,10 @@ impl Lease {
 
     /// This slot's login state for the lease's strategy.
     pub fn login(&self) -> crate::strategy::LoginState {
-        self.leases.login(self.slot.id, &self.strategy).state
+        self.leases
+            .sites()
+            .login(self.slot.id, &self.strategy)
+            .state
     }
 
     /// A person is signing this slot in through the live view: its browser
@@ -645,6 +655,7 @@ impl Lease {
         };
         if let Some((state, why)) = &seen {
             self.leases
+                .sites()
                 .set_login(self.slot.id, &self.strategy, *state, why);
         }
         fetched.login = seen;

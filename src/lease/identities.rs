@@ -284,6 +284,54 @@ impl<'a> Identities<'a> {
         futures_util::future::join_all(self.slots().iter().map(|s| s.browser().close())).await;
     }
 
+    /// The linkage report ([`crate::identity::persona::linkage::report`])
+    /// over every slot measured at calibration, with `signed_in_sharing`:
+    /// per strategy, the pairs of its signed-in identities that are one
+    /// device to a fingerprinting library.
+    pub fn linkage(&self) -> serde_json::Value {
+        use crate::identity::persona::linkage;
+        let measured: Vec<(usize, linkage::Components)> = self
+            .slots()
+            .iter()
+            .filter_map(|s| s.components().map(|c| (s.id, c)))
+            .collect();
+        let mut report = linkage::report(&measured);
+        report["signed_in_sharing"] = serde_json::json!(self.signed_in_sharing());
+        report
+    }
+
+    /// Per strategy with accounts: pairs of signed-in identities sharing a
+    /// device fingerprint (what `doctor` warns about).
+    pub fn signed_in_sharing(&self) -> std::collections::BTreeMap<String, Vec<[usize; 2]>> {
+        let devices: Vec<Option<String>> = self
+            .slots()
+            .iter()
+            .map(|s| s.device_fingerprint())
+            .collect();
+        let registry = self.leases.registry();
+        let sites = self.leases.sites();
+        let mut out = std::collections::BTreeMap::new();
+        for strategy in registry.all().filter(|s| s.login().is_some()) {
+            let name = strategy.name();
+            let mut pairs = Vec::new();
+            for (a, da) in devices.iter().enumerate() {
+                for (b, db) in devices.iter().enumerate().skip(a + 1) {
+                    if da.is_some()
+                        && da == db
+                        && sites.signed_in(a, name)
+                        && sites.signed_in(b, name)
+                    {
+                        pairs.push([a, b]);
+                    }
+                }
+            }
+            if !pairs.is_empty() {
+                out.insert(name.to_string(), pairs);
+            }
+        }
+        out
+    }
+
     /// `id` as `pool_status` reports it.
     pub fn report(&self, id: usize, view: &View<'_>) -> Value {
         let Some(slot) = self.slots().get(id) else {
@@ -292,8 +340,8 @@ impl<'a> Identities<'a> {
         let leases = self.leases;
         let mut breakers = Map::new();
         for name in view.strategies {
-            let b = leases.breaker(id, name);
-            let tiers: Map<String, Value> = (leases.tier_memory(id, name).into_iter())
+            let b = leases.sites().breaker(id, name);
+            let tiers: Map<String, Value> = (leases.sites().tier_memory(id, name).into_iter())
                 .map(|(t, ago)| (t.to_string(), json!({"blocked_secs_ago": round1(ago)})))
                 .collect();
             breakers.insert(
@@ -308,7 +356,7 @@ impl<'a> Identities<'a> {
             );
         }
         let login: Map<String, Value> = (view.with_accounts.iter())
-            .map(|name| (name.clone(), json!(leases.login(id, name))))
+            .map(|name| (name.clone(), json!(leases.sites().login(id, name))))
             .collect();
         let health = slot.health();
         let facts = slot.browser_facts();

@@ -57,8 +57,8 @@ impl Leases {
         let renewed = s.renew().await;
         s.wear.retiring.store(false, Ordering::Release);
         let (new, aside) = renewed?;
-        self.reset_breakers(slot, None);
-        self.forget_logins(slot);
+        self.sites().reset_breakers(slot, None);
+        self.sites().forget_logins(slot);
         prune(&s.dir.join("retired"), self.cfg.retire.retired_keep);
         let r = Retirement {
             slot,

@@ -15,52 +15,18 @@ use super::{Lease, Leases};
 use crate::config::WhenAllOpen;
 use crate::error::{Error, ErrorKind, Result};
 use crate::routing::router::{TRIAL_OUT, politeness_of};
-use crate::routing::{Admission, Ask, BreakerReport, BudgetReport, Pick, Scope, SlotNow};
+use crate::routing::{Admission, Ask, Pick, Scope, SlotNow};
 use crate::strategy::Politeness;
 
 impl Leases {
     /// The strategy's politeness here: in a fleet, this daemon's share of
     /// its `global_max_in_flight` (see [`crate::cluster::Fleet::share`]).
-    fn politeness(&self, strategy: &str) -> Politeness {
+    pub(super) fn politeness(&self, strategy: &str) -> Politeness {
         let mut pol = politeness_of(self.strategy(strategy).as_deref(), &self.cfg.web);
         if let Some(f) = &self.fleet {
             pol.global_max_in_flight = f.share(pol.global_max_in_flight);
         }
         pol
-    }
-
-    /// The request budget of `strategy` across all slots, as operators see it.
-    pub fn budget(&self, strategy: &str) -> BudgetReport {
-        let pol = self.politeness(strategy);
-        let mut report = self.router.lock().budget(strategy, &pol).report(&pol);
-        if self.fleet.as_ref().is_some_and(|f| f.cluster().is_up()) {
-            report.scope = "fleet";
-        }
-        report
-    }
-
-    /// Per strategy: requests a minute this daemon started over the last
-    /// 10 s (what it registers in a fleet).
-    pub fn sent_rates(&self) -> std::collections::BTreeMap<String, f64> {
-        let router = self.router.lock();
-        router
-            .budgets()
-            .map(|(s, b)| (s.clone(), b.report(&Politeness::default()).sent_per_minute))
-            .filter(|(_, r)| *r > 0.0)
-            .collect()
-    }
-
-    /// In a fleet: another daemon cut `strategy`'s budget to `rate` (its
-    /// event, relayed): pace by it from the next request.
-    pub fn heard_fleet_cut(&self, strategy: &str, rate: Option<f64>) {
-        if self.strategy(strategy).is_none() {
-            return;
-        }
-        let pol = self.politeness(strategy);
-        self.router
-            .lock()
-            .budget(strategy, &pol)
-            .heard_fleet_cut(rate);
     }
 
     /// Lease a slot for `strategy`, waiting for politeness (bounded by
@@ -210,65 +176,5 @@ impl Leases {
 
     fn lease(self: &Arc<Self>, slot: usize, strategy: &str, admission: Admission) -> Lease {
         Lease::new(self.clone(), slot, strategy, admission)
-    }
-
-    /// Whether `slot` would be admitted for `strategy` now (its breaker
-    /// admits, its proxy is up); takes nothing.
-    pub fn admits(&self, slot: usize, strategy: &str) -> bool {
-        let Some(s) = self.slots.get(slot) else {
-            return false;
-        };
-        if s.proxy_down() || !self.in_hand(slot) {
-            return false;
-        }
-        let cfg = self.cfg.breaker;
-        let mut router = self.router.lock();
-        router
-            .site(slot, strategy, cfg)
-            .breaker
-            .admits(Instant::now())
-    }
-
-    /// Remember that `slot` served `session`'s last call for `strategy`.
-    pub fn remember(&self, session: &str, strategy: &str, slot: usize) {
-        self.router.lock().remember(session, strategy, slot);
-    }
-
-    /// The slot that served `session`'s last call for `strategy`.
-    pub fn remembered(&self, session: &str, strategy: &str) -> Option<usize> {
-        self.router.lock().remembered(session, strategy)
-    }
-
-    /// When no slot admits `strategy` now: how long until the first one does.
-    pub fn all_resting(&self, strategy: &str) -> Option<Duration> {
-        let held = (0..self.slots.len()).filter(|id| self.in_hand(*id));
-        (self.router.lock()).all_resting(strategy, self.cfg.breaker, held, Instant::now())
-    }
-
-    /// The breaker of (slot, strategy) as operators see it.
-    pub fn breaker(&self, slot: usize, strategy: &str) -> BreakerReport {
-        let cfg = self.cfg.breaker;
-        self.router
-            .lock()
-            .report(slot, strategy, cfg, Instant::now())
-    }
-
-    /// Tiers that hard-blocked (slot, strategy), with seconds since the block.
-    pub fn tier_memory(&self, slot: usize, strategy: &str) -> Vec<(u8, f64)> {
-        let cfg = self.cfg.breaker;
-        let mut router = self.router.lock();
-        router.tier_memory(slot, strategy, cfg, Instant::now())
-    }
-
-    /// Close the breakers of `slot` (all strategies, or one) and forget its tier blocks.
-    pub fn reset_breakers(&self, slot: usize, strategy: Option<&str>) {
-        self.router.lock().reset(slot, strategy);
-        self.events.emit(
-            "breaker_reset",
-            Some(slot),
-            strategy,
-            serde_json::json!({"to": "closed"}),
-        );
-        self.released.notify_waiters();
     }
 }

@@ -564,8 +564,14 @@ impl Core {
             key: strategy,
             login,
         } = tools::route_of(&self.pool, tool, args)?;
-        let resting = self.pool.leases().all_resting(&strategy).is_some();
-        let signed_out = login && self.pool.leases().may_be_signed_in(&strategy).is_empty();
+        let resting = self.pool.leases().sites().all_resting(&strategy).is_some();
+        let signed_out = login
+            && self
+                .pool
+                .leases()
+                .sites()
+                .may_be_signed_in(&strategy)
+                .is_empty();
         if !(resting || signed_out || after_local) {
             return None;
         }

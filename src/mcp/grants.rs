@@ -38,7 +38,7 @@ pub(super) fn check_named(
     let leases = pool.leases();
     for slot in slots {
         let signed_in = |strategy: &str| {
-            leases.signed_in(
+            leases.sites().signed_in(
                 slot,
                 crate::routing::grants::login_key(strategy, key.as_deref()),
             )
@@ -97,8 +97,11 @@ pub fn may_see(pool: &Pool, who: &Principal, slot: usize, key: Option<&str>) -> 
     }
     let now = crate::routing::grants::unix_now();
     let leases = pool.leases();
-    let signed_in =
-        |strategy: &str| leases.signed_in(slot, crate::routing::grants::login_key(strategy, key));
+    let signed_in = |strategy: &str| {
+        leases
+            .sites()
+            .signed_in(slot, crate::routing::grants::login_key(strategy, key))
+    };
     let me = Identity {
         slot,
         labels: leases.labels(slot),
@@ -119,7 +122,7 @@ pub fn report(pool: &Pool, keys: &[crate::auth::KeyEntry]) -> Value {
     let leases = pool.leases();
     let slots: Vec<Value> = (0..pool.leases().identities().len())
         .map(|slot| {
-            let signed_in = |strategy: &str| leases.signed_in(slot, strategy);
+            let signed_in = |strategy: &str| leases.sites().signed_in(slot, strategy);
             let me = Identity {
                 slot,
                 labels: leases.labels(slot),

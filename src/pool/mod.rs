@@ -315,7 +315,7 @@ impl Pool {
 
     /// The breaker of (slot, strategy) as operators see it.
     pub fn breaker(&self, slot: usize, strategy: &str) -> BreakerReport {
-        self.inner.leases.breaker(slot, strategy)
+        self.inner.leases.sites().breaker(slot, strategy)
     }
 
     /// The strategies now (a reload swaps them; holders keep the old set).

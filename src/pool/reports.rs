@@ -83,7 +83,7 @@ impl Reports<'_> {
         if let Some(scope) = scope {
             let leases = self.leases;
             Self::hide_unseen(&mut v, |slot| {
-                let signed_in = |strategy: &str| leases.signed_in(slot, strategy);
+                let signed_in = |strategy: &str| leases.sites().signed_in(slot, strategy);
                 scope.may_see(&Identity {
                     slot,
                     labels: leases.labels(slot),
@@ -157,7 +157,7 @@ impl Reports<'_> {
             .map(|id| identities.report(id, &view))
             .collect();
         let budgets: Map<String, Value> = (strategies.iter())
-            .map(|name| (name.clone(), json!(leases.budget(name))))
+            .map(|name| (name.clone(), json!(leases.sites().budget(name))))
             .collect();
         json!({
             "as_of": SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| (d.as_millis() as f64) / 1000.0),
@@ -169,7 +169,7 @@ impl Reports<'_> {
                 "ready": leases.standby_ready(),
             },
             "drift": leases.drift().report(),
-            "linkage": leases.linkage(),
+            "linkage": leases.identities().linkage(),
             "server": self.services.serving.to_json(),
             "cluster": leases.fleet().map(|f| {
                 let mut r = json!(f.cluster().report());

@@ -226,7 +226,7 @@ impl Browsing {
         let browser = self.leases.identities().browser(slot)?;
         let tab = browser.turn().await?.open_tab().await?;
         let store = self.leases.recordings();
-        let recording = match store.wants(self.leases.signed_in(slot, &key)) {
+        let recording = match store.wants(self.leases.sites().signed_in(slot, &key)) {
             true => {
                 let rec = store.begin(Subject {
                     kind: RecordingKind::Session,

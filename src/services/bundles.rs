@@ -397,7 +397,7 @@ impl Bundles {
                 .map(|st| {
                     (
                         st.name().to_string(),
-                        self.leases.login(slot, st.name()).state,
+                        self.leases.sites().login(slot, st.name()).state,
                     )
                 })
                 .collect(),

@@ -570,7 +570,7 @@ impl Logins {
                     }
                     match goal {
                         Goal::SignIn => if let Some((LoginState::LoggedIn, why)) = strategy.login_state(200, &at, &body) {
-                            self.leases.set_login(slot, strategy.name(), LoginState::LoggedIn, &why);
+                            self.leases.sites().set_login(slot, strategy.name(), LoginState::LoggedIn, &why);
                             break Ok("logged_in");
                         },
                         Goal::Clear => if !html.is_empty() && !wants_person(strategy.classify(200, &at, &body)) {

@@ -212,7 +212,7 @@ impl SessionFiles {
             lease.finish(outcome);
             out.insert(
                 s.name().to_string(),
-                self.leases.login(slot, s.name()).state,
+                self.leases.sites().login(slot, s.name()).state,
             );
         }
         out

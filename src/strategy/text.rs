@@ -96,58 +96,27 @@ impl Visibility<'_> {
     }
 }
 
-/// Elements `innerText` puts on a line of their own (or that break one).
+/// Elements `innerText` puts on a line of their own: HTML's block elements
+/// (`crate::dom::is_block`), and those that break a line (a line break,
+/// table rows and cells, form controls, images).
 fn is_block(name: &str) -> bool {
-    matches!(
-        name,
-        "address"
-            | "article"
-            | "aside"
-            | "blockquote"
-            | "br"
-            | "dd"
-            | "details"
-            | "dialog"
-            | "div"
-            | "dl"
-            | "dt"
-            | "fieldset"
-            | "figcaption"
-            | "figure"
-            | "footer"
-            | "form"
-            | "h1"
-            | "h2"
-            | "h3"
-            | "h4"
-            | "h5"
-            | "h6"
-            | "header"
-            | "hr"
-            | "li"
-            | "main"
-            | "nav"
-            | "ol"
-            | "p"
-            | "pre"
-            | "section"
-            | "summary"
-            | "table"
-            | "tbody"
-            | "td"
-            | "tfoot"
-            | "th"
-            | "thead"
-            | "tr"
-            | "ul"
-            | "option"
-            | "caption"
-            | "img"
-            | "input"
-            | "button"
-            | "select"
-            | "textarea"
-    )
+    crate::dom::is_block(name)
+        || matches!(
+            name,
+            "br" | "caption"
+                | "tbody"
+                | "td"
+                | "tfoot"
+                | "th"
+                | "thead"
+                | "tr"
+                | "option"
+                | "img"
+                | "input"
+                | "button"
+                | "select"
+                | "textarea"
+        )
 }
 
 /// `display: none` in an inline style.

@@ -2,13 +2,8 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::browsing::run_step;
-use super::spec::parse;
 use crate::error::Result;
-use crate::lease::cascade::RunOptions;
-use crate::services::Browsing;
 use crate::services::browsing::Step;
 
 super::browsing::step_spec!(
@@ -29,13 +24,8 @@ struct Args {
     element: Option<String>,
 }
 
-pub async fn run(
-    browsing: &Browsing,
-    args: Value,
-    opts: &RunOptions,
-) -> Result<crate::tools::Output> {
-    let (view, args) = super::browsing::view_args("browser_click", args, opts)?;
-    let a: Args = parse("browser_click", args)?;
+/// The click.
+fn step(a: &Args) -> Result<Step<'_>> {
     let _ = &a.element;
-    run_step(browsing, &a.session, opts, Step::Click(&a.r#ref), &view).await
+    Ok(Step::Click(&a.r#ref))
 }

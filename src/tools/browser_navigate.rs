@@ -2,13 +2,9 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::browsing::run_step;
-use super::spec::{invalid, parse};
+use super::spec::invalid;
 use crate::error::Result;
-use crate::lease::cascade::RunOptions;
-use crate::services::Browsing;
 use crate::services::browsing::Step;
 
 super::browsing::step_spec!(
@@ -27,14 +23,9 @@ struct Args {
     url: String,
 }
 
-pub async fn run(
-    browsing: &Browsing,
-    args: Value,
-    opts: &RunOptions,
-) -> Result<crate::tools::Output> {
-    let (view, args) = super::browsing::view_args("browser_navigate", args, opts)?;
-    let a: Args = parse("browser_navigate", args)?;
+/// The navigation, to a valid URL.
+fn step(a: &Args) -> Result<Step<'_>> {
     let url = url::Url::parse(&a.url)
         .map_err(|e| invalid(format!("`{}` is not a valid URL ({e})", a.url)))?;
-    run_step(browsing, &a.session, opts, Step::Navigate(url), &view).await
+    Ok(Step::Navigate(url))
 }

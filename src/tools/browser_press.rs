@@ -2,13 +2,9 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::browsing::run_step;
-use super::spec::{invalid, parse};
+use super::spec::invalid;
 use crate::error::Result;
-use crate::lease::cascade::RunOptions;
-use crate::services::Browsing;
 use crate::services::browsing::Step;
 
 super::browsing::step_spec!(
@@ -27,15 +23,10 @@ struct Args {
     key: String,
 }
 
-pub async fn run(
-    browsing: &Browsing,
-    args: Value,
-    opts: &RunOptions,
-) -> Result<crate::tools::Output> {
-    let (view, args) = super::browsing::view_args("browser_press", args, opts)?;
-    let a: Args = parse("browser_press", args)?;
+/// The key press, of a named key.
+fn step(a: &Args) -> Result<Step<'_>> {
     if a.key.is_empty() {
         return Err(invalid("`key` is empty"));
     }
-    run_step(browsing, &a.session, opts, Step::Press(&a.key), &view).await
+    Ok(Step::Press(&a.key))
 }

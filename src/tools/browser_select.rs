@@ -2,13 +2,8 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::browsing::run_step;
-use super::spec::parse;
 use crate::error::Result;
-use crate::lease::cascade::RunOptions;
-use crate::services::Browsing;
 use crate::services::browsing::Step;
 
 super::browsing::step_spec!(
@@ -29,16 +24,10 @@ struct Args {
     values: Vec<String>,
 }
 
-pub async fn run(
-    browsing: &Browsing,
-    args: Value,
-    opts: &RunOptions,
-) -> Result<crate::tools::Output> {
-    let (view, args) = super::browsing::view_args("browser_select", args, opts)?;
-    let a: Args = parse("browser_select", args)?;
-    let step = Step::Select {
+/// The choice.
+fn step(a: &Args) -> Result<Step<'_>> {
+    Ok(Step::Select {
         r#ref: &a.r#ref,
         values: &a.values,
-    };
-    run_step(browsing, &a.session, opts, step, &view).await
+    })
 }

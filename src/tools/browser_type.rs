@@ -2,13 +2,8 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::browsing::run_step;
-use super::spec::parse;
 use crate::error::Result;
-use crate::lease::cascade::RunOptions;
-use crate::services::Browsing;
 use crate::services::browsing::Step;
 
 super::browsing::step_spec!(
@@ -34,18 +29,12 @@ struct Args {
     element: Option<String>,
 }
 
-pub async fn run(
-    browsing: &Browsing,
-    args: Value,
-    opts: &RunOptions,
-) -> Result<crate::tools::Output> {
-    let (view, args) = super::browsing::view_args("browser_type", args, opts)?;
-    let a: Args = parse("browser_type", args)?;
+/// The typing.
+fn step(a: &Args) -> Result<Step<'_>> {
     let _ = &a.element;
-    let step = Step::Type {
+    Ok(Step::Type {
         r#ref: &a.r#ref,
         text: &a.text,
         submit: a.submit,
-    };
-    run_step(browsing, &a.session, opts, step, &view).await
+    })
 }

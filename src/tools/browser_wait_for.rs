@@ -2,14 +2,10 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::browsing::run_step;
-use super::spec::{invalid, parse};
+use super::spec::invalid;
 use crate::error::Result;
-use crate::lease::cascade::RunOptions;
 use crate::request::Until;
-use crate::services::Browsing;
 use crate::services::browsing::Step;
 
 super::browsing::step_spec!(
@@ -32,20 +28,15 @@ struct Args {
     time: Option<f64>,
 }
 
-pub async fn run(
-    browsing: &Browsing,
-    args: Value,
-    opts: &RunOptions,
-) -> Result<crate::tools::Output> {
-    let (view, args) = super::browsing::view_args("browser_wait_for", args, opts)?;
-    let a: Args = parse("browser_wait_for", args)?;
-    let until = match (a.text, a.selector, a.time) {
-        (Some(t), None, None) => Until::Text(t),
+/// The wait: for one of text, a selector or a time.
+fn step(a: &Args) -> Result<Step<'_>> {
+    let until = match (&a.text, &a.selector, a.time) {
+        (Some(t), None, None) => Until::Text(t.clone()),
         (None, Some(s), None) => {
-            if let Some(p) = crate::diag::css_problem(&s) {
+            if let Some(p) = crate::diag::css_problem(s) {
                 return Err(invalid(format!("`selector`: {p}")));
             }
-            Until::Selector(s)
+            Until::Selector(s.clone())
         }
         (None, None, Some(t)) if t.is_finite() && (0.0..=30.0).contains(&t) => {
             Until::Time(std::time::Duration::from_secs_f64(t))
@@ -53,5 +44,5 @@ pub async fn run(
         (None, None, Some(_)) => return Err(invalid("`time` is 0 to 30 seconds")),
         _ => return Err(invalid("give one of `text`, `selector` or `time`")),
     };
-    run_step(browsing, &a.session, opts, Step::WaitFor(until), &view).await
+    Ok(Step::WaitFor(until))
 }

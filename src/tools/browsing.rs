@@ -13,29 +13,38 @@ use crate::services::Browsing;
 use crate::services::browsing::{Owner, Shown, Step, Stepped, View};
 use crate::tools::budget;
 
-/// A `browser_*` step tool's [`Spec`](super::Spec): operator, no progress,
-/// answered with the page's snapshot; its file has `Args` and `run`.
+/// A `browser_*` step tool: its [`Spec`](super::Spec) (operator, no
+/// progress, answered with the page's snapshot) and its `run`, which parses
+/// the file's `Args`, takes the step its `fn step(&Args) -> Result<Step>`
+/// reads from them, runs it on the session and answers with the page after
+/// it. The file has `Args` and `step`.
 macro_rules! step_spec {
     ($name:literal, $title:literal, $description:literal, $annotations:ident) => {
-        pub const SPEC: $crate::tools::Spec = $crate::tools::Spec {
-            name: $name,
-            role: $crate::tools::Role::Operator,
-            title: $title,
-            description: $crate::tools::Description::Fixed($description),
-            input: || {
-                $crate::tools::browsing::with_view($crate::tools::input_schema::<Args>(), $name)
-            },
-            strategy_enum: false,
-            output: $crate::tools::browsing::step_schema,
-            annotations: $crate::tools::Annotations::$annotations,
-            progress: false,
-            budget: $crate::tools::Budget::Own,
-            also_runs: None,
-            route: None,
-            run: $crate::tools::Run::Browsing(|browsing, args, opts| {
+        pub const SPEC: $crate::tools::Spec = $crate::tools::Spec::new(
+            $name,
+            $crate::tools::Role::Operator,
+            $title,
+            $description,
+            $crate::tools::Run::Browsing(|browsing, args, opts| {
                 Box::pin(run(browsing, args, opts))
             }),
-        };
+        )
+        .input(|| $crate::tools::browsing::with_view($crate::tools::input_schema::<Args>(), $name))
+        .output($crate::tools::browsing::step_schema)
+        .annotations($crate::tools::Annotations::$annotations)
+        .budget($crate::tools::Budget::Own);
+
+        /// Run the step on the session; the page after it.
+        pub async fn run(
+            browsing: &$crate::services::Browsing,
+            args: serde_json::Value,
+            opts: &$crate::lease::cascade::RunOptions,
+        ) -> $crate::error::Result<$crate::tools::Output> {
+            let (view, args) = $crate::tools::browsing::view_args($name, args, opts)?;
+            let a: Args = $crate::tools::parse($name, args)?;
+            let step = step(&a)?;
+            $crate::tools::browsing::run_step(browsing, &a.session, opts, step, &view).await
+        }
     };
 }
 pub(crate) use step_spec;

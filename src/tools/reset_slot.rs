@@ -56,7 +56,7 @@ pub async fn run(leases: &Arc<Leases>, args: Value) -> Result<Value> {
         return Err(invalid(format!("unknown strategy `{s}`")));
     }
     if a.breakers {
-        leases.reset_breakers(a.slot, a.strategy.as_deref());
+        leases.sites().reset_breakers(a.slot, a.strategy.as_deref());
     }
     let closed = a.browser && identities.close_browser(a.slot).await?;
     Ok(json!({

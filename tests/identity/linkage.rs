@@ -332,7 +332,10 @@ async fn signed_in_identities_on_one_device_are_reported_and_kept_apart() {
             .import_session(slot, &session, idpool::request::SessionFormat::Auto)
             .await
             .expect("import");
-        assert!(pool.leases().signed_in(slot, "testshop"), "slot {slot}");
+        assert!(
+            pool.leases().sites().signed_in(slot, "testshop"),
+            "slot {slot}"
+        );
     }
     let linkage = pool.reports().status_now()["linkage"].clone();
     assert_eq!(linkage["same_device"], json!([[0, 1]]), "{linkage:#}");

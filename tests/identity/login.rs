@@ -55,7 +55,7 @@ async fn each_format_signs_a_slot_in_and_members_reviews_come_through_every_tier
     let env = shop(1).await;
     let pool = env.pool();
     assert_eq!(
-        pool.leases().login(0, "testshop").state,
+        pool.leases().sites().login(0, "testshop").state,
         LoginState::Unknown
     );
     for format in [Format::Netscape, Format::Json, Format::StorageState] {
@@ -74,7 +74,7 @@ async fn each_format_signs_a_slot_in_and_members_reviews_come_through_every_tier
             "{format:?}: {r:?}"
         );
     }
-    let state = pool.leases().login(0, "testshop");
+    let state = pool.leases().sites().login(0, "testshop");
     assert!(
         state
             .evidence
@@ -125,7 +125,7 @@ async fn a_login_wall_moves_the_call_and_without_a_signed_in_slot_the_fallback_r
         .expect("slot 0 signs in");
     // Slot 1 is asked first (this MCP session's last call was there):
     // signed out, so the call moves to slot 0.
-    pool.leases().remember("s", "testshop", 1);
+    pool.leases().sites().remember("s", "testshop", 1);
     let opts = RunOptions {
         session: Some("s".into()),
         ..RunOptions::default()
@@ -148,7 +148,7 @@ async fn a_login_wall_moves_the_call_and_without_a_signed_in_slot_the_fallback_r
         "{r}"
     );
     assert_eq!(
-        pool.leases().login(1, "testshop").state,
+        pool.leases().sites().login(1, "testshop").state,
         LoginState::LoggedOut
     );
     for s in 0..2 {
@@ -180,7 +180,7 @@ async fn a_login_wall_moves_the_call_and_without_a_signed_in_slot_the_fallback_r
         .collect();
     assert_eq!(ids(&r["items"]), top, "{r}");
     assert_eq!(
-        pool.leases().login(0, "testshop").state,
+        pool.leases().sites().login(0, "testshop").state,
         LoginState::LoggedOut
     );
     let change =
@@ -300,7 +300,7 @@ async fn a_slot_being_signed_in_lends_its_browser_to_no_call() {
     assert!(pool.services().logins.open_on(0) && !pool.services().logins.open_on(1));
     let product =
         || json!({"strategy": "testshop", "operation": "product", "params": {"item": "B0LIVE"}});
-    pool.leases().remember("s", "testshop", 0);
+    pool.leases().sites().remember("s", "testshop", 0);
     let opts = RunOptions {
         only_tiers: Some(vec![3]),
         session: Some("s".into()),
@@ -350,7 +350,7 @@ async fn with_nobody_signed_in_the_page_decides_once_and_a_wall_is_remembered() 
         .await
         .expect("top reviews");
     assert_eq!(
-        pool.leases().login(0, "testshop").state,
+        pool.leases().sites().login(0, "testshop").state,
         LoginState::LoggedOut
     );
     // A page that shows its reviews to everyone: read, not a fallback.

@@ -51,7 +51,7 @@ async fn a_signed_out_page_that_shows_the_reviews_is_read_not_walled() {
     assert!(r.get("fallback").is_none_or(|f| f.is_null()), "{r}");
     // The page still says who read it: the slot is known signed out.
     assert_eq!(
-        pool.leases().login(0, "testshop").state,
+        pool.leases().sites().login(0, "testshop").state,
         LoginState::LoggedOut
     );
     shutdown_and_check(&pool).await;

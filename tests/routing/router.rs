@@ -91,12 +91,12 @@ async fn every_breaker_open_fails_at_once_with_retry_after() {
         "{text}"
     );
     assert_eq!(
-        pool.leases().all_resting("s"),
+        pool.leases().sites().all_resting("s"),
         Some(Duration::from_secs(290))
     );
     // Other strategies are unaffected.
     assert!(pool.next_slot("t", None).await.is_ok());
-    assert_eq!(pool.leases().all_resting("t"), None);
+    assert_eq!(pool.leases().sites().all_resting("t"), None);
     // The earliest slot's trial, then nothing until it comes back.
     tokio::time::advance(Duration::from_secs(290)).await;
     let trial = pool.next_slot("s", None).await.expect("trial");
@@ -225,7 +225,7 @@ async fn pinned_slot_and_unknown_slot() {
     assert_eq!(e.kind(), ErrorKind::Unavailable);
     assert_eq!(e.retry_after(), Some(Duration::from_secs(300)));
     // Slot 0 is not what the caller asked for: a pin is a pin.
-    assert_eq!(pool.leases().all_resting("s"), None);
+    assert_eq!(pool.leases().sites().all_resting("s"), None);
 }
 
 #[tokio::test(start_paused = true)]

@@ -121,11 +121,11 @@ async fn a_slot_signed_in_on_one_marketplace_reads_members_reviews_there_and_a_b
     .await;
     assert!(walled.is_err(), "{walled:?}");
     assert_eq!(
-        pool.leases().login(0, "testshop@localhost").state,
+        pool.leases().sites().login(0, "testshop@localhost").state,
         LoginState::LoggedIn
     );
     assert_ne!(
-        pool.leases().login(0, "testshop").state,
+        pool.leases().sites().login(0, "testshop").state,
         LoginState::LoggedIn
     );
     // A marketplace that does not exist, or one the URL contradicts, is named.

@@ -286,7 +286,7 @@ async fn empty_items_and_login_walls() {
     for s in 0..2 {
         assert_eq!(pool.breaker(s, "testshop").failures, 0, "{msg}");
         assert_eq!(
-            pool.leases().login(s, "testshop").state,
+            pool.leases().sites().login(s, "testshop").state,
             idpool::strategy::LoginState::LoggedOut
         );
     }

@@ -152,7 +152,8 @@ impl MainDocument {
             return Err(Error::new(
                 ErrorKind::Network,
                 format!("browser navigation to {url} failed: {err}"),
-            ));
+            )
+            .with_net(crate::error::NetError::from_code(err)));
         }
         let mut doc = MainDocument {
             responses,

@@ -21,7 +21,7 @@ pub(super) fn nobody_signed_in(
     pin: Option<usize>,
 ) -> Option<Error> {
     let name = strategy.name();
-    let eligible = leases.may_be_signed_in(name);
+    let eligible = leases.sites().may_be_signed_in(name);
     let ok = match pin {
         Some(p) => eligible.contains(&p),
         None => !eligible.is_empty(),
@@ -31,7 +31,7 @@ pub(super) fn nobody_signed_in(
     }
     let states: Vec<String> = (0..leases.slots().len())
         .filter(|s| pin.is_none_or(|p| p == *s))
-        .map(|s| format!("slot {s}: {}", leases.login(s, name).state.as_str()))
+        .map(|s| format!("slot {s}: {}", leases.sites().login(s, name).state.as_str()))
         .collect();
     Some(
         Error::new(
@@ -54,7 +54,7 @@ pub(super) fn candidates(
     avoid: &[usize],
     refused: &[usize],
 ) -> Vec<usize> {
-    let eligible = leases.may_be_signed_in(strategy);
+    let eligible = leases.sites().may_be_signed_in(strategy);
     let fresh: Vec<usize> = eligible
         .iter()
         .copied()

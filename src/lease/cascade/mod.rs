@@ -101,7 +101,10 @@ async fn signed_out(
     opts: &RunOptions,
     why: Error,
 ) -> Result<CascadeResult> {
-    let mut may = call.leases().may_try_signed_out(strategy.name(), &op.name);
+    let mut may = call
+        .leases()
+        .sites()
+        .may_try_signed_out(strategy.name(), &op.name);
     if let Some(pin) = opts.slot {
         may.retain(|s| *s == pin);
     }

@@ -80,7 +80,7 @@ pub(super) async fn on_slots<W: Work>(
                 if let Some(session) = &opts.session
                     && !opts.rotate
                 {
-                    leases.remember(session, name, slot);
+                    leases.sites().remember(session, name, slot);
                 }
                 call.hold(slot);
                 return Ok(done);
@@ -95,7 +95,7 @@ pub(super) async fn on_slots<W: Work>(
         }
     }
     let e = work.exhausted(&tried, &attempts);
-    Err(match leases.all_resting(name) {
+    Err(match leases.sites().all_resting(name) {
         Some(after) => e
             .context(format!(
                 "every identity for `{name}` is resting now, retry after {:.1} s",
@@ -149,9 +149,9 @@ async fn next_lease<W: Work>(
     if opts.slot.is_none() && round == 0 && !opts.rotate {
         let sticky = held.or_else(|| {
             let session = opts.session.as_deref()?;
-            leases.remembered(session, name)
+            leases.sites().remembered(session, name)
         });
-        if let Some(s) = sticky.filter(|s| leases.admits(*s, name) && !avoid.contains(s)) {
+        if let Some(s) = sticky.filter(|s| leases.sites().admits(*s, name) && !avoid.contains(s)) {
             match leases
                 .next_slot_avoiding(name, Some(s), avoid, opts.scope.as_deref())
                 .await

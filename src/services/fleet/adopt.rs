@@ -154,7 +154,9 @@ impl FleetSync {
                 else {
                     continue;
                 };
-                leases.heard_fleet_cut(strategy, v["detail"]["to"].as_f64());
+                leases
+                    .sites()
+                    .heard_fleet_cut(strategy, v["detail"]["to"].as_f64());
             }
         });
     }

@@ -157,7 +157,7 @@ impl FleetSync {
             identities: f.held(),
             spare: f.spares_free(),
             version: env!("CARGO_PKG_VERSION").to_string(),
-            sent: self.leases.sent_rates(),
+            sent: self.leases.sites().sent_rates(),
             stale: false,
         };
         if let Ok(live) = c.register(&info).await {

@@ -1,12 +1,57 @@
-//! A slot's calibration bookkeeping: the status operators see, the flag a
-//! run raises while it goes, its time limit, and which profiles a Chromium
-//! can calibrate at all.
+//! A slot's calibration bookkeeping: its state (what applies, the last
+//! record, the last failure, the runs, the one-run lock and the flag a run
+//! raises while it goes), the status operators see, a run's time limit,
+//! and which profiles a Chromium can calibrate at all.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use parking_lot::{Mutex, RwLock};
 
 use serde::Serialize;
 
+use crate::identity::calibrate::{Calibrator, Record};
 use crate::identity::profile::Profile;
+use crate::wire::fingerprint::Calibration;
+
+/// A slot's calibration state, apart from the rest of the slot.
+pub(super) struct CalibrationState {
+    /// What the HTTP tier copies from the browser now (`None`: the
+    /// profile's emulation as it is).
+    pub(super) applied: RwLock<Option<Calibration>>,
+    /// The last run's record (also when not applied).
+    pub(super) record: RwLock<Option<Record>>,
+    /// `None` when `browser.calibrate` is off.
+    pub(super) calibrator: Option<Arc<Calibrator>>,
+    /// The browser launch count at the last failed run, and why.
+    pub(super) failure: Mutex<Option<(u64, String)>>,
+    /// Runs since the daemon started.
+    pub(super) runs: AtomicU64,
+    /// One run of this slot at a time; held for the run.
+    pub(super) lock: Arc<tokio::sync::Mutex<()>>,
+    /// A run is going: this slot's HTTP-tier requests wait for it (they
+    /// would carry the browser's fresh cookie with the uncalibrated
+    /// fingerprint).
+    pub(super) running: AtomicBool,
+}
+
+impl CalibrationState {
+    pub(super) fn new(
+        calibrator: Option<Arc<Calibrator>>,
+        applied: Option<Calibration>,
+        record: Option<Record>,
+    ) -> CalibrationState {
+        CalibrationState {
+            applied: RwLock::new(applied),
+            record: RwLock::new(record),
+            calibrator,
+            failure: Mutex::new(None),
+            runs: AtomicU64::new(0),
+            lock: Arc::new(tokio::sync::Mutex::new(())),
+            running: AtomicBool::new(false),
+        }
+    }
+}
 
 /// How a slot's HTTP tier compares with its browser, for operators.
 #[derive(Debug, Clone, Serialize)]

@@ -18,13 +18,13 @@ pub use calibration::CalibrationStatus;
 pub use env::SlotEnv;
 pub use record::{SlotIdentity, check_session};
 
-use self::calibration::{CALIBRATION_TIMEOUT, Calibrating, chromium_based};
+use self::calibration::{CALIBRATION_TIMEOUT, Calibrating, CalibrationState, chromium_based};
 use self::env::{device, identity, launch_spec, start_egress};
 use crate::config::HttpConfig;
 use crate::error::{Error, Result};
 use crate::events::Events;
 use crate::identity::browser::{BrowserFacts, SlotBrowser};
-use crate::identity::calibrate::{Calibrator, Record};
+use crate::identity::calibrate::Record;
 use crate::identity::jar::{Jar, OpenNote};
 use crate::identity::profile::{Profile, ProxyTemplate};
 use crate::request::FetchRequest;
@@ -53,21 +53,8 @@ pub struct Slot {
     http: parking_lot::RwLock<HttpClient>,
     /// What a rebuild needs.
     http_env: (HttpConfig, RootStore, Arc<Guard>),
-    /// What the HTTP tier copies from the browser now (`None`: the profile's
-    /// emulation as it is).
-    calibration: parking_lot::RwLock<Option<Calibration>>,
-    /// The last calibration run's record (also when not applied).
-    record: parking_lot::RwLock<Option<Record>>,
-    /// `None` when `browser.calibrate` is off.
-    calibrator: Option<Arc<Calibrator>>,
-    /// The browser launch count at the last failed run, and why.
-    cal_failure: Mutex<Option<(u64, String)>>,
-    cal_runs: std::sync::atomic::AtomicU64,
-    /// One calibration run of this slot at a time; held for the run.
-    cal_lock: Arc<tokio::sync::Mutex<()>>,
-    /// A run is going: this slot's HTTP-tier requests wait for it (they would
-    /// carry the browser's fresh cookie with the uncalibrated fingerprint).
-    calibrating: AtomicBool,
+    /// Its HTTP tier's calibration against its browser.
+    cal: CalibrationState,
     events: Arc<Events>,
     browser: SlotBrowser,
     /// The browser's guarded way out.
@@ -217,13 +204,7 @@ impl Slot {
             jar,
             http: parking_lot::RwLock::new(http),
             http_env: (env.http, env.roots.clone(), env.guard.clone()),
-            calibration: parking_lot::RwLock::new(calibration),
-            record: parking_lot::RwLock::new(record),
-            calibrator: env.calibrator.clone(),
-            cal_failure: Mutex::new(None),
-            cal_runs: std::sync::atomic::AtomicU64::new(0),
-            cal_lock: Arc::new(tokio::sync::Mutex::new(())),
-            calibrating: AtomicBool::new(false),
+            cal: CalibrationState::new(env.calibrator.clone(), calibration, record),
             events: env.events.clone(),
             browser,
             egress,
@@ -258,7 +239,7 @@ impl Slot {
         )?
         .with_hints(self.http.read().hints().clone());
         *self.http.write() = client;
-        *self.calibration.write() = cal;
+        *self.cal.applied.write() = cal;
         Ok(())
     }
 
@@ -271,23 +252,23 @@ impl Slot {
         let Ok(r) = serde_json::from_value::<Record>(r) else {
             return Ok(false);
         };
-        if self.calibrator.is_none() || r.user_agent != self.profile.user_agent {
+        if self.cal.calibrator.is_none() || r.user_agent != self.profile.user_agent {
             return Ok(false);
         }
         r.save(&self.dir)?;
         self.set_calibration(Some(r.calibration.clone()))?;
-        *self.record.write() = Some(r);
+        *self.cal.record.write() = Some(r);
         Ok(true)
     }
 
     /// What the HTTP tier copies from the browser, if calibrated.
     pub fn calibration(&self) -> Option<Calibration> {
-        self.calibration.read().clone()
+        self.cal.applied.read().clone()
     }
 
     /// The last calibration run's record.
     pub fn calibration_record(&self) -> Option<Record> {
-        self.record.read().clone()
+        self.cal.record.read().clone()
     }
 
     /// One browser navigation (for [`crate::lease::Lease::browse`], which guards it);
@@ -329,21 +310,24 @@ impl Slot {
     /// in the background, so the call that launched the browser has its page
     /// at once; this slot's HTTP-tier requests wait for the run (others do not).
     pub fn calibrate_if_due(self: &Arc<Self>) {
-        if self.calibrator.is_none() || !chromium_based(&self.profile) || !self.calibration_due() {
+        if self.cal.calibrator.is_none()
+            || !chromium_based(&self.profile)
+            || !self.calibration_due()
+        {
             return;
         }
         // Another request of this slot is calibrating it: go on without waiting.
-        let Ok(run) = self.cal_lock.clone().try_lock_owned() else {
+        let Ok(run) = self.cal.lock.clone().try_lock_owned() else {
             return;
         };
         if !self.calibration_due() {
             return;
         }
         // Raised before the task starts, so no HTTP request slips in between.
-        self.calibrating.store(true, Ordering::Release);
+        self.cal.running.store(true, Ordering::Release);
         let slot = self.clone();
         tokio::spawn(async move {
-            let _flag = Calibrating::set(&slot.calibrating);
+            let _flag = Calibrating::set(&slot.cal.running);
             if let Err(e) = slot.run_calibration().await {
                 tracing::warn!(slot = slot.id, error = %e, "calibration failed; the HTTP tier keeps its last settings");
             }
@@ -355,8 +339,8 @@ impl Slot {
     /// Wait until no calibration run of this slot is going (bounded by the
     /// run's own limit).
     pub async fn calibration_settled(&self) {
-        if self.calibrating.load(Ordering::Acquire) {
-            drop(self.cal_lock.lock().await);
+        if self.cal.running.load(Ordering::Acquire) {
+            drop(self.cal.lock.lock().await);
         }
     }
 
@@ -367,13 +351,12 @@ impl Slot {
         let Some(version) = facts.version else {
             return false; // never launched
         };
-        let current = self
-            .record
-            .read()
+        let current = (self.cal.record.read())
             .as_ref()
             .is_some_and(|r| r.chromium == version && r.user_agent == self.profile.user_agent);
         let failed_this_launch = self
-            .cal_failure
+            .cal
+            .failure
             .lock()
             .as_ref()
             .is_some_and(|(launch, _)| *launch == facts.launches);
@@ -383,13 +366,13 @@ impl Slot {
     /// Run a calibration now (launching the browser if needed), apply and
     /// save it; after a run of this slot already going.
     pub async fn calibrate_now(&self) -> Result<Record> {
-        let _run = self.cal_lock.lock().await;
-        let _flag = Calibrating::set(&self.calibrating);
+        let _run = self.cal.lock.lock().await;
+        let _flag = Calibrating::set(&self.cal.running);
         self.run_calibration().await
     }
 
     async fn run_calibration(&self) -> Result<Record> {
-        let Some(calibrator) = &self.calibrator else {
+        let Some(calibrator) = &self.cal.calibrator else {
             return Err(Error::config(format!(
                 "slot {}: calibration is off (browser.calibrate = false)",
                 self.id
@@ -403,7 +386,8 @@ impl Slot {
                 self.profile.emulation.family()
             )));
         }
-        self.cal_runs
+        self.cal
+            .runs
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let run = async {
             let subject = crate::identity::calibrate::Subject {
@@ -430,7 +414,7 @@ impl Slot {
             });
         match run {
             Ok(record) => {
-                *self.cal_failure.lock() = None;
+                *self.cal.failure.lock() = None;
                 if let Err(e) = record.save(&self.dir) {
                     tracing::warn!(slot = self.id, error = %e, "calibration record not saved");
                 }
@@ -461,17 +445,17 @@ impl Slot {
                 self::calibration::note_browser_signals(
                     &self.events,
                     self.id,
-                    self.record.read().as_ref(),
+                    self.cal.record.read().as_ref(),
                     &record,
                 );
-                *self.record.write() = Some(record.clone());
+                *self.cal.record.write() = Some(record.clone());
                 Ok(record)
             }
             Err(e) => {
                 let launches = self.browser.facts().launches;
                 // Shown to viewers (pool_status): redacted like last_error.
                 let why = crate::diag::one_line(&e.to_string(), crate::diag::ERROR_CHARS);
-                *self.cal_failure.lock() = Some((launches, why));
+                *self.cal.failure.lock() = Some((launches, why));
                 self.events.emit(
                     "calibration_failed",
                     Some(self.id),
@@ -485,11 +469,11 @@ impl Slot {
 
     /// For pool_status, `idpool slots` and `/metrics`.
     pub fn calibration_status(&self) -> CalibrationStatus {
-        let record = self.record.read().clone();
-        let applied = self.calibration.read().is_some();
-        let error = self.cal_failure.lock().as_ref().map(|(_, e)| e.clone());
+        let record = self.cal.record.read().clone();
+        let applied = self.cal.applied.read().is_some();
+        let error = self.cal.failure.lock().as_ref().map(|(_, e)| e.clone());
         let version = self.browser.facts().version;
-        let state = match (&self.calibrator, &record) {
+        let state = match (&self.cal.calibrator, &record) {
             (None, _) => "off",
             _ if !chromium_based(&self.profile) => "not_applicable",
             (_, None) if error.is_some() => "failed",
@@ -522,7 +506,7 @@ impl Slot {
                 .as_ref()
                 .and_then(|r| r.browser_check.as_ref())
                 .map(self::calibration::BrowserSignals::of),
-            runs: self.cal_runs.load(std::sync::atomic::Ordering::Relaxed),
+            runs: self.cal.runs.load(std::sync::atomic::Ordering::Relaxed),
             error,
         }
     }
@@ -530,7 +514,8 @@ impl Slot {
     /// The fingerprint components this slot's browser measured of itself
     /// at its last calibration (`None` before one).
     pub fn components(&self) -> Option<crate::identity::persona::linkage::Components> {
-        self.record
+        self.cal
+            .record
             .read()
             .as_ref()
             .and_then(|r| r.browser_check.as_ref())
@@ -593,8 +578,8 @@ impl Slot {
         self.http.read().hints().clear();
         let new = SlotIdentity::fresh(old.generation + 1, self.personas.fresh_for(self.id));
         self.take_identity(&new)?;
-        *self.record.write() = None;
-        *self.cal_failure.lock() = None;
+        *self.cal.record.write() = None;
+        *self.cal.failure.lock() = None;
         self.set_calibration(None)?;
         self.wear.reset();
         Ok((new, aside))

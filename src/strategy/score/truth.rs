@@ -21,7 +21,6 @@ use super::want::Want;
 #[serde(deny_unknown_fields)]
 pub struct Truth {
     /// Free text: how the truth was made.
-    #[serde(default)]
     pub about: Option<String>,
     pub pages: Vec<Page>,
 }
@@ -34,7 +33,6 @@ pub struct Page {
     pub file: String,
     /// What kind of page it is (`product`, `reviews`, `wall`…): the last
     /// line counts right pages per kind.
-    #[serde(default)]
     pub kind: Option<String>,
     /// The answer's final URL (it picks the marketplace, and resolves links).
     pub url: String,
@@ -44,14 +42,10 @@ pub struct Page {
     #[serde(default)]
     pub checks: Vec<Check>,
     /// The signed-in state the page shows, judged with the `[session]` markers.
-    #[serde(default)]
     pub session: Option<LoginState>,
     /// Notes for people; not judged.
-    #[serde(default)]
     pub year: Option<u16>,
-    #[serde(default)]
     pub market: Option<String>,
-    #[serde(default)]
     pub note: Option<String>,
 }
 
@@ -103,22 +97,17 @@ pub struct Check {
     #[serde(default)]
     pub outcome_any: Vec<OutcomeName>,
     /// How many items.
-    #[serde(default)]
     pub count: Option<usize>,
     /// Also right: this many items in all, of which `count` have
     /// `country` = `local_country` and the rest another country (reviews
     /// from abroad shown on the page).
-    #[serde(default)]
     pub count_with_foreign: Option<usize>,
-    #[serde(default)]
     pub local_country: Option<String>,
     /// Whether the page links to a next one (compared only when the
     /// outcome is `outcome`).
-    #[serde(default)]
     pub has_more: Option<bool>,
     #[serde(default)]
     pub items: Vec<ItemWant>,
-    #[serde(default)]
     pub note: Option<String>,
 }
 

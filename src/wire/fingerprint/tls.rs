@@ -43,7 +43,6 @@ pub struct ClientHello {
     /// `compress_certificate` algorithms.
     #[serde(default)]
     pub cert_compression: Vec<u16>,
-    #[serde(default)]
     pub record_size_limit: Option<u16>,
 }
 

@@ -101,7 +101,7 @@ pub async fn run(config: Option<&Path>, args: FetchArgs) -> anyhow::Result<ExitC
             out.flush()?;
         }
     }
-    pool.leases().save_jars().await;
+    pool.leases().identities().save_jars().await;
     Ok(if fetched.outcome.is_failure() {
         ExitCode::from(2)
     } else {

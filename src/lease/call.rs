@@ -165,28 +165,6 @@ impl Leases {
         ))
     }
 
-    /// The strategy responsible for `url`, if any (else the open web's
-    /// generic rules).
-    pub fn strategy_for(&self, url: &url::Url) -> Option<Arc<dyn crate::strategy::Strategy>> {
-        let registry = self.registry();
-        url.host_str().and_then(|h| registry.for_host(h)).cloned()
-    }
-
-    /// What `url`'s requests are routed and counted under: its strategy's
-    /// name, else its host's open-web key (`None` without a host).
-    pub fn site_key(&self, url: &url::Url) -> Option<String> {
-        match self.strategy_for(url) {
-            Some(s) => Some(s.name().to_string()),
-            None => url.host_str().map(crate::routing::web_key),
-        }
-    }
-
-    /// Whether `name` is a strategy of the pool's now or an open-web
-    /// host's key.
-    pub fn knows_strategy(&self, name: &str) -> bool {
-        self.registry().get(name).is_some() || crate::routing::is_web_key(name)
-    }
-
     /// One navigation in a slot's browser, as one call: lease, [`Lease::browse`],
     /// finish with its outcome.
     pub async fn browse(

@@ -332,6 +332,24 @@ impl<'a> Identities<'a> {
         out
     }
 
+    /// Standby browsers waiting for a call (launched ahead of need, not
+    /// used since).
+    pub fn standby_ready(&self) -> usize {
+        (self.slots().iter())
+            .filter(|s| {
+                let f = s.browser_facts();
+                f.running && f.standby
+            })
+            .count()
+    }
+
+    /// Save every jar that changed.
+    pub async fn save_jars(&self) {
+        for slot in self.slots() {
+            slot.save_jar().await;
+        }
+    }
+
     /// `id` as `pool_status` reports it.
     pub fn report(&self, id: usize, view: &View<'_>) -> Value {
         let Some(slot) = self.slots().get(id) else {

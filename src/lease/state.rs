@@ -141,6 +141,28 @@ impl Leases {
         self.registry.read().get(name).cloned()
     }
 
+    /// The strategy responsible for `url`, if any (else the open web's
+    /// generic rules).
+    pub fn strategy_for(&self, url: &url::Url) -> Option<Arc<dyn crate::strategy::Strategy>> {
+        let registry = self.registry();
+        url.host_str().and_then(|h| registry.for_host(h)).cloned()
+    }
+
+    /// What `url`'s requests are routed and counted under: its strategy's
+    /// name, else its host's open-web key (`None` without a host).
+    pub fn site_key(&self, url: &url::Url) -> Option<String> {
+        match self.strategy_for(url) {
+            Some(s) => Some(s.name().to_string()),
+            None => url.host_str().map(crate::routing::web_key),
+        }
+    }
+
+    /// Whether `name` is a strategy of the pool's now or an open-web
+    /// host's key.
+    pub fn knows_strategy(&self, name: &str) -> bool {
+        self.registry().get(name).is_some() || crate::routing::is_web_key(name)
+    }
+
     /// The SSRF guard every request goes through.
     pub fn guard(&self) -> &Arc<Guard> {
         &self.guard
@@ -173,17 +195,6 @@ impl Leases {
     /// in one, while it holds the slot's identity.
     pub fn in_hand(&self, id: usize) -> bool {
         self.fleet.as_ref().is_none_or(|f| f.usable(id))
-    }
-
-    /// Standby browsers waiting for a call (launched ahead of need, not
-    /// used since).
-    pub fn standby_ready(&self) -> usize {
-        (self.slots().iter())
-            .filter(|s| {
-                let f = s.browser_facts();
-                f.running && f.standby
-            })
-            .count()
     }
 
     /// The slots the router picks next for browser work, in order: the
@@ -237,12 +248,5 @@ impl Leases {
         metrics::histogram!("idpool_request_duration_seconds",
             "strategy" => strategy.to_string(), "tier" => tier.to_string())
         .record(elapsed.as_secs_f64());
-    }
-
-    /// Save every jar that changed.
-    pub async fn save_jars(&self) {
-        for slot in &self.slots {
-            slot.save_jar().await;
-        }
     }
 }

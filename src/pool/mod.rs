@@ -281,7 +281,7 @@ impl Pool {
             c.shutdown().await;
         }
         self.inner.leases.identities().close_browsers().await;
-        self.inner.leases.save_jars().await;
+        self.inner.leases.identities().save_jars().await;
         // The fleet gets the last word of every identity held here.
         if let Some(f) =
             (self.inner.services.fleet.as_ref()).filter(|f| f.fleet().cluster().is_up())

@@ -166,7 +166,7 @@ impl Reports<'_> {
             "browsers": self.host.isolation,
             "standby": {
                 "wanted": self.host.standby.min(identities.len()),
-                "ready": leases.standby_ready(),
+                "ready": identities.standby_ready(),
             },
             "drift": leases.drift().report(),
             "linkage": leases.identities().linkage(),

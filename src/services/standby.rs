@@ -58,7 +58,7 @@ pub fn spawn(leases: &Arc<Leases>, stop: &CancellationToken, want: usize, cap_mb
 /// Launch standby browsers until `want` of them wait; `false` when memory
 /// stopped it.
 async fn fill(leases: &Arc<Leases>, want: usize, cap_mb: u64, stop: &CancellationToken) -> bool {
-    let mut ready = leases.standby_ready();
+    let mut ready = leases.identities().standby_ready();
     for id in leases.browser_order() {
         if ready >= want || stop.is_cancelled() {
             break;

@@ -55,7 +55,9 @@
 //! lease/        the one road to a site: the lease source (slots, router
 //!               state, guard, robots, metrics) and the lease, which alone
 //!               combines an identity, the routing state, the strategy and
-//!               the network; a call that holds one identity; retirement;
+//!               the network, its checks written once (`gate.rs`); the
+//!               identities by number and their reports (`identities.rs`), the
+//!               site state (`sites.rs`); a call that holds one identity; retirement;
 //!               the cascade (`lease/cascade/`: tier 1 -> 2 -> 3 and across slots);
 //!               the recordings of browser work it keeps
 //! services/     what holds a lease source and owns its own state: interactive
@@ -63,7 +65,8 @@
 //!               jobs, the fleet's heartbeat, upkeep, PII masking, serving
 //! pool/         the facade: open, reload, reports, shutdown; tools get their
 //!               handles from it
-//! tools/        transport-agnostic tools, one file (one spec) per tool
+//! tools/        transport-agnostic tools, one file (one spec) per tool, each
+//!               handed the one handle its `Run` names
 //! auth/         API keys (hashed), roles and the one authorization gate, the
 //!               audit log
 //! mcp/          the MCP server: the dispatcher (gate, audit, tool runs), the

@@ -73,7 +73,9 @@ async fn start(
         "POST /api/v1/slots/{n}/login",
         Role::Admin
     );
-    let Ok(slot) = n.parse::<usize>() else {
+    let Some(slot) =
+        (n.parse::<usize>().ok()).filter(|s| c.core.pool().leases().identities().check(*s).is_ok())
+    else {
         return error(StatusCode::NOT_FOUND, format!("no slot `{n}`"));
     };
     let args: StartArgs = match serde_json::from_slice(&body) {

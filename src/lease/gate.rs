@@ -1,5 +1,6 @@
 //! The checks a request of the lease passes before it leaves, in order:
-//! written once here, run by every road ([`Lease::pass`](super::Lease)).
+//! written once here, run by every road ([`Lease::pass`](super::Lease));
+//! reading `robots.txt` itself is guarded and paced only (`Lease::robots`).
 //! A request's latency is counted from the moment they pass; a check that
 //! refuses ends the request before it reaches the site. Each hop after the
 //! first (a redirect, the page a step led to) is judged again by the lease
@@ -28,7 +29,3 @@ pub(super) const BROWSER: &[Check] = &[Check::Guard, Check::Robots, Check::Pace]
 /// A step on a page already open (a click, a submit): its turn; where it
 /// leads is judged as a hop.
 pub(super) const STEP: &[Check] = &[Check::Pace];
-
-/// Reading `robots.txt` itself: the guard, and its turn (robots does not
-/// apply to itself).
-pub(super) const ROBOTS: &[Check] = &[Check::Guard, Check::Pace];

@@ -504,8 +504,6 @@ impl Lease {
         })
     }
 
-    /// A host no strategy covers, or one whose strategy says `robots =
-    /// true`: its `robots.txt` must allow `url`.
     /// Run `checks` on `url` in order (see `gate.rs`): the instant the
     /// request starts, once they all pass.
     pub(super) async fn pass(
@@ -516,14 +514,15 @@ impl Lease {
         for check in checks {
             match check {
                 gate::Check::Guard => self.leases.guard.check(url).await?,
-                // Boxed: reading robots.txt passes the gate itself.
-                gate::Check::Robots => Box::pin(self.obey_robots(url)).await?,
+                gate::Check::Robots => self.obey_robots(url).await?,
                 gate::Check::Pace => self.pace().await?,
             }
         }
         Ok(std::time::Instant::now())
     }
 
+    /// A host no strategy covers, or one whose strategy says `robots =
+    /// true`: its `robots.txt` must allow `url`.
     async fn obey_robots(&self, url: &url::Url) -> Result<()> {
         let agreed = self.rules.as_ref().is_some_and(|r| !r.obeys_robots());
         if agreed || !self.leases.cfg.web.respect_robots {
@@ -540,7 +539,11 @@ impl Lease {
     pub async fn robots(&self, url: &url::Url) -> Result<Arc<crate::web::Robots>> {
         self.leases.guard.check(url).await?;
         let read = |at: url::Url| async move {
-            let started = self.pass(&at, gate::ROBOTS).await?;
+            // Guarded above (same origin); robots does not apply to
+            // itself, so its read is only paced (not `pass`: that runs
+            // robots, which would be this read again).
+            self.pace().await?;
+            let started = std::time::Instant::now();
             let r = self.slot.fetch(&FetchRequest::get(at)).await;
             let outcome = if r.is_ok() { "ok" } else { "failed" };
             self.leases

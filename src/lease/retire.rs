@@ -40,12 +40,7 @@ pub struct Retirement {
 impl Leases {
     /// Give slot `slot` a fresh identity now.
     pub async fn retire(self: &Arc<Self>, slot: usize, reason: &str) -> Result<Retirement> {
-        let s = self.slots().get(slot).cloned().ok_or_else(|| {
-            Error::not_found(format!(
-                "slot {slot} does not exist (the pool has {} slots)",
-                self.slots().len()
-            ))
-        })?;
+        let s = self.slots()[self.identities().check(slot)?].clone();
         if s.wear.retiring.swap(true, Ordering::AcqRel) {
             return Err(Error::new(
                 ErrorKind::Unavailable,

@@ -51,13 +51,8 @@ impl Leases {
         avoid: &[usize],
         scope: Option<&Scope>,
     ) -> Result<Lease> {
-        if let Some(p) = pin
-            && p >= self.slots.len()
-        {
-            return Err(Error::not_found(format!(
-                "slot {p} does not exist (the pool has {} slots)",
-                self.slots.len()
-            )));
+        if let Some(p) = pin {
+            self.identities().check(p)?;
         }
         if self.slots.is_empty() {
             return Err(Error::config("the pool has no slots"));

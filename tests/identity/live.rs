@@ -51,6 +51,15 @@ async fn a_person_signs_a_slot_in_through_the_live_view() {
             .expect("post");
         assert_eq!(r.status(), reqwest::StatusCode::FORBIDDEN);
     }
+    // A slot the pool lacks is a path that names nothing: 404.
+    let r = http
+        .post(d.url("/api/v1/slots/7/login"))
+        .bearer_auth(&admin)
+        .json(&json!({"strategy": "testshop"}))
+        .send()
+        .await
+        .expect("post");
+    assert_eq!(r.status(), reqwest::StatusCode::NOT_FOUND);
 
     let requests_of_1 = |v: &Value| v["slots"][1]["requests"].as_u64().unwrap_or(0);
     let slots_before = admin_get("/api/v1/slots".to_string()).await;

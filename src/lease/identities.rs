@@ -279,9 +279,11 @@ impl<'a> Identities<'a> {
         ended
     }
 
-    /// Close every browser, reaping each Chromium.
+    /// Close every browser for good, reaping each Chromium: whatever still
+    /// runs (a calibration, a call being cancelled) launches none again.
     pub async fn close_browsers(&self) {
-        futures_util::future::join_all(self.slots().iter().map(|s| s.browser().close())).await;
+        let slots = self.slots();
+        futures_util::future::join_all(slots.iter().map(|s| s.browser().close_for_good())).await;
     }
 
     /// The linkage report ([`crate::identity::persona::linkage::report`])

@@ -281,6 +281,15 @@ impl Pool {
             c.shutdown().await;
         }
         self.inner.leases.identities().close_browsers().await;
+        // What still runs in the browsers' namespace (a launch whose call
+        // was cut) ends before the daemon does.
+        if let Some(ns) = &self.inner.host.netns {
+            ns.end(std::time::Duration::from_secs(10)).await;
+        }
+        // Such a Chromium was killed, not reaped: none outlives the pool.
+        for (slot, pid) in self.inner.leases.identities().end_stale_browsers().await {
+            tracing::warn!(slot, pid, "ended a Chromium still starting at shutdown");
+        }
         self.inner.leases.identities().save_jars().await;
         // The fleet gets the last word of every identity held here.
         if let Some(f) =

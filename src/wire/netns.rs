@@ -40,6 +40,7 @@ use tokio::sync::oneshot;
 pub struct Netns {
     handle: Handle,
     stop: parking_lot::Mutex<Option<oneshot::Sender<()>>>,
+    thread: parking_lot::Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Netns {
@@ -74,7 +75,7 @@ impl Netns {
 
     fn start() -> io::Result<Netns> {
         let (tx, rx) = std::sync::mpsc::channel::<io::Result<(Handle, oneshot::Sender<()>)>>();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("idpool-netns".into())
             .spawn(move || {
                 let made = enter_new_namespace().and_then(|()| {
@@ -103,7 +104,30 @@ impl Netns {
         Ok(Netns {
             handle,
             stop: parking_lot::Mutex::new(Some(stop)),
+            thread: parking_lot::Mutex::new(Some(thread)),
         })
+    }
+
+    /// Stop the namespace's runtime and wait (at most `within`) for its
+    /// thread to end, every task on it dropped: a Chromium still starting
+    /// there is killed (`kill_on_drop`), not left behind when the daemon
+    /// exits a moment later. Nothing runs in the namespace afterwards.
+    pub async fn end(&self, within: std::time::Duration) {
+        if let Some(stop) = self.stop.lock().take() {
+            let _ = stop.send(());
+        }
+        let Some(thread) = self.thread.lock().take() else {
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + within;
+        while !thread.is_finished() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        if thread.is_finished() {
+            let _ = thread.join();
+        } else {
+            tracing::warn!("the browsers' namespace thread did not end within {within:?}");
+        }
     }
 
     /// Run `fut` inside the namespace (on its runtime thread).

@@ -570,8 +570,14 @@ async fn keys_roles_sessions_and_the_audit_log() {
     for k in [&operator, &admin] {
         assert!(!keys_text.contains(k.as_str()), "keys are stored hashed");
     }
+    let log = d.log.clone();
     d.stop().await;
-    assert!(chromium_browsers_under(env.data_dir()).is_empty());
+    let left = chromium_browsers_under(env.data_dir());
+    assert!(
+        left.is_empty(),
+        "Chromium outlived the daemon: {left:?}\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod closed_under_calibration;
 mod cluster_key;
 mod content_first;
 mod crawl_owner;

@@ -98,6 +98,9 @@ pub struct SlotBrowser {
     /// and the browser is not closed for idleness while there are any.
     kept_tabs:
         Mutex<std::collections::HashSet<chromiumoxide::cdp::browser_protocol::target::TargetId>>,
+    /// Closed for good ([`SlotBrowser::close_for_good`]): nothing launches
+    /// it again.
+    ended: std::sync::atomic::AtomicBool,
 }
 
 /// When, of which pid, (RSS, PSS) in MiB.
@@ -148,6 +151,7 @@ impl SlotBrowser {
             facts: Arc::new(Mutex::new(facts)),
             rss_cache: Mutex::new(None),
             kept_tabs: Mutex::default(),
+            ended: Default::default(),
         }
     }
 
@@ -190,6 +194,12 @@ impl SlotBrowser {
         *self.device.lock() = device;
     }
 
+    /// How many times this browser launched (the count
+    /// [`SlotBrowser::turn_on_launch`] takes).
+    pub(crate) fn launches(&self) -> u64 {
+        self.facts.lock().launches
+    }
+
     pub fn spec(&self) -> &LaunchSpec {
         &self.spec
     }
@@ -216,8 +226,33 @@ impl SlotBrowser {
     /// A turn for the daemon's own upkeep (calibration): like
     /// [`Self::turn`], but a standby browser stays one.
     pub(crate) async fn upkeep_turn(&self) -> Result<Turn<'_>> {
+        let mut turn = Turn {
+            browser: self,
+            guard: self.lock_state().await?,
+            launch: None,
+        };
+        turn.ready().await?;
+        Ok(turn)
+    }
+
+    /// A turn at the browser of launch `launch` (a count of
+    /// [`BrowserFacts::launches`]) only: work that measures one launch (the
+    /// calibration) fails when that browser was closed or replaced since,
+    /// and launches none of its own; a browser closed by an operator stays
+    /// closed.
+    pub(crate) async fn turn_on_launch(&self, launch: u64) -> Result<Turn<'_>> {
+        let mut turn = Turn {
+            browser: self,
+            guard: self.lock_state().await?,
+            launch: Some(launch),
+        };
+        turn.ready().await?;
+        Ok(turn)
+    }
+
+    async fn lock_state(&self) -> Result<tokio::sync::MutexGuard<'_, Option<Running>>> {
         let wait = Duration::from_secs(self.cfg.lock_wait_secs);
-        let mut guard = tokio::time::timeout(wait, self.state.lock())
+        tokio::time::timeout(wait, self.state.lock())
             .await
             .map_err(|_| {
                 Error::new(
@@ -228,12 +263,7 @@ impl SlotBrowser {
                         wait.as_secs()
                     ),
                 )
-            })?;
-        self.ensure_running(&mut guard).await?;
-        Ok(Turn {
-            browser: self,
-            guard,
-        })
+            })
     }
 
     /// One navigation in a turn of its own: see [`Turn::navigate`].
@@ -276,6 +306,15 @@ impl SlotBrowser {
         if slot.is_some() {
             return Ok(());
         }
+        if self.ended.load(Ordering::Acquire) {
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "slot {}: its browser was closed for good (the daemon is stopping)",
+                    self.spec.slot
+                ),
+            ));
+        }
         match self.launch().await {
             Ok(r) => {
                 *slot = Some(r);
@@ -295,16 +334,20 @@ impl SlotBrowser {
         launcher::end_stale(&spec).await;
         let started = match spec.netns.clone() {
             // Spawned from the namespace's thread, Chromium starts inside it.
+            // A launch cancelled with its caller is cancelled there too: the
+            // Chromium it started ends with it (`kill_on_drop`).
             Some(ns) => {
                 let s = spec.clone();
-                ns.spawn(async move { launcher::start(&s).await })
-                    .await
-                    .map_err(|e| {
-                        Error::new(
-                            ErrorKind::Internal,
-                            format!("slot {}: launch task: {e}", spec.slot),
-                        )
-                    })??
+                tokio_util::task::AbortOnDropHandle::new(
+                    ns.spawn(async move { launcher::start(&s).await }),
+                )
+                .await
+                .map_err(|e| {
+                    Error::new(
+                        ErrorKind::Internal,
+                        format!("slot {}: launch task: {e}", spec.slot),
+                    )
+                })??
             }
             None => launcher::start(&spec).await?,
         };
@@ -366,6 +409,13 @@ impl SlotBrowser {
         self.ensure_running(&mut guard).await?;
         self.facts.lock().standby = true;
         Ok(true)
+    }
+
+    /// Close this slot's browser for good (the pool is shutting down): it is
+    /// not launched again, whatever still runs asks for it.
+    pub async fn close_for_good(&self) {
+        self.ended.store(true, Ordering::Release);
+        self.close().await;
     }
 
     /// Close this slot's browser (graceful CDP close, then the process group).
@@ -442,9 +492,31 @@ impl SlotBrowser {
 pub struct Turn<'a> {
     browser: &'a SlotBrowser,
     guard: tokio::sync::MutexGuard<'a, Option<Running>>,
+    /// The one launch this turn works on ([`SlotBrowser::turn_on_launch`]);
+    /// `None`: whichever runs, launched if need be.
+    launch: Option<u64>,
 }
 
 impl Turn<'_> {
+    /// The browser of this turn running: launched if need be, or, for a turn
+    /// on one launch, still that launch.
+    async fn ready(&mut self) -> Result<()> {
+        let Some(launch) = self.launch else {
+            return self.browser.ensure_running(&mut self.guard).await;
+        };
+        SlotBrowser::forget_dead(&mut self.guard).await;
+        if self.guard.is_none() || self.browser.facts.lock().launches != launch {
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "slot {}: the browser it was working on was closed or replaced",
+                    self.browser.spec.slot
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Navigate the working tab, syncing the cookies of `req.cookie_domain`
     /// with `jar` around it; afterwards the tab is recycled, or the browser
     /// restarted past `max_rss_mb`, when due. No SSRF check here, so it is
@@ -456,7 +528,7 @@ impl Turn<'_> {
         jar: Option<&Jar>,
         probe: &page::Probe<'_>,
     ) -> Result<PageResult> {
-        self.browser.ensure_running(&mut self.guard).await?;
+        self.ready().await?;
         let Some(running) = self.guard.as_mut() else {
             return Err(Error::new(
                 ErrorKind::Internal,

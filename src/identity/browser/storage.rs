@@ -80,7 +80,7 @@ impl Turn<'_> {
 
     /// The browser and its working tab, launched if need be.
     pub(crate) async fn running(&mut self) -> Result<(&Browser, Page)> {
-        self.browser.ensure_running(&mut self.guard).await?;
+        self.ready().await?;
         let r = self
             .guard
             .as_ref()

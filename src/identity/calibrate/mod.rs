@@ -190,26 +190,37 @@ impl Calibrator {
             ));
         };
         // The browser is launched first, whole; what follows is cut by
-        // shutdown.
-        drop(slot.browser.upkeep_turn().await?);
+        // shutdown, and works on that launch only: a browser closed under
+        // the run (`reset_slot`, idle, shutdown) is not launched again for it.
+        let launch = {
+            let _turn = slot.browser.upkeep_turn().await?;
+            slot.browser.launches()
+        };
         tokio::select! {
-            r = self.visits(slot, l) => r,
+            r = self.visits(slot, launch, l) => r,
             () = self.cut.cancelled() => Err(closed()),
         }
     }
 
     /// A run's work on its launched browser and the HTTP tier: the visits,
     /// the self-check, the comparison.
-    async fn visits(&self, slot: Subject<'_>, l: &listener::Listener) -> Result<Record> {
+    async fn visits(
+        &self,
+        slot: Subject<'_>,
+        launch: u64,
+        l: &listener::Listener,
+    ) -> Result<Record> {
         let base = new_run(l);
-        browser_visit(slot.browser, &base).await.map_err(|e| {
-            e.context(format!(
-                "slot {}: calibration visit of the browser",
-                slot.id
-            ))
-        })?;
+        browser_visit(slot.browser, launch, &base)
+            .await
+            .map_err(|e| {
+                e.context(format!(
+                    "slot {}: calibration visit of the browser",
+                    slot.id
+                ))
+            })?;
         let browser = take(l, "browser")?;
-        let browser_check = self_check(slot, l).await;
+        let browser_check = self_check(slot, launch, l).await?;
         let ua = |c: &Capture| {
             c.navigation
                 .headers
@@ -270,7 +281,11 @@ impl Calibrator {
 /// whole page operation on it: navigation, `wait_for`, a scroll, a click, a
 /// wait and the read. What it found, judged; a check that could not run is
 /// its own signal (`check`), and the calibration goes on.
-async fn self_check(slot: Subject<'_>, l: &listener::Listener) -> check::BrowserCheck {
+async fn self_check(
+    slot: Subject<'_>,
+    launch: u64,
+    l: &listener::Listener,
+) -> Result<check::BrowserCheck> {
     let base = {
         let run = l.seen.lock();
         format!("https://{}:{}/calibrate/{}", l.host, l.port, run.token)
@@ -312,19 +327,25 @@ async fn self_check(slot: Subject<'_>, l: &listener::Listener) -> check::Browser
         tape: None,
     };
     let normal = |_: &str, _: &str, _: u16| crate::identity::browser::PageState::Normal;
-    let page = match slot.browser.upkeep_turn().await {
-        Ok(mut turn) => turn.navigate(&req, None, &normal).await,
-        Err(e) => Err(e),
-    };
-    let page = match page {
+    // The browser gone since the visit fails the run: its check would be
+    // another launch's.
+    let mut turn = slot.browser.turn_on_launch(launch).await?;
+    let page = match turn.navigate(&req, None, &normal).await {
         Ok(p) => p,
-        Err(e) => return failed(format!("the self-check page failed: {}", e.message())),
+        Err(e) if e.kind() == ErrorKind::Unavailable => return Err(e),
+        Err(e) => {
+            return Ok(failed(format!(
+                "the self-check page failed: {}",
+                e.message()
+            )));
+        }
     };
+    drop(turn);
     let Some(seen) = check::result_of(&page.html) else {
-        return failed(format!(
+        return Ok(failed(format!(
             "the self-check page left no result (ready: {})",
             page.wait_for_met
-        ));
+        )));
     };
     let worker_ua = l.seen.lock().seen.get("check/worker.js").and_then(|o| {
         o.headers
@@ -337,7 +358,7 @@ async fn self_check(slot: Subject<'_>, l: &listener::Listener) -> check::Browser
         move || check::judge(seen, worker_ua.as_deref(), &expect)
     })
     .await;
-    result.unwrap_or_else(|e| failed(format!("judging the self-check failed: {e}")))
+    Ok(result.unwrap_or_else(|e| failed(format!("judging the self-check failed: {e}"))))
 }
 
 /// What a run calibrates: one slot's browser, and the profile and HTTP
@@ -353,9 +374,9 @@ pub struct Subject<'a> {
 /// The browser opens the listener's start page, then the page that makes
 /// its XHR, each until the page says it is done, in one turn (nothing else
 /// runs in that browser between them). No cookie sync, no probe.
-async fn browser_visit(browser: &SlotBrowser, base: &str) -> Result<()> {
+async fn browser_visit(browser: &SlotBrowser, launch: u64, base: &str) -> Result<()> {
     let normal = |_: &str, _: &str, _: u16| crate::identity::browser::PageState::Normal;
-    let mut turn = browser.upkeep_turn().await?;
+    let mut turn = browser.turn_on_launch(launch).await?;
     let h1 = h1_base(base);
     for url in [
         format!("{base}/start"),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz every parser that reads bytes someone else chose (fuzz/fuzz_targets:
 # ClientHello, HTTP/2 + HPACK, HTTP/1 heads, strategy TOML, extraction,
-# session files, the SSE stream, JSON-RPC messages) with cargo-fuzz under
+# session files, the SSE stream, JSON-RPC messages, structured data) with cargo-fuzz under
 # nightly, SECONDS per target (default 60). Prints executions and coverage per
 # target; a crash stops the script and leaves its input in fuzz/artifacts/
 # (turn it into a case in tests/offline/properties.rs).
@@ -10,12 +10,12 @@
 #   ./scripts/fuzz.sh 600 h2_frames
 #   ./scripts/fuzz.sh --smoke    # the suite's smoke run: the hostile-input
 #                                # targets (HTML conversions, selectors, the
-#                                # jar) for 20 s each, 0 crashes
+#                                # jar, structured data) for 20 s each, 0 crashes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--smoke" ]; then
     shift
-    set -- "${IDPOOL_FUZZ_SMOKE_SECS:-20}" html_convert selector jar
+    set -- "${IDPOOL_FUZZ_SMOKE_SECS:-20}" html_convert selector jar structured
 fi
 secs="${1:-60}"
 shift || true

@@ -29,6 +29,7 @@ mod politeness;
 mod redirect;
 mod registry;
 pub mod score;
+pub mod structured;
 pub mod template;
 mod text;
 mod toml_strategy;

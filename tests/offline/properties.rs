@@ -97,6 +97,27 @@ fn html_soup() -> impl Strategy<Value = String> {
     prop::collection::vec(piece, 0..60).prop_map(|v| v.concat())
 }
 
+/// Pieces of structured data as shops write it, and as a hostile page might.
+fn structured_soup() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        "[a-z0-9 .,]{0,8}",
+        Just(r#"{"@context":"https://schema.org","@type":"Product","name":"x","#.to_string()),
+        Just(r#""aggregateRating":{"@type":"AggregateRating","ratingValue":"#.to_string()),
+        Just(r#""review":[{"@type":"Review","reviewRating":{"ratingValue":"#.to_string()),
+        Just(r#""bestRating":"0","worstRating":"9"}"#.to_string()),
+        Just(r##"{"@id":"#a"},{"@id":"#a","itemReviewed":{"@id":"#a"}}"##.to_string()),
+        Just(r#""@graph":["#.to_string()),
+        Just("}]".to_string()),
+        Just("<div itemscope itemtype=\"https://schema.org/Review\" itemref=\"r\" id=\"r\">".to_string()),
+        Just("<span itemprop=\"reviewRating\" itemscope><meta itemprop=\"ratingValue\" content=\"7\">".to_string()),
+        Just("<div vocab=\"https://schema.org/\" typeof=\"Product\"><span property=\"review\" typeof=\"Review\">".to_string()),
+        Just("</span></div>".to_string()),
+        Just("//<![CDATA[ /* */ ]]>".to_string()),
+        Just("&amp;#038;\u{0}".to_string()),
+    ];
+    prop::collection::vec(piece, 0..40).prop_map(|v| v.concat())
+}
+
 fn json_value() -> impl Strategy<Value = serde_json::Value> {
     let leaf = prop_oneof![
         Just(serde_json::Value::Null),
@@ -391,6 +412,29 @@ proptest! {
             let _ = page.links();
             let f = idpool::dom::fragment(&html);
             assert!(idpool::dom::depth(&f.html) <= idpool::dom::MAX_DEPTH + 1);
+        });
+    }
+
+    #[test]
+    fn structured_data_reads_stay_bounded_and_ratings_on_scale(
+        nest in prop_oneof![0usize..64, 64usize..20_000],
+        soup in structured_soup(),
+    ) {
+        // As the `structured` fuzz target feeds it: the soup as a page, and
+        // as a JSON-LD block, around arrays nested `nest` deep.
+        let json = format!("{}{soup}{}", "[".repeat(nest), "]".repeat(nest / 2));
+        on_page_worker(move || {
+            let url = url::Url::parse("https://shop.test/item/1").expect("url");
+            let block = format!("<script type=\"application/ld+json\">{json}</script>");
+            for page in [soup.as_str(), block.as_str()] {
+                let found = idpool::strategy::structured::read_text(page, Some(&url));
+                let reviews = found.products.iter().flat_map(|p| p.reviews.iter());
+                for r in reviews.chain(found.reviews.iter().map(|(_, r)| r)) {
+                    if let Some(rating) = r.rating {
+                        assert!((0.0..=5.0).contains(&rating.stars), "{rating:?}");
+                    }
+                }
+            }
         });
     }
 

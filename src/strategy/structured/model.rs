@@ -1,0 +1,321 @@
+//! The schema.org things a shop or a review site describes, typed:
+//! products (and whatever else carries ratings and reviews: a recipe, a
+//! film, a business), their offers, rating summaries and reviews, and the
+//! breadcrumb trail. Read from [`Item`]s of any syntax.
+
+use serde::Serialize;
+
+use super::item::{Item, Val};
+use super::values::{self, Rating};
+use super::{Bounds, Source};
+use crate::strategy::locale::Locale;
+
+/// A product, or another reviewed thing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Product {
+    /// Its schema.org type (`Product`, `Recipe`, `Movie`, …).
+    pub kind: String,
+    pub name: Option<String>,
+    pub brand: Option<String>,
+    pub sku: Option<String>,
+    pub gtin: Option<String>,
+    pub mpn: Option<String>,
+    pub description: Option<String>,
+    pub url: Option<String>,
+    pub images: Vec<String>,
+    pub offers: Vec<Offer>,
+    pub rating: Option<AggregateRating>,
+    pub reviews: Vec<Review>,
+    #[serde(skip)]
+    pub source: Option<Source>,
+}
+
+/// One offer, or a range of them (`AggregateOffer`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Offer {
+    pub price: Option<f64>,
+    pub low: Option<f64>,
+    pub high: Option<f64>,
+    pub currency: Option<String>,
+    pub availability: Option<String>,
+    pub seller: Option<String>,
+    pub url: Option<String>,
+}
+
+/// The rating summary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AggregateRating {
+    pub rating: Option<Rating>,
+    /// How many ratings (`ratingCount`).
+    pub ratings: Option<u64>,
+    /// How many reviews (`reviewCount`).
+    pub reviews: Option<u64>,
+}
+
+/// One review.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Review {
+    pub author: Option<String>,
+    /// `YYYY-MM-DD`.
+    pub date: Option<String>,
+    /// The date as written, when it could not be read as one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub date_text: Option<String>,
+    pub rating: Option<Rating>,
+    pub title: Option<String>,
+    pub body: Option<String>,
+    /// Where the page says so.
+    pub verified: Option<bool>,
+}
+
+/// One step of a breadcrumb trail.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Crumb {
+    pub name: String,
+    pub url: Option<String>,
+}
+
+/// Types read as products: what schema.org lets carry offers, and the
+/// reviewed things review sites describe. Any other type with a rating
+/// summary or reviews counts too.
+const PRODUCT_TYPES: &[&str] = &[
+    "Product",
+    "ProductGroup",
+    "ProductModel",
+    "IndividualProduct",
+    "SomeProducts",
+    "Vehicle",
+    "Car",
+    "Book",
+];
+
+/// Properties never followed when looking for products and reviews: what
+/// they hold is another thing than the page's.
+const ELSEWHERE: &[&str] = &[
+    "itemReviewed",
+    "isRelatedTo",
+    "isSimilarTo",
+    "isAccessoryOrSparePartFor",
+    "isConsumableFor",
+    "publisher",
+    "author",
+    "creator",
+    "potentialAction",
+];
+
+/// How values are read: the page's address and language, the bounds.
+pub struct Reader<'a> {
+    pub base: Option<&'a url::Url>,
+    pub locale: &'a Locale,
+    pub bounds: &'a Bounds,
+}
+
+impl Reader<'_> {
+    /// The products and the reviews standing on their own (about something
+    /// the page describes elsewhere, or nowhere) among `items`, and the
+    /// first breadcrumb trail.
+    pub fn things(
+        &self,
+        items: &[Item],
+        source: Source,
+    ) -> (Vec<Product>, Vec<Review>, Vec<Crumb>) {
+        let mut products = Vec::new();
+        let mut reviews = Vec::new();
+        let mut crumbs = Vec::new();
+        let mut stack: Vec<(&Item, usize)> = items.iter().rev().map(|i| (i, 0)).collect();
+        while let Some((item, depth)) = stack.pop() {
+            if depth > self.bounds.depth {
+                continue;
+            }
+            if is_product(item) {
+                let mut p = self.product(item);
+                p.source = Some(source);
+                products.push(p);
+                continue;
+            }
+            if item.is("Review") || item.is("UserReview") || item.is("CriticReview") {
+                reviews.push(self.review(item));
+                continue;
+            }
+            if item.is("BreadcrumbList") && crumbs.is_empty() {
+                crumbs = self.crumbs(item);
+                continue;
+            }
+            for (k, v) in item.props.iter().rev() {
+                if let Val::Item(i) = v
+                    && !ELSEWHERE.iter().any(|e| e.eq_ignore_ascii_case(k))
+                {
+                    stack.push((i, depth + 1));
+                }
+            }
+        }
+        (products, reviews, crumbs)
+    }
+
+    fn text(&self, item: &Item, keys: &[&str]) -> Option<String> {
+        item.text(keys)
+            .map(|t| values::plain(&t, self.bounds.text_bytes))
+            .filter(|t| !t.is_empty())
+    }
+
+    fn product(&self, item: &Item) -> Product {
+        let kind = (item.types.iter())
+            .find(|t| PRODUCT_TYPES.iter().any(|p| p.eq_ignore_ascii_case(t)))
+            .or(item.types.first())
+            .cloned()
+            .unwrap_or_else(|| "Thing".into());
+        let mut images: Vec<String> = Vec::new();
+        for v in item.all("image").take(self.bounds.values) {
+            let raw = match v {
+                Val::Text(t) => Some(t.clone()),
+                Val::Item(i) => i.text(&["contentUrl", "url"]).or_else(|| i.id.clone()),
+            };
+            if let Some(u) = raw.and_then(|r| values::url(&r, self.base))
+                && !images.contains(&u)
+            {
+                images.push(u);
+            }
+        }
+        let mut offers = Vec::new();
+        for v in item.all("offers").take(self.bounds.values) {
+            match v {
+                Val::Item(o) => self.offers(o, 0, &mut offers),
+                // `"offers": "19.99"` is seen too.
+                Val::Text(t) => offers.push(Offer {
+                    price: values::number(t),
+                    ..Offer::default()
+                }),
+            }
+        }
+        let mut reviews: Vec<Review> = (item.items("review").chain(item.items("reviews")))
+            .take(self.bounds.values)
+            .map(|r| self.review(r))
+            .collect();
+        reviews.retain(|r| r.body.is_some() || r.rating.is_some() || r.title.is_some());
+        Product {
+            kind,
+            name: self.text(item, &["name", "headline"]),
+            brand: self.text(item, &["brand", "manufacturer"]),
+            sku: self.text(item, &["sku", "productID"]),
+            gtin: self.text(
+                item,
+                &["gtin13", "gtin", "gtin12", "gtin14", "gtin8", "isbn"],
+            ),
+            mpn: self.text(item, &["mpn"]),
+            description: self.text(item, &["description"]),
+            url: item
+                .text(&["url"])
+                .or_else(|| item.id.clone().filter(|i| i.starts_with("http")))
+                .and_then(|u| values::url(&u, self.base)),
+            images,
+            offers,
+            rating: item.item(&["aggregateRating"]).map(|a| self.aggregate(a)),
+            reviews,
+            source: None,
+        }
+    }
+
+    fn offers(&self, o: &Item, depth: usize, out: &mut Vec<Offer>) {
+        if depth > 2 || out.len() >= self.bounds.values {
+            return;
+        }
+        let spec = o.item(&["priceSpecification"]);
+        let pick = |keys: &[&str]| o.text(keys).or_else(|| spec.and_then(|s| s.text(keys)));
+        let offer = Offer {
+            price: pick(&["price"]).and_then(|p| values::number(&p)),
+            low: pick(&["lowPrice", "minPrice"]).and_then(|p| values::number(&p)),
+            high: pick(&["highPrice", "maxPrice"]).and_then(|p| values::number(&p)),
+            currency: pick(&["priceCurrency"]).map(|c| c.trim().to_ascii_uppercase()),
+            availability: o
+                .text(&["availability"])
+                .and_then(|a| values::availability(&a)),
+            seller: self.text(o, &["seller", "offeredBy"]),
+            url: o.text(&["url"]).and_then(|u| values::url(&u, self.base)),
+        };
+        let nested: Vec<&Item> = o.items("offers").collect();
+        let has_own = offer.price.is_some() || offer.low.is_some() || offer.high.is_some();
+        if has_own || nested.is_empty() {
+            out.push(offer);
+        }
+        for n in nested {
+            self.offers(n, depth + 1, out);
+        }
+    }
+
+    fn rating(&self, r: &Item) -> Option<Rating> {
+        let n = |keys: &[&str]| r.text(keys).and_then(|t| values::number(&t));
+        Rating::new(
+            n(&["ratingValue"])?,
+            n(&["bestRating"]),
+            n(&["worstRating"]),
+        )
+    }
+
+    fn aggregate(&self, a: &Item) -> AggregateRating {
+        AggregateRating {
+            rating: self.rating(a),
+            ratings: a.text(&["ratingCount"]).and_then(|t| values::count(&t)),
+            reviews: a.text(&["reviewCount"]).and_then(|t| values::count(&t)),
+        }
+    }
+
+    fn review(&self, r: &Item) -> Review {
+        let rating = match r.get(&["reviewRating", "rating"]) {
+            Some(Val::Item(i)) => self.rating(i),
+            Some(Val::Text(t)) => values::number(t).and_then(|v| Rating::new(v, None, None)),
+            None => None,
+        };
+        let raw_date = r.text(&["datePublished", "dateCreated", "date"]);
+        let date = raw_date
+            .as_deref()
+            .and_then(|d| values::date(d, self.locale));
+        let verified = r
+            .text(&["verified", "isVerified", "verifiedBuyer"])
+            .map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "yes" | "1"));
+        Review {
+            author: self.text(r, &["author", "creator"]),
+            date_text: if date.is_none() { raw_date } else { None },
+            date,
+            rating,
+            title: self.text(r, &["name", "headline"]),
+            body: self.text(r, &["reviewBody", "description", "text"]),
+            verified,
+        }
+    }
+
+    fn crumbs(&self, list: &Item) -> Vec<Crumb> {
+        let mut steps: Vec<(f64, Crumb)> = Vec::new();
+        for (i, el) in list
+            .items("itemListElement")
+            .take(self.bounds.values)
+            .enumerate()
+        {
+            let position = el
+                .text(&["position"])
+                .and_then(|p| values::number(&p))
+                .unwrap_or(i as f64);
+            let (name, url) = match el.get(&["item"]) {
+                Some(Val::Item(thing)) => (
+                    self.text(el, &["name"])
+                        .or_else(|| self.text(thing, &["name"])),
+                    thing.text(&["url"]).or_else(|| thing.id.clone()),
+                ),
+                Some(Val::Text(u)) => (self.text(el, &["name"]), Some(u.clone())),
+                None => (self.text(el, &["name"]), el.text(&["url"])),
+            };
+            if let Some(name) = name {
+                let url = url.and_then(|u| values::url(&u, self.base));
+                steps.push((position, Crumb { name, url }));
+            }
+        }
+        steps.sort_by(|a, b| a.0.total_cmp(&b.0));
+        steps.into_iter().map(|(_, c)| c).collect()
+    }
+}
+
+fn is_product(item: &Item) -> bool {
+    PRODUCT_TYPES.iter().any(|t| item.is(t))
+        || item.get(&["aggregateRating"]).is_some()
+        || (item.get(&["review"]).is_some() && !item.is("Review"))
+        || (item.get(&["offers"]).is_some() && !item.is("Offer"))
+}

@@ -1,0 +1,262 @@
+//! Values as pages write them into structured data, made plain: text with
+//! its HTML entities decoded (twice-encoded ones too) and its tags dropped,
+//! machine numbers (`"285.00"`, `"1.299,00"`, `4.5`), ratings on their own
+//! scale and on 0–5, dates as `YYYY-MM-DD`, availability by its short name.
+
+use serde::Serialize;
+
+use crate::strategy::locale::Locale;
+
+/// Text as a person reads it: entities decoded, tags dropped (a `<br>` is
+/// a line break), spaces collapsed, at most `max` bytes.
+pub fn plain(raw: &str, max: usize) -> String {
+    let mut s = raw.to_string();
+    // Pages encode twice (`&amp;#038;`): decode until nothing changes, at
+    // most twice.
+    for _ in 0..2 {
+        if !s.contains('&') && !s.contains('<') {
+            break;
+        }
+        let marked = s
+            .replace("<br>", "\n")
+            .replace("<br/>", "\n")
+            .replace("<br />", "\n")
+            .replace("</p>", "\n");
+        let decoded: String = crate::dom::fragment(&marked)
+            .html
+            .root_element()
+            .text()
+            .collect();
+        if decoded == s {
+            break;
+        }
+        s = decoded;
+    }
+    let mut out = String::new();
+    for line in s.lines() {
+        let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
+        if line.is_empty() {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&line);
+        if out.len() > max {
+            break;
+        }
+    }
+    if out.len() > max {
+        let mut end = max;
+        while !out.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.truncate(end);
+    }
+    out
+}
+
+/// A machine-written number: `4.5`, `"285.00"`, `"1,299.00"`, `"1.299,00"`,
+/// `"12,99 €"`. With both separators the last is the decimal one; a lone
+/// comma is decimal unless three digits follow it (`1,299`).
+pub fn number(raw: &str) -> Option<f64> {
+    let start = raw.find(|c: char| c.is_ascii_digit())?;
+    let negative = raw[..start].trim_end().ends_with('-');
+    let chunk: String = raw[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ',')
+        .collect();
+    let chunk = chunk.trim_end_matches(['.', ',']);
+    let last_dot = chunk.rfind('.');
+    let last_comma = chunk.rfind(',');
+    let decimal = match (last_dot, last_comma) {
+        (Some(d), Some(c)) => Some(d.max(c)),
+        (None, Some(c)) => {
+            let after = chunk.len() - c - 1;
+            (chunk.matches(',').count() == 1 && after != 3).then_some(c)
+        }
+        (Some(d), None) => (chunk.matches('.').count() == 1).then_some(d),
+        (None, None) => None,
+    };
+    let mut plain = String::with_capacity(chunk.len());
+    for (i, c) in chunk.char_indices() {
+        match c {
+            '0'..='9' => plain.push(c),
+            _ if Some(i) == decimal => plain.push('.'),
+            _ => {}
+        }
+    }
+    let v: f64 = plain.parse().ok()?;
+    v.is_finite().then_some(if negative { -v } else { v })
+}
+
+/// A whole count (`"1,204"`, `"1.204"`, `87`).
+pub fn count(raw: &str) -> Option<u64> {
+    let digits: String = raw
+        .trim()
+        .chars()
+        .skip_while(|c| !c.is_ascii_digit())
+        .take_while(|c| c.is_ascii_digit() || matches!(c, ',' | '.' | ' ' | '\u{a0}'))
+        .filter(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}
+
+/// A rating on its own scale, and on 0–5.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Rating {
+    pub value: f64,
+    pub best: f64,
+    pub worst: f64,
+    /// `value` on a 0–5 scale (`value / best × 5`), to two decimals.
+    pub stars: f64,
+}
+
+impl Rating {
+    /// `value` on the scale `best`..`worst` (schema.org's defaults 5 and 1;
+    /// a value over 5 with no scale named is read on 10, or 100).
+    pub fn new(value: f64, best: Option<f64>, worst: Option<f64>) -> Option<Rating> {
+        if !value.is_finite() || value < 0.0 {
+            return None;
+        }
+        let best = best.filter(|b| *b > 0.0).unwrap_or(if value <= 5.0 {
+            5.0
+        } else if value <= 10.0 {
+            10.0
+        } else {
+            100.0
+        });
+        if value > best {
+            return None;
+        }
+        let worst = worst.filter(|w| *w < best).unwrap_or(1.0_f64.min(value));
+        let stars = (value / best * 5.0 * 100.0).round() / 100.0;
+        Some(Rating {
+            value,
+            best,
+            worst,
+            stars,
+        })
+    }
+}
+
+/// A date as `YYYY-MM-DD`: ISO 8601 (with or without a time), else written
+/// out in any language `locale` reads (`March 12, 2024`, `12. März 2024`).
+pub fn date(raw: &str, locale: &Locale) -> Option<String> {
+    let t = raw.trim();
+    let b = t.as_bytes();
+    let iso = b.len() >= 10
+        && b[..4].iter().all(u8::is_ascii_digit)
+        && b[4] == b'-'
+        && b[5..7].iter().all(u8::is_ascii_digit)
+        && b[7] == b'-'
+        && b[8..10].iter().all(u8::is_ascii_digit);
+    if iso {
+        let (m, d) = (&t[5..7], &t[8..10]);
+        let ok = matches!(m.parse::<u32>(), Ok(1..=12)) && matches!(d.parse::<u32>(), Ok(1..=31));
+        return ok.then(|| t[..10].to_string());
+    }
+    locale.date(t)
+}
+
+/// An availability by its short name (`https://schema.org/InStock`,
+/// `instock`, `In stock` → `InStock`).
+pub fn availability(raw: &str) -> Option<String> {
+    let short = super::item::short_name(raw);
+    let key: String = short
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    const KNOWN: &[&str] = &[
+        "InStock",
+        "OutOfStock",
+        "PreOrder",
+        "PreSale",
+        "BackOrder",
+        "Discontinued",
+        "InStoreOnly",
+        "LimitedAvailability",
+        "OnlineOnly",
+        "SoldOut",
+        "Reserved",
+        "MadeToOrder",
+    ];
+    let known = KNOWN.iter().find(|k| k.to_ascii_lowercase() == key);
+    match known {
+        Some(k) => Some((*k).to_string()),
+        None if !short.is_empty() && short.len() <= 40 => Some(short),
+        None => None,
+    }
+}
+
+/// `raw` as an absolute URL against the page's, if it is one.
+pub fn url(raw: &str, base: Option<&url::Url>) -> Option<String> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return None;
+    }
+    let joined = match base {
+        Some(b) => b.join(raw).ok(),
+        None => url::Url::parse(raw).ok(),
+    }?;
+    matches!(joined.scheme(), "http" | "https").then(|| joined.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_as_shops_write_them() {
+        assert_eq!(number("285.00"), Some(285.0));
+        assert_eq!(number("1,299.00"), Some(1299.0));
+        assert_eq!(number("1.299,00"), Some(1299.0));
+        assert_eq!(number("12,99 €"), Some(12.99));
+        assert_eq!(number("1,299"), Some(1299.0));
+        assert_eq!(number("4.5"), Some(4.5));
+        assert_eq!(
+            number("4.500000000000000000000000000000000000000000000001"),
+            Some(4.5)
+        );
+        assert_eq!(number("US$ 19"), Some(19.0));
+        assert_eq!(number("none"), None);
+        assert_eq!(count("1,204 ratings"), Some(1204));
+        assert_eq!(count("87"), Some(87));
+    }
+
+    #[test]
+    fn ratings_keep_their_scale_and_read_on_five() {
+        let r = Rating::new(4.0, None, None).expect("rating");
+        assert_eq!((r.best, r.stars), (5.0, 4.0));
+        let r = Rating::new(80.0, Some(100.0), Some(0.0)).expect("rating");
+        assert_eq!((r.value, r.best, r.worst, r.stars), (80.0, 100.0, 0.0, 4.0));
+        let r = Rating::new(8.7, None, None).expect("rating");
+        assert_eq!((r.best, r.stars), (10.0, 4.35));
+        assert!(Rating::new(6.0, Some(5.0), None).is_none());
+    }
+
+    #[test]
+    fn dates_entities_and_availability() {
+        let en = Locale::default();
+        assert_eq!(
+            date("2021-03-04T10:00:00.000Z", &en).as_deref(),
+            Some("2021-03-04")
+        );
+        assert_eq!(date("March 4, 2021", &en).as_deref(), Some("2021-03-04"));
+        assert_eq!(date("2021-13-04", &en), None);
+        assert_eq!(
+            plain("Tom &amp;#038; Jerry&apos;s<br/>second  line", 100),
+            "Tom & Jerry's\nsecond line"
+        );
+        assert_eq!(
+            availability("http://schema.org/InStock").as_deref(),
+            Some("InStock")
+        );
+        assert_eq!(availability("instock").as_deref(), Some("InStock"));
+        assert_eq!(
+            availability("https://schema.org/PreSale").as_deref(),
+            Some("PreSale")
+        );
+    }
+}

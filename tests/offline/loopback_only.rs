@@ -33,6 +33,11 @@ fn allowed_host(host: &str) -> bool {
         || host.ends_with(".test") // RFC 2606: never resolves; used for refusals and parsing
         || host.contains('{') // format! templates filled with a loopback address
         || host.is_empty()
+        // The vocabulary's name in structured data (`@context`, `itemtype`,
+        // `vocab`), as every shop page writes it; the reader never fetches a
+        // context (src/strategy/structured/).
+        || host == "schema.org"
+        || host == "www.schema.org"
 }
 
 #[test]

@@ -13,7 +13,7 @@ use scraper::{Html, Selector};
 use serde_json::Value;
 
 use super::item::{Item, Val, short_name};
-use super::{Bounds, Notes};
+use super::limits::{Bounds, Notes};
 
 /// The items of the page's JSON-LD blocks.
 pub fn read(html: &Html, bounds: &Bounds, notes: &mut Notes) -> Vec<Item> {

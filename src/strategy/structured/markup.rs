@@ -13,7 +13,7 @@ use ego_tree::NodeId;
 use scraper::{ElementRef, Html, Selector};
 
 use super::item::{Item, Val, short_name};
-use super::{Bounds, Notes};
+use super::limits::{Bounds, Notes};
 
 /// Which attributes a syntax uses.
 #[derive(Clone, Copy)]

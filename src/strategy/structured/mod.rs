@@ -11,6 +11,7 @@
 
 mod item;
 pub mod jsonld;
+mod limits;
 pub mod markup;
 pub mod model;
 pub mod values;
@@ -18,72 +19,11 @@ pub mod values;
 use serde::Serialize;
 
 pub use item::{Item, Val};
-pub use model::{AggregateRating, Crumb, Offer, Product, Review};
+pub use limits::{Bounds, Notes};
+pub use model::{AggregateRating, Crumb, Offer, Product, Review, Source};
 pub use values::Rating;
 
 use crate::strategy::locale::Locale;
-
-/// Where an answer came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Source {
-    #[serde(rename = "json-ld")]
-    JsonLd,
-    #[serde(rename = "microdata")]
-    Microdata,
-    #[serde(rename = "rdfa")]
-    Rdfa,
-    /// The page's visible, repeated structure.
-    #[serde(rename = "page")]
-    Page,
-}
-
-impl Source {
-    pub fn name(self) -> &'static str {
-        match self {
-            Source::JsonLd => "json-ld",
-            Source::Microdata => "microdata",
-            Source::Rdfa => "rdfa",
-            Source::Page => "page",
-        }
-    }
-}
-
-/// How much of a page is read.
-#[derive(Debug, Clone)]
-pub struct Bounds {
-    /// The largest JSON-LD block read, in bytes.
-    pub block_bytes: usize,
-    /// JSON-LD blocks read per page.
-    pub blocks: usize,
-    /// Items read per syntax.
-    pub items: usize,
-    /// Values per property (array elements), and reviews, offers and
-    /// images per product.
-    pub values: usize,
-    /// Items nested in items.
-    pub depth: usize,
-    /// Elements walked for one item's properties.
-    pub elements: usize,
-    /// The longest text kept, in bytes.
-    pub text_bytes: usize,
-}
-
-impl Default for Bounds {
-    fn default() -> Self {
-        Bounds {
-            block_bytes: 2 << 20,
-            blocks: 64,
-            items: 5_000,
-            values: 500,
-            depth: 32,
-            elements: 200_000,
-            text_bytes: 64 << 10,
-        }
-    }
-}
-
-/// What a bound or a broken block left out, in words.
-pub type Notes = Vec<String>;
 
 /// Everything the page's structured data says, by syntax.
 #[derive(Debug, Clone, Default, Serialize)]

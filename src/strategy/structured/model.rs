@@ -6,9 +6,34 @@
 use serde::Serialize;
 
 use super::item::{Item, Val};
+use super::limits::Bounds;
 use super::values::{self, Rating};
-use super::{Bounds, Source};
 use crate::strategy::locale::Locale;
+
+/// Where an answer came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Source {
+    #[serde(rename = "json-ld")]
+    JsonLd,
+    #[serde(rename = "microdata")]
+    Microdata,
+    #[serde(rename = "rdfa")]
+    Rdfa,
+    /// The page's visible, repeated structure.
+    #[serde(rename = "page")]
+    Page,
+}
+
+impl Source {
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::JsonLd => "json-ld",
+            Source::Microdata => "microdata",
+            Source::Rdfa => "rdfa",
+            Source::Page => "page",
+        }
+    }
+}
 
 /// A product, or another reviewed thing.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

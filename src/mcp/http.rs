@@ -30,6 +30,9 @@ use crate::auth::{Principal, Role};
 struct Binding {
     owner: String,
     last_used: Instant,
+    /// When it was bound: a binding newer than a look at rmcp's sessions
+    /// is not judged by that look.
+    bound: Instant,
 }
 
 /// State behind the MCP routes.
@@ -184,6 +187,7 @@ impl McpHttp {
         let binding = Binding {
             owner,
             last_used: Instant::now(),
+            bound: Instant::now(),
         };
         self.bindings.lock().insert(id.to_string(), binding);
         self.count_sessions().await;
@@ -192,6 +196,11 @@ impl McpHttp {
     /// Forget bindings of sessions rmcp has ended (idle, closed), and tell
     /// `pool_status` how many are open.
     async fn count_sessions(&self) -> usize {
+        // A session bound while rmcp's list is read (another request's
+        // `initialize`) is missing from the list but alive: kept. Dropping
+        // it left rmcp a session no bound could end (issue 57's CI:
+        // hundreds under a flood of `initialize`).
+        let looked = Instant::now();
         let live: std::collections::HashSet<String> = self
             .sessions
             .sessions
@@ -201,9 +210,11 @@ impl McpHttp {
             .map(|k| k.to_string())
             .collect();
         let mut bindings = self.bindings.lock();
-        bindings.retain(|k, _| live.contains(k));
+        bindings.retain(|k, b| live.contains(k) || b.bound >= looked);
         let s = self.core.settings();
-        let http = bindings.len();
+        // What rmcp holds is what is open (a session it holds unbound would
+        // hold memory unseen).
+        let http = live.len().max(bindings.len());
         self.core
             .pool()
             .services()

@@ -190,13 +190,10 @@ async fn ten_thousand_sessions_never_deleted_stay_within_the_bounds() {
     eprintln!(
         "10,000 sessions in {flood_secs:.1}s; RSS {warm} KiB after warm-up, {after} KiB after"
     );
-    // The bound: 300 sessions' worth of growth at most over the warm daemon
-    // (measured ≈65 KB a session before the bounds); 32 MiB covers it.
-    assert!(
-        after < warm + 32 * 1024,
-        "RSS grew from {warm} KiB to {after} KiB over 10,000 sessions"
-    );
-    // The calm key's session was never touched, and works.
+    // The calm key's session was never touched, and works; what rmcp holds
+    // is within the bound. (Issue 57's CI: a session bound while another
+    // request read rmcp's list lost its binding, so no bound could end it;
+    // a flood left hundreds, and RSS grew 40-50 MB.)
     let r = calm_client.tool(2, "pool_status", json!({})).await;
     let sessions = &r["result"]["structuredContent"]["server"]["sessions"];
     assert!(
@@ -206,6 +203,12 @@ async fn ten_thousand_sessions_never_deleted_stay_within_the_bounds() {
     assert!(
         sessions["evicted"].as_u64().expect("evicted") >= 10_000 - 200,
         "{sessions}"
+    );
+    // The bound: 300 sessions' worth of growth at most over the warm daemon
+    // (measured ≈65 KB a session before the bounds); 32 MiB covers it.
+    assert!(
+        after < warm + 32 * 1024,
+        "RSS grew from {warm} KiB to {after} KiB over 10,000 sessions"
     );
     // The flood's first session was ended: 404, initialize again.
     let a = first_flood

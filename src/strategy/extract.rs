@@ -211,6 +211,7 @@ impl Extractor {
             skip: self.skip.as_ref(),
             locale,
             page_url,
+            ld: None,
         };
         let out = match self.format {
             Format::Html => {
@@ -218,8 +219,14 @@ impl Extractor {
                 // Numbers and dates as the page's own language writes them.
                 let lang = doc.root_element().value().attr("lang");
                 let page_locale = locale.of_page(lang);
+                // The page's structured data, read once, when a field looks in it.
+                let ld = self.fields.iter().any(|f| !f.ld.is_empty()).then(|| {
+                    let bounds = super::structured::Bounds::default();
+                    super::structured::items(doc, &bounds, &mut Vec::new())
+                });
                 let cx = Ctx {
                     locale: &page_locale,
+                    ld: ld.as_deref(),
                     ..cx
                 };
                 let mut out = self.html_items(doc, &cx);

@@ -102,6 +102,21 @@ fn strings(
     }
 }
 
+/// The most steps an `ld` path takes.
+const LD_STEPS: usize = 8;
+
+/// `aggregateRating.ratingValue` as its steps; `None` when it is no path.
+fn ld_path(p: &str) -> Option<Vec<String>> {
+    let steps: Vec<String> = p.split('.').map(str::to_string).collect();
+    let ok = steps.len() <= LD_STEPS
+        && steps.iter().all(|s| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '@' | ':'))
+        });
+    ok.then_some(steps)
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct FieldFile {
@@ -115,6 +130,11 @@ pub(super) struct FieldFile {
     within: Option<Spanned<toml::Value>>,
     #[serde(default)]
     pointer: Option<Spanned<String>>,
+    /// A path into the page's structured data (JSON-LD, microdata, RDFa),
+    /// from its product (`aggregateRating.ratingValue`), or a priority list
+    /// of them; tried before `css`.
+    #[serde(default)]
+    ld: Option<Spanned<toml::Value>>,
     /// An attribute instead of the text, or a list of them: the first the
     /// element has with a value.
     #[serde(default)]
@@ -164,6 +184,8 @@ pub(super) struct Field {
     within: Vec<Selector>,
     /// JSON tiers (`None`: the item value itself).
     pub(super) pointer: Option<JsonPointer>,
+    /// Paths into the page's structured data, tried before `css`.
+    pub(super) ld: Vec<Vec<String>>,
     /// Empty: the text.
     attr: Vec<String>,
     regex: Vec<regex::Regex>,
@@ -196,6 +218,8 @@ pub(super) struct Ctx<'a> {
     pub(super) skip: Option<&'a Selector>,
     pub(super) locale: &'a Locale,
     pub(super) page_url: &'a url::Url,
+    /// The page's structured data, read once when a field has `ld`.
+    pub(super) ld: Option<&'a [super::structured::Item]>,
 }
 
 impl FieldFile {
@@ -228,6 +252,26 @@ impl FieldFile {
                 format!("{label}: an html tier reads fields by `css`, not `pointer`"),
             ));
         }
+        if let (false, Some(p)) = (html, &self.ld) {
+            return Err(l.at(
+                p.span(),
+                format!("{label}: `ld` reads a page's structured data, on html tiers"),
+            ));
+        }
+        let ld = match &self.ld {
+            Some(v) => strings(v, &format!("{label}.ld"), "a path like \"aggregateRating.ratingValue\"", l)?
+                .into_iter()
+                .map(|p| ld_path(&p).ok_or_else(|| {
+                    l.at(
+                        v.span(),
+                        format!(
+                            "{label}.ld `{p}` is not a path of property names (e.g. \"offers.price\", at most {LD_STEPS} steps)"
+                        ),
+                    )
+                }))
+                .collect::<Result<Vec<_>, _>>()?,
+            None => Vec::new(),
+        };
         let what = format!("fields.{name}");
         let css = match &self.css {
             Some(c) => l.css_list(c, &what)?,
@@ -298,6 +342,7 @@ impl FieldFile {
             css,
             within,
             pointer,
+            ld,
             attr,
             regex,
             map,
@@ -336,6 +381,28 @@ impl Field {
     }
 
     fn html_value(&self, item: ElementRef<'_>, cx: &Ctx<'_>) -> Value {
+        if !self.ld.is_empty() {
+            let bounds = super::structured::Bounds::default();
+            let found = cx.ld.and_then(|items| {
+                self.ld.iter().find_map(|path| {
+                    let raw = super::structured::model::lookup(items, path, &bounds)?;
+                    Some(self.finish_ld(raw, cx)).filter(|v| !v.is_null())
+                })
+            });
+            match found {
+                Some(_) if self.exists => return Value::Bool(true),
+                Some(v) => return v,
+                // Nothing more to try: the page's own text is no fallback.
+                None if self.css.is_empty() && self.within.is_empty() => {
+                    return if self.exists {
+                        Value::Bool(false)
+                    } else {
+                        Value::Null
+                    };
+                }
+                None => {}
+            }
+        }
         let vis = Visibility {
             skip: cx.skip,
             all: self.all_text,
@@ -392,6 +459,30 @@ impl Field {
                 .find(|v| !v.trim().is_empty())
                 .map(str::to_string),
         }
+    }
+
+    /// A value from structured data: its text made plain (entities, tags),
+    /// its numbers machine-written (`"1299.00"` whatever the locale), the
+    /// rest as [`Field::finish`] reads any value.
+    fn finish_ld(&self, raw: String, cx: &Ctx<'_>) -> Value {
+        use super::structured::values;
+        let text = values::plain(&raw, 64 << 10);
+        if self.number == Some(Number::Whole) && self.regex.is_empty() && self.map.is_empty() {
+            return values::count(&text).map_or(Value::Null, Value::from);
+        }
+        if self.number.is_some() && self.regex.is_empty() && self.map.is_empty() {
+            return values::number(&text).map_or(Value::Null, |f| {
+                if f.fract() == 0.0 && f.abs() < 9.0e15 {
+                    Value::from(f as i64)
+                } else {
+                    Value::from(f)
+                }
+            });
+        }
+        if self.date && self.regex.is_empty() {
+            return values::date(&text, cx.locale).map_or(Value::Null, Value::String);
+        }
+        self.finish(Some(text), cx)
     }
 
     /// The value of a raw string: patterns, words, number, date or URL.

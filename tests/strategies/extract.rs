@@ -227,3 +227,81 @@ pic = { pointer = "/pic", exists = true }
         .expect_err("broken");
     assert!(e.contains("not JSON"), "{e}");
 }
+
+/// A strategy whose `product` fields read the page's structured data first
+/// (`ld`), then the page (`css`).
+fn ld_strategy(dir: &std::path::Path, fields: &str) -> Result<TomlStrategy, String> {
+    let path = dir.join("ldshop.toml");
+    let text = format!(
+        "name = \"ldshop\"\nhosts = [\"shop.test\"]\nlocale = \"de-DE\"\n\
+         [operations.product]\n[operations.product.params.item]\ntype = \"string\"\nrequired = true\n\
+         [operations.product.tier2]\nurl = \"https://shop.test/p/{{item}}\"\n\
+         [operations.product.tier2.extract]\nitems = \":root\"\n\
+         [operations.product.tier2.extract.fields]\n{fields}\n"
+    );
+    std::fs::write(&path, text).expect("write");
+    TomlStrategy::load(&path).map_err(|e| format!("{e}"))
+}
+
+#[test]
+fn ld_fields_read_structured_data_first_and_the_page_after() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let strategy = ld_strategy(
+        dir.path(),
+        "rating = { ld = \"aggregateRating.ratingValue\", css = \".stars\", number = true }\n\
+         price = { ld = [\"offers.price\", \"offers.lowPrice\"], css = \".price\", number = true }\n\
+         brand = { ld = \"brand.name\" }\n\
+         reviews = { ld = \"aggregateRating.reviewCount\", number = \"integer\" }",
+    )
+    .expect("ld fields compile");
+    let op = &strategy.operations()["product"];
+    let url = url::Url::parse("https://shop.test/p/1").expect("url");
+    let read = |html: &str| {
+        let got = op.tiers[0]
+            .extractor
+            .extract(html, None, &url)
+            .expect("extracts");
+        Value::Object(got.items[0].clone())
+    };
+    // JSON-LD: machine numbers, whatever the page's locale (de-DE reads
+    // "4.5" as 45 on the page, not here).
+    let ld = r#"<html lang="de"><script type="application/ld+json">{"@type":"Product",
+        "brand":{"@type":"Brand","name":"M&amp;M"},"aggregateRating":{"ratingValue":"4.5","reviewCount":"1.204"},
+        "offers":{"@type":"AggregateOffer","lowPrice":"1299.00"}}</script>
+        <span class="stars">3,0</span><span class="price">9,99 €</span></html>"#;
+    assert_eq!(
+        read(ld),
+        json!({"rating": 4.5, "price": 1299, "brand": "M&M", "reviews": 1204})
+    );
+    // Microdata, nested items.
+    let md = r#"<html lang="de"><div itemscope itemtype="https://schema.org/Product">
+        <div itemprop="aggregateRating" itemscope><meta itemprop="ratingValue" content="4"></div>
+        <div itemprop="offers" itemscope><meta itemprop="price" content="12.50"></div></div></html>"#;
+    assert_eq!(
+        read(md),
+        json!({"rating": 4, "price": 12.5, "brand": null, "reviews": null})
+    );
+    // No structured data: the page, in its locale.
+    let page =
+        r#"<html lang="de"><span class="stars">3,5</span><span class="price">9,99 €</span></html>"#;
+    assert_eq!(
+        read(page),
+        json!({"rating": 3.5, "price": 9.99, "brand": null, "reviews": null})
+    );
+}
+
+#[test]
+fn a_bad_ld_path_is_refused_by_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let e = ld_strategy(
+        dir.path(),
+        "rating = { ld = \"aggregateRating..ratingValue\" }",
+    )
+    .expect_err("an empty step");
+    assert!(
+        e.contains("fields.rating.ld `aggregateRating..ratingValue` is not a path"),
+        "{e}"
+    );
+    let e = ld_strategy(dir.path(), "rating = { ld = 4 }").expect_err("not a string");
+    assert!(e.contains("fields.rating.ld must be a path"), "{e}");
+}

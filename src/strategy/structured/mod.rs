@@ -78,6 +78,15 @@ pub fn read_within(
     found
 }
 
+/// The page's items in every syntax, JSON-LD's first (what a strategy's
+/// `ld` fields look in, with [`model::lookup`]); what was left out, noted.
+pub fn items(html: &scraper::Html, bounds: &Bounds, notes: &mut Notes) -> Vec<Item> {
+    let mut all = jsonld::read(html, bounds, notes);
+    all.extend(markup::read(html, markup::MICRODATA, bounds, notes));
+    all.extend(markup::read(html, markup::RDFA, bounds, notes));
+    all
+}
+
 /// Parse `text` within `dom`'s bounds and read it (the fuzz target's way in).
 pub fn read_text(text: &str, base: Option<&url::Url>) -> Found {
     let parsed = crate::dom::document(text);

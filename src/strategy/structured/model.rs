@@ -338,6 +338,41 @@ impl Reader<'_> {
     }
 }
 
+/// The first text at `path` (property names, each a step into a nested
+/// item: `aggregateRating.ratingValue`, `offers.price`) from a product-like
+/// item of `items`, in page order (nested ones too, but not what another
+/// thing is about: `itemReviewed`, `isRelatedTo`, …).
+pub fn lookup(items: &[Item], path: &[String], bounds: &Bounds) -> Option<String> {
+    let mut stack: Vec<(&Item, usize)> = items.iter().rev().map(|i| (i, 0)).collect();
+    while let Some((item, depth)) = stack.pop() {
+        if depth > bounds.depth {
+            continue;
+        }
+        if is_product(item)
+            && let Some(v) = at_path(item, path)
+        {
+            return Some(v);
+        }
+        for (k, v) in item.props.iter().rev() {
+            if let Val::Item(i) = v
+                && !ELSEWHERE.iter().any(|e| e.eq_ignore_ascii_case(k))
+            {
+                stack.push((i, depth + 1));
+            }
+        }
+    }
+    None
+}
+
+fn at_path(item: &Item, path: &[String]) -> Option<String> {
+    let (first, rest) = path.split_first()?;
+    item.all(first).find_map(|v| match (v, rest.is_empty()) {
+        (v, true) => v.as_text().filter(|t| !t.trim().is_empty()),
+        (Val::Item(i), false) => at_path(i, rest),
+        (Val::Text(_), false) => None,
+    })
+}
+
 fn is_product(item: &Item) -> bool {
     PRODUCT_TYPES.iter().any(|t| item.is(t))
         || item.get(&["aggregateRating"]).is_some()

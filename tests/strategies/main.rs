@@ -12,3 +12,4 @@ mod marketplaces;
 mod pii;
 mod score;
 mod strategy_fixtures;
+mod structured;

@@ -192,12 +192,19 @@ fn value_of(p: &ElementRef<'_>, syntax: Syntax, bounds: &Bounds) -> String {
     if let Some(v) = el.attr(attr) {
         return v.to_string();
     }
-    let mut text = String::new();
-    for t in p.text() {
-        if text.len() + t.len() > bounds.text_bytes {
-            break;
+    // The text as a strategy's field reads it (`innerText`), hidden parts
+    // included: a value hidden from people is still the page's value.
+    let all = crate::strategy::text::Visibility {
+        skip: None,
+        all: true,
+    };
+    let mut text = all.text(*p);
+    if text.len() > bounds.text_bytes {
+        let mut end = bounds.text_bytes;
+        while !text.is_char_boundary(end) {
+            end -= 1;
         }
-        text.push_str(t);
+        text.truncate(end);
     }
     text
 }

@@ -156,7 +156,33 @@ pub fn date(raw: &str, locale: &Locale) -> Option<String> {
         let ok = matches!(m.parse::<u32>(), Ok(1..=12)) && matches!(d.parse::<u32>(), Ok(1..=31));
         return ok.then(|| t[..10].to_string());
     }
-    locale.date(t)
+    locale.date(t).or_else(|| all_digits(t))
+}
+
+/// An all-digit day, month and year (`1/19/15`, `19.01.2015`) that only one
+/// order can read: a part over 12 is the day. A two-digit year is 20xx
+/// (shops' templates write `1/19/15` into `datetime`).
+fn all_digits(t: &str) -> Option<String> {
+    let parts: Vec<&str> = t.split(['/', '.', '-']).collect();
+    let [a, b, y] = parts.as_slice() else {
+        return None;
+    };
+    let num = |s: &str, n: std::ops::RangeInclusive<usize>| {
+        (n.contains(&s.len()) && s.bytes().all(|c| c.is_ascii_digit()))
+            .then(|| s.parse::<u32>().ok())
+            .flatten()
+    };
+    let (a, b) = (num(a, 1..=2)?, num(b, 1..=2)?);
+    let year = match y.len() {
+        2 => 2000 + num(y, 2..=2)?,
+        _ => num(y, 4..=4)?,
+    };
+    let (month, day) = match (a, b) {
+        (1..=12, 13..=31) => (a, b),
+        (13..=31, 1..=12) => (b, a),
+        _ => return None,
+    };
+    Some(format!("{year:04}-{month:02}-{day:02}"))
 }
 
 /// An availability by its short name (`https://schema.org/InStock`,
@@ -245,6 +271,7 @@ mod tests {
         );
         assert_eq!(date("March 4, 2021", &en).as_deref(), Some("2021-03-04"));
         assert_eq!(date("2021-13-04", &en), None);
+        assert_eq!(date("1/19/15", &en).as_deref(), Some("2015-01-19"));
         assert_eq!(
             plain("Tom &amp;#038; Jerry&apos;s<br/>second  line", 100),
             "Tom & Jerry's\nsecond line"

@@ -135,6 +135,6 @@ fn every_web_fixture_reads_right() {
         .unwrap_or_else(|e| panic!("{name}.expect.json: {e}"));
         problems.extend(check(name, &html, &expect));
     }
-    assert!(names.len() >= 12, "{} fixtures", names.len());
+    assert!(names.len() >= 15, "{} fixtures", names.len());
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

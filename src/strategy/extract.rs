@@ -198,6 +198,14 @@ impl Extractor {
             .map(|f| f.name.as_str())
     }
 
+    /// The page's structured data, read once, when a field looks in it.
+    fn structured(&self, doc: &scraper::Html) -> Option<Vec<super::structured::Item>> {
+        self.fields.iter().any(|f| !f.ld.is_empty()).then(|| {
+            let bounds = super::structured::Bounds::default();
+            super::structured::items(doc, &bounds, &mut Vec::new())
+        })
+    }
+
     /// [`Extractor::extract`] on a body that may already be parsed (by the
     /// markers that classified it), with numbers and dates read in `locale`.
     pub fn extract_body(
@@ -219,14 +227,12 @@ impl Extractor {
                 // Numbers and dates as the page's own language writes them.
                 let lang = doc.root_element().value().attr("lang");
                 let page_locale = locale.of_page(lang);
-                // The page's structured data, read once, when a field looks in it.
-                let ld = self.fields.iter().any(|f| !f.ld.is_empty()).then(|| {
-                    let bounds = super::structured::Bounds::default();
-                    super::structured::items(doc, &bounds, &mut Vec::new())
-                });
+                let ld = self.structured(doc);
                 let cx = Ctx {
                     locale: &page_locale,
-                    ld: ld.as_deref(),
+                    ld: ld.as_deref().and_then(|items| {
+                        super::structured::model::main_item(items, &Default::default())
+                    }),
                     ..cx
                 };
                 let mut out = self.html_items(doc, &cx);
@@ -290,6 +296,13 @@ impl Extractor {
                                 .join("\n"),
                         ),
                         _ => return Err(format!("no HTML at `{p}` in the JSON response")),
+                    };
+                    let ld = self.structured(&doc.html);
+                    let cx = Ctx {
+                        ld: ld.as_deref().and_then(|items| {
+                            super::structured::model::main_item(items, &Default::default())
+                        }),
+                        ..cx
                     };
                     let mut out = self.html_items(&doc.html, &cx);
                     out.cut = doc.cut;

@@ -218,8 +218,9 @@ pub(super) struct Ctx<'a> {
     pub(super) skip: Option<&'a Selector>,
     pub(super) locale: &'a Locale,
     pub(super) page_url: &'a url::Url,
-    /// The page's structured data, read once when a field has `ld`.
-    pub(super) ld: Option<&'a [super::structured::Item]>,
+    /// The page's main product in its structured data, found once when a
+    /// field has `ld`.
+    pub(super) ld: Option<&'a super::structured::Item>,
 }
 
 impl FieldFile {
@@ -382,10 +383,9 @@ impl Field {
 
     fn html_value(&self, item: ElementRef<'_>, cx: &Ctx<'_>) -> Value {
         if !self.ld.is_empty() {
-            let bounds = super::structured::Bounds::default();
-            let found = cx.ld.and_then(|items| {
+            let found = cx.ld.and_then(|item| {
                 self.ld.iter().find_map(|path| {
-                    let raw = super::structured::model::lookup(items, path, &bounds)?;
+                    let raw = super::structured::model::lookup(item, path)?;
                     Some(self.finish_ld(raw, cx)).filter(|v| !v.is_null())
                 })
             });
@@ -467,10 +467,14 @@ impl Field {
     fn finish_ld(&self, raw: String, cx: &Ctx<'_>) -> Value {
         use super::structured::values;
         let text = values::plain(&raw, 64 << 10);
-        if self.number == Some(Number::Whole) && self.regex.is_empty() && self.map.is_empty() {
-            return values::count(&text).map_or(Value::Null, Value::from);
-        }
-        if self.number.is_some() && self.regex.is_empty() && self.map.is_empty() {
+        if let Some(kind) = self.number
+            && self.regex.is_empty()
+            && self.map.is_empty()
+        {
+            if kind == Number::Whole {
+                // A count that is not whole is no count.
+                return values::whole(&text).map_or(Value::Null, Value::from);
+            }
             return values::number(&text).map_or(Value::Null, |f| {
                 if f.fract() == 0.0 && f.abs() < 9.0e15 {
                     Value::from(f as i64)

@@ -305,3 +305,31 @@ fn a_bad_ld_path_is_refused_by_name() {
     let e = ld_strategy(dir.path(), "rating = { ld = 4 }").expect_err("not a string");
     assert!(e.contains("fields.rating.ld must be a path"), "{e}");
 }
+
+/// Every `ld` field of a page reads one item, the page's main product (a
+/// site-wide rating widget before it is not it); a count that is not whole
+/// is no count.
+#[test]
+fn ld_fields_read_one_main_product() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let strategy = ld_strategy(
+        dir.path(),
+        "name = { ld = \"name\" }\n\
+         rating = { ld = \"aggregateRating.ratingValue\", number = true }\n\
+         reviews = { ld = \"aggregateRating.reviewCount\", number = \"integer\" }",
+    )
+    .expect("ld fields compile");
+    let op = &strategy.operations()["product"];
+    let url = url::Url::parse("https://shop.test/p/1").expect("url");
+    let html = r#"<html><script type="application/ld+json">[
+        {"@type":"Organization","name":"The shop","aggregateRating":{"ratingValue":"4.9","reviewCount":"20000"}},
+        {"@type":"Product","name":"Kettle","aggregateRating":{"ratingValue":"3.5","reviewCount":"4.5"}}]</script></html>"#;
+    let got = op.tiers[0]
+        .extractor
+        .extract(html, None, &url)
+        .expect("extracts");
+    assert_eq!(
+        Value::Object(got.items[0].clone()),
+        json!({"name": "Kettle", "rating": 3.5, "reviews": null})
+    );
+}

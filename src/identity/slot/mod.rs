@@ -451,8 +451,12 @@ impl Slot {
                 *self.cal.record.write() = Some(record.clone());
                 Ok(record)
             }
+            // The browser it measured was closed or replaced under it: no
+            // failure of any launch (the next one calibrates), and none
+            // pinned on the launch that replaced it.
+            Err(e) if e.kind() == crate::error::ErrorKind::Unavailable => Err(e),
             Err(e) => {
-                let launches = self.browser.facts().launches;
+                let launches = self.browser.launches();
                 // Shown to viewers (pool_status): redacted like last_error.
                 let why = crate::diag::one_line(&e.to_string(), crate::diag::ERROR_CHARS);
                 *self.cal.failure.lock() = Some((launches, why));

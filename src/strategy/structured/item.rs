@@ -69,6 +69,16 @@ impl Item {
         })
     }
 
+    /// How many items this one is, nested ones included (what a copy costs).
+    pub fn size(&self) -> usize {
+        1 + (self.props.iter())
+            .map(|(_, v)| match v {
+                Val::Item(i) => i.size(),
+                Val::Text(_) => 0,
+            })
+            .sum::<usize>()
+    }
+
     /// Every nested item under `key`.
     pub fn items<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a Item> + 'a {
         self.all(key).filter_map(|v| match v {

@@ -21,6 +21,8 @@ pub fn read(html: &Html, bounds: &Bounds, notes: &mut Notes) -> Vec<Item> {
         return Vec::new();
     };
     let mut items = Vec::new();
+    // One budget for the page's nodes, nested ones and every block's.
+    let mut budget = bounds.items;
     let mut n = 0usize;
     for script in html.select(&scripts) {
         let kind = script.value().attr("type").unwrap_or_default();
@@ -46,7 +48,6 @@ pub fn read(html: &Html, bounds: &Bounds, notes: &mut Notes) -> Vec<Item> {
             continue;
         }
         for value in parse_block(n, &text, notes) {
-            let mut budget = bounds.items.saturating_sub(items.len());
             nodes(&value, 0, bounds, &mut budget, &mut items);
             if budget == 0 {
                 notes.push(format!(
@@ -244,27 +245,37 @@ fn values(v: &Value, depth: usize, bounds: &Bounds, budget: &mut usize, out: &mu
 /// few levels, never around a cycle); one the page does not hold is its
 /// `@id` as text (a URL, mostly).
 fn resolve(items: Vec<Item>, bounds: &Bounds) -> Vec<Item> {
-    let mut by_id: HashMap<String, Item> = HashMap::new();
+    let mut by_id: HashMap<&str, &Item> = HashMap::new();
     for item in &items {
         collect(item, &mut by_id, 0, bounds);
     }
+    if by_id.is_empty() {
+        return items;
+    }
+    // Filling a reference copies its node: the copies, weighed in nodes
+    // and text, share the page's item bound.
     let mut copies = bounds.items;
     items
-        .into_iter()
+        .iter()
         .map(|i| fill(i, &by_id, &mut Vec::new(), &mut copies))
         .collect()
 }
 
-fn collect(item: &Item, by_id: &mut HashMap<String, Item>, depth: usize, bounds: &Bounds) {
+fn collect<'a>(
+    item: &'a Item,
+    by_id: &mut HashMap<&'a str, &'a Item>,
+    depth: usize,
+    bounds: &Bounds,
+) {
     if depth > bounds.depth {
         return;
     }
     if let Some(id) = &item.id
         && (!item.props.is_empty() || !item.types.is_empty())
     {
-        let known = by_id.get(id).map_or(0, |k| k.props.len());
+        let known = by_id.get(id.as_str()).map_or(0, |k| k.props.len());
         if item.props.len() > known {
-            by_id.insert(id.clone(), item.clone());
+            by_id.insert(id, item);
         }
     }
     for (_, v) in &item.props {
@@ -277,43 +288,58 @@ fn collect(item: &Item, by_id: &mut HashMap<String, Item>, depth: usize, bounds:
 /// How many references deep a node is filled in.
 const REF_DEPTH: usize = 4;
 
+/// What copying `item` costs against the page's bound: its nodes, and a
+/// node for every KiB of its text.
+fn weight(item: &Item) -> usize {
+    let text: usize = (item.props.iter())
+        .map(|(_, v)| match v {
+            Val::Text(t) => t.len() / 1024,
+            Val::Item(i) => weight(i),
+        })
+        .sum();
+    1 + text
+}
+
+/// `item` with its references filled in (a new tree).
 fn fill(
-    mut item: Item,
-    by_id: &HashMap<String, Item>,
+    item: &Item,
+    by_id: &HashMap<&str, &Item>,
     path: &mut Vec<String>,
     copies: &mut usize,
 ) -> Item {
+    let mut out = Item {
+        types: item.types.clone(),
+        id: item.id.clone(),
+        props: Vec::with_capacity(item.props.len()),
+    };
     if path.len() > REF_DEPTH {
-        return item;
+        out.props = item.props.clone();
+        return out;
     }
-    let own_id = item.id.clone();
-    if let Some(id) = &own_id {
+    if let Some(id) = &item.id {
         path.push(id.clone());
     }
-    item.props = std::mem::take(&mut item.props)
-        .into_iter()
-        .map(|(k, v)| {
-            let v = match v {
-                Val::Item(i) if i.props.is_empty() && i.types.is_empty() => {
-                    let id = i.id.clone().unwrap_or_default();
-                    match by_id.get(&id) {
-                        Some(target) if !path.contains(&id) && *copies > 0 => {
-                            *copies -= 1;
-                            Val::Item(Box::new(fill(target.clone(), by_id, path, copies)))
-                        }
-                        _ => Val::Text(id),
+    for (k, v) in &item.props {
+        let v = match v {
+            Val::Item(i) if i.props.is_empty() && i.types.is_empty() => {
+                let id = i.id.clone().unwrap_or_default();
+                match by_id.get(id.as_str()) {
+                    Some(target) if !path.contains(&id) && *copies >= weight(target) => {
+                        *copies -= weight(target);
+                        Val::Item(Box::new(fill(target, by_id, path, copies)))
                     }
+                    _ => Val::Text(id),
                 }
-                Val::Item(i) => Val::Item(Box::new(fill(*i, by_id, path, copies))),
-                t => t,
-            };
-            (k, v)
-        })
-        .collect();
-    if own_id.is_some() {
+            }
+            Val::Item(i) => Val::Item(Box::new(fill(i, by_id, path, copies))),
+            t => t.clone(),
+        };
+        out.props.push((k.clone(), v));
+    }
+    if item.id.is_some() {
         path.pop();
     }
-    item
+    out
 }
 
 #[cfg(test)]
@@ -355,6 +381,18 @@ mod tests {
         // A reference back to the product itself stops at the cycle.
         let r = p.item(&["review"]).expect("review");
         assert_eq!(r.text(&["itemReviewed"]).as_deref(), Some("#p"));
+    }
+
+    #[test]
+    fn references_to_a_large_node_are_copied_within_the_bound() {
+        let big = "x".repeat(1 << 20);
+        let refs = vec![r##"{"@id":"#big"}"##; 5000].join(",");
+        let json = format!(
+            r##"{{"@graph":[{{"@id":"#big","@type":"Thing","description":"{big}"}},{{"@type":"Product","isRelatedTo":[{refs}]}}]}}"##
+        );
+        let (items, _) = items_of(&block(&json));
+        let copied: usize = items.iter().map(weight).sum();
+        assert!(copied <= 2 * Bounds::default().items + 2048, "{copied}");
     }
 
     #[test]

@@ -14,8 +14,11 @@ pub struct Bounds {
     pub values: usize,
     /// Items nested in items.
     pub depth: usize,
-    /// Elements walked for one item's properties.
+    /// Elements walked for the page's items' properties.
     pub elements: usize,
+    /// Text read out of the page's elements for property values, in bytes
+    /// (a value nested in another is read again).
+    pub page_text_bytes: usize,
     /// The longest text kept, in bytes.
     pub text_bytes: usize,
 }
@@ -29,6 +32,7 @@ impl Default for Bounds {
             values: 500,
             depth: 32,
             elements: 200_000,
+            page_text_bytes: 32 << 20,
             text_bytes: 64 << 10,
         }
     }

@@ -57,7 +57,11 @@ pub fn read(html: &Html, syntax: Syntax, bounds: &Bounds, notes: &mut Notes) -> 
     let Ok(scopes) = Selector::parse(syntax.scope) else {
         return Vec::new();
     };
-    let mut budget = bounds.items;
+    let mut walk = Walk {
+        items: bounds.items,
+        elements: bounds.elements,
+        text: bounds.page_text_bytes,
+    };
     let mut items = Vec::new();
     // What `itemref` may name: every element with an `id`, found once.
     let refs = Selector::parse("[itemref]").ok();
@@ -74,18 +78,30 @@ pub fn read(html: &Html, syntax: Syntax, bounds: &Bounds, notes: &mut Notes) -> 
         if e.value().attr(syntax.prop).is_some() && inside_item(&e, syntax) {
             continue;
         }
-        if budget == 0 {
+        if walk.items == 0 || walk.elements == 0 {
             notes.push(format!(
-                "the page's {} holds more than {} items; the rest were not read",
-                syntax.name, bounds.items
+                "the page's {} holds more than {} items or {} elements; the rest were not read",
+                syntax.name, bounds.items, bounds.elements
             ));
             break;
         }
         let mut open = HashSet::new();
-        items.push(item(&ids, e, syntax, 0, bounds, &mut budget, &mut open));
+        items.push(item(&ids, e, syntax, 0, bounds, &mut walk, &mut open));
     }
     items
 }
+
+/// What is left of the page's bounds as the walk goes: items made (copies
+/// included), elements visited, text read.
+struct Walk {
+    items: usize,
+    elements: usize,
+    text: usize,
+}
+
+/// The most property names one element's value is kept under
+/// (`itemprop="name headline"`); each further name is a copy of the value.
+const NAMES: usize = 4;
 
 fn inside_item(e: &ElementRef<'_>, syntax: Syntax) -> bool {
     e.ancestors()
@@ -99,10 +115,10 @@ fn item<'a>(
     syntax: Syntax,
     depth: usize,
     bounds: &Bounds,
-    budget: &mut usize,
+    walk: &mut Walk,
     open: &mut HashSet<NodeId>,
 ) -> Item {
-    *budget = budget.saturating_sub(1);
+    walk.items = walk.items.saturating_sub(1);
     open.insert(e.id());
     let el = e.value();
     let mut it = Item {
@@ -125,16 +141,15 @@ fn item<'a>(
         }
     }
     let mut stack: Vec<ElementRef<'a>> = roots.into_iter().rev().collect();
-    let mut seen = 0usize;
     while let Some(p) = stack.pop() {
-        seen += 1;
-        if seen > bounds.elements {
+        if walk.elements == 0 {
             break;
         }
+        walk.elements -= 1;
         let opens = syntax.opens(&p);
         if let Some(names) = p.value().attr(syntax.prop) {
             let value = if opens {
-                if depth >= bounds.depth || *budget == 0 || open.contains(&p.id()) {
+                if depth >= bounds.depth || walk.items == 0 || open.contains(&p.id()) {
                     None
                 } else {
                     Some(Val::Item(Box::new(item(
@@ -143,16 +158,27 @@ fn item<'a>(
                         syntax,
                         depth + 1,
                         bounds,
-                        budget,
+                        walk,
                         open,
                     ))))
                 }
             } else {
-                Some(Val::Text(value_of(&p, syntax, bounds)))
+                Some(Val::Text(value_of(&p, syntax, bounds, walk)))
             };
             if let Some(v) = value {
-                for name in names.split_whitespace().take(bounds.values) {
-                    if it.props.len() < bounds.values * 8 {
+                let cost = match &v {
+                    Val::Item(i) => i.size(),
+                    Val::Text(_) => 0,
+                };
+                for (n, name) in names.split_whitespace().take(NAMES).enumerate() {
+                    // The first name holds the value; each other one is a copy.
+                    if n > 0 {
+                        if walk.items < cost {
+                            break;
+                        }
+                        walk.items -= cost;
+                    }
+                    if it.props.len() < bounds.values * NAMES {
                         it.props.push((short_name(name), v.clone()));
                     }
                 }
@@ -171,7 +197,7 @@ fn item<'a>(
 /// (microdata's `<meta>`, and what shops put on a visible price), then the
 /// URL of a link or a media element, a `<time>`'s `datetime`, a `<data>` or
 /// `<meter>`'s `value`, else the element's text.
-fn value_of(p: &ElementRef<'_>, syntax: Syntax, bounds: &Bounds) -> String {
+fn value_of(p: &ElementRef<'_>, syntax: Syntax, bounds: &Bounds, walk: &mut Walk) -> String {
     let el = p.value();
     if let Some(c) = el.attr("content") {
         return c.to_string();
@@ -198,7 +224,13 @@ fn value_of(p: &ElementRef<'_>, syntax: Syntax, bounds: &Bounds) -> String {
         skip: None,
         all: true,
     };
+    // Reading costs the text under the element: nested property elements
+    // read it again, so the page's budget runs out, not the time.
+    if walk.text == 0 {
+        return String::new();
+    }
     let mut text = all.text(*p);
+    walk.text = walk.text.saturating_sub(text.len());
     if text.len() > bounds.text_bytes {
         let mut end = bounds.text_bytes;
         while !text.is_char_boundary(end) {
@@ -258,6 +290,23 @@ mod tests {
         assert_eq!(r.text(&["author"]).as_deref(), Some("Ann"));
         let rating = r.item(&["reviewRating"]).expect("rating");
         assert_eq!(rating.text(&["ratingValue"]).as_deref(), Some("4"));
+    }
+
+    #[test]
+    fn many_names_on_nested_items_stay_within_the_bound() {
+        // Each level's value under 500 names: 500^3 copies unbounded.
+        let names = vec!["p"; 500].join(" ");
+        let open = format!("<div itemprop=\"{names}\" itemscope>");
+        let page = format!(
+            "<div itemscope>{}<span itemprop=\"x\">v</span>{}</div>",
+            open.repeat(3),
+            "</div>".repeat(3)
+        );
+        let html = crate::dom::document(&page).html;
+        let bounds = Bounds::default();
+        let items = read(&html, MICRODATA, &bounds, &mut Notes::default());
+        let made: usize = items.iter().map(Item::size).sum();
+        assert!(made <= bounds.items, "{made} items made");
     }
 
     #[test]

@@ -338,20 +338,32 @@ impl Reader<'_> {
     }
 }
 
-/// The first text at `path` (property names, each a step into a nested
-/// item: `aggregateRating.ratingValue`, `offers.price`) from a product-like
-/// item of `items`, in page order (nested ones too, but not what another
-/// thing is about: `itemReviewed`, `isRelatedTo`, …).
-pub fn lookup(items: &[Item], path: &[String], bounds: &Bounds) -> Option<String> {
+/// The page's main product-like item among `items` (nested ones too, but
+/// not what another thing is about: `itemReviewed`, `isRelatedTo`, …): a
+/// real product type first, then the one with the most reviews, a rating
+/// summary, offers, a name; the first in page order on a tie. What a
+/// strategy's `ld` fields read, all from this one item.
+pub fn main_item<'a>(items: &'a [Item], bounds: &Bounds) -> Option<&'a Item> {
+    let weight = |i: &Item| {
+        let typed = PRODUCT_TYPES.iter().any(|t| i.is(t));
+        usize::from(typed) * 64
+            + i.all("review").count().min(8) * 4
+            + usize::from(i.get(&["aggregateRating"]).is_some()) * 3
+            + usize::from(i.get(&["offers"]).is_some()) * 2
+            + usize::from(i.get(&["name"]).is_some())
+    };
+    let mut best: Option<(&Item, usize)> = None;
     let mut stack: Vec<(&Item, usize)> = items.iter().rev().map(|i| (i, 0)).collect();
     while let Some((item, depth)) = stack.pop() {
         if depth > bounds.depth {
             continue;
         }
-        if is_product(item)
-            && let Some(v) = at_path(item, path)
-        {
-            return Some(v);
+        if is_product(item) {
+            let w = weight(item);
+            if best.is_none_or(|(_, b)| w > b) {
+                best = Some((item, w));
+            }
+            continue;
         }
         for (k, v) in item.props.iter().rev() {
             if let Val::Item(i) = v
@@ -361,7 +373,14 @@ pub fn lookup(items: &[Item], path: &[String], bounds: &Bounds) -> Option<String
             }
         }
     }
-    None
+    best.map(|(i, _)| i)
+}
+
+/// The first text at `path` (property names, each a step into a nested
+/// item, trying every entry of a list: `aggregateRating.ratingValue`,
+/// `offers.price`) in `item`.
+pub fn lookup(item: &Item, path: &[String]) -> Option<String> {
+    at_path(item, path)
 }
 
 fn at_path(item: &Item, path: &[String]) -> Option<String> {

@@ -90,6 +90,27 @@ pub fn number(raw: &str) -> Option<f64> {
     v.is_finite().then_some(if negative { -v } else { v })
 }
 
+/// A whole number written as machines or people write counts: `87`,
+/// `"1,204"` and `"1.204"` (a separator before exactly three digits groups
+/// them, as a strategy's `number = "integer"` reads), `"12.0"`; `"4.5"` is
+/// no whole number.
+pub fn whole(raw: &str) -> Option<i64> {
+    let start = raw.find(|c: char| c.is_ascii_digit())?;
+    let chunk: String = raw[start..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ',')
+        .collect();
+    let chunk = chunk.trim_end_matches(['.', ',']);
+    let groups: Vec<&str> = chunk.split(['.', ',']).collect();
+    let grouped =
+        groups.len() > 1 && groups[0].len() <= 3 && groups[1..].iter().all(|g| g.len() == 3);
+    if grouped {
+        return count(chunk).and_then(|n| i64::try_from(n).ok());
+    }
+    let n = number(raw)?;
+    (n.fract() == 0.0 && n.abs() < 9.0e15).then_some(n as i64)
+}
+
 /// A whole count (`"1,204"`, `"1.204"`, `87`).
 pub fn count(raw: &str) -> Option<u64> {
     let digits: String = raw
@@ -249,6 +270,10 @@ mod tests {
         assert_eq!(number("none"), None);
         assert_eq!(count("1,204 ratings"), Some(1204));
         assert_eq!(count("87"), Some(87));
+        assert_eq!(whole("1.204"), Some(1204));
+        assert_eq!(whole("1,204,000"), Some(1_204_000));
+        assert_eq!(whole("12.0"), Some(12));
+        assert_eq!(whole("4.5"), None);
     }
 
     #[test]

@@ -62,10 +62,7 @@ pub fn plain(raw: &str, max: usize) -> String {
 pub fn number(raw: &str) -> Option<f64> {
     let start = raw.find(|c: char| c.is_ascii_digit())?;
     let negative = raw[..start].trim_end().ends_with('-');
-    let chunk: String = raw[start..]
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ',')
-        .collect();
+    let chunk = digits_run(&raw[start..]);
     let chunk = chunk.trim_end_matches(['.', ',']);
     let last_dot = chunk.rfind('.');
     let last_comma = chunk.rfind(',');
@@ -90,16 +87,39 @@ pub fn number(raw: &str) -> Option<f64> {
     v.is_finite().then_some(if negative { -v } else { v })
 }
 
+/// The run of digits and separators at the start of `text`; a space
+/// between digit groups (`1 299,00`, with a no-break or thin space too)
+/// groups them and is left out.
+fn digits_run(text: &str) -> String {
+    let chars: Vec<char> = text.chars().take(1024).collect();
+    let mut out = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        match c {
+            '0'..='9' | '.' | ',' => out.push(c),
+            ' ' | '\u{a0}' | '\u{202f}' | '\u{2009}' => {
+                let group = chars
+                    .get(i + 1..i + 4)
+                    .is_some_and(|g| g.iter().all(char::is_ascii_digit))
+                    && !chars.get(i + 4).is_some_and(char::is_ascii_digit)
+                    && i > 0
+                    && chars[i - 1].is_ascii_digit();
+                if !group {
+                    break;
+                }
+            }
+            _ => break,
+        }
+    }
+    out
+}
+
 /// A whole number written as machines or people write counts: `87`,
 /// `"1,204"` and `"1.204"` (a separator before exactly three digits groups
 /// them, as a strategy's `number = "integer"` reads), `"12.0"`; `"4.5"` is
 /// no whole number.
 pub fn whole(raw: &str) -> Option<i64> {
     let start = raw.find(|c: char| c.is_ascii_digit())?;
-    let chunk: String = raw[start..]
-        .chars()
-        .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ',')
-        .collect();
+    let chunk = digits_run(&raw[start..]);
     let chunk = chunk.trim_end_matches(['.', ',']);
     let groups: Vec<&str> = chunk.split(['.', ',']).collect();
     let grouped =
@@ -267,6 +287,9 @@ mod tests {
             Some(4.5)
         );
         assert_eq!(number("US$ 19"), Some(19.0));
+        assert_eq!(number("1 299,00 \u{20ac}"), Some(1299.0));
+        assert_eq!(number("12\u{a0}990 K\u{10d}"), Some(12990.0));
+        assert_eq!(number("4 stars of 5"), Some(4.0));
         assert_eq!(number("none"), None);
         assert_eq!(count("1,204 ratings"), Some(1204));
         assert_eq!(count("87"), Some(87));

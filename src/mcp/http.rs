@@ -44,6 +44,9 @@ pub struct McpHttp {
     /// rmcp's sessions (they expire after 5 idle minutes): bindings of
     /// sessions it no longer knows are pruned.
     sessions: Arc<LocalSessionManager>,
+    /// Sessions rmcp holds with no binding, and since when: a request cut
+    /// between rmcp's answer and its binding leaves one no bound would end.
+    unbound: Mutex<HashMap<String, Instant>>,
     pub sse: Arc<SseSessions>,
 }
 
@@ -69,6 +72,7 @@ pub fn routes(core: Arc<Core>, shutdown: CancellationToken) -> (Router, Arc<McpH
         core: core.clone(),
         bindings: Mutex::new(HashMap::new()),
         sessions: sessions.clone(),
+        unbound: Mutex::new(HashMap::new()),
         sse,
     });
     let config = StreamableHttpServerConfig::default()
@@ -107,6 +111,37 @@ pub fn routes(core: Arc<Core>, shutdown: CancellationToken) -> (Router, Arc<McpH
     (router, state)
 }
 
+/// How long a session rmcp holds may stay without a binding (it gets one
+/// as its `initialize` answer passes; only a cut request leaves it none).
+const UNBOUND_GRACE: Duration = Duration::from_secs(60);
+
+/// The sessions in `live` that `bound` does not know and that were first
+/// seen so in `seen` at least `grace` before `now`; `seen` keeps the rest
+/// of the unbound ones.
+fn unbound_past(
+    live: &std::collections::HashSet<String>,
+    bound: impl Fn(&str) -> bool,
+    seen: &mut HashMap<String, Instant>,
+    now: Instant,
+    grace: Duration,
+) -> Vec<String> {
+    seen.retain(|id, _| live.contains(id) && !bound(id));
+    let mut out = Vec::new();
+    for id in live {
+        if bound(id) {
+            continue;
+        }
+        let first = *seen.entry(id.clone()).or_insert(now);
+        if now.saturating_duration_since(first) >= grace {
+            out.push(id.clone());
+        }
+    }
+    for id in &out {
+        seen.remove(id);
+    }
+    out
+}
+
 /// A Streamable HTTP session with no traffic this long is ended.
 pub const SESSION_IDLE: Duration = Duration::from_secs(3600);
 
@@ -135,13 +170,29 @@ impl McpHttp {
     /// End the sessions nobody used for `idle` (a request of any kind, on
     /// either path, counts as use).
     pub async fn end_idle(&self, idle: Duration) -> usize {
-        let stale: Vec<String> = self
+        let mut stale: Vec<String> = self
             .bindings
             .lock()
             .iter()
             .filter(|(_, b)| b.last_used.elapsed() >= idle)
             .map(|(id, _)| id.clone())
             .collect();
+        // And the sessions nobody can use: unbound past a grace.
+        let live: std::collections::HashSet<String> = (self.sessions.sessions.read().await)
+            .keys()
+            .map(|k| k.to_string())
+            .collect();
+        let orphans = {
+            let bindings = self.bindings.lock();
+            unbound_past(
+                &live,
+                |id| bindings.contains_key(id),
+                &mut self.unbound.lock(),
+                Instant::now(),
+                idle.min(UNBOUND_GRACE),
+            )
+        };
+        stale.extend(orphans);
         for id in &stale {
             self.bindings.lock().remove(id);
             let sid: rmcp::transport::common::server_side_http::SessionId = id.as_str().into();
@@ -464,4 +515,30 @@ async fn serve(state: &McpHttp, req: Request, mut a: Admitted, next: Next) -> Re
         }
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_left_unbound_past_the_grace_is_ended_and_a_new_one_waits() {
+        let t0 = Instant::now();
+        let grace = Duration::from_secs(60);
+        let live: std::collections::HashSet<String> =
+            ["bound", "new", "cut"].map(String::from).into();
+        let bound = |id: &str| id == "bound";
+        let mut seen = HashMap::from([("cut".to_string(), t0), ("gone".to_string(), t0)]);
+        let later = t0 + Duration::from_secs(61);
+        // `cut` was seen unbound a minute ago; `new` only now.
+        let ended = unbound_past(&live, bound, &mut seen, later, grace);
+        assert_eq!(ended, ["cut"]);
+        // `new` is remembered, `gone` (rmcp ended it) forgotten.
+        assert_eq!(seen.keys().collect::<Vec<_>>(), ["new"]);
+        // `cut` ended by then; `new` bound meanwhile: never ended.
+        let live: std::collections::HashSet<String> = ["bound", "new"].map(String::from).into();
+        let ended = unbound_past(&live, |_| true, &mut seen, later + grace, grace);
+        assert!(ended.is_empty(), "{ended:?}");
+        assert!(seen.is_empty());
+    }
 }

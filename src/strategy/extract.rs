@@ -198,7 +198,8 @@ impl Extractor {
             .map(|f| f.name.as_str())
     }
 
-    /// The page's structured data, read once, when a field looks in it.
+    /// The page's structured data, read once, when a field looks in it
+    /// (its main product is what those fields read: [`main_of`]).
     fn structured(&self, doc: &scraper::Html) -> Option<Vec<super::structured::Item>> {
         self.fields.iter().any(|f| !f.ld.is_empty()).then(|| {
             let bounds = super::structured::Bounds::default();
@@ -230,9 +231,7 @@ impl Extractor {
                 let ld = self.structured(doc);
                 let cx = Ctx {
                     locale: &page_locale,
-                    ld: ld.as_deref().and_then(|items| {
-                        super::structured::model::main_item(items, &Default::default())
-                    }),
+                    ld: main_of(ld.as_deref()),
                     ..cx
                 };
                 let mut out = self.html_items(doc, &cx);
@@ -299,9 +298,7 @@ impl Extractor {
                     };
                     let ld = self.structured(&doc.html);
                     let cx = Ctx {
-                        ld: ld.as_deref().and_then(|items| {
-                            super::structured::model::main_item(items, &Default::default())
-                        }),
+                        ld: main_of(ld.as_deref()),
                         ..cx
                     };
                     let mut out = self.html_items(&doc.html, &cx);
@@ -399,4 +396,9 @@ impl Extractor {
             ..Default::default()
         })
     }
+}
+
+/// The main product among a page's structured data, if it was read.
+fn main_of(items: Option<&[super::structured::Item]>) -> Option<&super::structured::Item> {
+    super::structured::model::main_item(items?, &Default::default())
 }

@@ -102,6 +102,16 @@ fn strings(
     }
 }
 
+/// A number read as a value: "4.0 out of 5" is the integer 4; "4.5" stays
+/// a float.
+fn number_value(f: f64) -> Value {
+    if f.fract() == 0.0 && f.abs() < 9.0e15 {
+        Value::from(f as i64)
+    } else {
+        Value::from(f)
+    }
+}
+
 /// The most steps an `ld` path takes.
 const LD_STEPS: usize = 8;
 
@@ -466,7 +476,7 @@ impl Field {
     /// rest as [`Field::finish`] reads any value.
     fn finish_ld(&self, raw: String, cx: &Ctx<'_>) -> Value {
         use super::structured::values;
-        let text = values::plain(&raw, 64 << 10);
+        let text = values::plain(&raw, super::structured::Bounds::default().text_bytes);
         if let Some(kind) = self.number
             && self.regex.is_empty()
             && self.map.is_empty()
@@ -475,13 +485,7 @@ impl Field {
                 // A count that is not whole is no count.
                 return values::whole(&text).map_or(Value::Null, Value::from);
             }
-            return values::number(&text).map_or(Value::Null, |f| {
-                if f.fract() == 0.0 && f.abs() < 9.0e15 {
-                    Value::from(f as i64)
-                } else {
-                    Value::from(f)
-                }
-            });
+            return values::number(&text).map_or(Value::Null, number_value);
         }
         if self.date && self.regex.is_empty() {
             return values::date(&text, cx.locale).map_or(Value::Null, Value::String);
@@ -512,14 +516,7 @@ impl Field {
                 Number::Any => cx.locale.number(&s),
                 Number::Whole => cx.locale.whole_number(&s),
             };
-            return n.map_or(Value::Null, |f| {
-                // "4.0 out of 5" is the integer 4; "4.5" stays a float.
-                if f.fract() == 0.0 && f.abs() < 9.0e15 {
-                    Value::from(f as i64)
-                } else {
-                    Value::from(f)
-                }
-            });
+            return n.map_or(Value::Null, number_value);
         }
         if self.date {
             return cx.locale.date(&s).map_or(Value::Null, Value::String);

@@ -225,14 +225,8 @@ impl SlotBrowser {
 
     /// A turn for the daemon's own upkeep (calibration): like
     /// [`Self::turn`], but a standby browser stays one.
-    pub(crate) async fn upkeep_turn(&self) -> Result<Turn<'_>> {
-        let mut turn = Turn {
-            browser: self,
-            guard: self.lock_state().await?,
-            launch: None,
-        };
-        turn.ready().await?;
-        Ok(turn)
+    pub(crate) fn upkeep_turn(&self) -> impl Future<Output = Result<Turn<'_>>> + Send + '_ {
+        self.turn_at(None)
     }
 
     /// A turn at the browser of launch `launch` (a count of
@@ -240,19 +234,18 @@ impl SlotBrowser {
     /// calibration) fails when that browser was closed or replaced since,
     /// and launches none of its own; a browser closed by an operator stays
     /// closed.
-    pub(crate) async fn turn_on_launch(&self, launch: u64) -> Result<Turn<'_>> {
-        let mut turn = Turn {
-            browser: self,
-            guard: self.lock_state().await?,
-            launch: Some(launch),
-        };
-        turn.ready().await?;
-        Ok(turn)
+    pub(crate) fn turn_on_launch(
+        &self,
+        launch: u64,
+    ) -> impl Future<Output = Result<Turn<'_>>> + Send + '_ {
+        self.turn_at(Some(launch))
     }
 
-    async fn lock_state(&self) -> Result<tokio::sync::MutexGuard<'_, Option<Running>>> {
+    /// The browser's lock (queueing up to `lock_wait_secs`), the browser
+    /// ready for a turn on `launch` (see [`Turn::ready`]).
+    async fn turn_at(&self, launch: Option<u64>) -> Result<Turn<'_>> {
         let wait = Duration::from_secs(self.cfg.lock_wait_secs);
-        tokio::time::timeout(wait, self.state.lock())
+        let guard = tokio::time::timeout(wait, self.state.lock())
             .await
             .map_err(|_| {
                 Error::new(
@@ -263,7 +256,14 @@ impl SlotBrowser {
                         wait.as_secs()
                     ),
                 )
-            })
+            })?;
+        let mut turn = Turn {
+            browser: self,
+            guard,
+            launch,
+        };
+        turn.ready().await?;
+        Ok(turn)
     }
 
     /// One navigation in a turn of its own: see [`Turn::navigate`].
@@ -505,7 +505,7 @@ impl Turn<'_> {
             return self.browser.ensure_running(&mut self.guard).await;
         };
         SlotBrowser::forget_dead(&mut self.guard).await;
-        if self.guard.is_none() || self.browser.facts.lock().launches != launch {
+        if self.guard.is_none() || self.browser.launches() != launch {
             return Err(Error::new(
                 ErrorKind::Unavailable,
                 format!(

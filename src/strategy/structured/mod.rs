@@ -54,18 +54,7 @@ pub fn read_within(
         locale,
         bounds,
     };
-    let sources = [
-        (Source::JsonLd, jsonld::read(html, bounds, &mut found.notes)),
-        (
-            Source::Microdata,
-            markup::read(html, markup::MICRODATA, bounds, &mut found.notes),
-        ),
-        (
-            Source::Rdfa,
-            markup::read(html, markup::RDFA, bounds, &mut found.notes),
-        ),
-    ];
-    for (source, items) in &sources {
+    for (source, items) in &by_syntax(html, bounds, &mut found.notes) {
         let (products, reviews, crumbs) = reader.things(items, *source);
         found.products.extend(products);
         found
@@ -81,10 +70,25 @@ pub fn read_within(
 /// The page's items in every syntax, JSON-LD's first (what a strategy's
 /// `ld` fields look in, with [`model::lookup`]); what was left out, noted.
 pub fn items(html: &scraper::Html, bounds: &Bounds, notes: &mut Notes) -> Vec<Item> {
-    let mut all = jsonld::read(html, bounds, notes);
-    all.extend(markup::read(html, markup::MICRODATA, bounds, notes));
-    all.extend(markup::read(html, markup::RDFA, bounds, notes));
-    all
+    by_syntax(html, bounds, notes)
+        .into_iter()
+        .flat_map(|(_, items)| items)
+        .collect()
+}
+
+/// The page's items, syntax by syntax.
+fn by_syntax(html: &scraper::Html, bounds: &Bounds, notes: &mut Notes) -> [(Source, Vec<Item>); 3] {
+    [
+        (Source::JsonLd, jsonld::read(html, bounds, notes)),
+        (
+            Source::Microdata,
+            markup::read(html, markup::MICRODATA, bounds, notes),
+        ),
+        (
+            Source::Rdfa,
+            markup::read(html, markup::RDFA, bounds, notes),
+        ),
+    ]
 }
 
 /// Parse `text` within `dom`'s bounds and read it (the fuzz target's way in).
@@ -101,14 +105,17 @@ pub fn read_text(text: &str, base: Option<&url::Url>) -> Found {
 }
 
 impl Found {
-    /// The page's main product: the one with the most reviews, then the
-    /// most filled in (JSON-LD first on a tie, as the list runs).
+    /// The page's main product, chosen as [`model::main_item`] chooses
+    /// (JSON-LD first on a tie, as the list runs).
     pub fn main_product(&self) -> Option<&Product> {
         let weight = |p: &Product| {
-            p.reviews.len() * 4
-                + usize::from(p.rating.is_some()) * 3
-                + usize::from(!p.offers.is_empty()) * 2
-                + usize::from(p.name.is_some())
+            model::main_weight(
+                model::product_type(&p.kind),
+                p.reviews.len(),
+                p.rating.is_some(),
+                !p.offers.is_empty(),
+                p.name.is_some(),
+            )
         };
         let best = self.products.iter().map(weight).max()?;
         self.products.iter().find(|p| weight(p) == best)

@@ -147,33 +147,20 @@ impl Reader<'_> {
         let mut products = Vec::new();
         let mut reviews = Vec::new();
         let mut crumbs = Vec::new();
-        let mut stack: Vec<(&Item, usize)> = items.iter().rev().map(|i| (i, 0)).collect();
-        while let Some((item, depth)) = stack.pop() {
-            if depth > self.bounds.depth {
-                continue;
-            }
+        walk(items, self.bounds, |item| {
             if is_product(item) {
                 let mut p = self.product(item);
                 p.source = Some(source);
                 products.push(p);
-                continue;
-            }
-            if item.is("Review") || item.is("UserReview") || item.is("CriticReview") {
+            } else if item.is("Review") || item.is("UserReview") || item.is("CriticReview") {
                 reviews.push(self.review(item));
-                continue;
-            }
-            if item.is("BreadcrumbList") && crumbs.is_empty() {
+            } else if item.is("BreadcrumbList") && crumbs.is_empty() {
                 crumbs = self.crumbs(item);
-                continue;
+            } else {
+                return true;
             }
-            for (k, v) in item.props.iter().rev() {
-                if let Val::Item(i) = v
-                    && !ELSEWHERE.iter().any(|e| e.eq_ignore_ascii_case(k))
-                {
-                    stack.push((i, depth + 1));
-                }
-            }
-        }
+            false
+        });
         (products, reviews, crumbs)
     }
 
@@ -185,7 +172,7 @@ impl Reader<'_> {
 
     fn product(&self, item: &Item) -> Product {
         let kind = (item.types.iter())
-            .find(|t| PRODUCT_TYPES.iter().any(|p| p.eq_ignore_ascii_case(t)))
+            .find(|t| product_type(t))
             .or(item.types.first())
             .cloned()
             .unwrap_or_else(|| "Thing".into());
@@ -338,31 +325,13 @@ impl Reader<'_> {
     }
 }
 
-/// The page's main product-like item among `items` (nested ones too, but
-/// not what another thing is about: `itemReviewed`, `isRelatedTo`, …): a
-/// real product type first, then the one with the most reviews, a rating
-/// summary, offers, a name; the first in page order on a tie. What a
-/// strategy's `ld` fields read, all from this one item.
-pub fn main_item<'a>(items: &'a [Item], bounds: &Bounds) -> Option<&'a Item> {
-    let weight = |i: &Item| {
-        let typed = PRODUCT_TYPES.iter().any(|t| i.is(t));
-        usize::from(typed) * 64
-            + i.all("review").count().min(8) * 4
-            + usize::from(i.get(&["aggregateRating"]).is_some()) * 3
-            + usize::from(i.get(&["offers"]).is_some()) * 2
-            + usize::from(i.get(&["name"]).is_some())
-    };
-    let mut best: Option<(&Item, usize)> = None;
+/// Every item of `items` in page order, nested ones too as long as
+/// `descend` says so of their parent, but never what another thing is
+/// about (`itemReviewed`, `isRelatedTo`, …); within the bounds' nesting.
+fn walk<'a>(items: &'a [Item], bounds: &Bounds, mut descend: impl FnMut(&'a Item) -> bool) {
     let mut stack: Vec<(&Item, usize)> = items.iter().rev().map(|i| (i, 0)).collect();
     while let Some((item, depth)) = stack.pop() {
-        if depth > bounds.depth {
-            continue;
-        }
-        if is_product(item) {
-            let w = weight(item);
-            if best.is_none_or(|(_, b)| w > b) {
-                best = Some((item, w));
-            }
+        if depth > bounds.depth || !descend(item) {
             continue;
         }
         for (k, v) in item.props.iter().rev() {
@@ -373,6 +342,52 @@ pub fn main_item<'a>(items: &'a [Item], bounds: &Bounds) -> Option<&'a Item> {
             }
         }
     }
+}
+
+/// How much a thing looks like the page's main product: a real product
+/// type first, then the most reviews (a few count), a rating summary,
+/// offers, a name. [`main_item`] and [`super::Found::main_product`] both
+/// choose by it.
+pub(super) fn main_weight(
+    typed: bool,
+    reviews: usize,
+    rated: bool,
+    offers: bool,
+    named: bool,
+) -> usize {
+    usize::from(typed) * 64
+        + reviews.min(8) * 4
+        + usize::from(rated) * 3
+        + usize::from(offers) * 2
+        + usize::from(named)
+}
+
+/// Whether `kind` is a real product type.
+pub(super) fn product_type(kind: &str) -> bool {
+    PRODUCT_TYPES.iter().any(|p| p.eq_ignore_ascii_case(kind))
+}
+
+/// The page's main product-like item among `items` ([`main_weight`]; the
+/// first in page order on a tie): what a strategy's `ld` fields read, all
+/// from this one item.
+pub fn main_item<'a>(items: &'a [Item], bounds: &Bounds) -> Option<&'a Item> {
+    let mut best: Option<(&Item, usize)> = None;
+    walk(items, bounds, |item| {
+        if !is_product(item) {
+            return true;
+        }
+        let w = main_weight(
+            item.types.iter().any(|t| product_type(t)),
+            item.all("review").count(),
+            item.get(&["aggregateRating"]).is_some(),
+            item.get(&["offers"]).is_some(),
+            item.get(&["name"]).is_some(),
+        );
+        if best.is_none_or(|(_, b)| w > b) {
+            best = Some((item, w));
+        }
+        false
+    });
     best.map(|(i, _)| i)
 }
 
@@ -380,20 +395,16 @@ pub fn main_item<'a>(items: &'a [Item], bounds: &Bounds) -> Option<&'a Item> {
 /// item, trying every entry of a list: `aggregateRating.ratingValue`,
 /// `offers.price`) in `item`.
 pub fn lookup(item: &Item, path: &[String]) -> Option<String> {
-    at_path(item, path)
-}
-
-fn at_path(item: &Item, path: &[String]) -> Option<String> {
     let (first, rest) = path.split_first()?;
     item.all(first).find_map(|v| match (v, rest.is_empty()) {
         (v, true) => v.as_text().filter(|t| !t.trim().is_empty()),
-        (Val::Item(i), false) => at_path(i, rest),
+        (Val::Item(i), false) => lookup(i, rest),
         (Val::Text(_), false) => None,
     })
 }
 
 fn is_product(item: &Item) -> bool {
-    PRODUCT_TYPES.iter().any(|t| item.is(t))
+    item.types.iter().any(|t| product_type(t))
         || item.get(&["aggregateRating"]).is_some()
         || (item.get(&["review"]).is_some() && !item.is("Review"))
         || (item.get(&["offers"]).is_some() && !item.is("Offer"))

@@ -20,7 +20,8 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::identity::slot::Slot;
 use crate::request::{FetchRequest, RequestKind};
 use crate::routing::{Admission, BreakerState, Verdict};
-use crate::strategy::{self, Body, Markers, Outcome, Politeness, Strategy};
+use crate::strategy::web::walls;
+use crate::strategy::{self, Body, Outcome, Politeness, Strategy};
 use crate::wire::http::FetchResponse;
 
 /// Which tier served a request.
@@ -338,8 +339,7 @@ impl Lease {
         Fetched,
     )> {
         let started = self.pass(&url, gate::BROWSER).await?;
-        let generic = self.rules.is_none().then(Markers::generic);
-        let probe = |h: &str, u: &str, status: u16| self.page_state(generic.as_ref(), h, u, status);
+        let probe = |h: &str, u: &str, status: u16| self.page_state(h, u, status);
         let req = self.browser_request(&url, &Default::default());
         let mut turn = self.slot.browser().turn().await?;
         let page = turn.navigate(&req, Some(self.slot.jar()), &probe).await;
@@ -387,18 +387,11 @@ impl Lease {
     }
 
     /// How a page reads to this lease's strategy (to the open web's
-    /// `generic` markers when there is none).
-    fn page_state(
-        &self,
-        generic: Option<&Markers>,
-        html: &str,
-        url: &str,
-        status: u16,
-    ) -> crate::dom::PageState {
-        match (self.rules.as_deref(), generic) {
-            (Some(s), _) => s.page_state(html, url, status),
-            (None, Some(m)) => m.page_state(html, url, status),
-            (None, None) => crate::dom::PageState::Normal,
+    /// markers when there is none).
+    fn page_state(&self, html: &str, url: &str, status: u16) -> crate::dom::PageState {
+        match self.rules.as_deref() {
+            Some(s) => s.page_state(html, url, status),
+            None => walls::OPEN_WEB.page_state(html, url, status),
         }
     }
 
@@ -563,8 +556,7 @@ impl Lease {
         opts: &super::BrowseOptions,
         tape: Option<Arc<crate::identity::browser::tape::Tape>>,
     ) -> Result<(crate::identity::browser::PageResult, url::Url, Vec<String>)> {
-        let generic = self.rules.is_none().then(Markers::generic);
-        let probe = |h: &str, u: &str, status: u16| self.page_state(generic.as_ref(), h, u, status);
+        let probe = |h: &str, u: &str, status: u16| self.page_state(h, u, status);
         let mut req = self.browser_request(&url, opts);
         req.tape = tape;
         let egress = self.slot.egress();
@@ -582,7 +574,7 @@ impl Lease {
     fn classify(&self, status: u16, url: &str, body: &Body<'_>) -> Outcome {
         match &self.rules {
             Some(s) => s.classify(status, url, body),
-            None => strategy::classify(&Markers::generic(), status, url, body),
+            None => walls::classify(status, url, body),
         }
     }
 
@@ -593,7 +585,7 @@ impl Lease {
         }
         match &self.rules {
             Some(s) => s.explain(outcome, status, url, body),
-            None => Markers::generic().explain(outcome, status, url, body),
+            None => walls::explain(outcome, status, url, body),
         }
     }
 

@@ -148,6 +148,22 @@ impl Leases {
         url.host_str().and_then(|h| registry.for_host(h)).cloned()
     }
 
+    /// The generic strategy (`web`) reading `url`'s pages, routed as every
+    /// request to that host is: under its strategy when one covers it,
+    /// else under its open-web key with the open web's politeness.
+    pub fn generic_for(
+        &self,
+        url: &url::Url,
+        trust: crate::strategy::web::answer::Trust,
+    ) -> Option<Arc<dyn Strategy>> {
+        let host = url.host_str()?;
+        let key = self.site_key(url)?;
+        let rules = self.strategy(&key);
+        let politeness = crate::routing::router::politeness_of(rules.as_deref(), &self.cfg.web);
+        let web = crate::strategy::web::Web::new(key, host, politeness).trusting(trust);
+        Some(Arc::new(web))
+    }
+
     /// What `url`'s requests are routed and counted under: its strategy's
     /// name, else its host's open-web key (`None` without a host).
     pub fn site_key(&self, url: &url::Url) -> Option<String> {

@@ -26,12 +26,7 @@ pub fn to_json(spec: &Spec, pool: &Pool, budget: usize) -> Value {
     if spec.strategy_enum
         && let Some(p) = input.pointer_mut("/properties/strategy")
     {
-        let names: Vec<String> = pool
-            .registry()
-            .all()
-            .map(|s| s.name().to_string())
-            .collect();
-        p["enum"] = json!(names);
+        p["enum"] = json!(tools::strategy_names(&pool.registry()));
     }
     tools::portable(&mut input, true);
     tools::portable(&mut output, false);

@@ -106,6 +106,12 @@ pub trait Strategy: Send + Sync + std::fmt::Debug {
         self.login()?.judge(status, final_url, body)
     }
 
+    /// The fields of `op`'s items that are personal data (masked for
+    /// callers below `security.pii_role`; default: its `pii = true` fields).
+    fn pii_fields(&self, op: &Operation) -> Vec<String> {
+        super::pii::fields_of(op)
+    }
+
     /// How a page in the browser looks while we wait on it.
     fn page_state(&self, html: &str, url: &str, status: u16) -> PageState {
         self.markers().page_state(html, url, status)

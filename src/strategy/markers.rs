@@ -90,6 +90,23 @@ pub struct MarkerSet {
 }
 
 impl MarkerSet {
+    /// A set of built-in markers (a selector that does not parse matches
+    /// nothing; built-in ones are tested).
+    pub fn new(
+        status: Vec<u16>,
+        body: Vec<String>,
+        url: Vec<String>,
+        selector: Option<&str>,
+    ) -> Self {
+        MarkerSet {
+            status,
+            body,
+            url,
+            selector_text: selector.map(str::to_string),
+            selector: selector.and_then(|s| Selector::parse(s).ok()),
+        }
+    }
+
     /// No criterion at all: matches nothing.
     pub fn is_empty(&self) -> bool {
         self.status.is_empty()
@@ -210,35 +227,6 @@ impl Default for Markers {
 }
 
 impl Markers {
-    /// Markers for hosts without a strategy (`security.allowed_hosts`): the common
-    /// captcha and JS-challenge pages of the big WAFs and of Amazon.
-    pub fn generic() -> Markers {
-        let set = |body: &[&str], url: &[&str], selector: Option<&str>| MarkerSet {
-            status: Vec::new(),
-            body: body.iter().map(|s| s.to_string()).collect(),
-            url: url.iter().map(|s| s.to_string()).collect(),
-            selector_text: selector.map(str::to_string),
-            selector: selector.and_then(|s| Selector::parse(s).ok()),
-        };
-        Markers {
-            block: set(
-                &["validateCaptcha", "g-recaptcha", "h-captcha", "px-captcha"],
-                &["/captcha", "validateCaptcha"],
-                None,
-            ),
-            challenge: set(
-                &[
-                    "cf-browser-verification",
-                    "cf_chl_opt",
-                    "challenge-platform",
-                ],
-                &[],
-                Some("#challenge-form, #tb-challenge"),
-            ),
-            ..Markers::default()
-        }
-    }
-
     /// How a page in the browser looks, from its HTML, URL and main-document status.
     pub fn page_state(&self, html: &str, url: &str, status: u16) -> crate::dom::PageState {
         let body = Body::html_page(html);

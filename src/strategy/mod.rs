@@ -1,7 +1,7 @@
 //! Strategies: per-site plugins (`strategies/*.toml`) saying which hosts they cover,
-//! how to warm an identity up, and how to tell a block, a challenge and a genuinely
-//! empty page apart. Operations (the named extractions) arrive in a later issue; the
-//! file format already reserves the `[operations.*]` tables for them.
+//! how to warm an identity up, how to tell a block, a challenge and a genuinely
+//! empty page apart, and their operations (the named extractions, in up to three
+//! tiers). [`web`] is the built-in generic one, for hosts no strategy covers.
 
 mod ad_hoc;
 mod api;
@@ -33,6 +33,7 @@ pub mod structured;
 pub mod template;
 mod text;
 mod toml_strategy;
+pub mod web;
 
 pub use api::Strategy;
 pub use body::{Body, BodyKind};

@@ -36,8 +36,15 @@ pub(super) fn check_json_template(v: &Value, vars: &[&str]) -> std::result::Resu
     }
 }
 
-/// Fill `{var}` placeholders; `encode` percent-encodes values (for URLs).
+/// Fill `{var}` placeholders; `encode` percent-encodes values (for URLs),
+/// except a variable that is the whole template: that value is the URL
+/// itself (`url = "{url}"`).
 pub fn render(template: &str, vars: &Map<String, Value>, encode: bool) -> String {
+    let whole = template.len() > 2
+        && template.starts_with('{')
+        && template.ends_with('}')
+        && !template[1..template.len() - 1].contains(['{', '}']);
+    let encode = encode && !whole;
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
     while let Some(i) = rest.find('{') {
@@ -85,5 +92,27 @@ pub fn render_json(v: &Value, vars: &Map<String, Value>) -> Value {
                 .collect(),
         ),
         other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_encoded_unless_one_is_the_whole_url() {
+        let vars: Map<String, Value> = serde_json::from_value(serde_json::json!({
+            "item": "a b/c", "url": "https://shop.test/p?id=1&x=2", "page": 2
+        }))
+        .expect("vars");
+        assert_eq!(
+            render("https://shop.test/p/{item}?page={page}", &vars, true),
+            "https://shop.test/p/a%20b%2Fc?page=2"
+        );
+        assert_eq!(render("{url}", &vars, true), "https://shop.test/p?id=1&x=2");
+        assert_eq!(
+            render("{url}{item}", &vars, true),
+            "https%3A%2F%2Fshop%2Etest%2Fp%3Fid%3D1%26x%3D2a%20b%2Fc"
+        );
     }
 }

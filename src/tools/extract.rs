@@ -11,12 +11,18 @@ use crate::lease::Leases;
 use crate::lease::cascade::{self, RunOptions};
 use std::sync::Arc;
 
+use crate::strategy::Strategy;
+use crate::strategy::web::{self, answer::Trust};
+
 pub const SPEC: Spec = Spec::new(
     "extract",
     Role::Operator,
     "Run a strategy operation",
     "Run any operation of a strategy (see list_strategies for operations and their \
-         parameters) and return its items with provenance.",
+         parameters) and return its items with provenance. The generic strategy `web` reads \
+         any shop's page: `product` or `reviews` with `params: {url}`; its answers say their \
+         `source` (json-ld, microdata, rdfa or page) and a product's `disagreements` with \
+         the visible page (`params.trust`: `structured` or `page` decides whose value wins).",
     Run::Leases(|leases, args, opts| Box::pin(run(leases, args, opts.clone()))),
 )
 .input(input_schema::<Args>)
@@ -44,7 +50,7 @@ pub const SPEC: Spec = Spec::new(
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Args {
-    /// The strategy.
+    /// The strategy (`web`: the generic one, for any shop's page).
     strategy: String,
     /// One of its operations.
     operation: String,
@@ -61,15 +67,35 @@ struct Args {
 
 /// The operation's strategy on the marketplace its `params` name.
 fn route(leases: &Leases, args: &Value) -> Option<super::Route> {
-    let market = args["params"]["marketplace"].as_str();
-    let strategy = leases
-        .registry()
-        .pick(args["strategy"].as_str()?, market, None)
-        .ok()?;
+    let strategy = pick(leases, args["strategy"].as_str()?, &args["params"]).ok()?;
     Some(super::spec::route_to(
         strategy.as_ref(),
         args["operation"].as_str()?,
     ))
+}
+
+/// The strategy `name` means: a registered one on the marketplace `params`
+/// names, or the generic one on the host of `params.url`.
+fn pick(leases: &Leases, name: &str, params: &Value) -> Result<Arc<dyn Strategy>> {
+    if name != web::NAME {
+        let market = params["marketplace"].as_str();
+        return leases.registry().pick(name, market, None).map_err(invalid);
+    }
+    let url = (params[web::URL_PARAM].as_str())
+        .and_then(|u| url::Url::parse(u).ok())
+        .filter(|u| matches!(u.scheme(), "http" | "https"))
+        .ok_or_else(|| invalid("the generic strategy `web` needs `params.url`, an http(s) URL"))?;
+    let trust = match params["trust"].as_str() {
+        None => Trust::Structured,
+        Some(t) => Trust::parse(t).ok_or_else(|| {
+            invalid(format!(
+                "parameter `trust` must be `structured` or `page`, got `{t}`"
+            ))
+        })?,
+    };
+    leases
+        .generic_for(&url, trust)
+        .ok_or_else(|| invalid("`params.url` names no host"))
 }
 
 /// Arguments: `strategy`, `operation`, `params` (object), optional `slot`.
@@ -81,11 +107,7 @@ pub async fn run(leases: &Arc<Leases>, args: Value, opts: RunOptions) -> Result<
         slot,
         sticky,
     } = parse("extract", args)?;
-    let market = params.get("marketplace").and_then(Value::as_str);
-    let strategy = leases
-        .registry()
-        .pick(&name, market, None)
-        .map_err(invalid)?;
+    let strategy = pick(leases, &name, &Value::Object(params.clone()))?;
     let op = strategy.operations().get(&op_name).ok_or_else(|| {
         invalid(format!(
             "strategy `{name}` has no operation `{op_name}` (it has: {})",

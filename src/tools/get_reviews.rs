@@ -9,10 +9,11 @@ use serde_json::{Map, Value, json};
 
 use super::spec::{Annotations, Role, Run, Spec, input_schema, invalid, parse, result_schema};
 use super::{Output, Provenance};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::lease::Leases;
 use crate::lease::cascade::{self, RunOptions};
 use crate::strategy::Strategy;
+use crate::strategy::web::{self, answer::Trust};
 
 pub const SPEC: Spec = Spec::new(
     "get_reviews",
@@ -31,7 +32,10 @@ pub const SPEC: Spec = Spec::new(
         "Reviews of an item through a strategy's `reviews` operation, one or more pages, \
          via the cheapest tier that works (1: AJAX endpoint, 2: HTML page, 3: real \
          browser). Strategies with reviews: {}. Extra arguments are the operation's own \
-         filters (see list_strategies).",
+         filters (see list_strategies). On any other shop, give the product page's URL as \
+         `item`: the generic strategy `web` reads its structured data (JSON-LD, microdata, \
+         RDFa) or its review markup, follows its next-page links, and says each review's \
+         `source`.",
         with_reviews.join(", ")
     )
 })
@@ -55,6 +59,8 @@ pub const SPEC: Spec = Spec::new(
             "slot": {"type": "integer", "description": "The one slot that served every page (absent when the call moved)."},
             "pages": {"type": "array", "items": {"type": "object", "properties": {
                 "page": {"type": "integer"}, "count": {"type": "integer"},
+                "url": {"type": "string", "description": "The page read (the generic strategy, which follows the site's links)."},
+                "source": {"type": "string", "enum": ["json-ld", "microdata", "rdfa", "page"], "description": "Where the generic strategy read this page's reviews: structured data, or the page's review markup."},
                 "slot": {"type": "integer"}, "tier": {"type": "integer"},
                 "trial": {"type": "boolean"}, "attempts": super::attempts_schema(),
                 "requests": {"type": "integer", "description": "Requests sent to the site for this page."},
@@ -81,9 +87,10 @@ const OWN_ARGS: [&str; 6] = ["item", "strategy", "page", "pages", "slot", "stick
 
 #[derive(Debug, Deserialize, JsonSchema)]
 struct Args {
-    /// Item id, or the item's URL (then `strategy` may be omitted).
+    /// Item id, or the item's URL (then `strategy` may be omitted; on a
+    /// host no strategy covers, the generic strategy `web` reads it).
     item: String,
-    /// The strategy whose `reviews` operation runs.
+    /// The strategy whose `reviews` operation runs (`web`: the generic one).
     strategy: Option<String>,
     /// First page.
     #[serde(default = "one")]
@@ -153,7 +160,20 @@ pub async fn run(leases: &Arc<Leases>, args: Value, opts: RunOptions) -> Result<
             strategy.name()
         ))
     })?;
-    let item_id = item_id(op, &item, strategy.name())?;
+    // The generic strategy pages by the site's own links, from the URL given.
+    let linked = strategy.family() == web::NAME;
+    if linked && first != 1 {
+        return Err(invalid(
+            "the generic strategy follows a shop's own next-page links: give the URL of \
+             the page to start from as `item`, without `page`",
+        ));
+    }
+    let item_id = match linked {
+        true => item.clone(),
+        false => item_id(op, &item, strategy.name())?,
+    };
+    let mut at = Some(item.clone());
+    let mut seen: Vec<String> = Vec::new();
     let opts = RunOptions {
         slot: slot.or(opts.slot),
         rotate: !sticky,
@@ -171,19 +191,46 @@ pub async fn run(leases: &Arc<Leases>, args: Value, opts: RunOptions) -> Result<
     let mut call = crate::lease::Call::new(leases, None, opts.scope.clone());
     for page in first..first + pages {
         let mut params = args.clone();
-        params.insert("item".into(), json!(item_id));
-        params.insert("page".into(), json!(page));
+        let url = match linked {
+            true => at.take(),
+            false => None,
+        };
+        match &url {
+            Some(u) => {
+                params.insert(web::URL_PARAM.into(), json!(u));
+                seen.push(u.clone());
+            }
+            None => {
+                params.insert("item".into(), json!(item_id));
+                params.insert("page".into(), json!(page));
+            }
+        }
         let bound = op.bind(params)?;
         let r = cascade::run(&mut call, &strategy, op, &bound, &opts).await?;
         has_more = r.extracted.has_more;
+        if linked {
+            // On to the page it links to next, never back to one read.
+            at = (r.extracted.next_url.clone()).filter(|n| !seen.contains(n));
+            has_more = at.is_some();
+        }
+        let source = (r.extracted.items.first())
+            .and_then(|i| i.get("source"))
+            .cloned();
         served = Some(Provenance::of(&r).after(served));
         if !slots_used.contains(&r.slot) {
             slots_used.push(r.slot);
         }
-        provenance.push(json!({
+        let mut this = json!({
             "page": page, "count": r.extracted.items.len(), "slot": r.slot, "tier": r.tier,
             "trial": r.trial, "attempts": r.attempts, "requests": r.requests,
-        }));
+        });
+        if let Some(u) = url {
+            this["url"] = json!(u);
+        }
+        if let Some(s) = source {
+            this["source"] = s;
+        }
+        provenance.push(this);
         opts.report(|| {
             format!(
                 "page {page}: {} reviews (slot {}, tier {})",
@@ -313,15 +360,17 @@ fn resolve(
     marketplace: Option<&str>,
 ) -> Result<Arc<dyn Strategy>> {
     let url = item.contains("://").then_some(item);
-    if let Some(n) = name {
-        return leases.registry().pick(n, marketplace, url).map_err(invalid);
+    match name {
+        Some(web::NAME) => return generic(leases, item),
+        Some(n) => return leases.registry().pick(n, marketplace, url).map_err(invalid),
+        None => {}
     }
     let url = url::Url::parse(item)
         .map_err(|_| invalid("give `strategy`, or an item URL whose host picks one"))?;
     let host = url.host_str().unwrap_or_default();
-    let found = leases.registry().for_host(host).cloned().ok_or_else(|| {
-        Error::refused(format!("no strategy covers host `{host}`")).retryable(false)
-    })?;
+    let Some(found) = leases.registry().for_host(host).cloned() else {
+        return generic(leases, item);
+    };
     match marketplace {
         Some(_) => leases
             .registry()
@@ -329,6 +378,21 @@ fn resolve(
             .map_err(invalid),
         None => Ok(found),
     }
+}
+
+/// The generic strategy on the host of `item`, an http(s) URL.
+fn generic(leases: &Leases, item: &str) -> Result<Arc<dyn Strategy>> {
+    let url = url::Url::parse(item)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
+        .ok_or_else(|| {
+            invalid(format!(
+                "the generic strategy `web` reads a page: `item` must be an http(s) URL, got `{item}`"
+            ))
+        })?;
+    leases
+        .generic_for(&url, Trust::Structured)
+        .ok_or_else(|| invalid(format!("`{item}` names no host")))
 }
 
 #[cfg(test)]

@@ -74,6 +74,15 @@ pub fn route_of(pool: &crate::pool::Pool, tool: &str, args: &Value) -> Option<Ro
     (find(tool)?.route?)(pool.leases(), args)
 }
 
+/// Every name a tool's `strategy` argument takes: the pool's strategies
+/// (marketplaces' too), and the generic `web`.
+pub fn strategy_names(registry: &crate::strategy::Registry) -> Vec<String> {
+    (registry.all())
+        .map(|s| s.name().to_string())
+        .chain(std::iter::once(crate::strategy::web::NAME.to_string()))
+        .collect()
+}
+
 /// Every tier a cascade tried, as results report them.
 fn attempts_schema() -> Value {
     json!({

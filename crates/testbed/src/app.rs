@@ -78,6 +78,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
             get(|| async { StatusCode::NOT_FOUND }),
         )
         .merge(super::signin::routes())
+        .merge(super::web_shop::routes())
         .layer(middleware::from_fn_with_state(
             shared.clone(),
             super::signin::nav,

@@ -11,6 +11,9 @@
 //!   `LOGIN*` items sit behind a login wall.
 //! - An open-web site (`site.rs`): a noisy article, a blog, robots.txt, a
 //!   sitemap index (one sitemap gzipped), a search form, a "load more" button.
+//! - A shop no strategy knows (`web_shop.rs`, `/wshop/`): products and reviews
+//!   in JSON-LD and microdata, review pages linked by `rel=next`, a variant
+//!   whose reviews a script draws, a stale structured price.
 //! - Faults on demand (slow, 5xx, reset, truncated body, huge page, redirect loop)
 //!   and a control endpoint under `/__control/`.
 
@@ -28,6 +31,7 @@ mod server;
 mod signin;
 pub mod site;
 mod state;
+pub mod web_shop;
 
 pub use app::router;
 pub use state::{Fault, FaultKind, Limited, LogEntry, Modes, RateLimit, Shared, SiteLimit, Stats};

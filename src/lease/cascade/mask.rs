@@ -1,12 +1,11 @@
 //! Personal data out of a cascade's items for callers below
 //! `security.pii_role`: the fields the operation that ran (or its fallback)
-//! marks `pii = true`, masked before any tool sees them.
+//! marks `pii = true` (or its strategy names), masked before any tool sees them.
 
 use super::CascadeResult;
 use super::RunOptions;
 use crate::strategy::Strategy;
 use crate::strategy::operation::Operation;
-use crate::strategy::pii;
 
 pub(super) fn apply(
     strategy: &dyn Strategy,
@@ -21,7 +20,7 @@ pub(super) fn apply(
         .fallback
         .as_ref()
         .and_then(|f| strategy.operations().get(&f.operation));
-    let fields = pii::fields_of(ran.unwrap_or(op));
+    let fields = strategy.pii_fields(ran.unwrap_or(op));
     if !fields.is_empty() {
         r.masked = mask.mask_items(&mut r.extracted.items, &fields);
     }

@@ -75,6 +75,9 @@ pub struct AggregateRating {
     pub ratings: Option<u64>,
     /// How many reviews (`reviewCount`).
     pub reviews: Option<u64>,
+    /// Where the reviews it sums up are listed, when it says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 /// One review.
@@ -268,6 +271,7 @@ impl Reader<'_> {
             rating: self.rating(a),
             ratings: a.text(&["ratingCount"]).and_then(|t| values::count(&t)),
             reviews: a.text(&["reviewCount"]).and_then(|t| values::count(&t)),
+            url: a.text(&["url"]).and_then(|u| values::url(&u, self.base)),
         }
     }
 

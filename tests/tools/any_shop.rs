@@ -1,0 +1,252 @@
+//! Any shop: `get_reviews` and `extract` on a host no strategy covers go
+//! through the generic strategy `web` (the testbed's `/wshop/` under the
+//! name `shop.web.test`, which the test resolves itself): reviews across
+//! pages linked by `rel=next`, in JSON-LD then microdata; reviews a script
+//! draws, through the browser tier; the product with its `source` and a
+//! stale structured price named as a disagreement; walls judged as on
+//! strategy hosts.
+
+use crate::common;
+
+use common::{Env, free_base_port, shutdown_and_check};
+use idpool::lease::cascade::RunOptions;
+use idpool::tools;
+use idpool_testbed::data;
+use serde_json::{Value, json};
+
+const HOST: &str = "shop.web.test";
+
+async fn env() -> Env {
+    let env = Env::new(1).await;
+    // No strategy at all covers the name; only the testbed's address is
+    // let through the guard.
+    let _ = std::fs::remove_file(env.path("strategies/testbed.toml"));
+    let _ = std::fs::remove_file(env.path("strategies/alt.toml"));
+    env.write_config_private(
+        1,
+        true,
+        free_base_port(1),
+        "[\"127.0.0.1\"]",
+        &format!("[security.resolve]\n\"{HOST}\" = \"127.0.0.1\"\n\n[web]\nmin_interval_ms = 0\n"),
+    );
+    env
+}
+
+/// An item of the testbed's shop whose reviews fill two pages exactly
+/// (more than one page, at most two), its id starting with `prefix`.
+pub fn two_page_item(prefix: &str) -> String {
+    (0..500)
+        .map(|i| format!("{prefix}{i}"))
+        .find(|id| (data::PER_PAGE + 1..=2 * data::PER_PAGE).contains(&data::review_count(id)))
+        .expect("an item with two pages of reviews")
+}
+
+pub fn url(env: &Env, id: &str) -> String {
+    format!(
+        "https://{HOST}:{}/wshop/p/{id}",
+        env.testbed.https_addr.port()
+    )
+}
+
+/// The reviews the shop holds for `id`, as the generic strategy answers them.
+pub fn answered(id: &str) -> Vec<(String, f64, String, String, String)> {
+    (0..data::review_count(id))
+        .map(|i| {
+            let r = data::review(id, i);
+            (r.author, f64::from(r.rating), r.date, r.title, r.body)
+        })
+        .collect()
+}
+
+pub fn got(reviews: &Value) -> Vec<(String, f64, String, String, String)> {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    (reviews.as_array().expect("reviews").iter())
+        .map(|r| {
+            (
+                s(&r["author"]),
+                r["rating"].as_f64().unwrap_or(-1.0),
+                s(&r["date"]),
+                s(&r["title"]),
+                s(&r["body"]),
+            )
+        })
+        .collect()
+}
+
+async fn reviews(pool: &idpool::pool::Pool, args: Value) -> idpool::error::Result<Value> {
+    tools::get_reviews::run(pool.leases(), args, RunOptions::default())
+        .await
+        .map(|o| o.body)
+}
+
+#[tokio::test]
+async fn reviews_of_a_shop_without_a_strategy_across_pages_and_through_the_browser() {
+    let env = env().await;
+    let pool = env.pool();
+
+    let id = two_page_item("WEB");
+    let r = reviews(&pool, json!({"item": url(&env, &id), "pages": 5}))
+        .await
+        .expect("get_reviews");
+    assert_eq!(r["strategy"], "web", "{r}");
+    assert_eq!(got(&r["reviews"]), answered(&id));
+    assert_eq!(r["has_more"], false);
+    let pages = r["pages"].as_array().expect("pages");
+    let seen: Vec<(&str, u64, &str)> = (pages.iter())
+        .map(|p| {
+            (
+                p["source"].as_str().unwrap_or_default(),
+                p["tier"].as_u64().unwrap_or_default(),
+                p["url"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let second = format!("{}?page=2", url(&env, &id));
+    assert_eq!(
+        seen,
+        [
+            ("json-ld", 2, url(&env, &id).as_str()),
+            ("microdata", 2, second.as_str())
+        ],
+        "{r}"
+    );
+    assert!(
+        (r["reviews"].as_array().expect("reviews").iter())
+            .all(|x| x["source"] == "json-ld" || x["source"] == "microdata")
+    );
+    // Routed as the open web routes the host: its own key.
+    assert!(
+        (pool.reports().strategy_names()).contains(&format!("web:{HOST}")),
+        "{:?}",
+        pool.reports().strategy_names()
+    );
+
+    // Reviews a script draws: the HTTP page's structured data counts them
+    // and shows none, so the page goes to the slot's browser.
+    let js = two_page_item("JS");
+    let r = reviews(&pool, json!({"item": url(&env, &js), "pages": 2}))
+        .await
+        .expect("get_reviews, scripted");
+    assert_eq!(got(&r["reviews"]), answered(&js));
+    let tiers: Vec<(u64, &str)> = (r["pages"].as_array().expect("pages").iter())
+        .map(|p| {
+            (
+                p["tier"].as_u64().unwrap_or_default(),
+                p["source"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(tiers, [(3, "page"), (3, "page")], "{r}");
+
+    // One page at a time: `has_more` says a link continues the list.
+    let r = reviews(&pool, json!({"item": url(&env, &id)}))
+        .await
+        .expect("one page");
+    assert_eq!(r["count"], data::PER_PAGE);
+    assert_eq!(r["has_more"], true);
+    // The generic strategy starts where the caller's URL is.
+    let e = reviews(&pool, json!({"item": url(&env, &id), "page": 2}))
+        .await
+        .expect_err("page 2 of a linked list");
+    assert!(e.to_string().contains("next-page links"), "{e}");
+    // A product without reviews is an empty answer.
+    let r = reviews(&pool, json!({"item": url(&env, "EMPTY7")}))
+        .await
+        .expect("empty");
+    assert_eq!(
+        (r["count"].as_u64(), r["has_more"].as_bool()),
+        (Some(0), Some(false))
+    );
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn the_product_its_source_and_a_stale_structured_price() {
+    let env = env().await;
+    let pool = env.pool();
+    let extract = |params: Value| {
+        tools::extract::run(
+            pool.leases(),
+            json!({"strategy": "web", "operation": "product", "params": params}),
+            RunOptions::default(),
+        )
+    };
+    let id = "WEB3";
+    let r = extract(json!({"url": url(&env, id)}))
+        .await
+        .expect("product")
+        .body;
+    let p = &r["items"][0];
+    let cents = data::price_cents(id);
+    assert_eq!(p["name"], data::product_name(id), "{r}");
+    assert_eq!(p["brand"], "Corner Works");
+    assert_eq!(p["sku"], format!("CW-{id}"));
+    assert_eq!(p["price"].as_f64(), Some(cents as f64 / 100.0));
+    assert_eq!(
+        (p["currency"].as_str(), p["availability"].as_str()),
+        (Some("USD"), Some("InStock"))
+    );
+    assert_eq!(p["rating"].as_f64(), Some(data::average_rating(id)));
+    assert_eq!(p["review_count"], data::review_count(id));
+    assert_eq!(p["breadcrumbs"], json!(["Home", "Kitchen"]));
+    assert_eq!(p["source"], "json-ld");
+    assert!(p.get("disagreements").is_none(), "{p}");
+    assert_eq!(
+        (r["strategy"].as_str(), r["tier"].as_u64()),
+        (Some("web"), Some(2))
+    );
+
+    // The page shows another price than its structured data: said, and
+    // `trust: page` takes the page's.
+    let diff = "DIFF1";
+    let shown = idpool_testbed::web_shop::shown_price_cents(diff) as f64 / 100.0;
+    let stale = data::price_cents(diff) as f64 / 100.0;
+    let r = extract(json!({"url": url(&env, diff)}))
+        .await
+        .expect("product")
+        .body;
+    assert_eq!(
+        r["items"][0]["disagreements"],
+        json!([{"field": "price", "structured": stale, "page": shown}])
+    );
+    assert_eq!(r["items"][0]["price"].as_f64(), Some(stale));
+    let r = extract(json!({"url": url(&env, diff), "trust": "page"}))
+        .await
+        .expect("trusted")
+        .body;
+    assert_eq!(r["items"][0]["price"].as_f64(), Some(shown));
+    assert_eq!(r["items"][0]["trusted"], "page");
+    let e = extract(json!({"url": url(&env, diff), "trust": "either"}))
+        .await
+        .expect_err("bad trust");
+    assert!(e.to_string().contains("`trust`"), "{e}");
+
+    // `web` is listed with its operations.
+    let list = tools::list_strategies::run(&pool.registry());
+    let web = (list["strategies"].as_array().expect("list").iter())
+        .find(|s| s["name"] == "web")
+        .cloned()
+        .expect("web listed");
+    assert!(web["operations"]["product"]["params"]["properties"]["trust"].is_object());
+    shutdown_and_check(&pool).await;
+}
+
+#[tokio::test]
+async fn walls_on_a_shop_without_a_strategy_are_judged_as_on_strategy_hosts() {
+    let env = env().await;
+    let pool = env.pool();
+    // A sign-in page: `login_required`, not a block.
+    let e = reviews(&pool, json!({"item": url(&env, "LOGIN1")}))
+        .await
+        .expect_err("a sign-in wall");
+    assert!(e.to_string().contains("login_required"), "{e}");
+    // A captcha page: a block of the identity, counted by its breaker.
+    let e = reviews(&pool, json!({"item": url(&env, "BAN1")}))
+        .await
+        .expect_err("a captcha");
+    assert!(e.to_string().contains("hard_block"), "{e}");
+    let status = pool.reports().status_now();
+    let breaker = &status["slots"][0]["breakers"][format!("web:{HOST}")];
+    assert_eq!(breaker["failures"], 1, "{status}");
+    shutdown_and_check(&pool).await;
+}

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod any_shop;
 pub mod canary;
 pub mod chromium;
 pub mod daemon;

@@ -3,6 +3,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod any_shop;
 mod bundles;
 mod chaos_daemon;
 mod daemon;

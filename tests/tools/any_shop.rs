@@ -8,70 +8,12 @@
 
 use crate::common;
 
-use common::{Env, free_base_port, shutdown_and_check};
+use common::any_shop::{HOST, answered, env, got, two_page_item, url};
+use common::shutdown_and_check;
 use idpool::lease::cascade::RunOptions;
 use idpool::tools;
 use idpool_testbed::data;
 use serde_json::{Value, json};
-
-const HOST: &str = "shop.web.test";
-
-async fn env() -> Env {
-    let env = Env::new(1).await;
-    // No strategy at all covers the name; only the testbed's address is
-    // let through the guard.
-    let _ = std::fs::remove_file(env.path("strategies/testbed.toml"));
-    let _ = std::fs::remove_file(env.path("strategies/alt.toml"));
-    env.write_config_private(
-        1,
-        true,
-        free_base_port(1),
-        "[\"127.0.0.1\"]",
-        &format!("[security.resolve]\n\"{HOST}\" = \"127.0.0.1\"\n\n[web]\nmin_interval_ms = 0\n"),
-    );
-    env
-}
-
-/// An item of the testbed's shop whose reviews fill two pages exactly
-/// (more than one page, at most two), its id starting with `prefix`.
-pub fn two_page_item(prefix: &str) -> String {
-    (0..500)
-        .map(|i| format!("{prefix}{i}"))
-        .find(|id| (data::PER_PAGE + 1..=2 * data::PER_PAGE).contains(&data::review_count(id)))
-        .expect("an item with two pages of reviews")
-}
-
-pub fn url(env: &Env, id: &str) -> String {
-    format!(
-        "https://{HOST}:{}/wshop/p/{id}",
-        env.testbed.https_addr.port()
-    )
-}
-
-/// The reviews the shop holds for `id`, as the generic strategy answers them.
-pub fn answered(id: &str) -> Vec<(String, f64, String, String, String)> {
-    (0..data::review_count(id))
-        .map(|i| {
-            let r = data::review(id, i);
-            (r.author, f64::from(r.rating), r.date, r.title, r.body)
-        })
-        .collect()
-}
-
-pub fn got(reviews: &Value) -> Vec<(String, f64, String, String, String)> {
-    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
-    (reviews.as_array().expect("reviews").iter())
-        .map(|r| {
-            (
-                s(&r["author"]),
-                r["rating"].as_f64().unwrap_or(-1.0),
-                s(&r["date"]),
-                s(&r["title"]),
-                s(&r["body"]),
-            )
-        })
-        .collect()
-}
 
 async fn reviews(pool: &idpool::pool::Pool, args: Value) -> idpool::error::Result<Value> {
     tools::get_reviews::run(pool.leases(), args, RunOptions::default())
@@ -89,7 +31,7 @@ async fn reviews_of_a_shop_without_a_strategy_across_pages_and_through_the_brows
         .await
         .expect("get_reviews");
     assert_eq!(r["strategy"], "web", "{r}");
-    assert_eq!(got(&r["reviews"]), answered(&id));
+    assert_eq!(got(&r["reviews"]), answered(&id, false));
     assert_eq!(r["has_more"], false);
     let pages = r["pages"].as_array().expect("pages");
     let seen: Vec<(&str, u64, &str)> = (pages.iter())
@@ -127,7 +69,7 @@ async fn reviews_of_a_shop_without_a_strategy_across_pages_and_through_the_brows
     let r = reviews(&pool, json!({"item": url(&env, &js), "pages": 2}))
         .await
         .expect("get_reviews, scripted");
-    assert_eq!(got(&r["reviews"]), answered(&js));
+    assert_eq!(got(&r["reviews"]), answered(&js, false));
     let tiers: Vec<(u64, &str)> = (r["pages"].as_array().expect("pages").iter())
         .map(|p| {
             (

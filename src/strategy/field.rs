@@ -115,14 +115,15 @@ fn number_value(f: f64) -> Value {
 /// The most steps an `ld` path takes.
 const LD_STEPS: usize = 8;
 
-/// `aggregateRating.ratingValue` as its steps; `None` when it is no path.
+/// `aggregateRating.ratingValue` as its steps; `None` when it is no path
+/// (a keyword such as `@id` or `@type` is no property a path can step to).
 fn ld_path(p: &str) -> Option<Vec<String>> {
     let steps: Vec<String> = p.split('.').map(str::to_string).collect();
     let ok = steps.len() <= LD_STEPS
         && steps.iter().all(|s| {
             !s.is_empty()
                 && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '@' | ':'))
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':'))
         });
     ok.then_some(steps)
 }

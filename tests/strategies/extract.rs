@@ -302,6 +302,12 @@ fn a_bad_ld_path_is_refused_by_name() {
         e.contains("fields.rating.ld `aggregateRating..ratingValue` is not a path"),
         "{e}"
     );
+    // A keyword is no property: `@type` and `@id` are not values a path reads.
+    let e = ld_strategy(dir.path(), "kind = { ld = \"brand.@type\" }").expect_err("a keyword");
+    assert!(
+        e.contains("fields.kind.ld `brand.@type` is not a path"),
+        "{e}"
+    );
     let e = ld_strategy(dir.path(), "rating = { ld = 4 }").expect_err("not a string");
     assert!(e.contains("fields.rating.ld must be a path"), "{e}");
 }

@@ -232,7 +232,7 @@ fn values(v: &Value, depth: usize, bounds: &Bounds, budget: &mut usize, out: &mu
         Value::Object(o) => {
             if let Some(v) = o.get("@value") {
                 values(v, depth + 1, bounds, budget, out);
-            } else if let Some(l) = o.get("@list") {
+            } else if let Some(l) = o.get("@list").or_else(|| o.get("@set")) {
                 values(l, depth + 1, bounds, budget, out);
             } else if let Some(item) = node(o, depth, bounds, budget) {
                 out.push(Val::Item(Box::new(item)));
@@ -273,9 +273,10 @@ fn collect<'a>(
     if let Some(id) = &item.id
         && (!item.props.is_empty() || !item.types.is_empty())
     {
-        let known = by_id.get(id.as_str()).map_or(0, |k| k.props.len());
+        let key = id_key(id);
+        let known = by_id.get(key).map_or(0, |k| k.props.len());
         if item.props.len() > known {
-            by_id.insert(id, item);
+            by_id.insert(key, item);
         }
     }
     for (_, v) in &item.props {
@@ -283,6 +284,13 @@ fn collect<'a>(
             collect(i, by_id, depth + 1, bounds);
         }
     }
+}
+
+/// What an `@id` is matched by: its fragment when it has one, so that
+/// `"#product"` and `"https://shop.test/p/1#product"` on that page meet
+/// (pages write both), else the whole of it.
+fn id_key(id: &str) -> &str {
+    id.find('#').map_or(id, |at| &id[at..])
 }
 
 /// How many references deep a node is filled in.
@@ -317,18 +325,27 @@ fn fill(
         return out;
     }
     if let Some(id) = &item.id {
-        path.push(id.clone());
+        path.push(id_key(id).to_string());
     }
     for (k, v) in &item.props {
         let v = match v {
-            Val::Item(i) if i.props.is_empty() && i.types.is_empty() => {
+            // A reference: only an `@id`, perhaps with its `@type` said again.
+            Val::Item(i) if i.props.is_empty() && i.id.is_some() => {
                 let id = i.id.clone().unwrap_or_default();
-                match by_id.get(id.as_str()) {
-                    Some(target) if !path.contains(&id) && *copies >= weight(target) => {
+                let key = id_key(&id);
+                match by_id.get(key) {
+                    Some(target) if !path.iter().any(|p| p == key) && *copies >= weight(target) => {
                         *copies -= weight(target);
-                        Val::Item(Box::new(fill(target, by_id, path, copies)))
+                        let mut filled = fill(target, by_id, path, copies);
+                        for t in &i.types {
+                            if !filled.types.contains(t) {
+                                filled.types.push(t.clone());
+                            }
+                        }
+                        Val::Item(Box::new(filled))
                     }
-                    _ => Val::Text(id),
+                    _ if i.types.is_empty() => Val::Text(id),
+                    _ => Val::Item(i.clone()),
                 }
             }
             Val::Item(i) => Val::Item(Box::new(fill(i, by_id, path, copies))),
@@ -381,6 +398,29 @@ mod tests {
         // A reference back to the product itself stops at the cycle.
         let r = p.item(&["review"]).expect("review");
         assert_eq!(r.text(&["itemReviewed"]).as_deref(), Some("#p"));
+    }
+
+    #[test]
+    fn references_by_fragment_with_a_type_and_sets() {
+        let (items, _) = items_of(&block(
+            r##"{"@context": "https://schema.org", "@graph": [
+                {"@type": "Product", "@id": "https://shop.test/p/1#p", "name": "Lamp",
+                 "brand": {"@type": "Brand", "@id": "#b"}, "image": {"@set": ["a.jpg", "b.jpg"]}},
+                {"@type": "Brand", "@id": "https://shop.test/p/1#b", "name": "Acme"},
+                {"@type": "Review", "itemReviewed": {"@id": "#p"}, "author": {"@type": "Person", "@id": "#nobody"}}]}"##,
+        ));
+        let p = items.iter().find(|i| i.is("Product")).expect("product");
+        assert_eq!(p.text(&["brand"]).as_deref(), Some("Acme"));
+        assert_eq!(p.all("image").count(), 2);
+        let r = items.iter().find(|i| i.is("Review")).expect("review");
+        assert_eq!(
+            r.item(&["itemReviewed"])
+                .and_then(|i| i.text(&["name"]))
+                .as_deref(),
+            Some("Lamp")
+        );
+        // A typed reference the page does not hold stays a (typed) node.
+        assert!(r.item(&["author"]).is_some_and(|a| a.is("Person")));
     }
 
     #[test]

@@ -14,6 +14,8 @@ use scraper::{ElementRef, Html, Selector};
 
 use super::item::{Item, Val, short_name};
 use super::limits::{Bounds, Notes};
+use super::values;
+use crate::strategy::locale::Locale;
 
 /// Which attributes a syntax uses.
 #[derive(Clone, Copy)]
@@ -61,6 +63,7 @@ pub fn read(html: &Html, syntax: Syntax, bounds: &Bounds, notes: &mut Notes) -> 
         items: bounds.items,
         elements: bounds.elements,
         text: bounds.page_text_bytes,
+        locale: (html.root_element().value().attr("lang")).and_then(|l| Locale::parse(l).ok()),
     };
     let mut items = Vec::new();
     // What `itemref` may name: every element with an `id`, found once.
@@ -71,7 +74,11 @@ pub fn read(html: &Html, syntax: Syntax, bounds: &Bounds, notes: &mut Notes) -> 
             .descendants()
             .filter_map(ElementRef::wrap)
             .filter_map(|e| Some((e.value().id()?, e)))
-            .collect(),
+            .fold(HashMap::new(), |mut ids, (id, e)| {
+                // An id used twice names its first element, as in the DOM.
+                ids.entry(id).or_insert(e);
+                ids
+            }),
         _ => HashMap::new(),
     };
     for e in html.select(&scopes) {
@@ -97,7 +104,26 @@ struct Walk {
     items: usize,
     elements: usize,
     text: usize,
+    /// The page's language (`<html lang>`), in which its visible numbers
+    /// are written.
+    locale: Option<Locale>,
 }
+
+/// Properties whose value is a number: written in the page's language
+/// where the value is the element's visible text (`1.299 €` on a German
+/// page is 1299), in machine form where it is an attribute.
+const NUMBERS: &[&str] = &[
+    "price",
+    "lowPrice",
+    "highPrice",
+    "minPrice",
+    "maxPrice",
+    "ratingValue",
+    "bestRating",
+    "worstRating",
+    "reviewCount",
+    "ratingCount",
+];
 
 /// The most property names one element's value is kept under
 /// (`itemprop="name headline"`); each further name is a copy of the value.
@@ -163,7 +189,19 @@ fn item<'a>(
                     ))))
                 }
             } else {
-                Some(Val::Text(value_of(&p, syntax, bounds, walk)))
+                let (text, shown) = value_of(&p, syntax, bounds, walk);
+                let number = || {
+                    names
+                        .split_whitespace()
+                        .any(|n| NUMBERS.contains(&short_name(n).as_str()))
+                };
+                let text = match &walk.locale {
+                    Some(l) if shown && number() => {
+                        values::shown_number(&text, l).map_or(text, |n| n.to_string())
+                    }
+                    _ => text,
+                };
+                Some(Val::Text(text))
             };
             if let Some(v) = value {
                 let cost = match &v {
@@ -196,16 +234,22 @@ fn item<'a>(
 /// A property element's value, as the syntax reads it: `content` first
 /// (microdata's `<meta>`, and what shops put on a visible price), then the
 /// URL of a link or a media element, a `<time>`'s `datetime`, a `<data>` or
-/// `<meter>`'s `value`, else the element's text.
-fn value_of(p: &ElementRef<'_>, syntax: Syntax, bounds: &Bounds, walk: &mut Walk) -> String {
+/// `<meter>`'s `value`, else the element's text; and whether it is the
+/// text (what a person reads, in the page's language).
+fn value_of(
+    p: &ElementRef<'_>,
+    syntax: Syntax,
+    bounds: &Bounds,
+    walk: &mut Walk,
+) -> (String, bool) {
     let el = p.value();
     if let Some(c) = el.attr("content") {
-        return c.to_string();
+        return (c.to_string(), false);
     }
     if syntax.scope == RDFA.scope
         && let Some(r) = el.attr("resource")
     {
-        return r.to_string();
+        return (r.to_string(), false);
     }
     let attr = match el.name() {
         "a" | "area" | "link" => "href",
@@ -216,7 +260,7 @@ fn value_of(p: &ElementRef<'_>, syntax: Syntax, bounds: &Bounds, walk: &mut Walk
         _ => "",
     };
     if let Some(v) = el.attr(attr) {
-        return v.to_string();
+        return (v.to_string(), false);
     }
     // The text as a strategy's field reads it (`innerText`), hidden parts
     // included: a value hidden from people is still the page's value.
@@ -227,7 +271,7 @@ fn value_of(p: &ElementRef<'_>, syntax: Syntax, bounds: &Bounds, walk: &mut Walk
     // Reading costs the text under the element: nested property elements
     // read it again, so the page's budget runs out, not the time.
     if walk.text == 0 {
-        return String::new();
+        return (String::new(), true);
     }
     let mut text = all.text(*p);
     walk.text = walk.text.saturating_sub(text.len());
@@ -238,7 +282,7 @@ fn value_of(p: &ElementRef<'_>, syntax: Syntax, bounds: &Bounds, walk: &mut Walk
         }
         text.truncate(end);
     }
-    text
+    (text, true)
 }
 
 #[cfg(test)]
@@ -248,6 +292,37 @@ mod tests {
     fn read_all(html: &str, syntax: Syntax) -> Vec<Item> {
         let page = crate::dom::document(html).html;
         read(&page, syntax, &Bounds::default(), &mut Notes::default())
+    }
+
+    #[test]
+    fn visible_numbers_read_in_the_pages_language_and_ids_name_their_first_element() {
+        let page = |lang: &str| {
+            format!(
+                r#"<html lang="{lang}"><body><div itemscope itemtype="https://schema.org/Product" itemref="r">
+                  <span itemprop="name">Lamp</span>
+                  <div itemprop="offers" itemscope itemtype="https://schema.org/Offer">
+                    <span itemprop="price">1.299 €</span><span itemprop="lowPrice" content="1.299"></span></div></div>
+                  <p id="r" itemprop="sku">A-1</p><p id="r" itemprop="sku">B-2</p></body></html>"#
+            )
+        };
+        let read_page = |lang: &str| {
+            let parsed = crate::dom::document(&page(lang));
+            read(
+                &parsed.html,
+                MICRODATA,
+                &Bounds::default(),
+                &mut Notes::default(),
+            )
+        };
+        let de = read_page("de-DE");
+        let offer = de[0].item(&["offers"]).expect("offer");
+        assert_eq!(offer.text(&["price"]).as_deref(), Some("1299"));
+        // An attribute is machine-written, whatever the page's language.
+        assert_eq!(offer.text(&["lowPrice"]).as_deref(), Some("1.299"));
+        assert_eq!(de[0].text(&["sku"]).as_deref(), Some("A-1"));
+        let en = read_page("en");
+        let offer = en[0].item(&["offers"]).expect("offer");
+        assert_eq!(offer.text(&["price"]).as_deref(), Some("1.299"));
     }
 
     #[test]

@@ -127,6 +127,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_review_without_a_scale_is_on_its_summarys() {
+        let page = r#"<script type="application/ld+json">{"@type":"Movie","name":"Film",
+            "aggregateRating":{"ratingValue":"7.8","bestRating":"10","worstRating":"1","ratingCount":"90"},
+            "review":[{"@type":"Review","reviewBody":"Fine.","reviewRating":{"ratingValue":"4"}},
+                      {"@type":"Review","reviewBody":"Great.","reviewRating":{"ratingValue":"9"}},
+                      {"@type":"Review","reviewBody":"Own.","reviewRating":{"ratingValue":"4","bestRating":"5"}}]}</script>"#;
+        let found = read_text(page, None);
+        let p = found.main_product().expect("the film");
+        let stars: Vec<Option<f64>> = p
+            .reviews
+            .iter()
+            .map(|r| r.rating.map(|r| r.stars))
+            .collect();
+        assert_eq!(stars, [Some(2.0), Some(4.5), Some(4.0)]);
+    }
+
+    #[test]
     fn the_same_product_in_three_syntaxes_reads_the_same() {
         let ld = r#"<script type="application/ld+json">{"@context":"https://schema.org","@type":"Product",
             "name":"Desk lamp","brand":{"@type":"Brand","name":"Acme"},"sku":"L-1",

@@ -207,6 +207,17 @@ impl Reader<'_> {
             .map(|r| self.review(r))
             .collect();
         reviews.retain(|r| r.body.is_some() || r.rating.is_some() || r.title.is_some());
+        let rating = item.item(&["aggregateRating"]).map(|a| self.aggregate(a));
+        // A review that names no scale is on its summary's (a 10-point
+        // site's 4 is 2 stars, not 4).
+        if let Some(scale) = rating.as_ref().and_then(|a| a.rating).filter(|r| r.said) {
+            for r in &mut reviews {
+                if let Some(own) = r.rating.filter(|o| !o.said && o.best != scale.best) {
+                    r.rating =
+                        Rating::new(own.value, Some(scale.best), Some(scale.worst)).or(r.rating);
+                }
+            }
+        }
         Product {
             kind,
             name: self.text(item, &["name", "headline"]),
@@ -224,7 +235,7 @@ impl Reader<'_> {
                 .and_then(|u| values::url(&u, self.base)),
             images,
             offers,
-            rating: item.item(&["aggregateRating"]).map(|a| self.aggregate(a)),
+            rating,
             reviews,
             source: None,
         }

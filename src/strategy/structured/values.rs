@@ -61,6 +61,11 @@ pub fn plain(raw: &str, max: usize) -> String {
 /// comma is decimal unless three digits follow it (`1,299`).
 pub fn number(raw: &str) -> Option<f64> {
     let start = raw.find(|c: char| c.is_ascii_digit())?;
+    // `.5` is a half: the separator before the first digit starts the number.
+    let start = match raw[..start].strip_suffix(['.', ',']) {
+        Some(before) if !before.ends_with(|c: char| c.is_ascii_digit()) => start - 1,
+        _ => start,
+    };
     let negative = raw[..start].trim_end().ends_with('-');
     let chunk = digits_run(&raw[start..]);
     let chunk = chunk.trim_end_matches(['.', ',']);
@@ -83,8 +88,27 @@ pub fn number(raw: &str) -> Option<f64> {
             _ => {}
         }
     }
+    if plain.starts_with('.') {
+        plain.insert(0, '0');
+    }
     let v: f64 = plain.parse().ok()?;
     v.is_finite().then_some(if negative { -v } else { v })
+}
+
+/// A number as a page shows it to people (a visible price, a count):
+/// where machine form is ambiguous (`1.299`, `1,299`: one separator before
+/// exactly three digits), the page's language decides (`1.299 €` on a
+/// German page is 1299); elsewhere as [`number`] reads it.
+pub fn shown_number(raw: &str, locale: &Locale) -> Option<f64> {
+    let start = raw.find(|c: char| c.is_ascii_digit())?;
+    let chunk = digits_run(&raw[start..]);
+    let chunk = chunk.trim_end_matches(['.', ',']);
+    let seps: Vec<usize> = chunk.match_indices(['.', ',']).map(|(i, _)| i).collect();
+    let ambiguous = matches!(seps[..], [i] if chunk.len() - i - 1 == 3);
+    match ambiguous {
+        true => locale.number(raw),
+        false => number(raw),
+    }
 }
 
 /// The run of digits and separators at the start of `text`; a space
@@ -151,6 +175,9 @@ pub struct Rating {
     pub worst: f64,
     /// `value` on a 0–5 scale (`value / best × 5`), to two decimals.
     pub stars: f64,
+    /// The page named the scale (`bestRating`), rather than it being guessed.
+    #[serde(skip)]
+    pub said: bool,
 }
 
 impl Rating {
@@ -160,6 +187,7 @@ impl Rating {
         if !value.is_finite() || value < 0.0 {
             return None;
         }
+        let said_best = best.is_some_and(|b| b > 0.0);
         let best = best.filter(|b| *b > 0.0).unwrap_or(if value <= 5.0 {
             5.0
         } else if value <= 10.0 {
@@ -177,6 +205,7 @@ impl Rating {
             best,
             worst,
             stars,
+            said: said_best,
         })
     }
 }
@@ -193,9 +222,8 @@ pub fn date(raw: &str, locale: &Locale) -> Option<String> {
         && b[7] == b'-'
         && b[8..10].iter().all(u8::is_ascii_digit);
     if iso {
-        let (m, d) = (&t[5..7], &t[8..10]);
-        let ok = matches!(m.parse::<u32>(), Ok(1..=12)) && matches!(d.parse::<u32>(), Ok(1..=31));
-        return ok.then(|| t[..10].to_string());
+        let n = |r: std::ops::Range<usize>| t[r].parse::<u32>().unwrap_or(0);
+        return real_day(n(0..4), n(5..7), n(8..10)).then(|| t[..10].to_string());
     }
     locale.date(t).or_else(|| all_digits(t))
 }
@@ -221,9 +249,24 @@ fn all_digits(t: &str) -> Option<String> {
     let (month, day) = match (a, b) {
         (1..=12, 13..=31) => (a, b),
         (13..=31, 1..=12) => (b, a),
+        // Both orders read the same day.
+        (1..=12, _) if a == b => (a, b),
         _ => return None,
     };
-    Some(format!("{year:04}-{month:02}-{day:02}"))
+    real_day(year, month, day).then(|| format!("{year:04}-{month:02}-{day:02}"))
+}
+
+/// Whether the calendar has this day (no 30 February).
+fn real_day(year: u32, month: u32, day: u32) -> bool {
+    let leap = (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400);
+    let last = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    (1..=last).contains(&day)
 }
 
 /// An availability by its short name (`https://schema.org/InStock`,
@@ -297,6 +340,17 @@ mod tests {
         assert_eq!(whole("1,204,000"), Some(1_204_000));
         assert_eq!(whole("12.0"), Some(12));
         assert_eq!(whole("4.5"), None);
+        assert_eq!(number(".5"), Some(0.5));
+        assert_eq!(number("rated .5"), Some(0.5));
+        assert_eq!(number("-.5"), Some(-0.5));
+        // A visible number where machine form is ambiguous: the page's language.
+        let de = Locale::parse("de-DE").expect("de");
+        let en = Locale::default();
+        assert_eq!(shown_number("1.299 €", &de), Some(1299.0));
+        assert_eq!(shown_number("1.299", &en), Some(1.299));
+        assert_eq!(shown_number("1,299", &de), Some(1.299));
+        assert_eq!(shown_number("19,90 €", &en), Some(19.9));
+        assert_eq!(shown_number("1.299,00 €", &en), Some(1299.0));
     }
 
     #[test]
@@ -320,6 +374,10 @@ mod tests {
         assert_eq!(date("March 4, 2021", &en).as_deref(), Some("2021-03-04"));
         assert_eq!(date("2021-13-04", &en), None);
         assert_eq!(date("1/19/15", &en).as_deref(), Some("2015-01-19"));
+        assert_eq!(date("12/12/2015", &en).as_deref(), Some("2015-12-12"));
+        assert_eq!(date("2024-02-30", &en), None);
+        assert_eq!(date("2024-02-29", &en).as_deref(), Some("2024-02-29"));
+        assert_eq!(date("2023-02-29", &en), None);
         assert_eq!(
             plain("Tom &amp;#038; Jerry&apos;s<br/>second  line", 100),
             "Tom & Jerry's\nsecond line"

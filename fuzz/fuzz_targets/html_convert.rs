@@ -4,7 +4,7 @@
 //! Whatever the bytes, nothing panics, overflows a stack or nests deeper
 //! than the cap.
 
-use idpool::web::Page;
+use idpool::web::{Page, Pick};
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let html = String::from_utf8_lossy(data);
@@ -15,9 +15,10 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     assert!(idpool::dom::depth(&parsed.html) <= idpool::dom::MAX_DEPTH + 1);
     let page = Page::parse(&html, &url);
     for only_main in [false, true] {
-        let _ = page.markdown(only_main);
-        let _ = page.text(only_main);
-        let _ = page.cleaned_html(only_main);
+        let pick = Pick::main(only_main);
+        let _ = page.markdown(&pick);
+        let _ = page.text(&pick);
+        let _ = page.cleaned_html(&pick);
     }
     let _ = page.links();
     let _ = page.title();

@@ -5,7 +5,8 @@
 //! goes in, nothing panics and no cookie the jar holds has a public suffix
 //! as its Domain.
 use idpool::identity::jar::{Jar, is_public_suffix};
-use idpool::identity::session::{self, Format};
+use idpool::identity::session;
+use idpool::request::SessionFormat as Format;
 use wreq::cookie::CookieStore as _;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {

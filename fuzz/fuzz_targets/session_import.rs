@@ -1,5 +1,6 @@
 #![no_main]
-use idpool::identity::session::{self, Format};
+use idpool::identity::session;
+use idpool::request::SessionFormat as Format;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

@@ -36,15 +36,21 @@ pub(super) fn check_json_template(v: &Value, vars: &[&str]) -> std::result::Resu
     }
 }
 
+/// Whether the template is one variable and nothing else (`"{url}"`): a
+/// caller's value is then the whole URL, and the cascade holds it to the
+/// strategy's own hosts.
+pub fn is_whole_var(template: &str) -> bool {
+    template.len() > 2
+        && template.starts_with('{')
+        && template.ends_with('}')
+        && !template[1..template.len() - 1].contains(['{', '}'])
+}
+
 /// Fill `{var}` placeholders; `encode` percent-encodes values (for URLs),
 /// except a variable that is the whole template: that value is the URL
 /// itself (`url = "{url}"`).
 pub fn render(template: &str, vars: &Map<String, Value>, encode: bool) -> String {
-    let whole = template.len() > 2
-        && template.starts_with('{')
-        && template.ends_with('}')
-        && !template[1..template.len() - 1].contains(['{', '}']);
-    let encode = encode && !whole;
+    let encode = encode && !is_whole_var(template);
     let mut out = String::with_capacity(template.len());
     let mut rest = template;
     while let Some(i) = rest.find('{') {

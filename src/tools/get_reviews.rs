@@ -172,7 +172,9 @@ pub async fn run(leases: &Arc<Leases>, args: Value, opts: RunOptions) -> Result<
         true => item.clone(),
         false => item_id(op, &item, strategy.name())?,
     };
-    let mut at = Some(item.clone());
+    // The page to read next, as the URL parser writes it (so a page read
+    // is known again whichever way a link spells it).
+    let mut at = url::Url::parse(&item).ok().map(String::from);
     let mut seen: Vec<String> = Vec::new();
     let opts = RunOptions {
         slot: slot.or(opts.slot),
@@ -206,11 +208,29 @@ pub async fn run(leases: &Arc<Leases>, args: Value, opts: RunOptions) -> Result<
             }
         }
         let bound = op.bind(params)?;
-        let r = cascade::run(&mut call, &strategy, op, &bound, &opts).await?;
+        let r = match cascade::run(&mut call, &strategy, op, &bound, &opts).await {
+            Ok(r) => r,
+            // A later page a shop's link led to failed: the pages read stand.
+            Err(e) if linked && page > first => {
+                let at = url.unwrap_or_default();
+                warnings.push(format!("page {page} ({at}) was not read: {}", e.message()));
+                has_more = true;
+                break;
+            }
+            Err(e) => return Err(e),
+        };
         has_more = r.extracted.has_more;
         if linked {
-            // On to the page it links to next, never back to one read.
-            at = (r.extracted.next_url.clone()).filter(|n| !seen.contains(n));
+            // On to the page it links to next: on the same site (the same
+            // routing key), never back to one read.
+            at = (r.extracted.next_url.clone())
+                .filter(|n| !seen.contains(n))
+                .filter(|n| {
+                    url::Url::parse(n)
+                        .ok()
+                        .and_then(|u| leases.site_key(&u))
+                        .is_some_and(|k| k == strategy.name())
+                });
             has_more = at.is_some();
         }
         let source = (r.extracted.items.first())

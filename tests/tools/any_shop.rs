@@ -187,8 +187,24 @@ async fn walls_on_a_shop_without_a_strategy_are_judged_as_on_strategy_hosts() {
         .await
         .expect_err("a captcha");
     assert!(e.to_string().contains("hard_block"), "{e}");
+    // A bot-management vendor's interstitial: a block, named by its marker.
+    let e = reviews(&pool, json!({"item": url(&env, "DD1")}))
+        .await
+        .expect_err("a vendor's wall");
+    assert!(e.to_string().contains("captcha-delivery.com"), "{e}");
+    // A page that is a sign-in form by its title (no redirect, no path).
+    let e = reviews(&pool, json!({"item": url(&env, "MEMBERS1")}))
+        .await
+        .expect_err("a sign-in page");
+    assert!(
+        e.to_string().contains("login_required") && e.to_string().contains("titled"),
+        "{e}"
+    );
     let status = pool.reports().status_now();
     let breaker = &status["slots"][0]["breakers"][format!("web:{HOST}")];
-    assert_eq!(breaker["failures"], 1, "{status}");
+    assert_eq!(
+        breaker["failures"], 2,
+        "the captcha and the vendor's wall: {status}"
+    );
     shutdown_and_check(&pool).await;
 }

@@ -10,7 +10,10 @@
 //!   counts them); the script adds the `rel=next` link.
 //! - `DIFF`: the JSON-LD price is stale; the page shows another one.
 //! - `EMPTY`: no reviews, no rating summary. `BAN`: a captcha page (403).
-//!   `LOGIN`: a redirect to the shop's sign-in page.
+//!   `DD`: a bot-management vendor's interstitial (403). `LOGIN`: a
+//!   redirect to the shop's sign-in page. `MEMBERS`: the page is a sign-in
+//!   form.
+//! - Ordinary pages carry a vendor's sensor script, as protected shops' do.
 //!
 //! The data is the shop's own deterministic data (`data.rs`), so tests know
 //! every value; absolute URLs name the host the request was made to.
@@ -74,6 +77,12 @@ async fn product(Path(id): Path<String>, Query(q): Query<PageQuery>, req: Reques
     if data::is_login_wall(&id) {
         return Redirect::to(&format!("/wshop/account/login?return=/wshop/p/{id}")).into_response();
     }
+    if id.starts_with("DD") {
+        return (StatusCode::FORBIDDEN, Html(bot_wall())).into_response();
+    }
+    if id.starts_with("MEMBERS") {
+        return Html(members_only()).into_response();
+    }
     let base = format!("{}/wshop/p/{id}", origin(&req));
     let n = q.page.unwrap_or(1).max(1);
     Html(match (n, id.starts_with("JS")) {
@@ -92,6 +101,27 @@ async fn sign_in() -> Html<String> {
          <button>Sign in</button></form>",
         "",
     ))
+}
+
+/// A bot-management vendor's interstitial, as DataDome's is built (its
+/// settings in a script, naming the vendor's captcha host; nothing here
+/// loads it).
+fn bot_wall() -> String {
+    "<!doctype html><html><head><title>shop.web.test</title></head><body>\
+     <script>var dd={'rt':'c','cid':'AHrlqAAAAAMA','hsh':'2211F522','host':'geo.captcha-delivery.com'}</script>\
+     <p>Please enable JS and disable any ad blocker</p></body></html>"
+        .into()
+}
+
+/// A members-only product: the page itself is a sign-in form (no redirect,
+/// no sign-in path; its title says what it is).
+fn members_only() -> String {
+    layout(
+        "Members: sign in to continue",
+        "<main><h1>Members only</h1><form method=\"post\" action=\"/wshop/account/login\">\
+         <input type=\"email\" name=\"email\"><input type=\"password\" name=\"password\"></form></main>",
+        "",
+    )
 }
 
 fn layout(title: &str, body: &str, head: &str) -> String {
@@ -212,7 +242,10 @@ fn first_page(id: &str, base: &str) -> String {
             "{}<section id=\"reviews\">\n{cards}</section></main>",
             summary(id)
         ),
-        &(json_ld(id, base, &reviews) + &next_link(id, 1)),
+        // Bot-management sensors sit on ordinary pages too (Imperva's).
+        &(json_ld(id, base, &reviews)
+            + &next_link(id, 1)
+            + "<script src=\"/_Incapsula_Resource?SWJIYLWA=719d34d31c8e3a6e\" async></script>"),
     )
 }
 

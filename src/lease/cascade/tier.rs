@@ -11,7 +11,7 @@ use crate::lease::{Fetched, Lease};
 use crate::request::{FetchRequest, RequestKind};
 use crate::strategy::extract::Extracted;
 use crate::strategy::operation::{Operation, Tier};
-use crate::strategy::template::{render, render_json};
+use crate::strategy::template::{is_whole_var, render, render_json};
 use crate::strategy::{Body, Outcome, Strategy};
 
 /// How one tier ended on one slot.
@@ -103,6 +103,21 @@ pub(super) async fn run_tier(
             };
         }
     };
+    // A URL the caller gave whole stays on the strategy's own hosts: one
+    // road to each site, under its own routing key.
+    if is_whole_var(&tier.url) && !url.host_str().is_some_and(|h| strategy.covers(h)) {
+        let e = Error::refused(format!(
+            "`{}` is not on a host of strategy `{}`",
+            url.origin().ascii_serialization(),
+            strategy.name()
+        ))
+        .retryable(false);
+        let error = Some(e.to_string());
+        return TierRun {
+            sent: false,
+            ..TierRun::new(TierEnd::Refused(e), None, error)
+        };
+    }
     let judged = |f: &Fetched, body: &Body<'_>| {
         if let Some(r) = record {
             r.keep(tier.number, f);

@@ -245,13 +245,23 @@ fn values(v: &Value, depth: usize, bounds: &Bounds, budget: &mut usize, out: &mu
 /// few levels, never around a cycle); one the page does not hold is its
 /// `@id` as text (a URL, mostly).
 fn resolve(items: Vec<Item>, bounds: &Bounds) -> Vec<Item> {
-    let mut by_id: HashMap<&str, &Item> = HashMap::new();
+    let mut whole: HashMap<&str, &Item> = HashMap::new();
     for item in &items {
-        collect(item, &mut by_id, 0, bounds);
+        collect(item, &mut whole, 0, bounds);
     }
-    if by_id.is_empty() {
+    if whole.is_empty() {
         return items;
     }
+    let mut fragments: HashMap<&str, Option<&Item>> = HashMap::new();
+    for (id, item) in &whole {
+        if let Some(at) = id.find('#').filter(|at| *at > 0) {
+            fragments
+                .entry(&id[at..])
+                .and_modify(|seen| *seen = None)
+                .or_insert(Some(*item));
+        }
+    }
+    let by_id = Ids { whole, fragments };
     // Filling a reference copies its node: the copies, weighed in nodes
     // and text, share the page's item bound.
     let mut copies = bounds.items;
@@ -273,10 +283,9 @@ fn collect<'a>(
     if let Some(id) = &item.id
         && (!item.props.is_empty() || !item.types.is_empty())
     {
-        let key = id_key(id);
-        let known = by_id.get(key).map_or(0, |k| k.props.len());
+        let known = by_id.get(id.as_str()).map_or(0, |k| k.props.len());
         if item.props.len() > known {
-            by_id.insert(key, item);
+            by_id.insert(id, item);
         }
     }
     for (_, v) in &item.props {
@@ -286,11 +295,29 @@ fn collect<'a>(
     }
 }
 
-/// What an `@id` is matched by: its fragment when it has one, so that
-/// `"#product"` and `"https://shop.test/p/1#product"` on that page meet
-/// (pages write both), else the whole of it.
-fn id_key(id: &str) -> &str {
-    id.find('#').map_or(id, |at| &id[at..])
+/// A fragment-only `@id` (`"#product"`) names the page's own node, which
+/// other blocks may write whole (`"https://shop.test/p/1#product"`): the
+/// one whole id on the page with that fragment, when just one has it.
+/// Whole ids match only whole (two pages' `#product` are two nodes).
+struct Ids<'a> {
+    whole: HashMap<&'a str, &'a Item>,
+    /// Fragment → the node of the one whole id with it (`None`: several).
+    fragments: HashMap<&'a str, Option<&'a Item>>,
+}
+
+impl<'a> Ids<'a> {
+    fn get(&self, id: &str) -> Option<&'a Item> {
+        if let Some(found) = self.whole.get(id) {
+            return Some(found);
+        }
+        match id.find('#') {
+            // `#x`, the page's own: the one whole id ending in it.
+            Some(0) => self.fragments.get(id).copied().flatten(),
+            // `https://…/page#x`, where the page wrote only `#x`.
+            Some(at) => self.whole.get(&id[at..]).copied(),
+            None => None,
+        }
+    }
 }
 
 /// How many references deep a node is filled in.
@@ -309,12 +336,7 @@ fn weight(item: &Item) -> usize {
 }
 
 /// `item` with its references filled in (a new tree).
-fn fill(
-    item: &Item,
-    by_id: &HashMap<&str, &Item>,
-    path: &mut Vec<String>,
-    copies: &mut usize,
-) -> Item {
+fn fill(item: &Item, by_id: &Ids<'_>, path: &mut Vec<String>, copies: &mut usize) -> Item {
     let mut out = Item {
         types: item.types.clone(),
         id: item.id.clone(),
@@ -325,16 +347,18 @@ fn fill(
         return out;
     }
     if let Some(id) = &item.id {
-        path.push(id_key(id).to_string());
+        path.push(id.clone());
     }
     for (k, v) in &item.props {
         let v = match v {
             // A reference: only an `@id`, perhaps with its `@type` said again.
             Val::Item(i) if i.props.is_empty() && i.id.is_some() => {
                 let id = i.id.clone().unwrap_or_default();
-                let key = id_key(&id);
-                match by_id.get(key) {
-                    Some(target) if !path.iter().any(|p| p == key) && *copies >= weight(target) => {
+                match by_id.get(&id) {
+                    Some(target)
+                        if !(target.id.as_ref()).is_some_and(|t| path.contains(t))
+                            && *copies >= weight(target) =>
+                    {
                         *copies -= weight(target);
                         let mut filled = fill(target, by_id, path, copies);
                         for t in &i.types {
@@ -419,6 +443,21 @@ mod tests {
                 .as_deref(),
             Some("Lamp")
         );
+        // Two pages' `#product` are two nodes; a fragment two of them
+        // share names neither.
+        let (items, _) = items_of(&block(
+            r##"{"@graph": [{"@type": "Product", "@id": "https://a.test/1#product", "name": "One"},
+                {"@type": "Product", "@id": "https://a.test/2#product", "name": "Two"},
+                {"@type": "Offer", "itemOffered": {"@id": "https://a.test/2#product"}, "seller": {"@id": "#product"}}]}"##,
+        ));
+        let o = items.iter().find(|i| i.is("Offer")).expect("offer");
+        assert_eq!(
+            o.item(&["itemOffered"])
+                .and_then(|i| i.text(&["name"]))
+                .as_deref(),
+            Some("Two")
+        );
+        assert_eq!(o.text(&["seller"]).as_deref(), Some("#product"));
         // A typed reference the page does not hold stays a (typed) node.
         assert!(r.item(&["author"]).is_some_and(|a| a.is("Person")));
     }

@@ -63,7 +63,7 @@ pub fn number(raw: &str) -> Option<f64> {
     let start = raw.find(|c: char| c.is_ascii_digit())?;
     // `.5` is a half: the separator before the first digit starts the number.
     let start = match raw[..start].strip_suffix(['.', ',']) {
-        Some(before) if !before.ends_with(|c: char| c.is_ascii_digit()) => start - 1,
+        Some(before) if !before.ends_with(|c: char| c.is_alphanumeric()) => start - 1,
         _ => start,
     };
     let negative = raw[..start].trim_end().ends_with('-');
@@ -343,6 +343,8 @@ mod tests {
         assert_eq!(number(".5"), Some(0.5));
         assert_eq!(number("rated .5"), Some(0.5));
         assert_eq!(number("-.5"), Some(-0.5));
+        assert_eq!(number("No.5"), Some(5.0));
+        assert_eq!(number("Nr.5"), Some(5.0));
         // A visible number where machine form is ambiguous: the page's language.
         let de = Locale::parse("de-DE").expect("de");
         let en = Locale::default();

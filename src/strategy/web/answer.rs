@@ -110,12 +110,13 @@ impl<'a> Page<'a> {
     /// the visible page and its Open Graph tags say; with what the visible
     /// page disagrees on.
     pub fn product(&self, trust: Trust) -> Result<Extracted, String> {
-        let mut item = match self.found.main_product() {
+        let main = self.found.main_product();
+        let mut item = match main {
             Some(p) => product_item(p),
             None => self.product_shown()?,
         };
         if item.get("source").and_then(Value::as_str) != Some(Source::Page.name()) {
-            let disagreements = self.disagreements(&item);
+            let disagreements = self.disagreements(main, &item);
             if !disagreements.is_empty() {
                 if trust == Trust::Page {
                     for d in &disagreements {
@@ -170,13 +171,25 @@ impl<'a> Page<'a> {
     }
 
     /// Where the visible page says otherwise than the structured data:
-    /// a price no price shown matches, a review count no count shown does.
-    fn disagreements(&self, item: &Map<String, Value>) -> Vec<Value> {
+    /// a price no price shown matches (nor lies in an offered range), a
+    /// review count no count shown does.
+    fn disagreements(&self, p: Option<&Product>, item: &Map<String, Value>) -> Vec<Value> {
         let mut out = Vec::new();
-        if let Some(p) = item.get("price").and_then(Value::as_f64) {
+        if let Some(price) = item.get("price").and_then(Value::as_f64) {
+            let offers = p.map(|p| p.offers.as_slice()).unwrap_or_default();
+            let offered = |s: f64| {
+                let near = |v: Option<f64>| v.is_some_and(|v| (s - v).abs() < 0.005);
+                near(Some(price))
+                    || offers.iter().any(|o| {
+                        near(o.price)
+                            || near(o.low)
+                            || near(o.high)
+                            || (o.low.zip(o.high)).is_some_and(|(l, h)| l <= s && s <= h)
+                    })
+            };
             let shown = self.prices_shown();
-            if !shown.is_empty() && !shown.iter().any(|s| (s - p).abs() < 0.005) {
-                out.push(json!({"field": "price", "structured": p, "page": shown[0]}));
+            if !shown.is_empty() && !shown.iter().any(|s| offered(*s)) {
+                out.push(json!({"field": "price", "structured": price, "page": shown[0]}));
             }
         }
         let counts: Vec<u64> = ["review_count", "ratings"]
@@ -197,34 +210,29 @@ impl<'a> Page<'a> {
         out
     }
 
-    /// Prices a person sees: the text of the innermost elements a shop's
-    /// markup calls a price (not a crossed-out or unit price), read in the
-    /// page's language.
+    /// Prices a person sees: the text of the outermost elements a shop's
+    /// markup calls a price and that read as one short price (a split
+    /// `24`/`.99` or a currency symbol inside is part of it), not inside a
+    /// crossed-out price, nor named as an old, unit or list price; read in
+    /// the page's language where machine form is ambiguous.
     fn prices_shown(&self) -> Vec<f64> {
         let Some(sel) = PRICE.as_ref() else {
             return Vec::new();
         };
-        let shown = Visibility {
-            skip: None,
-            all: false,
-        };
+        let mut budget = 64 * 1024;
+        let mut taken: Vec<ElementRef<'_>> = Vec::new();
         let mut out = Vec::new();
         for e in self.html.select(sel).take(MAX_LOOKS) {
-            let names = format!(
-                "{} {}",
-                e.value().attr("class").unwrap_or_default(),
-                e.value().attr("id").unwrap_or_default()
-            )
-            .to_ascii_lowercase();
-            let inner = e.select(sel).nth(1).is_some();
-            if inner || NOT_THE_PRICE.iter().any(|w| names.contains(w)) || hidden(&shown, e) {
+            let within = |t: &ElementRef<'_>| e.ancestors().any(|a| a.id() == t.id());
+            if taken.iter().rev().take(8).any(within) || not_the_price(e) {
                 continue;
             }
-            let text = shown.text(e);
+            let text = repeated::text_within(e, 41, &mut budget);
             if text.len() > 40 || !text.chars().any(|c| c.is_ascii_digit()) {
                 continue;
             }
-            if let Some(n) = self.locale.number(&text) {
+            taken.push(e);
+            if let Some(n) = structured::values::shown_number(&text, &self.locale) {
                 out.push(n);
             }
         }
@@ -246,7 +254,8 @@ impl<'a> Page<'a> {
         let text = shown.text(body);
         re.captures_iter(&text)
             .take(MAX_LOOKS)
-            .filter_map(|c| self.locale.whole_number(&c[1]))
+            .filter_map(|c| c.get(1).or_else(|| c.get(2)))
+            .filter_map(|m| self.locale.whole_number(m.as_str()))
             .filter(|n| *n >= 0.0 && n.fract() == 0.0)
             .map(|n| n as u64)
             .collect()
@@ -258,30 +267,55 @@ const MAX_LOOKS: usize = 500;
 
 static PRICE: LazyLock<Option<Selector>> =
     LazyLock::new(|| Selector::parse("[class*=price i], [id*=price i], [itemprop=price]").ok());
-/// Prices that are not the one to pay.
+/// Words that start a name of a price that is not the one to pay.
 const NOT_THE_PRICE: &[&str] = &[
-    "old", "was", "strike", "compare", "regular", "original", "list", "save", "unit", "per-",
-    "before", "rrp", "msrp",
+    "old", "was", "strike", "compare", "regular", "original", "list", "save", "unit", "per",
+    "before", "rrp", "msrp", "uvp",
 ];
+
+/// Whether `e` is a price not to pay: crossed out (inside `<del>`, `<s>`,
+/// `<strike>`), hidden, or named so (`old-price`, `oldPrice`, `price--was`).
+fn not_the_price(e: ElementRef<'_>) -> bool {
+    let shown = Visibility {
+        skip: None,
+        all: false,
+    };
+    let named = |v: &scraper::node::Element| {
+        let names = format!(
+            "{} {}",
+            v.attr("class").unwrap_or_default(),
+            v.attr("id").unwrap_or_default()
+        );
+        // Words by separator and by case (`oldPrice` is `old`, `Price`).
+        let mut words: Vec<String> = Vec::new();
+        for token in names.split(|c: char| !c.is_ascii_alphanumeric()) {
+            let mut word = String::new();
+            for c in token.chars() {
+                if c.is_ascii_uppercase() && !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+                word.push(c.to_ascii_lowercase());
+            }
+            words.push(word);
+        }
+        words.iter().any(|w| {
+            NOT_THE_PRICE
+                .iter()
+                .any(|n| w.starts_with(n) && w.len() <= n.len() + 1)
+        })
+    };
+    named(e.value())
+        || std::iter::successors(Some(e), |n| n.parent().and_then(ElementRef::wrap))
+            .any(|a| matches!(a.value().name(), "del" | "s" | "strike") || shown.hides(a))
+}
 static H1: LazyLock<Option<Selector>> = LazyLock::new(|| Selector::parse("h1").ok());
 static BODY: LazyLock<Option<Selector>> = LazyLock::new(|| Selector::parse("body").ok());
 static COUNT: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)\b(\d{1,3}(?:[.,\u{a0}\u{202f} ]\d{3})+|\d+)\s*(?:customer\s+|global\s+)?(?:reviews?|ratings?|bewertungen|rezensionen|avis|évaluations|reseñas|valoraciones|opiniones|recensioni|beoordelingen|recenzj[ie]|omdömen)\b",
+        r"(?i)\b(\d{1,3}(?:[.,\u{a0}\u{202f}]\d{3})+|\d+)\s*(?:customer\s+|global\s+)?(?:reviews?|ratings?|bewertungen|rezensionen|avis|évaluations|reseñas|valoraciones|opiniones|recensioni|beoordelingen|recenzj[ie]|omdömen)\b|(?:reviews?|ratings?|bewertungen|avis|reseñas|recensioni)\s*\((\d{1,3}(?:[.,\u{a0}\u{202f}]\d{3})+|\d+)\)",
     )
     .ok()
 });
-
-fn hidden(shown: &Visibility<'_>, e: ElementRef<'_>) -> bool {
-    let mut node = Some(e);
-    while let Some(n) = node {
-        if shown.hides(n) {
-            return true;
-        }
-        node = n.parent().and_then(ElementRef::wrap);
-    }
-    false
-}
 
 fn meta_content(html: &Html, property: &str) -> Option<String> {
     let sel = Selector::parse(&format!(

@@ -26,14 +26,42 @@ pub fn find(html: &Html, at: &url::Url, summary_url: Option<&str>) -> Option<url
 }
 
 /// `href` made absolute against `at`, if it is another page of the same
-/// site over http(s).
+/// origin (scheme, host and port) over http(s).
 fn usable(at: &url::Url, href: &str) -> Option<url::Url> {
     let mut u = at.join(href.trim()).ok()?;
     u.set_fragment(None);
-    let same_site = u.host_str() == at.host_str() && matches!(u.scheme(), "http" | "https");
     let mut here = at.clone();
     here.set_fragment(None);
-    (same_site && u != here).then_some(u)
+    let same = u.origin() == at.origin() && matches!(u.scheme(), "http" | "https");
+    (same && u != here).then_some(u)
+}
+
+/// Whether `next` can continue the list on `at`: the same path (another
+/// query), a path under it (`/p/kettle/reviews`, `…/page/2/`), or the
+/// same folder with a name that differs only in its digits
+/// (`reviews-1.html` → `reviews-2.html`). A `rel=next` to another product
+/// (themes link products in a row) is none of these.
+fn continues(at: &url::Url, next: &url::Url) -> bool {
+    let (here, there) = (
+        at.path().trim_end_matches('/'),
+        next.path().trim_end_matches('/'),
+    );
+    if here == there || there.starts_with(&format!("{here}/")) {
+        return true;
+    }
+    let (Some((dir_a, name_a)), Some((dir_b, name_b))) =
+        (here.rsplit_once('/'), there.rsplit_once('/'))
+    else {
+        return false;
+    };
+    let letters = |s: &str| {
+        s.chars()
+            .filter(|c| !c.is_ascii_digit())
+            .collect::<String>()
+    };
+    dir_a == dir_b
+        && name_b.chars().any(|c| c.is_ascii_digit())
+        && letters(name_a) == letters(name_b)
 }
 
 fn rel_next(html: &Html, at: &url::Url) -> Option<url::Url> {
@@ -43,35 +71,52 @@ fn rel_next(html: &Html, at: &url::Url) -> Option<url::Url> {
         let next = rel
             .split_ascii_whitespace()
             .any(|t| t.eq_ignore_ascii_case("next"));
-        next.then(|| usable(at, e.value().attr("href")?)).flatten()
+        let u = next
+            .then(|| usable(at, e.value().attr("href")?))
+            .flatten()?;
+        continues(at, &u).then_some(u)
     })
 }
 
-/// The page number `u` is on, and the parameter that says it (1 when none does).
-fn page_of(u: &url::Url) -> (Option<String>, u64) {
-    u.query_pairs()
-        .find(|(k, _)| PAGE_PARAMS.contains(&k.to_ascii_lowercase().as_str()))
-        .and_then(|(k, v)| Some((Some(k.into_owned()), v.trim().parse().ok()?)))
-        .unwrap_or((None, 1))
+/// The page number `u` is on, the parameter that says it (1 when none
+/// does), and the other parameters, sorted.
+fn page_of(u: &url::Url) -> (Option<String>, u64, Vec<(String, String)>) {
+    let mut param = None;
+    let mut n = 1;
+    let mut rest = Vec::new();
+    for (k, v) in u.query_pairs().take(64) {
+        if param.is_none()
+            && PAGE_PARAMS.contains(&k.to_ascii_lowercase().as_str())
+            && let Ok(x) = v.trim().parse()
+        {
+            param = Some(k.into_owned());
+            n = x;
+            continue;
+        }
+        rest.push((k.into_owned(), v.into_owned()));
+    }
+    rest.sort();
+    (param, n, rest)
 }
 
-/// A link to the same path with the page parameter one higher.
+/// A link to the same path and the same other parameters, with the page
+/// parameter one higher.
 fn page_link(html: &Html, at: &url::Url) -> Option<url::Url> {
     let sel = LINKS.as_ref()?;
-    let (param, n) = page_of(at);
+    let (param, n, rest) = page_of(at);
     let want = n.checked_add(1)?;
     html.select(sel).take(MAX_LINKS).find_map(|e| {
         let u = usable(at, e.value().attr("href")?)?;
         if u.path() != at.path() {
             return None;
         }
-        let (their, m) = page_of(&u);
+        let (their, m, their_rest) = page_of(&u);
         let same_param = match (&param, &their) {
             (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
             (None, Some(_)) => true,
             _ => false,
         };
-        (same_param && m == want).then_some(u)
+        (same_param && m == want && their_rest == rest).then_some(u)
     })
 }
 
@@ -101,10 +146,30 @@ mod tests {
             .as_deref(),
             Some("https://shop.test/p/kettle?page=3")
         );
-        let numbered = "<a href=\"?page=1\">1</a><a href=\"?page=4\">4</a><a href=\"/p/kettle?page=3&sort=new\">3</a>";
+        // Page 3 of this list, not of another listing on the same path.
+        let numbered = "<a href=\"?page=1\">1</a><a href=\"?page=3&sort=new\">3</a><a href=\"/p/kettle?page=3\">3</a>";
         assert_eq!(
             next(numbered, at, None).as_deref(),
-            Some("https://shop.test/p/kettle?page=3&sort=new")
+            Some("https://shop.test/p/kettle?page=3")
+        );
+        // A path under the page, or the next name in its folder.
+        assert_eq!(
+            next(
+                "<link rel=\"next\" href=\"/p/kettle/page/2/\">",
+                "https://shop.test/p/kettle/",
+                None
+            )
+            .as_deref(),
+            Some("https://shop.test/p/kettle/page/2/")
+        );
+        assert_eq!(
+            next(
+                "<a rel=\"next\" href=\"reviews-2.html\">",
+                "https://shop.test/p/reviews-1.html",
+                None
+            )
+            .as_deref(),
+            Some("https://shop.test/p/reviews-2.html")
         );
         // The first page names no number: a link to page 2 continues it.
         assert_eq!(
@@ -133,5 +198,27 @@ mod tests {
             None
         );
         assert_eq!(next("", at, Some("https://shop.test/p/kettle")), None);
+        // Another port or scheme is another site.
+        assert_eq!(
+            next(
+                "<a rel=\"next\" href=\"https://shop.test:8443/p/kettle?page=2\">",
+                at,
+                None
+            ),
+            None
+        );
+        assert_eq!(
+            next(
+                "<a rel=\"next\" href=\"http://shop.test/p/kettle?page=2\">",
+                at,
+                None
+            ),
+            None
+        );
+        // A theme's link to the next product is no next page.
+        assert_eq!(
+            next("<a rel=\"next\" href=\"/p/teapot\">Teapot ›</a>", at, None),
+            None
+        );
     }
 }

@@ -9,7 +9,6 @@
 use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use ego_tree::NodeId;
 use regex::Regex;
 use scraper::{ElementRef, Html};
 
@@ -20,10 +19,13 @@ use crate::strategy::text::Visibility;
 /// Elements looked at on a page, and inside one review.
 const MAX_ELEMENTS: usize = 100_000;
 const MAX_PARTS: usize = 2_000;
-/// Reviews read from one page.
+/// Reviews read from one page, and groups of candidates read.
 pub const MAX_REVIEWS: usize = 200;
-/// A part's text kept, in bytes.
+const MAX_GROUPS: usize = 32;
+/// A part's text kept, in bytes, and all the text one page's reading may
+/// copy (a hostile page nests parts in parts around megabytes of text).
 const MAX_TEXT: usize = 8 * 1024;
+const PAGE_TEXT: usize = 4 * 1024 * 1024;
 
 /// Words that make a class a part of a review, or the list around them.
 const PARTS: &[&str] = &[
@@ -88,48 +90,64 @@ fn review_token(e: &ElementRef<'_>) -> Option<String> {
     if v.attr("data-review-id").is_some() {
         return Some("[data-review-id]".into());
     }
-    let from_class = v.classes().find_map(|c| {
-        let lower = c.to_ascii_lowercase();
-        is_item_class(&lower).then_some(lower)
-    });
-    if from_class.is_some() {
-        return from_class;
+    if let Some(c) = v.classes().find(|c| is_item_class(c)) {
+        return Some(c.to_ascii_lowercase());
     }
     // A numbered id (`review-1234`): its letters mark the group.
-    let id = v.id()?.to_ascii_lowercase();
+    let id = v.id()?;
     let letters = id.trim_end_matches(|c: char| c.is_ascii_digit() || c == '-' || c == '_');
-    (letters.len() < id.len() && is_item_class(letters)).then(|| format!("#{letters}"))
+    (letters.len() < id.len() && is_item_class(letters))
+        .then(|| format!("#{}", letters.to_ascii_lowercase()))
 }
 
-/// Whether a lower-case class names one review (not a part of it, not the
-/// list of them).
+/// Where "review" starts a word of `c` (`yotpo-review`, `productReview`,
+/// `R-ReviewsList`), not inside one (`preview`).
+fn review_word(c: &str) -> Option<usize> {
+    let lower = c.to_ascii_lowercase();
+    lower.match_indices("review").map(|(at, _)| at).find(|&at| {
+        let before = c[..at].chars().next_back();
+        let first = c[at..].chars().next();
+        before.is_none_or(|b| !b.is_ascii_alphanumeric())
+            || (first.is_some_and(|f| f.is_ascii_uppercase())
+                && before.is_some_and(|b| b.is_ascii_lowercase()))
+    })
+}
+
+/// Whether a class names one review (not a part of it, not the list of
+/// them, not its writer).
 fn is_item_class(c: &str) -> bool {
-    if KNOWN_ITEMS.contains(&c) {
+    let lower = c.to_ascii_lowercase();
+    if KNOWN_ITEMS.contains(&lower.as_str()) {
         return true;
     }
+    let has_part = |s: &str| PARTS.iter().any(|p| s.contains(p));
     // A BEM element (`block__element`): the element says what it is.
     let (block, element) = match c.rsplit_once("__") {
         Some((b, e)) => (b, Some(e)),
         None => (c, None),
     };
-    let has_part = |s: &str| PARTS.iter().any(|p| s.contains(p));
     match element {
-        Some(el) if !el.contains("review") => block.contains("review") && !has_part(el),
+        Some(el) if review_word(el).is_none() => {
+            review_word(block).is_some() && !has_part(&el.to_ascii_lowercase())
+        }
         _ => {
             let tail = element.unwrap_or(block);
-            let Some(at) = tail.rfind("review") else {
+            let Some(at) = review_word(tail) else {
                 return false;
             };
-            let rest = &tail[at + "review".len()..];
-            !rest.starts_with('s') && !has_part(rest)
+            let rest = tail[at + "review".len()..].to_ascii_lowercase();
+            !rest.starts_with('s') && !rest.starts_with("er") && !has_part(&rest)
         }
     }
 }
 
-/// The reviews the page shows as repeated structure, in page order.
+/// The reviews the page shows as repeated structure, in page order: the
+/// elements one token marks as a review, anywhere on the page (each may
+/// be wrapped in an element of its own), the group with the most members
+/// that read as reviews.
 pub fn reviews(html: &Html, locale: &Locale) -> Vec<Review> {
-    let mut groups: HashMap<(NodeId, String, String), Vec<ElementRef<'_>>> = HashMap::new();
-    let mut order: Vec<(NodeId, String, String)> = Vec::new();
+    let mut groups: HashMap<(String, String), Vec<ElementRef<'_>>> = HashMap::new();
+    let mut order: Vec<(String, String)> = Vec::new();
     for e in html
         .root_element()
         .descendants()
@@ -139,22 +157,27 @@ pub fn reviews(html: &Html, locale: &Locale) -> Vec<Review> {
         let Some(token) = review_token(&e) else {
             continue;
         };
-        let Some(parent) = e.parent() else {
-            continue;
-        };
-        let key = (parent.id(), e.value().name().to_string(), token);
+        let key = (e.value().name().to_string(), token);
         let members = groups.entry(key.clone()).or_default();
         if members.is_empty() {
+            if order.len() >= MAX_GROUPS {
+                continue;
+            }
             order.push(key);
         }
-        if members.len() < MAX_REVIEWS {
+        // A member inside another member of its group is a part of it.
+        let inside = |m: &ElementRef<'_>| e.ancestors().any(|a| a.id() == m.id());
+        if members.len() < MAX_REVIEWS && !members.iter().rev().take(4).any(inside) {
             members.push(e);
         }
     }
+    let mut budget = PAGE_TEXT;
     let mut best: Vec<Review> = Vec::new();
     for key in order {
         let members = &groups[&key];
-        let read: Vec<Review> = members.iter().map(|m| read_one(*m, locale)).collect();
+        let read: Vec<Review> = (members.iter())
+            .map(|m| read_one(*m, locale, &mut budget))
+            .collect();
         let whole = read
             .iter()
             .filter(|r| r.body.is_some() && (r.rating.is_some() || r.author.is_some()))
@@ -303,61 +326,129 @@ fn author(text: &str) -> Option<String> {
     (!t.is_empty() && t.len() <= 120).then(|| t.to_string())
 }
 
-fn read_one(member: ElementRef<'_>, locale: &Locale) -> Review {
+/// The visible text of `e`, whitespace collapsed, at most [`MAX_TEXT`]
+/// bytes and no more than `budget` has left: the walk stops there, however
+/// much text the element holds.
+fn text_of(e: ElementRef<'_>, budget: &mut usize) -> String {
+    text_within(e, MAX_TEXT, budget)
+}
+
+/// [`text_of`] at most `max` bytes.
+pub(super) fn text_within(e: ElementRef<'_>, max: usize, budget: &mut usize) -> String {
+    let shown = Visibility {
+        skip: None,
+        all: false,
+    };
+    let mut out = String::new();
+    let room = max.min(*budget);
+    let mut stack = vec![*e];
+    while let Some(node) = stack.pop() {
+        if out.len() >= room {
+            break;
+        }
+        match node.value() {
+            scraper::Node::Text(t) => {
+                for w in t.split_whitespace() {
+                    if !out.is_empty() {
+                        out.push(' ');
+                    }
+                    out.push_str(w);
+                    if out.len() >= room {
+                        break;
+                    }
+                }
+            }
+            scraper::Node::Element(_) => {
+                let Some(el) = ElementRef::wrap(node) else {
+                    continue;
+                };
+                if el.id() != e.id() && shown.hides(el) {
+                    continue;
+                }
+                let children: Vec<_> = node.children().collect();
+                stack.extend(children.into_iter().rev());
+            }
+            _ => {}
+        }
+    }
+    if out.len() > room {
+        let mut cut = room;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+    }
+    *budget = budget.saturating_sub(out.len().max(1));
+    out
+}
+
+/// One review's parts: each part read once, nothing inside a part read
+/// again, within the page's text budget.
+fn read_one(member: ElementRef<'_>, locale: &Locale, budget: &mut usize) -> Review {
     let shown = Visibility {
         skip: None,
         all: false,
     };
     let mut r = Review::default();
     let mut longest_p: Option<String> = None;
-    for e in member
-        .descendants()
+    let mut stack: Vec<ElementRef<'_>> = member
+        .children()
         .filter_map(ElementRef::wrap)
-        .skip(1)
-        .take(MAX_PARTS)
-    {
+        .rev()
+        .collect();
+    let mut looked = 0;
+    while let Some(e) = stack.pop() {
+        looked += 1;
+        if looked > MAX_PARTS || *budget == 0 {
+            break;
+        }
         if shown.hides(e) {
             continue;
         }
         let part = part_of(&e);
-        let text = || {
-            let mut t = shown.text(e);
-            if t.len() > MAX_TEXT {
-                let mut cut = MAX_TEXT;
-                while !t.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                t.truncate(cut);
+        let read = match part {
+            Some(Part::Rating) if r.rating.is_none() => {
+                r.rating = rating(&e, &text_of(e, budget), locale);
+                true
             }
-            t
-        };
-        match part {
-            Some(Part::Rating) if r.rating.is_none() => r.rating = rating(&e, &text(), locale),
-            Some(Part::Author) if r.author.is_none() => r.author = author(&text()),
+            Some(Part::Author) if r.author.is_none() => {
+                r.author = author(&text_of(e, budget));
+                true
+            }
             Some(Part::Date) if r.date.is_none() => {
-                let t = text();
+                let t = text_of(e, budget);
                 r.date = date(&e, &t, locale);
                 if r.date.is_none() && !t.is_empty() {
                     r.date_text = Some(t);
                 }
+                true
             }
             Some(Part::Title) if r.title.is_none() => {
-                r.title = Some(text()).filter(|t| !t.is_empty());
+                r.title = Some(text_of(e, budget)).filter(|t| !t.is_empty());
+                true
             }
             Some(Part::Body) => {
-                let t = text();
+                let t = text_of(e, budget);
                 if r.body.as_ref().is_none_or(|b| t.len() > b.len()) && !t.is_empty() {
                     r.body = Some(t);
                 }
+                true
             }
-            Some(Part::Verified) => r.verified = Some(true),
+            Some(Part::Verified) => {
+                r.verified = Some(true);
+                true
+            }
             _ if e.value().name() == "p" => {
-                let t = text();
+                let t = text_of(e, budget);
                 if longest_p.as_ref().is_none_or(|b| t.len() > b.len()) {
                     longest_p = Some(t);
                 }
+                true
             }
-            _ => {}
+            _ => false,
+        };
+        if !read {
+            stack.extend(e.children().filter_map(ElementRef::wrap).rev());
         }
     }
     if r.body.is_none() {
@@ -383,6 +474,8 @@ mod tests {
             "r-reviewslist__item",
             "jdgm-rev",
             "review-container",
+            "productReview",
+            "R-ReviewsList__item",
         ] {
             assert!(is_item_class(item), "{item}");
         }
@@ -395,6 +488,9 @@ mod tests {
             "preview-image",
             "review-body",
             "write-review-button",
+            "preview",
+            "product-preview",
+            "reviewer-name",
         ] {
             assert!(!is_item_class(not), "{not}");
         }
@@ -439,5 +535,51 @@ mod tests {
             "<div class=\"reviews\"><p>No reviews yet.</p></div><div class=\"review-form\"><textarea></textarea></div>",
         );
         assert!(reviews(&html, &Locale::default()).is_empty());
+    }
+
+    #[test]
+    fn reviews_wrapped_each_in_its_own_element_are_one_list() {
+        let one = |n: u32| {
+            format!(
+                "<li class=\"slot\"><div class=\"review\"><span class=\"rating\">{n}/5</span>\
+                 <span class=\"author\">R{n}</span><p class=\"text\">Text {n}.</p></div></li>"
+            )
+        };
+        let html = Html::parse_document(&format!("<ul>{}{}{}</ul>", one(3), one(4), one(5)));
+        let got = reviews(&html, &Locale::default());
+        let authors: Vec<_> = got.iter().filter_map(|r| r.author.as_deref()).collect();
+        assert_eq!(authors, ["R3", "R4", "R5"]);
+    }
+
+    #[test]
+    fn a_hostile_page_is_read_within_the_text_budget() {
+        // Parts nested in parts around a large text, in nested reviews.
+        let big = "word ".repeat(200_000);
+        let mut page = big.clone();
+        for _ in 0..300 {
+            page = format!("<div class=\"review-text\">{page}</div>");
+        }
+        for _ in 0..50 {
+            page = format!("<div class=\"review\"><span class=\"stars\">4/5</span>{page}</div>");
+        }
+        let html = Html::parse_document(&page);
+        let mut budget = PAGE_TEXT;
+        let first = html
+            .select(&scraper::Selector::parse(".review").expect("selector"))
+            .next()
+            .expect("a review");
+        let r = read_one(first, &Locale::default(), &mut budget);
+        assert!(
+            r.body.as_ref().is_some_and(|b| b.len() <= MAX_TEXT),
+            "{:?}",
+            r.body.map(|b| b.len())
+        );
+        assert!(
+            PAGE_TEXT - budget <= 2 * MAX_TEXT,
+            "{} bytes read",
+            PAGE_TEXT - budget
+        );
+        let got = reviews(&html, &Locale::default());
+        assert_eq!(got.len(), 1, "nested reviews are one");
     }
 }

@@ -42,8 +42,7 @@ fn markers_now() -> Markers {
                 "validateCaptcha",              // Amazon's robot check
                 "px-captcha",                   // HUMAN (PerimeterX)
                 "captcha-delivery.com",         // DataDome
-                "_Incapsula_Resource",          // Imperva
-                "Incapsula incident ID",        // Imperva
+                "Incapsula incident ID",        // Imperva's refusal
                 "errors.edgesuite.net",         // Akamai's "Access Denied"
                 "Sorry, you have been blocked", // Cloudflare's WAF block
                 "Attention Required! | Cloudflare",
@@ -70,11 +69,14 @@ fn markers_now() -> Markers {
     }
 }
 
-/// A captcha widget, as embedded by its vendor's snippet.
+/// A captcha widget a person must answer, as its vendor's snippet embeds
+/// it (not an invisible one, which scores a visitor without asking).
 static CAPTCHA: LazyLock<Option<Selector>> = LazyLock::new(|| {
     Selector::parse(
-        ".g-recaptcha, .h-captcha, .cf-turnstile, iframe[src*=\"recaptcha/api\"], \
-         iframe[src*=\"hcaptcha.com\"], iframe[src*=\"challenges.cloudflare.com\"]",
+        ".g-recaptcha:not([data-size=invisible]), .h-captcha:not([data-size=invisible]), \
+         .cf-turnstile, iframe[src*=\"hcaptcha.com\"]:not([src*=\"size=invisible\"]), \
+         iframe[src*=\"recaptcha/api2/anchor\"]:not([src*=\"size=invisible\"]), \
+         iframe[src*=\"challenges.cloudflare.com\"]",
     )
     .ok()
 });
@@ -87,41 +89,62 @@ static PASSWORD: LazyLock<Option<Selector>> =
     LazyLock::new(|| Selector::parse("form input[type=password i]").ok());
 static HEADING: LazyLock<Option<Selector>> = LazyLock::new(|| Selector::parse("title, h1").ok());
 
-/// Words of a sign-in page's title or heading, lower case.
-const SIGN_IN_WORDS: &[&str] = &[
-    "sign in",
-    "sign-in",
-    "signin",
-    "log in",
-    "log-in",
-    "login",
-    "anmelden",
-    "einloggen",
-    "connexion",
-    "se connecter",
-    "iniciar sesión",
-    "inicia sesión",
-    "accedi",
-    "inloggen",
-    "zaloguj",
-    "logga in",
-    "entrar",
-    "ログイン",
-    "登录",
-    "로그인",
+/// A sign-in page's title or heading says so: one of these phrases, in
+/// whole words.
+const SIGN_IN_WORDS: &[&[&str]] = &[
+    &["sign", "in"],
+    &["signin"],
+    &["log", "in"],
+    &["login"],
+    &["logon"],
+    &["anmelden"],
+    &["einloggen"],
+    &["se", "connecter"],
+    &["identifiez", "vous"],
+    &["iniciar", "sesión"],
+    &["inicia", "sesión"],
+    &["accedi"],
+    &["inloggen"],
+    &["zaloguj"],
+    &["logga", "in"],
+    &["ログイン"],
+    &["登录"],
+    &["로그인"],
 ];
 
-/// Paths of sign-in pages a wall redirects to.
-const SIGN_IN_PATHS: &[&str] = &[
-    "/login",
-    "/signin",
-    "/sign-in",
-    "/sign_in",
-    "/log-in",
-    "/ap/signin",
-    "/account/login",
-    "/customer/account/login",
+/// Path segments of sign-in pages (a wall redirects to one), whole.
+const SIGN_IN_SEGMENTS: &[&str] = &[
+    "login", "signin", "sign-in", "sign_in", "log-in", "logon", "anmelden",
 ];
+
+/// Whether a password field is the page's own: not in its header, its
+/// navigation or a part it hides (a drop-down many pages carry).
+fn own_password(html: &scraper::Html) -> bool {
+    let Some(sel) = PASSWORD.as_ref() else {
+        return false;
+    };
+    html.select(sel).take(16).any(|input| {
+        !(input.ancestors().filter_map(scraper::ElementRef::wrap)).any(|a| {
+            let v = a.value();
+            matches!(v.name(), "header" | "nav" | "template")
+                || v.attr("hidden").is_some()
+                || v.attr("aria-hidden") == Some("true")
+                || (v.attr("style")).is_some_and(|s| s.replace(' ', "").contains("display:none"))
+        })
+    })
+}
+
+/// Whether `text` holds one of the sign-in phrases as whole words.
+fn says_sign_in(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    SIGN_IN_WORDS.iter().any(|phrase| {
+        (words.windows(phrase.len())).any(|w| w.iter().zip(phrase.iter()).all(|(a, b)| a == b))
+    })
+}
 
 /// Which code rule a page meets, if any: the outcome and why.
 fn wall(status: u16, final_url: &str, body: &Body<'_>) -> Option<(Outcome, String)> {
@@ -139,22 +162,27 @@ fn wall(status: u16, final_url: &str, body: &Body<'_>) -> Option<(Outcome, Strin
             "[block] a captcha widget is what the page shows".into(),
         ));
     }
-    let password = PASSWORD.as_ref()?;
-    html.select(password).next()?;
+    if status >= 400 || !own_password(html) {
+        return None;
+    }
     let path = url::Url::parse(final_url)
         .map(|u| u.path().to_ascii_lowercase())
         .unwrap_or_default();
-    if let Some(p) = SIGN_IN_PATHS.iter().find(|p| path.contains(**p)) {
+    let segment = path.split('/').find(|seg| {
+        let stem = seg.split('.').next().unwrap_or_default();
+        SIGN_IN_SEGMENTS.contains(&stem)
+    });
+    if let Some(seg) = segment {
         return Some((
             Outcome::LoginRequired,
-            format!("[login] a password form on a sign-in path ({p})"),
+            format!("[login] a password form on a sign-in path (/{seg})"),
         ));
     }
     let heading = (HEADING.as_ref())
         .into_iter()
         .flat_map(|sel| html.select(sel).take(2))
-        .map(|e| e.text().collect::<String>().to_lowercase())
-        .find(|t| SIGN_IN_WORDS.iter().any(|w| t.contains(w)))?;
+        .map(|e| e.text().collect::<String>())
+        .find(|t| says_sign_in(t))?;
     Some((
         Outcome::LoginRequired,
         format!(
@@ -165,12 +193,13 @@ fn wall(status: u16, final_url: &str, body: &Body<'_>) -> Option<(Outcome, Strin
 }
 
 /// How a response of the open web reads: [`OPEN_WEB`]'s markers, then the
-/// captcha and sign-in rules on what they call content.
+/// captcha and sign-in rules on what they call content (a captcha served
+/// with a 5xx or a 429 is a wall, not a failure).
 pub fn classify(status: u16, final_url: &str, body: &Body<'_>) -> Outcome {
     match by_markers(&OPEN_WEB, status, final_url, body) {
-        Outcome::Ok | Outcome::Empty => wall(status, final_url, body)
-            .map(|(o, _)| o)
-            .unwrap_or(Outcome::Ok),
+        found @ (Outcome::Ok | Outcome::Empty | Outcome::Failed) => {
+            wall(status, final_url, body).map_or(found, |(o, _)| o)
+        }
         other => other,
     }
 }
@@ -266,5 +295,45 @@ mod tests {
             &Body::html_page(&titled("Log in")),
         );
         assert!(why.is_some_and(|w| w.contains("password form")));
+    }
+
+    #[test]
+    fn ordinary_pages_are_no_walls() {
+        let u = "https://shop.test/p/kettle";
+        let form = "<form><input name=\"email\"><input type=\"password\" name=\"pw\"></form>";
+        let page = |title: &str, body: &str| {
+            format!("<html><head><title>{title}</title></head><body>{body}</body></html>")
+        };
+        // A login drop-down in the header of a page whose title says "sign in".
+        let header = page(
+            "Sign in for deals",
+            &format!("<header>{form}</header><h1>Kettle</h1>"),
+        );
+        assert_eq!(judge(200, u, &header), Outcome::Ok);
+        // Sign-in words inside other words, or in a longer path segment.
+        let at = "https://shop.test/blog/login-page-design";
+        assert_eq!(judge(200, at, &page("Designing pages", form)), Outcome::Ok);
+        assert_eq!(
+            judge(200, u, &page("Câble de connexion", form)),
+            Outcome::Ok
+        );
+        assert_eq!(judge(200, u, &page("Logins we loved", form)), Outcome::Ok);
+        // An invisible captcha scores the visitor and asks nothing.
+        let invisible =
+            "<div id=app></div><div class=\"g-recaptcha\" data-size=\"invisible\"></div>";
+        assert_eq!(judge(200, u, &page("Kettle", invisible)), Outcome::Ok);
+        // Imperva's sensor script sits on ordinary pages.
+        let sensor = "<h1>Kettle</h1><script src=\"/_Incapsula_Resource?SWJIYLWA=1\"></script>";
+        assert_eq!(judge(200, u, &page("Kettle", sensor)), Outcome::Ok);
+        // A captcha served with a 503 is a wall, not a failure.
+        let widget = "<div class=\"g-recaptcha\" data-sitekey=\"k\"></div>";
+        assert_eq!(
+            judge(503, u, &page("One more step", widget)),
+            Outcome::HardBlock
+        );
+        assert_eq!(
+            judge(503, u, &page("Down", "<p>Maintenance</p>")),
+            Outcome::Failed
+        );
     }
 }

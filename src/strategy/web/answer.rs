@@ -274,7 +274,8 @@ const NOT_THE_PRICE: &[&str] = &[
 ];
 
 /// Whether `e` is a price not to pay: crossed out (inside `<del>`, `<s>`,
-/// `<strike>`), hidden, or named so (`old-price`, `oldPrice`, `price--was`).
+/// `<strike>`), in the page's header, navigation or footer, hidden, or
+/// named so (`old-price`, `oldPrice`, `price--was`).
 fn not_the_price(e: ElementRef<'_>) -> bool {
     let shown = Visibility {
         skip: None,
@@ -306,7 +307,14 @@ fn not_the_price(e: ElementRef<'_>) -> bool {
     };
     named(e.value())
         || std::iter::successors(Some(e), |n| n.parent().and_then(ElementRef::wrap))
-            .any(|a| matches!(a.value().name(), "del" | "s" | "strike") || shown.hides(a))
+            // Crossed out, hidden, or the page's furniture (a header's
+            // cart total, a footer's free-shipping threshold).
+            .any(|a| {
+                matches!(
+                    a.value().name(),
+                    "del" | "s" | "strike" | "header" | "nav" | "footer"
+                ) || shown.hides(a)
+            })
 }
 static H1: LazyLock<Option<Selector>> = LazyLock::new(|| Selector::parse("h1").ok());
 static BODY: LazyLock<Option<Selector>> = LazyLock::new(|| Selector::parse("body").ok());

@@ -382,15 +382,23 @@ pub(super) fn text_within(e: ElementRef<'_>, max: usize, budget: &mut usize) -> 
     out
 }
 
-/// One review's parts: each part read once, nothing inside a part read
-/// again, within the page's text budget.
+/// Body candidates (and plain paragraphs) one review keeps, to read the
+/// innermost.
+const MAX_BODIES: usize = 64;
+
+/// One review's parts: each part read once, nothing inside a read part
+/// read again, within the page's text budget. A body is the innermost of
+/// the elements named like one (a `comment_container` holds the rating and
+/// the author too; its `description` is the text), else the longest plain
+/// paragraph.
 fn read_one(member: ElementRef<'_>, locale: &Locale, budget: &mut usize) -> Review {
     let shown = Visibility {
         skip: None,
         all: false,
     };
     let mut r = Review::default();
-    let mut longest_p: Option<String> = None;
+    let mut bodies: Vec<ElementRef<'_>> = Vec::new();
+    let mut paragraphs: Vec<ElementRef<'_>> = Vec::new();
     let mut stack: Vec<ElementRef<'_>> = member
         .children()
         .filter_map(ElementRef::wrap)
@@ -405,8 +413,7 @@ fn read_one(member: ElementRef<'_>, locale: &Locale, budget: &mut usize) -> Revi
         if shown.hides(e) {
             continue;
         }
-        let part = part_of(&e);
-        let read = match part {
+        let read = match part_of(&e) {
             Some(Part::Rating) if r.rating.is_none() => {
                 r.rating = rating(&e, &text_of(e, budget), locale);
                 true
@@ -427,23 +434,21 @@ fn read_one(member: ElementRef<'_>, locale: &Locale, budget: &mut usize) -> Revi
                 r.title = Some(text_of(e, budget)).filter(|t| !t.is_empty());
                 true
             }
-            Some(Part::Body) => {
-                let t = text_of(e, budget);
-                if r.body.as_ref().is_none_or(|b| t.len() > b.len()) && !t.is_empty() {
-                    r.body = Some(t);
-                }
-                true
-            }
             Some(Part::Verified) => {
                 r.verified = Some(true);
                 true
             }
-            _ if e.value().name() == "p" => {
-                let t = text_of(e, budget);
-                if longest_p.as_ref().is_none_or(|b| t.len() > b.len()) {
-                    longest_p = Some(t);
+            Some(Part::Body) => {
+                if bodies.len() < MAX_BODIES {
+                    bodies.push(e);
                 }
-                true
+                false
+            }
+            _ if e.value().name() == "p" => {
+                if paragraphs.len() < MAX_BODIES {
+                    paragraphs.push(e);
+                }
+                false
             }
             _ => false,
         };
@@ -451,13 +456,32 @@ fn read_one(member: ElementRef<'_>, locale: &Locale, budget: &mut usize) -> Revi
             stack.extend(e.children().filter_map(ElementRef::wrap).rev());
         }
     }
-    if r.body.is_none() {
-        r.body = longest_p.filter(|p| !p.is_empty());
-    }
+    r.body = longest(&innermost(&bodies), budget).or_else(|| longest(&paragraphs, budget));
     if r.body.is_some() && r.body == r.title {
         r.title = None;
     }
     r
+}
+
+/// The elements of `found` (in document order) with none of the others
+/// inside them.
+fn innermost<'a>(found: &[ElementRef<'a>]) -> Vec<ElementRef<'a>> {
+    (found.iter().enumerate())
+        .filter(|(i, c)| {
+            !found[i + 1..]
+                .iter()
+                .any(|later| later.ancestors().any(|a| a.id() == c.id()))
+        })
+        .map(|(_, c)| *c)
+        .collect()
+}
+
+/// The longest text among `elements`, within the budget.
+fn longest(elements: &[ElementRef<'_>], budget: &mut usize) -> Option<String> {
+    (elements.iter())
+        .map(|e| text_of(*e, budget))
+        .filter(|t| !t.is_empty())
+        .max_by_key(String::len)
 }
 
 #[cfg(test)]

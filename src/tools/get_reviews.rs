@@ -174,7 +174,10 @@ pub async fn run(leases: &Arc<Leases>, args: Value, opts: RunOptions) -> Result<
     };
     // The page to read next, as the URL parser writes it (so a page read
     // is known again whichever way a link spells it).
-    let mut at = url::Url::parse(&item).ok().map(String::from);
+    let mut at = match linked {
+        true => url::Url::parse(&item).ok().map(String::from),
+        false => None,
+    };
     let mut seen: Vec<String> = Vec::new();
     let opts = RunOptions {
         slot: slot.or(opts.slot),
@@ -193,10 +196,7 @@ pub async fn run(leases: &Arc<Leases>, args: Value, opts: RunOptions) -> Result<
     let mut call = crate::lease::Call::new(leases, None, opts.scope.clone());
     for page in first..first + pages {
         let mut params = args.clone();
-        let url = match linked {
-            true => at.take(),
-            false => None,
-        };
+        let url = at.take();
         match &url {
             Some(u) => {
                 params.insert(web::URL_PARAM.into(), json!(u));

@@ -4,7 +4,7 @@
 //! pages linked by `rel=next`, in JSON-LD then microdata; reviews a script
 //! draws, through the browser tier; the product with its `source` and a
 //! stale structured price named as a disagreement; walls judged as on
-//! strategy hosts.
+//! strategy hosts, and the host's robots.txt obeyed.
 
 use crate::common;
 
@@ -200,6 +200,15 @@ async fn walls_on_a_shop_without_a_strategy_are_judged_as_on_strategy_hosts() {
         e.to_string().contains("login_required") && e.to_string().contains("titled"),
         "{e}"
     );
+    // The host's robots.txt holds for the generic strategy as for `scrape`.
+    let private = format!(
+        "https://{HOST}:{}/site/private/secret",
+        env.testbed.https_addr.port()
+    );
+    let e = reviews(&pool, json!({"item": private}))
+        .await
+        .expect_err("robots.txt disallows it");
+    assert!(e.to_string().contains("robots.txt disallows"), "{e}");
     let status = pool.reports().status_now();
     let breaker = &status["slots"][0]["breakers"][format!("web:{HOST}")];
     assert_eq!(

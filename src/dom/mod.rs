@@ -215,6 +215,19 @@ pub fn is_block(name: &str) -> bool {
     BLOCKS.binary_search(&name).is_ok()
 }
 
+/// The largest byte index at most `i` where `s` may be cut without
+/// splitting a character (`str::floor_char_boundary`, which needs a newer
+/// Rust than the crate's `rust-version`).
+pub fn floor_char(s: &str, i: usize) -> usize {
+    if i >= s.len() {
+        return s.len();
+    }
+    (0..=i)
+        .rev()
+        .find(|&at| s.is_char_boundary(at))
+        .unwrap_or(0)
+}
+
 /// [`is_block`]'s elements, sorted.
 const BLOCKS: &[&str] = &[
     "address",

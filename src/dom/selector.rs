@@ -78,10 +78,7 @@ pub fn shown(css: &str) -> String {
     if css.len() <= SHOWN {
         return css.to_string();
     }
-    let mut end = SHOWN;
-    while !css.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = super::floor_char(css, SHOWN);
     format!("{}… ({} bytes)", &css[..end], css.len())
 }
 

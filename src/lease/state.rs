@@ -148,20 +148,31 @@ impl Leases {
         url.host_str().and_then(|h| registry.for_host(h)).cloned()
     }
 
-    /// The generic strategy (`web`) reading `url`'s pages, routed as every
-    /// request to that host is: under its strategy when one covers it,
-    /// else under its open-web key with the open web's politeness.
+    /// The generic strategy (`web`) reading the page at `url`, routed as
+    /// every request to that host is: under its strategy when one covers
+    /// it, else under its open-web key with the open web's politeness.
     pub fn generic_for(
         &self,
-        url: &url::Url,
+        url: &str,
         trust: crate::strategy::web::answer::Trust,
-    ) -> Option<Arc<dyn Strategy>> {
-        let host = url.host_str()?;
-        let key = self.site_key(url)?;
+    ) -> crate::error::Result<Arc<dyn Strategy>> {
+        let page = url::Url::parse(url)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"));
+        let found = page
+            .as_ref()
+            .and_then(|u| Some((u.host_str()?, self.site_key(u)?)));
+        let Some((host, key)) = found else {
+            return Err(crate::error::Error::new(
+                crate::error::ErrorKind::InvalidArgument,
+                format!("the generic strategy `web` reads a page: give an http(s) URL with a host, not `{url}`"),
+            )
+            .retryable(false));
+        };
         let rules = self.strategy(&key);
         let politeness = crate::routing::router::politeness_of(rules.as_deref(), &self.cfg.web);
         let web = crate::strategy::web::Web::new(key, host, politeness).trusting(trust);
-        Some(Arc::new(web))
+        Ok(Arc::new(web))
     }
 
     /// What `url`'s requests are routed and counted under: its strategy's

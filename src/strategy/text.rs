@@ -5,6 +5,12 @@
 
 use scraper::{ElementRef, Node, Selector};
 
+/// What a person sees: no `skip` of a strategy's, hidden parts left out.
+pub const SHOWN: Visibility<'static> = Visibility {
+    skip: None,
+    all: false,
+};
+
 /// What text extraction leaves out.
 #[derive(Debug, Clone, Copy)]
 pub struct Visibility<'a> {
@@ -49,7 +55,15 @@ impl Visibility<'_> {
     /// together: inline elements join as written (`<b>4</b>.<i>5</i>` is
     /// "4.5"), block elements and `<br>` break words; whitespace collapsed.
     pub fn text(&self, e: ElementRef<'_>) -> String {
-        let mut raw = String::new();
+        self.text_upto(e, usize::MAX)
+    }
+
+    /// [`Visibility::text`], at most `max` bytes: the walk stops there,
+    /// and after 16 nodes a byte, however much the element holds (what a
+    /// site sends may nest text in text, or hide megabytes in a price).
+    pub fn text_upto(&self, e: ElementRef<'_>, max: usize) -> String {
+        let mut out = Collapsed::default();
+        let mut nodes = max.saturating_mul(16).saturating_add(256);
         // Depth-first without recursion; children pushed in reverse, with a
         // break after each block element.
         enum Step<'a> {
@@ -58,15 +72,19 @@ impl Visibility<'_> {
         }
         let mut stack = vec![Step::Node(*e)];
         while let Some(step) = stack.pop() {
+            if out.text.len() >= max || nodes == 0 {
+                break;
+            }
             let node = match step {
                 Step::Break => {
-                    raw.push(' ');
+                    out.gap = true;
                     continue;
                 }
                 Step::Node(n) => n,
             };
+            nodes -= 1;
             match node.value() {
-                Node::Text(t) => raw.push_str(t),
+                Node::Text(t) => out.push(t, max),
                 Node::Element(el) => {
                     if let Some(er) = ElementRef::wrap(node)
                         && er.id() != e.id()
@@ -74,9 +92,8 @@ impl Visibility<'_> {
                     {
                         continue;
                     }
-                    let block = is_block(el.name());
-                    if block {
-                        raw.push(' ');
+                    if is_block(el.name()) {
+                        out.gap = true;
                         stack.push(Step::Break);
                     }
                     let children: Vec<_> = node.children().collect();
@@ -85,14 +102,43 @@ impl Visibility<'_> {
                 _ => {}
             }
         }
-        let mut out = String::with_capacity(raw.len());
-        for word in raw.split_whitespace() {
-            if !out.is_empty() {
-                out.push(' ');
+        let mut text = out.text;
+        text.truncate(crate::dom::floor_char(&text, max));
+        text
+    }
+}
+
+/// Text with its whitespace collapsed as it is written: runs of spaces
+/// (and the breaks of block elements) become one space between words.
+#[derive(Default)]
+struct Collapsed {
+    text: String,
+    /// A space is owed before the next word.
+    gap: bool,
+}
+
+impl Collapsed {
+    fn push(&mut self, t: &str, max: usize) {
+        let mut words = t.split_whitespace();
+        let Some(first) = words.next() else {
+            // Only whitespace: one space owed.
+            self.gap |= !t.is_empty();
+            return;
+        };
+        self.gap |= t.starts_with(char::is_whitespace);
+        for (i, word) in std::iter::once(first).chain(words).enumerate() {
+            if (i > 0 || self.gap) && !self.text.is_empty() {
+                self.text.push(' ');
             }
-            out.push_str(word);
+            // A word longer than the room left is cut, not copied whole.
+            let room = max.saturating_sub(self.text.len());
+            self.text
+                .push_str(&word[..crate::dom::floor_char(word, room)]);
+            if self.text.len() >= max {
+                return;
+            }
         }
-        out
+        self.gap = t.ends_with(char::is_whitespace);
     }
 }
 
@@ -169,5 +215,34 @@ mod tests {
             .unwrap();
         assert!(v.hidden_within(hidden, root));
         assert!(!all.hidden_within(hidden, root));
+    }
+
+    #[test]
+    fn text_upto_stops_at_its_bound_and_reads_as_text_does() {
+        let doc = Html::parse_fragment(
+            "<div id=r>  Price: <b>4</b>.<i>5</i>\n\n<p>per\tunit</p>   <span>\u{e9}\u{e9}\u{e9}</span> </div>",
+        );
+        let r = doc
+            .select(&Selector::parse("#r").expect("selector"))
+            .next()
+            .expect("r");
+        let whole = SHOWN.text(r);
+        assert_eq!(whole, "Price: 4.5 per unit \u{e9}\u{e9}\u{e9}");
+        assert_eq!(SHOWN.text_upto(r, 1000), whole);
+        assert_eq!(SHOWN.text_upto(r, 10), "Price: 4.5");
+        // A cut never splits a character.
+        let at = whole.len() - 3;
+        assert_eq!(
+            SHOWN.text_upto(r, at),
+            &whole[..crate::dom::floor_char(&whole, at)]
+        );
+        // A huge word is cut, not copied whole.
+        let big = format!("<p id=b>{}</p>", "x".repeat(1 << 20));
+        let doc = Html::parse_fragment(&big);
+        let b = doc
+            .select(&Selector::parse("#b").expect("selector"))
+            .next()
+            .expect("b");
+        assert_eq!(SHOWN.text_upto(b, 64).len(), 64);
     }
 }

@@ -81,21 +81,12 @@ fn pick(leases: &Leases, name: &str, params: &Value) -> Result<Arc<dyn Strategy>
         let market = params["marketplace"].as_str();
         return leases.registry().pick(name, market, None).map_err(invalid);
     }
-    let url = (params[web::URL_PARAM].as_str())
-        .and_then(|u| url::Url::parse(u).ok())
-        .filter(|u| matches!(u.scheme(), "http" | "https"))
-        .ok_or_else(|| invalid("the generic strategy `web` needs `params.url`, an http(s) URL"))?;
-    let trust = match params["trust"].as_str() {
-        None => Trust::Structured,
-        Some(t) => Trust::parse(t).ok_or_else(|| {
-            invalid(format!(
-                "parameter `trust` must be `structured` or `page`, got `{t}`"
-            ))
-        })?,
-    };
-    leases
-        .generic_for(&url, trust)
-        .ok_or_else(|| invalid("`params.url` names no host"))
+    // A `trust` the operation does not know is refused by its parameter
+    // check, before any request.
+    let trust = (params["trust"].as_str())
+        .and_then(Trust::parse)
+        .unwrap_or_default();
+    leases.generic_for(params[web::URL_PARAM].as_str().unwrap_or_default(), trust)
 }
 
 /// Arguments: `strategy`, `operation`, `params` (object), optional `slot`.

@@ -381,7 +381,7 @@ fn resolve(
 ) -> Result<Arc<dyn Strategy>> {
     let url = item.contains("://").then_some(item);
     match name {
-        Some(web::NAME) => return generic(leases, item),
+        Some(web::NAME) => return leases.generic_for(item, Trust::Structured),
         Some(n) => return leases.registry().pick(n, marketplace, url).map_err(invalid),
         None => {}
     }
@@ -389,7 +389,7 @@ fn resolve(
         .map_err(|_| invalid("give `strategy`, or an item URL whose host picks one"))?;
     let host = url.host_str().unwrap_or_default();
     let Some(found) = leases.registry().for_host(host).cloned() else {
-        return generic(leases, item);
+        return leases.generic_for(item, Trust::Structured);
     };
     match marketplace {
         Some(_) => leases
@@ -398,21 +398,6 @@ fn resolve(
             .map_err(invalid),
         None => Ok(found),
     }
-}
-
-/// The generic strategy on the host of `item`, an http(s) URL.
-fn generic(leases: &Leases, item: &str) -> Result<Arc<dyn Strategy>> {
-    let url = url::Url::parse(item)
-        .ok()
-        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host_str().is_some())
-        .ok_or_else(|| {
-            invalid(format!(
-                "the generic strategy `web` reads a page: `item` must be an http(s) URL, got `{item}`"
-            ))
-        })?;
-    leases
-        .generic_for(&url, Trust::Structured)
-        .ok_or_else(|| invalid(format!("`{item}` names no host")))
 }
 
 #[cfg(test)]

@@ -98,15 +98,28 @@ pub fn reviews(item: &str, n: usize) -> String {
     )
 }
 
+/// A script statement that sets `var data` to `value`, held in the page
+/// as reversed hex, so that no text of it is visible to a plain HTTP
+/// client: only a script that runs gets it.
+pub fn hidden_json(value: &serde_json::Value) -> String {
+    let blob: String = hex::encode(value.to_string().as_bytes())
+        .chars()
+        .rev()
+        .collect();
+    format!(
+        "var hex = \"{blob}\".split(\"\").reverse().join(\"\");\n  \
+         var bytes = new Uint8Array(hex.length / 2);\n  \
+         for (var i = 0; i < bytes.length; i++) bytes[i] = parseInt(hex.substr(i * 2, 2), 16);\n  \
+         var data = JSON.parse(new TextDecoder().decode(bytes));"
+    )
+}
+
 /// Reviews rendered by JavaScript only: the static HTML holds an encoded blob.
 pub fn js_reviews(item: &str, n: usize) -> String {
     let (list, more) = data::page(item, n);
-    let json = serde_json::to_string(
+    let data = hidden_json(
         &serde_json::json!({"reviews": list, "more": more, "total": data::review_count(item)}),
-    )
-    .unwrap_or_default();
-    // Reversed hex, so no review text is visible to a plain HTTP client.
-    let blob: String = hex::encode(json.as_bytes()).chars().rev().collect();
+    );
     page(
         &format!("Reviews: {}", data::product_name(item)),
         &format!(
@@ -114,10 +127,7 @@ pub fn js_reviews(item: &str, n: usize) -> String {
 <div id="reviews" data-state="loading">Loading reviews…</div>
 <script>
 (function () {{
-  var blob = "{blob}".split("").reverse().join("");
-  var bytes = new Uint8Array(blob.length / 2);
-  for (var i = 0; i < bytes.length; i++) bytes[i] = parseInt(blob.substr(i * 2, 2), 16);
-  var data = JSON.parse(new TextDecoder().decode(bytes));
+  {data}
   var root = document.getElementById("reviews");
   root.textContent = "";
   if (data.total === 0) {{ root.innerHTML = '<div class="no-reviews">No customer reviews yet</div>'; }}

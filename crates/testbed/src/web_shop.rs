@@ -285,21 +285,14 @@ fn scripted(id: &str, n: usize, base: &str) -> String {
     let (reviews, more) = data::page(id, n);
     let payload =
         json!({"reviews": reviews, "next": more.then(|| format!("/wshop/p/{id}?page={}", n + 1))});
-    // Reversed hex: no review text reaches a plain HTTP client.
-    let blob: String = hex::encode(payload.to_string().as_bytes())
-        .chars()
-        .rev()
-        .collect();
+    let data = super::html::hidden_json(&payload);
     layout(
         &data::product_name(id),
         &format!(
             r#"{}<section id="reviews" data-state="loading">Loading reviews…</section></main>
 <script>
 (function () {{
-  var hex = "{blob}".split("").reverse().join("");
-  var bytes = new Uint8Array(hex.length / 2);
-  for (var i = 0; i < bytes.length; i++) bytes[i] = parseInt(hex.substr(i * 2, 2), 16);
-  var data = JSON.parse(new TextDecoder().decode(bytes));
+  {data}
   var root = document.getElementById("reviews");
   root.textContent = "";
   data.reviews.forEach(function (r) {{

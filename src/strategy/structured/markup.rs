@@ -63,7 +63,7 @@ pub fn read(html: &Html, syntax: Syntax, bounds: &Bounds, notes: &mut Notes) -> 
         items: bounds.items,
         elements: bounds.elements,
         text: bounds.page_text_bytes,
-        locale: (html.root_element().value().attr("lang")).and_then(|l| Locale::parse(l).ok()),
+        locale: values::page_locale(html),
     };
     let mut items = Vec::new();
     // What `itemref` may name: every element with an `id`, found once.
@@ -273,15 +273,8 @@ fn value_of(
     if walk.text == 0 {
         return (String::new(), true);
     }
-    let mut text = all.text(*p);
-    walk.text = walk.text.saturating_sub(text.len());
-    if text.len() > bounds.text_bytes {
-        let mut end = bounds.text_bytes;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-    }
+    let text = all.text_upto(*p, bounds.text_bytes.min(walk.text));
+    walk.text = walk.text.saturating_sub(text.len().max(1));
     (text, true)
 }
 

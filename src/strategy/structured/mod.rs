@@ -94,13 +94,7 @@ fn by_syntax(html: &scraper::Html, bounds: &Bounds, notes: &mut Notes) -> [(Sour
 /// Parse `text` within `dom`'s bounds and read it (the fuzz target's way in).
 pub fn read_text(text: &str, base: Option<&url::Url>) -> Found {
     let parsed = crate::dom::document(text);
-    let lang = parsed
-        .html
-        .root_element()
-        .value()
-        .attr("lang")
-        .and_then(|l| Locale::parse(l).ok())
-        .unwrap_or_default();
+    let lang = values::page_locale(&parsed.html).unwrap_or_default();
     read(&parsed.html, base, &lang)
 }
 

@@ -7,6 +7,13 @@ use serde::Serialize;
 
 use crate::strategy::locale::Locale;
 
+/// The language a page says it is in (`<html lang>`), when it names one
+/// we can read: how it writes what people see.
+pub fn page_locale(html: &scraper::Html) -> Option<Locale> {
+    let lang = html.root_element().value().attr("lang")?;
+    Locale::parse(lang).ok()
+}
+
 /// Text as a person reads it: entities decoded, tags dropped (a `<br>` is
 /// a line break), spaces collapsed, at most `max` bytes.
 pub fn plain(raw: &str, max: usize) -> String {
@@ -46,13 +53,7 @@ pub fn plain(raw: &str, max: usize) -> String {
             break;
         }
     }
-    if out.len() > max {
-        let mut end = max;
-        while !out.is_char_boundary(end) {
-            end -= 1;
-        }
-        out.truncate(end);
-    }
+    out.truncate(crate::dom::floor_char(&out, max));
     out
 }
 

@@ -12,7 +12,7 @@ use super::{next, repeated};
 use crate::strategy::extract::Extracted;
 use crate::strategy::locale::Locale;
 use crate::strategy::structured::{self, Found, Product, Rating, Review, Source};
-use crate::strategy::text::Visibility;
+use crate::strategy::text::SHOWN;
 
 /// Whose value a product's answer takes where structured data and the
 /// visible page disagree.
@@ -44,12 +44,7 @@ pub struct Page<'a> {
 
 impl<'a> Page<'a> {
     pub fn read(html: &'a Html, url: &'a url::Url) -> Page<'a> {
-        let locale = html
-            .root_element()
-            .value()
-            .attr("lang")
-            .and_then(|l| Locale::parse(l).ok())
-            .unwrap_or_default();
+        let locale = structured::values::page_locale(html).unwrap_or_default();
         let found = structured::read(html, Some(url), &locale);
         Page {
             html,
@@ -219,7 +214,6 @@ impl<'a> Page<'a> {
         let Some(sel) = PRICE.as_ref() else {
             return Vec::new();
         };
-        let mut budget = 64 * 1024;
         let mut taken: Vec<ElementRef<'_>> = Vec::new();
         let mut out = Vec::new();
         for e in self.html.select(sel).take(MAX_LOOKS) {
@@ -227,7 +221,7 @@ impl<'a> Page<'a> {
             if taken.iter().rev().take(8).any(within) || not_the_price(e) {
                 continue;
             }
-            let text = repeated::text_within(e, 41, &mut budget);
+            let text = SHOWN.text_upto(e, 41);
             if text.len() > 40 || !text.chars().any(|c| c.is_ascii_digit()) {
                 continue;
             }
@@ -244,14 +238,10 @@ impl<'a> Page<'a> {
         let (Some(re), Some(body)) = (COUNT.as_ref(), BODY.as_ref()) else {
             return Vec::new();
         };
-        let shown = Visibility {
-            skip: None,
-            all: false,
-        };
         let Some(body) = self.html.select(body).next() else {
             return Vec::new();
         };
-        let text = shown.text(body);
+        let text = SHOWN.text_upto(body, COUNT_TEXT);
         re.captures_iter(&text)
             .take(MAX_LOOKS)
             .filter_map(|c| c.get(1).or_else(|| c.get(2)))
@@ -262,8 +252,10 @@ impl<'a> Page<'a> {
     }
 }
 
-/// Elements looked at for visible prices and counts.
+/// Elements looked at for visible prices and counts, and the page's text
+/// searched for counts.
 const MAX_LOOKS: usize = 500;
+const COUNT_TEXT: usize = 512 * 1024;
 
 static PRICE: LazyLock<Option<Selector>> =
     LazyLock::new(|| Selector::parse("[class*=price i], [id*=price i], [itemprop=price]").ok());
@@ -277,10 +269,6 @@ const NOT_THE_PRICE: &[&str] = &[
 /// `<strike>`), in the page's header, navigation or footer, hidden, or
 /// named so (`old-price`, `oldPrice`, `price--was`).
 fn not_the_price(e: ElementRef<'_>) -> bool {
-    let shown = Visibility {
-        skip: None,
-        all: false,
-    };
     let named = |v: &scraper::node::Element| {
         let names = format!(
             "{} {}",
@@ -313,7 +301,7 @@ fn not_the_price(e: ElementRef<'_>) -> bool {
                 matches!(
                     a.value().name(),
                     "del" | "s" | "strike" | "header" | "nav" | "footer"
-                ) || shown.hides(a)
+                ) || SHOWN.hides(a)
             })
 }
 static H1: LazyLock<Option<Selector>> = LazyLock::new(|| Selector::parse("h1").ok());
@@ -336,11 +324,7 @@ fn meta_content(html: &Html, property: &str) -> Option<String> {
 }
 
 fn first_text(html: &Html, sel: &LazyLock<Option<Selector>>) -> Option<String> {
-    let shown = Visibility {
-        skip: None,
-        all: false,
-    };
-    let t = shown.text(html.select(sel.as_ref()?).next()?);
+    let t = SHOWN.text_upto(html.select(sel.as_ref()?).next()?, 1024);
     (!t.is_empty()).then_some(t)
 }
 

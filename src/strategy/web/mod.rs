@@ -102,7 +102,6 @@ pub struct Web {
     key: String,
     hosts: Vec<String>,
     politeness: Politeness,
-    markers: Markers,
     ops: Arc<BTreeMap<String, Operation>>,
     /// Whose value a product takes where structured data and the page
     /// disagree (the `product` operation's `trust`).
@@ -117,7 +116,6 @@ impl Web {
             key,
             hosts: vec![host.trim_end_matches('.').to_ascii_lowercase()],
             politeness,
-            markers: walls::markers(),
             ops: OPS.clone(),
             trust: answer::Trust::default(),
         }
@@ -152,7 +150,7 @@ impl Strategy for Web {
         &self.politeness
     }
     fn markers(&self) -> &Markers {
-        &self.markers
+        &walls::OPEN_WEB
     }
     fn operations(&self) -> &BTreeMap<String, Operation> {
         &self.ops

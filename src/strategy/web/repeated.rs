@@ -14,7 +14,7 @@ use scraper::{ElementRef, Html};
 
 use crate::strategy::locale::Locale;
 use crate::strategy::structured::{Rating, Review, values};
-use crate::strategy::text::Visibility;
+use crate::strategy::text::SHOWN;
 
 /// Elements looked at on a page, and inside one review.
 const MAX_ELEMENTS: usize = 100_000;
@@ -259,7 +259,7 @@ fn part_of(e: &ElementRef<'_>) -> Option<Part> {
 
 static OUT_OF: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(
-        r"(?i)(\d+(?:[.,]\d+)?)\s*(?:/|out of|of|von|sur|de|di|van|z|из|из)\s*(\d+(?:[.,]\d+)?)",
+        r"(?i)(\d+(?:[.,]\d+)?)\s*(?:/|out of|of|von|sur|de|di|van|z|из)\s*(\d+(?:[.,]\d+)?)",
     )
     .ok()
 });
@@ -326,60 +326,12 @@ fn author(text: &str) -> Option<String> {
     (!t.is_empty() && t.len() <= 120).then(|| t.to_string())
 }
 
-/// The visible text of `e`, whitespace collapsed, at most [`MAX_TEXT`]
-/// bytes and no more than `budget` has left: the walk stops there, however
-/// much text the element holds.
+/// The visible text of `e`, at most [`MAX_TEXT`] bytes and no more than
+/// the page's `budget` has left.
 fn text_of(e: ElementRef<'_>, budget: &mut usize) -> String {
-    text_within(e, MAX_TEXT, budget)
-}
-
-/// [`text_of`] at most `max` bytes.
-pub(super) fn text_within(e: ElementRef<'_>, max: usize, budget: &mut usize) -> String {
-    let shown = Visibility {
-        skip: None,
-        all: false,
-    };
-    let mut out = String::new();
-    let room = max.min(*budget);
-    let mut stack = vec![*e];
-    while let Some(node) = stack.pop() {
-        if out.len() >= room {
-            break;
-        }
-        match node.value() {
-            scraper::Node::Text(t) => {
-                for w in t.split_whitespace() {
-                    if !out.is_empty() {
-                        out.push(' ');
-                    }
-                    out.push_str(w);
-                    if out.len() >= room {
-                        break;
-                    }
-                }
-            }
-            scraper::Node::Element(_) => {
-                let Some(el) = ElementRef::wrap(node) else {
-                    continue;
-                };
-                if el.id() != e.id() && shown.hides(el) {
-                    continue;
-                }
-                let children: Vec<_> = node.children().collect();
-                stack.extend(children.into_iter().rev());
-            }
-            _ => {}
-        }
-    }
-    if out.len() > room {
-        let mut cut = room;
-        while !out.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        out.truncate(cut);
-    }
-    *budget = budget.saturating_sub(out.len().max(1));
-    out
+    let text = SHOWN.text_upto(e, MAX_TEXT.min(*budget));
+    *budget = budget.saturating_sub(text.len().max(1));
+    text
 }
 
 /// Body candidates (and plain paragraphs) one review keeps, to read the
@@ -392,10 +344,6 @@ const MAX_BODIES: usize = 64;
 /// the author too; its `description` is the text), else the longest plain
 /// paragraph.
 fn read_one(member: ElementRef<'_>, locale: &Locale, budget: &mut usize) -> Review {
-    let shown = Visibility {
-        skip: None,
-        all: false,
-    };
     let mut r = Review::default();
     let mut bodies: Vec<ElementRef<'_>> = Vec::new();
     let mut paragraphs: Vec<ElementRef<'_>> = Vec::new();
@@ -410,7 +358,7 @@ fn read_one(member: ElementRef<'_>, locale: &Locale, budget: &mut usize) -> Revi
         if looked > MAX_PARTS || *budget == 0 {
             break;
         }
-        if shown.hides(e) {
+        if SHOWN.hides(e) {
             continue;
         }
         let read = match part_of(&e) {

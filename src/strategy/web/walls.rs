@@ -14,15 +14,11 @@ use std::sync::LazyLock;
 
 use scraper::Selector;
 
+use crate::strategy::text::SHOWN;
 use crate::strategy::{Body, MarkerSet, Markers, Outcome, classify as by_markers};
 
 /// The open web's markers (see the module's list).
 pub static OPEN_WEB: LazyLock<Markers> = LazyLock::new(markers_now);
-
-/// A copy of [`OPEN_WEB`].
-pub fn markers() -> Markers {
-    OPEN_WEB.clone()
-}
 
 fn set(status: &[u16], body: &[&str], url: &[&str], selector: Option<&str>) -> MarkerSet {
     MarkerSet::new(
@@ -125,11 +121,9 @@ fn own_password(html: &scraper::Html) -> bool {
     };
     html.select(sel).take(16).any(|input| {
         !(input.ancestors().filter_map(scraper::ElementRef::wrap)).any(|a| {
-            let v = a.value();
-            matches!(v.name(), "header" | "nav" | "template")
-                || v.attr("hidden").is_some()
-                || v.attr("aria-hidden") == Some("true")
-                || (v.attr("style")).is_some_and(|s| s.replace(' ', "").contains("display:none"))
+            matches!(a.value().name(), "header" | "nav")
+                || a.value().attr("aria-hidden") == Some("true")
+                || SHOWN.hides(a)
         })
     })
 }

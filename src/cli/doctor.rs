@@ -1,7 +1,7 @@
 //! `idpool doctor`: what breaks installs, checked one by one as the user
 //! running it (run it as the service's user: `sudo -u idpool idpool doctor`):
 //! Chromium and its version, the CDP ports, the browsers' isolation (and
-//! what they expose without it), the data dir, the keys file,
+//! what they expose without it), the data dir, the audit log, the keys file,
 //! extra roots, strategies and profiles, proxies, calibration records and
 //! the daemon. One line per check, with the fix; exit 1 when a check fails.
 
@@ -16,6 +16,7 @@ use serde::Serialize;
 use idpool::config::{Config, SlotPlan};
 use idpool::identity::browser::launcher;
 
+mod folders;
 mod isolation;
 mod ports;
 
@@ -148,7 +149,8 @@ async fn all(explicit: Option<&Path>, cfg: &Config, key: Option<&str>) -> Vec<Ch
     checks.push(check);
     checks.push(ports::cdp(cfg, &plan));
     checks.push(isolation::check(cfg));
-    checks.push(data_dir(&cfg.pool.data_dir));
+    checks.push(folders::data_dir(&cfg.pool.data_dir));
+    checks.push(folders::audit_log(cfg));
     checks.push(keys_file(cfg));
     checks.push(extra_roots(cfg));
     checks.push(definitions(explicit));
@@ -204,80 +206,6 @@ async fn chromium(cfg: &Config) -> Result<(Check, String), Check> {
             fix,
         )),
     }
-}
-
-fn data_dir(dir: &Path) -> Check {
-    use std::os::unix::fs::PermissionsExt;
-    const NAME: &str = "data dir";
-    let fix = format!(
-        "give the daemon's user the folder: `chown -R idpool: {0} && chmod 0750 {0}`",
-        dir.display()
-    );
-    let meta = match std::fs::metadata(dir) {
-        Ok(m) => m,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let parent = dir
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            return match probe_write(parent) {
-                Ok(()) => ok(
-                    NAME,
-                    format!("{} will be created at the first start", dir.display()),
-                ),
-                Err(e) => bad(
-                    Status::Fail,
-                    NAME,
-                    format!(
-                        "{} is missing and {} is not writable ({e})",
-                        dir.display(),
-                        parent.display()
-                    ),
-                    fix,
-                ),
-            };
-        }
-        Err(e) => return bad(Status::Fail, NAME, format!("{}: {e}", dir.display()), fix),
-    };
-    if !meta.is_dir() {
-        return bad(
-            Status::Fail,
-            NAME,
-            format!("{} is not a folder", dir.display()),
-            "point pool.data_dir at a folder",
-        );
-    }
-    let mode = meta.permissions().mode() & 0o777;
-    if mode & 0o002 != 0 {
-        return bad(
-            Status::Fail,
-            NAME,
-            format!(
-                "{} is writable by everyone (mode {mode:o}): cookies and sessions live there",
-                dir.display()
-            ),
-            format!("chmod 0750 {}", dir.display()),
-        );
-    }
-    match probe_write(dir) {
-        Ok(()) => ok(
-            NAME,
-            format!("{} is writable (mode {mode:o})", dir.display()),
-        ),
-        Err(e) => bad(
-            Status::Fail,
-            NAME,
-            format!("{} is not writable by this user ({e})", dir.display()),
-            fix,
-        ),
-    }
-}
-
-/// Create and remove a file in `dir`.
-fn probe_write(dir: &Path) -> std::io::Result<()> {
-    let probe = dir.join(format!(".idpool-doctor-{}", std::process::id()));
-    std::fs::write(&probe, b"")?;
-    std::fs::remove_file(&probe)
 }
 
 fn keys_file(cfg: &Config) -> Check {
@@ -509,8 +437,10 @@ fn geography(cfg: &Config, plan: &[SlotPlan]) -> Check {
         NAME,
         if declared == 0 {
             "no profile declares its proxy's geography (`geo`)".to_string()
+        } else if declared == 1 {
+            "1 slot agrees with its proxy's geography".to_string()
         } else {
-            format!("{} agree with their proxy's geography", n(declared, "slot"))
+            format!("{declared} slots agree with their proxy's geography")
         },
     )
 }

@@ -81,7 +81,7 @@ pub enum Command {
     /// A slot's whole identity as one encrypted bundle, and back into a slot.
     #[command(subcommand)]
     Identity(identity::IdentityCmd),
-    /// Check what breaks installs (Chromium, CDP ports, data dir, keys file,
+    /// Check what breaks installs (Chromium, CDP ports, data dir, audit log, keys file,
     /// extra roots, strategies and profiles, proxies, calibration, the
     /// daemon): one line per check with its fix; exit 1 when one fails.
     Doctor(doctor::DoctorArgs),

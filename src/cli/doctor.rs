@@ -2,8 +2,9 @@
 //! running it (run it as the service's user: `sudo -u idpool idpool doctor`):
 //! Chromium and its version, the CDP ports, the browsers' isolation (and
 //! what they expose without it), the data dir, the audit log, the keys file,
-//! extra roots, strategies and profiles, proxies, calibration records and
-//! the daemon. One line per check, with the fix; exit 1 when a check fails.
+//! extra roots, strategies and profiles, proxies, calibration records, the
+//! fleet and the daemon. One line per check, with the fix; exit 1 when a
+//! check fails.
 
 use std::io::Write;
 use std::path::Path;
@@ -16,6 +17,7 @@ use serde::Serialize;
 use idpool::config::{Config, SlotPlan};
 use idpool::identity::browser::launcher;
 
+mod fleet;
 mod folders;
 mod isolation;
 mod ports;
@@ -159,6 +161,7 @@ async fn all(explicit: Option<&Path>, cfg: &Config, key: Option<&str>) -> Vec<Ch
     checks.push(looks(cfg, &plan));
     checks.push(geography(cfg, &plan));
     checks.push(linkage(cfg, &plan, key).await);
+    checks.push(fleet::check(cfg).await);
     checks.push(daemon(cfg).await);
     checks.push(leftovers(cfg, &plan).await);
     checks

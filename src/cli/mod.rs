@@ -63,6 +63,9 @@ pub enum Command {
     Call(call::CallArgs),
     /// The slots' health from the running daemon; `--watch` follows its events.
     Slots(slots::SlotsArgs),
+    /// The fleet (`[cluster]`) from a running daemon: every daemon, every
+    /// identity and who holds it, and the identities without a host.
+    Fleet(fleet::FleetArgs),
     /// Manage API keys (the keys file of server.keys_file).
     #[command(subcommand)]
     Keys(keys::KeysCmd),
@@ -116,6 +119,7 @@ impl Command {
             Command::CheckConfig
                 | Command::Keys(_)
                 | Command::Call(_)
+                | Command::Fleet(_)
                 | Command::Doctor(_)
                 | Command::Completions(_)
                 | Command::Manpage(_)
@@ -135,6 +139,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Call(args) => call::run(cli.config.as_deref(), args).await,
         Command::Keys(cmd) => keys::run(cli.config.as_deref(), cmd),
         Command::Slots(args) => slots::run(cli.config.as_deref(), args).await,
+        Command::Fleet(args) => slots::run(cli.config.as_deref(), args.into()).await,
         Command::RefreshCookies(args) => refresh_cookies::run(cli.config.as_deref(), args).await,
         Command::Calibrate(args) => calibrate::run(cli.config.as_deref(), args).await,
         Command::Retire(args) => retire::run(cli.config.as_deref(), args).await,

@@ -22,12 +22,14 @@ pub struct Fleet {
     pub(crate) push: Arc<Notify>,
     /// Set once the first beat ran.
     pub(crate) ready: AtomicBool,
+    /// Set once the first sync after it ran (the fleet has this daemon's
+    /// identities).
+    pub(crate) written: AtomicBool,
     pub(crate) ready_notify: Notify,
     /// The reconnect count the last beat saw.
     pub(crate) seen_reconnects: AtomicU64,
     /// No adoption before this (a grace after (re)connecting).
     pub(crate) adopt_after: Mutex<Instant>,
-    pub(crate) spare_profile: String,
     pub(crate) adopt: bool,
     pub(crate) forward: bool,
     /// Other daemons' events (JSON), relayed from the channel.
@@ -35,6 +37,15 @@ pub struct Fleet {
     pub(crate) adopted: AtomicU64,
     /// The live daemons as the last heartbeat read them.
     pub(crate) view: Mutex<Vec<super::NodeInfo>>,
+    /// Identities without a host as the last heartbeat counted them, and
+    /// how long the oldest had waited then.
+    pub(crate) unhosted: Mutex<(usize, std::time::Duration)>,
+    /// What this daemon's holdings were when the fleet last had them (a
+    /// hash; `None`: send them with the next beat).
+    pub(crate) holdings_sent: Mutex<Option<u64>>,
+    /// The last minute's heartbeats: when each was due and how long it
+    /// took from then until Redis had it.
+    pub(crate) beat_times: Mutex<std::collections::VecDeque<(Instant, std::time::Duration)>>,
 }
 
 #[derive(Debug, Clone)]
@@ -43,6 +54,9 @@ pub(crate) struct Member {
     /// This daemon holds the lease (as far as it last heard).
     pub(crate) owned: bool,
     pub(crate) spare: bool,
+    /// A slot opened by `cluster.adopt_beyond_spares`: used only for an
+    /// identity without a host, while memory allows.
+    pub(crate) beyond: bool,
     /// What was last written to the fleet of it.
     pub(crate) pushed: Pushed,
     /// Another daemon held it: its state there is newer than ours.
@@ -62,11 +76,12 @@ pub(crate) struct Pushed {
 }
 
 impl Fleet {
+    /// `slots` configured slots, then `spares` spare ones, the last
+    /// `beyond` of them opened by `cluster.adopt_beyond_spares`.
     pub(crate) fn new(
         cluster: Cluster,
         slots: usize,
-        spares: usize,
-        spare_profile: String,
+        (spares, beyond): (usize, usize),
         adopt: bool,
         forward: bool,
     ) -> Fleet {
@@ -76,6 +91,7 @@ impl Fleet {
                 fleet_id: (i < slots).then(|| format!("{node}/{i}")),
                 owned: i < slots,
                 spare: i >= slots,
+                beyond: i >= slots + spares - beyond.min(spares),
                 pushed: Pushed::default(),
                 lost: false,
             })
@@ -88,16 +104,44 @@ impl Fleet {
                 .collect(),
             push: Arc::new(Notify::new()),
             ready: AtomicBool::new(false),
+            written: AtomicBool::new(false),
             ready_notify: Notify::new(),
             seen_reconnects: AtomicU64::new(0),
             adopt_after: Mutex::new(Instant::now()),
-            spare_profile,
             adopt,
             forward,
             remote: broadcast::channel(1024).0,
             adopted: AtomicU64::new(0),
             view: Mutex::new(Vec::new()),
+            unhosted: Mutex::new((0, std::time::Duration::ZERO)),
+            holdings_sent: Mutex::new(None),
+            beat_times: Mutex::new(std::collections::VecDeque::new()),
         }
+    }
+
+    /// Identities whose daemon is gone and that no daemon took, as the last
+    /// heartbeat counted them, and how long the oldest had waited then.
+    pub fn unhosted(&self) -> (usize, std::time::Duration) {
+        *self.unhosted.lock()
+    }
+
+    /// The slowest heartbeat of the last minute: from when it was due to
+    /// when Redis had it.
+    pub fn slowest_beat(&self) -> std::time::Duration {
+        let times = self.beat_times.lock();
+        times.iter().map(|(_, d)| *d).max().unwrap_or_default()
+    }
+
+    /// Note one heartbeat's time (kept for a minute).
+    pub(crate) fn beat_took(&self, due: Instant, took: std::time::Duration) {
+        let mut times = self.beat_times.lock();
+        while times
+            .front()
+            .is_some_and(|(at, _)| due.saturating_duration_since(*at).as_secs() >= 60)
+        {
+            times.pop_front();
+        }
+        times.push_back((due, took));
     }
 
     /// This daemon's share of a fleet-wide bound of `bound` places (a
@@ -179,14 +223,31 @@ impl Fleet {
             .collect()
     }
 
-    pub(crate) fn free_spare(&self) -> Option<usize> {
+    /// The slots an identity without a host could be seated in now:
+    /// free spares, then configured slots whose own identity another
+    /// daemon holds (`lost`), then, when `beyond` allows, the slots of
+    /// `cluster.adopt_beyond_spares`.
+    pub(crate) fn rooms(&self, beyond: bool) -> Vec<usize> {
         let m = self.members.lock();
-        m.iter().position(|m| m.spare && m.fleet_id.is_none())
+        let free = |x: &&Member| x.spare && x.fleet_id.is_none();
+        let spares = m.iter().enumerate().filter(|(_, x)| free(x) && !x.beyond);
+        let lost = (m.iter().enumerate()).filter(|(_, x)| !x.spare && x.lost && !x.owned);
+        let more = (m.iter().enumerate()).filter(|(_, x)| beyond && free(x) && x.beyond);
+        spares.chain(lost).chain(more).map(|(i, _)| i).collect()
     }
 
+    /// Spare slots still free (what the fleet's view shows; the slots of
+    /// `cluster.adopt_beyond_spares` are not counted).
     pub(crate) fn spares_free(&self) -> usize {
         let m = self.members.lock();
-        m.iter().filter(|m| m.spare && m.fleet_id.is_none()).count()
+        m.iter()
+            .filter(|m| m.spare && !m.beyond && m.fleet_id.is_none())
+            .count()
+    }
+
+    /// Whether slot `slot` was opened by `cluster.adopt_beyond_spares`.
+    pub(crate) fn is_beyond(&self, slot: usize) -> bool {
+        self.members.lock().get(slot).is_some_and(|m| m.beyond)
     }
 
     pub(crate) fn set(&self, slot: usize, fleet_id: Option<String>, owned: bool) {
@@ -197,6 +258,9 @@ impl Fleet {
             }
             x.fleet_id = fleet_id;
             x.owned = owned;
+            if owned {
+                x.lost = false;
+            }
         }
         if let Some(u) = self.usable.get(slot) {
             u.store(owned, Ordering::Release);

@@ -36,9 +36,10 @@ pub struct Cluster {
 }
 
 pub(super) struct Scripts {
-    take: redis::Script,
-    release: redis::Script,
     pub(super) register: redis::Script,
+    pub(super) unregister: redis::Script,
+    pub(super) adopt: redis::Script,
+    pub(super) release: redis::Script,
     pub(super) pace: redis::Script,
     pub(super) cut: redis::Script,
 }
@@ -129,9 +130,10 @@ impl Cluster {
             }),
             reconnects: AtomicU64::new(0),
             scripts: Scripts {
-                take: redis::Script::new(scripts::TAKE),
-                release: redis::Script::new(scripts::RELEASE),
                 register: redis::Script::new(scripts::REGISTER),
+                unregister: redis::Script::new(scripts::UNREGISTER),
+                adopt: redis::Script::new(scripts::ADOPT),
+                release: redis::Script::new(scripts::RELEASE),
                 pace: redis::Script::new(scripts::PACE),
                 cut: redis::Script::new(scripts::CUT),
             },
@@ -244,40 +246,6 @@ impl Cluster {
             }
         }
         metrics::gauge!("idpool_cluster_up").set(if h.up { 1.0 } else { 0.0 });
-    }
-
-    /// Take the lease of `fleet_id` unless a live daemon holds it: the
-    /// owner after the call (see [`scripts::TAKE`]).
-    pub async fn take(&self, fleet_id: &str) -> Result<String> {
-        let key = self.key_of(&["lease", fleet_id]);
-        let nodes = self.key_of(&["node", ""]);
-        let s = &self.scripts.take;
-        let node = self.node.clone();
-        self.run("take", async move |c| {
-            s.prepare_invoke()
-                .key(&key)
-                .arg(&node)
-                .arg(&nodes)
-                .invoke_async(c)
-                .await
-        })
-        .await
-    }
-
-    /// Give the lease of `fleet_id` back (if this node holds it).
-    pub async fn release(&self, fleet_id: &str) -> Result<()> {
-        let key = self.key_of(&["lease", fleet_id]);
-        let s = &self.scripts.release;
-        let node = self.node.clone();
-        self.run("release", async move |c| {
-            s.prepare_invoke()
-                .key(&key)
-                .arg(&node)
-                .invoke_async::<i64>(c)
-                .await
-        })
-        .await
-        .map(drop)
     }
 }
 

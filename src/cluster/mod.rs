@@ -16,6 +16,10 @@
 //! - `jar:<fleet id>`: its cookies; `sites:<fleet id>`: hash strategy → its
 //!   breaker, `Retry-After` hold, tier memory and login state;
 //! - `node:<name>`: a live daemon's address (TTL); `nodes`: the set of names;
+//!   `beats`: each name's last beat; `holdings`: what each holds (so the
+//!   fleet knows what a daemon that dies leaves);
+//! - `unhosted`: the identities whose daemon is gone and that no daemon took
+//!   yet (sorted by when they lost their host);
 //! - `budget:<strategy>`: the fleet-wide request budget: paced starts, the
 //!   fleet's measured rate and the adaptive rate in force (the in-flight
 //!   bound is shared out among the live daemons: `Fleet::share`);
@@ -28,6 +32,7 @@ mod address;
 mod budget;
 mod events;
 mod fleet;
+mod hosting;
 mod link;
 mod peer;
 mod scripts;
@@ -38,6 +43,7 @@ pub use budget::{CUT_FACTOR, CUT_SPACING, Cut, CutAsk, PaceAsk, Paced};
 pub use events::relay_events;
 pub use fleet::Fleet;
 pub(crate) use fleet::Pushed;
+pub use hosting::{Beat, Unhosted};
 pub use link::{Cluster, ClusterReport};
 pub use peer::{FORWARDED_TOOLS, Reach, is_forwarded};
 pub use store::NodeInfo;

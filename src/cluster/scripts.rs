@@ -2,36 +2,79 @@
 //! read-modify-write from daemons. Time is Redis's own (`TIME`), so the
 //! daemons' clocks never need to agree.
 
-/// Take a lease, unless a live daemon holds it. A lease names its owner
-/// and lives as long as the owner's registration (`node:<name>`, renewed
-/// every heartbeat with a TTL): one write per daemon keeps every identity
-/// it holds, and a dead daemon's identities lapse with its registration.
-/// `KEYS[1]` the lease; `ARGV[1]` this node, `ARGV[2]` the prefix of node
-/// keys. Answers the owner after the call.
-pub const TAKE: &str = r"
-local owner = redis.call('GET', KEYS[1])
-if owner == ARGV[1] then
-  return owner
-end
-if (not owner) or redis.call('EXISTS', ARGV[2] .. owner) == 0 then
-  redis.call('SET', KEYS[1], ARGV[1])
-  return ARGV[1]
-end
-return owner
-";
-
-/// The heartbeat's registration, and the fleet's live daemons in the same
-/// round trip. `KEYS[1]` this node's key, `KEYS[2]` the set of names,
-/// `KEYS[3]` each name's last beat (Redis ms); `ARGV` the node's record,
-/// its TTL in ms, its name and the prefix of node keys. Answers every live
-/// daemon's record followed by how long ago it last beat (ms; 0 for a
-/// daemon that does not write beats); names whose key lapsed leave the set.
+/// The heartbeat: this daemon's registration, its leases checked and
+/// renewed, and the fleet's live daemons and identities without a host, in
+/// one round trip (one script, so a starting daemon's first beat is one
+/// command queued behind nothing of its own).
+///
+/// A lease names its owner and lives as long as the owner's registration
+/// (`node:<name>`, renewed every beat with a TTL): one write per daemon
+/// keeps every identity it holds. `KEYS`: this node's key, the set of
+/// names, each name's last beat (Redis ms), each name's holdings (JSON
+/// list), the identities without a host (sorted set, fleet id → since, ms).
+/// `ARGV`: the node's record, its TTL in ms, its name, the prefix of node
+/// keys, the prefix of lease keys, its holdings as JSON (`''`: unchanged
+/// since its last beat), then the fleet ids whose leases it holds or
+/// should hold.
+///
+/// Each of those leases is this daemon's when it names it, taken when it
+/// names nobody or a daemon whose registration lapsed, and left to a live
+/// holder otherwise; none of them is without a host any more (a daemon
+/// back from a late beat keeps what it held). A name whose registration
+/// lapsed leaves the set, and every identity its lease still names is
+/// without a host from now (its holdings stay: a daemon back from a late
+/// beat sends them only when they change).
+///
+/// Answers `{live, owners, {unhosted, oldest_ms}}`: every live daemon's
+/// record followed by how long ago it last beat (ms), each checked lease's
+/// owner after the call, how many identities have no host and how long the
+/// oldest has waited.
 pub const REGISTER: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local me = ARGV[3]
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('SADD', KEYS[2], ARGV[3])
-redis.call('HSET', KEYS[3], ARGV[3], string.format('%d', now))
+redis.call('SADD', KEYS[2], me)
+redis.call('HSET', KEYS[3], me, string.format('%d', now))
+if ARGV[6] ~= '' then
+  -- What its lease names it for but it no longer holds (its earlier life
+  -- held it: it was killed and came back before its registration lapsed)
+  -- is without a host from now.
+  local before = redis.call('HGET', KEYS[4], me)
+  local ok, old = pcall(cjson.decode, before or '[]')
+  local ok2, new = pcall(cjson.decode, ARGV[6])
+  if ok and ok2 and type(old) == 'table' and type(new) == 'table' then
+    local keep = {}
+    for _, fid in ipairs(new) do keep[fid] = true end
+    for _, fid in ipairs(old) do
+      if type(fid) == 'string' and not keep[fid] and redis.call('GET', ARGV[5] .. fid) == me then
+        redis.call('ZADD', KEYS[5], 'NX', now, fid)
+      end
+    end
+  end
+  redis.call('HSET', KEYS[4], me, ARGV[6])
+end
+local owners = {}
+local first = 7
+while first <= #ARGV do
+  local last = math.min(first + 499, #ARGV)
+  local fids, lk = {}, {}
+  for i = first, last do
+    fids[#fids + 1] = ARGV[i]
+    lk[#lk + 1] = ARGV[5] .. ARGV[i]
+  end
+  redis.call('ZREM', KEYS[5], unpack(fids))
+  local cur = redis.call('MGET', unpack(lk))
+  for i = 1, #fids do
+    local o = cur[i]
+    if o ~= me and ((not o) or redis.call('EXISTS', ARGV[4] .. o) == 0) then
+      redis.call('SET', lk[i], me)
+      o = me
+    end
+    owners[#owners + 1] = o
+  end
+  first = last + 1
+end
 local names = redis.call('SMEMBERS', KEYS[2])
 local keys = {}
 for i, n in ipairs(names) do keys[i] = ARGV[4] .. n end
@@ -44,16 +87,82 @@ for i, n in ipairs(names) do
     local at = tonumber(beats[i]) or now
     live[#live + 1] = string.format('%d', math.max(now - at, 0))
   else
+    local held = redis.call('HGET', KEYS[4], n)
+    if held then
+      local ok, fids = pcall(cjson.decode, held)
+      if ok and type(fids) == 'table' then
+        for _, fid in ipairs(fids) do
+          if type(fid) == 'string' and redis.call('GET', ARGV[5] .. fid) == n then
+            redis.call('ZADD', KEYS[5], 'NX', now, fid)
+          end
+        end
+      end
+    end
     redis.call('SREM', KEYS[2], n)
     redis.call('HDEL', KEYS[3], n)
   end
 end
-return live
+local count = redis.call('ZCARD', KEYS[5])
+local oldest = 0
+if count > 0 then
+  local o = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
+  oldest = math.max(now - tonumber(o[2]), 0)
+end
+return {live, owners, {count, oldest}}
 ";
 
-/// Give a lease back if this node holds it. `KEYS[1]` the lease, `ARGV[1]` node.
+/// A clean shutdown: the registration goes at once, and every identity
+/// whose lease still names this daemon is without a host from now.
+/// `KEYS`: as [`REGISTER`]'s; `ARGV[1]` the name, `ARGV[2]` the prefix of
+/// lease keys, then the fleet ids it held.
+pub const UNREGISTER: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for i = 3, #ARGV do
+  if redis.call('GET', ARGV[2] .. ARGV[i]) == ARGV[1] then
+    redis.call('ZADD', KEYS[5], 'NX', now, ARGV[i])
+  end
+end
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[4], ARGV[1])
+return 1
+";
+
+/// Adopt an identity without a host, once the fleet has known it to be
+/// without one for `ARGV[2]` ms (one more beat: a daemon whose beat was
+/// late, not missed, comes back first and keeps it; a daemon back from a
+/// restart takes its earlier life's at once). Being without a host is the
+/// fleet's word, whoever the lease still names: a daemon that comes back
+/// takes its own out of the set in the same script that renews it.
+/// `KEYS[1]` the lease, `KEYS[2]` the identities without a host;
+/// `ARGV[1]` this node, `ARGV[2]` the wait (ms), `ARGV[3]` the fleet id.
+/// Answers the owner after the call (`''`: nobody).
+pub const ADOPT: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local owner = redis.call('GET', KEYS[1])
+local since = redis.call('ZSCORE', KEYS[2], ARGV[3])
+if not since then
+  return owner or ''
+end
+if owner ~= ARGV[1] and now - tonumber(since) < tonumber(ARGV[2]) then
+  return owner or ''
+end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[3])
+return ARGV[1]
+";
+
+/// Give a lease back if this node holds it: the identity is without a host
+/// from now. `KEYS[1]` the lease, `KEYS[2]` the identities without a host;
+/// `ARGV[1]` node, `ARGV[2]` the fleet id.
 pub const RELEASE: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZADD', KEYS[2], 'NX', now, ARGV[2])
   return redis.call('DEL', KEYS[1])
 end
 return 0

@@ -23,6 +23,11 @@ pub struct NodeInfo {
     /// a cut of the fleet's budget sums as the fleet's rate).
     #[serde(default)]
     pub sent: std::collections::BTreeMap<String, f64>,
+    /// The slowest heartbeat of its last minute: from when the beat was
+    /// due to when Redis had it (ms). A lease TTL that is not three times
+    /// this is too short for this daemon (`idpool doctor` warns).
+    #[serde(default)]
+    pub beat_ms: u64,
     /// Its last beat is older than [`Cluster::fresh_within`] (as read by
     /// the last heartbeat here): still registered, not counted in shares.
     #[serde(skip)]
@@ -30,41 +35,6 @@ pub struct NodeInfo {
 }
 
 impl Cluster {
-    /// Say this daemon is alive (for one lease TTL; the heartbeat renews it
-    /// four times as often) and what it holds: every lease it holds lives
-    /// as long as this. Answers every live daemon, this one included, by
-    /// name, each marked stale when its last beat is older than
-    /// [`Cluster::fresh_within`] (one round trip).
-    pub async fn register(&self, info: &NodeInfo) -> Result<Vec<NodeInfo>> {
-        let key = self.key_of(&["node", &self.node]);
-        let nodes = self.key_of(&["nodes"]);
-        let beats = self.key_of(&["beats"]);
-        let prefix = self.key_of(&["node", ""]);
-        let json = serde_json::to_string(info).unwrap_or_default();
-        let ttl = self.lease_ttl.as_millis() as u64;
-        let node = self.node.clone();
-        let s = &self.scripts.register;
-        let found: Vec<String> = self
-            .run("register", async move |c| {
-                s.prepare_invoke()
-                    .key(&key)
-                    .key(&nodes)
-                    .key(&beats)
-                    .arg(&json)
-                    .arg(ttl)
-                    .arg(&node)
-                    .arg(&prefix)
-                    .invoke_async(c)
-                    .await
-            })
-            .await?;
-        let fresh = self.fresh_within().as_millis();
-        Ok(parse_nodes(found.chunks_exact(2).map(|pair| {
-            let stale = pair[1].parse::<u128>().is_ok_and(|age| age > fresh);
-            (pair[0].as_str(), stale)
-        })))
-    }
-
     /// Every daemon alive now (its registration has not lapsed).
     pub async fn nodes(&self) -> Result<Vec<NodeInfo>> {
         let set = self.key_of(&["nodes"]);
@@ -85,31 +55,6 @@ impl Cluster {
         Ok(parse_nodes(
             found.iter().flatten().map(|j| (j.as_str(), false)),
         ))
-    }
-
-    /// Forget this node (a clean shutdown): its registration goes at once.
-    pub async fn unregister(&self) -> Result<()> {
-        let key = self.key_of(&["node", &self.node]);
-        let set = self.key_of(&["nodes"]);
-        let beats = self.key_of(&["beats"]);
-        let node = self.node.clone();
-        self.run("unregister", async move |c| {
-            redis::pipe()
-                .cmd("DEL")
-                .arg(&key)
-                .ignore()
-                .cmd("SREM")
-                .arg(&set)
-                .arg(&node)
-                .ignore()
-                .cmd("HDEL")
-                .arg(&beats)
-                .arg(&node)
-                .ignore()
-                .query_async::<()>(c)
-                .await
-        })
-        .await
     }
 
     /// Write an identity's record (JSON), its jar and its site states in one
@@ -149,6 +94,22 @@ impl Cluster {
         let ids = self.key_of(&["identities"]);
         self.run("identities", async move |c| {
             redis::cmd("HGETALL").arg(&ids).query_async(c).await
+        })
+        .await
+    }
+
+    /// The records (JSON) of `fleet_ids`, in order (`None`: none stored).
+    pub async fn records(&self, fleet_ids: &[String]) -> Result<Vec<Option<String>>> {
+        if fleet_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids = self.key_of(&["identities"]);
+        self.run("records", async move |c| {
+            redis::cmd("HMGET")
+                .arg(&ids)
+                .arg(fleet_ids)
+                .query_async(c)
+                .await
         })
         .await
     }
@@ -205,7 +166,7 @@ impl Cluster {
 
 /// Node records as stored, each with whether it is stale, sorted by name
 /// (unreadable ones left out).
-fn parse_nodes<'a>(found: impl IntoIterator<Item = (&'a str, bool)>) -> Vec<NodeInfo> {
+pub(super) fn parse_nodes<'a>(found: impl IntoIterator<Item = (&'a str, bool)>) -> Vec<NodeInfo> {
     let mut out: Vec<NodeInfo> = found
         .into_iter()
         .filter_map(|(j, stale)| {

@@ -30,7 +30,10 @@ pub struct ClusterConfig {
     /// The shared secret daemons present to each other when they forward a
     /// call (one line, file mode 0600). Without it nothing is forwarded.
     pub key_file: Option<PathBuf>,
-    /// An identity's lease lasts this long unless renewed (every third of it).
+    /// A daemon's registration, and with it every lease it holds, lasts this
+    /// long unless renewed (every quarter of it). Once it lapsed, its
+    /// identities are without a host; another daemon adopts one only after
+    /// one more beat (a late daemon comes back first).
     pub lease_ttl_secs: u64,
     /// Every Redis command gives up after this long (then: degraded).
     pub command_timeout_ms: u64,
@@ -39,6 +42,11 @@ pub struct ClusterConfig {
     /// How many identities this daemon may adopt: empty slots opened at
     /// start after the configured ones, with `spare_profile`.
     pub spare_slots: usize,
+    /// More slots opened at start for identities without a host only: used
+    /// while some identity's daemon is gone and no spare slot is left, and
+    /// only while the host's available memory holds one more browser
+    /// (`browser.max_rss_mb`, at least 512 MiB). Not advertised as spares.
+    pub adopt_beyond_spares: usize,
     /// The profile spare slots wear; only identities of this profile are
     /// adopted (an identity keeps its fingerprint). Default `pool.profile`
     /// or `default`.
@@ -64,6 +72,7 @@ impl std::fmt::Debug for ClusterConfig {
             .field("lease_ttl_secs", &self.lease_ttl_secs)
             .field("adopt", &self.adopt)
             .field("spare_slots", &self.spare_slots)
+            .field("adopt_beyond_spares", &self.adopt_beyond_spares)
             .finish_non_exhaustive()
     }
 }
@@ -89,6 +98,7 @@ impl Default for ClusterConfig {
             command_timeout_ms: 1000,
             adopt: false,
             spare_slots: 0,
+            adopt_beyond_spares: 0,
             spare_profile: None,
             forward: true,
             local_only: false,
@@ -126,9 +136,23 @@ impl ClusterConfig {
             .or_else(|| self.advertise.clone())
     }
 
-    /// Spare slots when adopting (none otherwise).
+    /// Spare slots when adopting (none otherwise), those of
+    /// `adopt_beyond_spares` included.
     pub fn spares(&self) -> usize {
-        if self.adopt { self.spare_slots } else { 0 }
+        if self.adopt {
+            self.spare_slots + self.adopt_beyond_spares
+        } else {
+            0
+        }
+    }
+
+    /// The spare slots of `adopt_beyond_spares` when adopting.
+    pub fn beyond_spares(&self) -> usize {
+        if self.adopt {
+            self.adopt_beyond_spares
+        } else {
+            0
+        }
     }
 
     /// What is wrong with the section, if anything.

@@ -368,6 +368,24 @@ const HELP: &[(Kind, &str, Option<metrics::Unit>, &str)] = {
         ),
         (
             Gauge,
+            "idpool_fleet_unhosted_identities",
+            None,
+            "Identities whose daemon is gone and that no daemon took yet (the fleet's count, as this daemon's last beat read it).",
+        ),
+        (
+            Gauge,
+            "idpool_fleet_unhosted_oldest_seconds",
+            None,
+            "How long the longest-waiting identity without a host has waited.",
+        ),
+        (
+            Histogram,
+            "idpool_fleet_beat_seconds",
+            None,
+            "Each heartbeat's time from when it was due to when Redis had it (over a third of the lease TTL: the TTL is too short for this daemon).",
+        ),
+        (
+            Gauge,
             "idpool_extract_field_null_ratio",
             None,
             "Share of a field's values that came back empty (null, \"\", []) on the operation's last pages.",
@@ -486,9 +504,12 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
     metrics::gauge!("idpool_http_connections_max").set(cap as f64);
     metrics::gauge!("idpool_mcp_sessions_max").set(core.settings().max_sessions as f64);
     metrics::counter!("idpool_mcp_sessions_evicted_total").absolute(serving.evicted());
-    if pool.leases().fleet().is_some() {
+    if let Some(f) = pool.leases().fleet() {
         // The series exists from the start (adoptions count it up).
         metrics::counter!("idpool_fleet_adoptions_total").increment(0);
+        let (unhosted, oldest) = f.unhosted();
+        metrics::gauge!("idpool_fleet_unhosted_identities").set(unhosted as f64);
+        metrics::gauge!("idpool_fleet_unhosted_oldest_seconds").set(oldest.as_secs_f64());
     }
     process().collect();
     handle.run_upkeep();

@@ -152,7 +152,7 @@ impl Pool {
             jobs: Arc::new(Jobs::open(&cfg.pool.data_dir, stop.child_token())),
             pii: Pii::open(&cfg.pool.data_dir, cfg.security.pii_role)?,
             serving: Default::default(),
-            fleet: FleetSync::new(leases.clone(), stop.clone()),
+            fleet: FleetSync::new(leases.clone(), stop.clone(), cfg.browser.max_rss_mb),
         };
         if let Some(f) = &services.fleet {
             f.spawn();
@@ -296,9 +296,10 @@ impl Pool {
             (self.inner.services.fleet.as_ref()).filter(|f| f.fleet().cluster().is_up())
         {
             let _ = f.write_identities().await;
-            // No more calls forwarded here; the leases lapse on their own
-            // (a restart within the TTL keeps its identities).
-            let _ = f.fleet().cluster().unregister().await;
+            // No more calls forwarded here; what it held is without a host
+            // (a restart within a beat takes it back, else others adopt it).
+            let held = f.fleet().held();
+            let _ = f.fleet().cluster().unregister(&held).await;
         }
     }
 
@@ -361,15 +362,11 @@ fn open_fleet(cfg: &Config, all: usize) -> Result<Option<Arc<crate::cluster::Fle
     let Some(cluster) = crate::cluster::Cluster::open(&cfg.cluster, cfg.server.listen)? else {
         return Ok(None);
     };
-    let spares = cfg.spare_plan();
-    let profile = spares
-        .first()
-        .map_or_else(|| "default".to_string(), |p| p.profile.clone());
+    let spares = cfg.spare_plan().len();
     Ok(Some(Arc::new(crate::cluster::Fleet::new(
         cluster,
-        all - spares.len(),
-        spares.len(),
-        profile,
+        all - spares,
+        (spares, cfg.cluster.beyond_spares()),
         cfg.cluster.adopt,
         cfg.cluster.forward,
     ))))

@@ -67,7 +67,7 @@ async fn fill(leases: &Arc<Leases>, want: usize, cap_mb: u64, stop: &Cancellatio
         if !leases.in_hand(id) || !identities.may_warm(id) {
             continue;
         }
-        if available_mb().is_some_and(|mb| mb < cap_mb.max(512)) {
+        if !room_for_a_browser(cap_mb) {
             return false;
         }
         match identities.warm_browser(id).await {
@@ -86,6 +86,12 @@ async fn fill(leases: &Arc<Leases>, want: usize, cap_mb: u64, stop: &Cancellatio
         }
     }
     true
+}
+
+/// Whether the host's available memory holds one more browser of `cap_mb`
+/// (`browser.max_rss_mb`; at least 512 MiB); unknown memory holds it.
+pub(crate) fn room_for_a_browser(cap_mb: u64) -> bool {
+    available_mb().is_none_or(|mb| mb >= cap_mb.max(512))
 }
 
 /// The host's available memory (`MemAvailable`), MiB.

@@ -262,3 +262,20 @@ where
     }
     None
 }
+
+/// Sign slot `slot` of `d` (an admin's daemon) in to the testbed's shop: a
+/// person's session, imported.
+pub async fn import_signed_in(env: &Env, d: &Daemon, slot: usize) {
+    let session = super::signed_in_session(env).await;
+    let r = reqwest::Client::new()
+        .post(d.url(&format!("/api/v1/slots/{slot}/session-import")))
+        .json(&json!({"session": session}))
+        .send()
+        .await
+        .expect("import");
+    assert!(
+        r.status().is_success(),
+        "{}",
+        r.text().await.unwrap_or_default()
+    );
+}

@@ -314,6 +314,16 @@ pub fn tb_sid(e: &idpool_testbed::LogEntry) -> Option<String> {
         .map(str::to_string)
 }
 
+/// A person's signed-in session on the testbed (Playwright's storageState,
+/// as text), to import into a slot.
+pub async fn signed_in_session(env: &Env) -> String {
+    let token = sign_in(env).await;
+    serde_json::json!({"cookies": [{"name": idpool_testbed::accounts::COOKIE,
+        "value": token, "domain": "127.0.0.1", "path": "/", "expires": -1, "httpOnly": true,
+        "secure": false, "sameSite": "Lax"}], "origins": []})
+    .to_string()
+}
+
 /// Sign in on the testbed as the test account (as a person would, in their
 /// own browser); the session cookie's value.
 pub async fn sign_in(env: &Env) -> String {

@@ -238,11 +238,7 @@ async fn doctor_warns_about_signed_in_identities_of_one_site_on_one_device() {
         r.text().await.unwrap_or_default()
     );
     for slot in 0..2 {
-        let token = common::sign_in(&env).await;
-        let session = serde_json::json!({"cookies": [{"name": idpool_testbed::accounts::COOKIE,
-            "value": token, "domain": "127.0.0.1", "path": "/", "expires": -1, "httpOnly": true,
-            "secure": false, "sameSite": "Lax"}], "origins": []})
-        .to_string();
+        let session = common::signed_in_session(&env).await;
         let r = tool(
             "import_session",
             serde_json::json!({"slot": slot, "session": session}),

@@ -491,7 +491,7 @@ async fn dashboards(d: &Daemon, env: &common::Env, viewer: &str) {
     for r in &rules {
         assert_eq!(r["health"], "ok", "rule {}: {}", r["name"], r["lastError"]);
     }
-    assert_eq!(rules.len(), 10, "every rule loaded");
+    assert_eq!(rules.len(), 11, "every rule loaded");
     for e in &exprs {
         let q = e
             .replace("$__rate_interval", "1m")

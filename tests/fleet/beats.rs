@@ -31,14 +31,20 @@ fn info(node: &str) -> NodeInfo {
         spare: 0,
         version: "test".into(),
         sent: Default::default(),
+        beat_ms: 0,
         stale: false,
     }
 }
 
 /// `(name, stale)` of every daemon `c`'s registration reads back.
 async fn beat(c: &Cluster, node: &str) -> Vec<(String, bool)> {
-    let live = c.register(&info(node)).await.expect("register script");
-    live.into_iter().map(|n| (n.node, n.stale)).collect()
+    let fids = [format!("{node}/0")];
+    let beat = c
+        .register(&info(node), &fids, true)
+        .await
+        .expect("register script");
+    assert_eq!(beat.owners, [node], "its own lease");
+    beat.live.into_iter().map(|n| (n.node, n.stale)).collect()
 }
 
 #[tokio::test]
@@ -76,6 +82,126 @@ async fn a_silent_daemon_leaves_the_shares_after_two_beats_and_the_fleet_after_i
     assert_eq!(beat(&b, "b").await, [("b".into(), false)]);
     // A clean shutdown leaves at once.
     beat(&a, "a").await;
-    a.unregister().await.expect("unregister");
+    a.unregister(&["a/0".to_string()])
+        .await
+        .expect("unregister");
     assert_eq!(beat(&b, "b").await, [("b".into(), false)]);
+}
+
+/// A daemon whose beats stop for longer than its TTL: what it held is
+/// without a host from the first beat of another daemon that sees it gone,
+/// and adoptable only a beat after that. Back before then (a late beat,
+/// not a dead daemon), it keeps everything; gone for good, its identities
+/// go to the daemon that adopts them, once.
+#[tokio::test]
+async fn a_late_daemon_keeps_its_identities_and_a_dead_ones_wait_a_beat_for_adoption() {
+    let env = Env::new(1).await;
+    let redis = Redis::start(&env).await;
+    let (a, b, c) = (link(&redis, "a"), link(&redis, "b"), link(&redis, "c"));
+    let a_fids = ["a/0".to_string(), "a/1".to_string()];
+    let mut a_info = info("a");
+    a_info.identities = a_fids.to_vec();
+    let first = a.register(&a_info, &a_fids, true).await.expect("a beats");
+    assert_eq!(first.owners, ["a", "a"], "both leases are a's");
+    assert_eq!(first.unhosted, 0);
+    // One batched check: b's own, one that is a's (live: left to it), one
+    // nobody holds (taken).
+    let check = ["b/0".to_string(), "a/1".to_string(), "x/0".to_string()];
+    let beat = b.register(&info("b"), &check, true).await.expect("b beats");
+    assert_eq!(beat.owners, ["b", "a", "b"]);
+
+    // a is silent past its TTL: b's next beat finds it gone.
+    let beat = until_unhosted(2, &[(&b, "b"), (&c, "c")]).await;
+    assert_eq!(beat.unhosted, 2, "a's two identities have no host");
+    let list = b.unhosted(10).await.expect("list");
+    let mut listed: Vec<&str> = list.oldest.iter().map(|(f, _)| f.as_str()).collect();
+    listed.sort();
+    assert_eq!(listed, ["a/0", "a/1"]);
+    // Not adoptable within a beat of that: a may only be late.
+    assert_eq!(
+        b.adopt("a/0", b.beat_every()).await.expect("adopt"),
+        Some("a".to_string()),
+        "the lease still names a, and nobody took it"
+    );
+    // a was late, not dead: its next beat takes both back.
+    let back = a
+        .register(&a_info, &a_fids, false)
+        .await
+        .expect("a is back");
+    assert_eq!(back.owners, ["a", "a"]);
+    assert_eq!(back.unhosted, 0, "none without a host any more");
+    silent(900, &[(&b, "b"), (&c, "c")]).await;
+    assert_eq!(
+        b.adopt("a/0", b.beat_every()).await.expect("adopt"),
+        Some("a".to_string()),
+        "a live daemon's identity is never adopted"
+    );
+
+    // Now a dies for good: found gone by the first beat past its TTL.
+    let beat = until_unhosted(2, &[(&b, "b"), (&c, "c")]).await;
+    assert_eq!(beat.unhosted, 2);
+    assert_eq!(
+        b.adopt("a/0", b.beat_every()).await.expect("adopt"),
+        Some("a".to_string()),
+        "within a beat of being found gone: not yet"
+    );
+    silent(800, &[(&b, "b"), (&c, "c")]).await;
+    assert_eq!(
+        b.adopt("a/0", b.beat_every()).await.expect("adopt"),
+        Some("b".to_string()),
+        "a beat later: adopted"
+    );
+    assert_eq!(
+        c.adopt("a/0", c.beat_every()).await.expect("adopt"),
+        Some("b".to_string()),
+        "once"
+    );
+    assert_eq!(b.unhosted(10).await.expect("list").count, 1);
+    // Given back (a failed seat): without a host again, from now.
+    b.release("a/0").await.expect("release");
+    let list = c.unhosted(10).await.expect("list");
+    assert_eq!(list.count, 2);
+    // A clean shutdown: what it held has no host at once.
+    let mut c_info = info("c");
+    c_info.identities = vec!["c/0".into()];
+    c.register(&c_info, &["c/0".to_string()], true)
+        .await
+        .expect("c beats");
+    c.unregister(&["c/0".to_string()])
+        .await
+        .expect("unregister");
+    assert_eq!(b.unhosted(10).await.expect("list").count, 3);
+}
+
+/// Beat `beating` (every 100 ms) until `n` identities are without a host:
+/// the beat that found them.
+async fn until_unhosted(n: usize, beating: &[(&Cluster, &str)]) -> idpool::cluster::Beat {
+    for _ in 0..100 {
+        for (c, node) in beating {
+            let fids = [format!("{node}/0")];
+            let beat = c.register(&info(node), &fids, true).await.expect("beat");
+            if beat.unhosted >= n {
+                return beat;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("never {n} identities without a host");
+}
+
+/// `ms` in which only `beating` beat (every 400 ms, holding their `/0`):
+/// the last beat's answer.
+async fn silent(ms: u64, beating: &[(&Cluster, &str)]) -> idpool::cluster::Beat {
+    let end = tokio::time::Instant::now() + Duration::from_millis(ms);
+    loop {
+        let mut last = None;
+        for (c, node) in beating {
+            let fids = [format!("{node}/0")];
+            last = Some(c.register(&info(node), &fids, true).await.expect("beat"));
+        }
+        if tokio::time::Instant::now() >= end {
+            return last.expect("one daemon beats");
+        }
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
 }

@@ -582,21 +582,7 @@ async fn members_calls_go_where_an_identity_is_signed_in_and_busy_ones_where_the
         },
     )
     .await;
-    let token = common::sign_in(&env).await;
-    let session = json!({"cookies": [{"name": idpool_testbed::accounts::COOKIE, "value": token,
-        "domain": "127.0.0.1", "path": "/", "expires": -1, "httpOnly": true, "secure": false,
-        "sameSite": "Lax"}], "origins": []});
-    let r = reqwest::Client::new()
-        .post(b.url("/api/v1/slots/0/session-import"))
-        .json(&json!({"session": session.to_string()}))
-        .send()
-        .await
-        .expect("import");
-    assert!(
-        r.status().is_success(),
-        "{}",
-        r.text().await.unwrap_or_default()
-    );
+    common::fleet::import_signed_in(&env, &b, 0).await;
     let members = json!({"strategy": "testshop", "operation": "account_reviews", "params": {"item": "ACCT1"}});
     // a's identity is not signed in: the first call learns it (and falls
     // back to top reviews here), the next goes to b's signed-in identity.

@@ -8,3 +8,4 @@ mod budget;
 mod fleet;
 mod orphans;
 mod scale;
+mod unhosted;

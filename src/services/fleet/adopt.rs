@@ -1,7 +1,8 @@
-//! Taking over a fleet identity whose daemon died: its lease lapsed, so a
-//! daemon with `adopt = true` and a free spare slot takes the lease and
-//! seats the identity there, with its cookies, proxy session and site
-//! state from the fleet's store, in a fresh Chromium profile.
+//! Taking over fleet identities without a host (their daemon's
+//! registration lapsed, or it shut down): a daemon with `adopt = true` and
+//! room seats them, signed-in ones first, then the longest waiting, with
+//! their cookies, proxy session and site state from the fleet's store, in a
+//! fresh Chromium profile.
 
 use tokio::time::Instant;
 
@@ -10,45 +11,75 @@ use super::state::{IdentityRecord, SiteSnap};
 use crate::error::{Error, ErrorKind, Result};
 use crate::identity::jar::PortableCookie;
 
+/// The most identities without a host one sync looks at.
+const CANDIDATES: usize = 1000;
+
+/// What the fleet's view lists of the identities without a host.
+const LISTED: usize = 200;
+
 impl FleetSync {
-    /// Adopt every lapsed identity of the spare profile there is room for.
-    pub(super) async fn adopt_lapsed(&self) -> Result<()> {
+    /// Adopt identities without a host into the room this daemon has.
+    pub(super) async fn adopt_unhosted(&self) -> Result<()> {
         let f = &self.fleet;
         let c = f.cluster.clone();
-        let records = c.identities().await?;
+        let memory = super::super::standby::room_for_a_browser(self.browser_mb);
+        let mut rooms = f.rooms(memory);
+        if rooms.is_empty() {
+            return Ok(());
+        }
+        // A late daemon's identities wait one more beat: it comes back first.
+        let wait = c.beat_every();
+        let waiting = c.unhosted(CANDIDATES).await?;
         let held = f.held();
-        let mut candidates: Vec<(String, IdentityRecord)> = records
-            .into_iter()
-            .filter(|(fid, _)| !held.contains(fid))
-            .filter_map(|(fid, r)| Some((fid, serde_json::from_str::<IdentityRecord>(&r).ok()?)))
-            .filter(|(_, r)| r.profile == f.spare_profile)
+        let fids: Vec<(String, std::time::Duration)> = (waiting.oldest.into_iter())
+            .filter(|(fid, waited)| *waited >= wait && !held.contains(fid))
             .collect();
-        candidates.sort_by(|a, b| a.0.cmp(&b.0));
-        let fids: Vec<String> = candidates.iter().map(|(f, _)| f.clone()).collect();
-        let owners = c.owners(&fids).await?;
-        let live = f.live_names();
-        for ((fid, record), owner) in candidates.into_iter().zip(owners) {
-            // Held by a live daemon: its own. One naming this daemon that it
-            // does not hold is from its earlier life (it was killed, and
-            // came back before its leases lapsed): its to adopt again.
-            if owner.is_some_and(|o| o != c.node() && live.contains(&o)) {
+        let ids: Vec<String> = fids.iter().map(|(f, _)| f.clone()).collect();
+        let records = c.records(&ids).await?;
+        let mut candidates: Vec<(String, std::time::Duration, IdentityRecord)> = (fids.into_iter())
+            .zip(records)
+            .filter_map(|((fid, waited), r)| {
+                Some((
+                    fid,
+                    waited,
+                    serde_json::from_str::<IdentityRecord>(&r?).ok()?,
+                ))
+            })
+            .collect();
+        // Signed-in identities first, then the longest waiting.
+        candidates.sort_by_key(|(fid, waited, r)| {
+            (
+                r.signed_in.is_empty(),
+                std::cmp::Reverse(*waited),
+                fid.clone(),
+            )
+        });
+        for (fid, _, record) in candidates {
+            let profiles = self.leases.identities();
+            let Some(at) = rooms.iter().position(|slot| {
+                profiles
+                    .profile_of(*slot)
+                    .is_ok_and(|p| p.name == record.profile)
+            }) else {
                 continue;
+            };
+            let slot = rooms[at];
+            if c.adopt(&fid, wait).await?.as_deref() != Some(c.node()) {
+                continue; // another daemon was quicker, or its own came back
             }
-            let Some(spare) = f.free_spare() else { break };
-            if c.take(&fid).await? != c.node() {
-                continue; // another daemon was quicker
-            }
-            match self.seat(spare, &fid, &record).await {
+            rooms.remove(at);
+            match self.seat(slot, &fid, &record).await {
                 Ok(cookies) => {
                     f.adopted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     metrics::counter!("idpool_fleet_adoptions_total").increment(1);
-                    tracing::warn!(slot = spare, fleet_id = %fid, from = %record.node, cookies, "adopted an identity whose daemon is gone");
+                    tracing::warn!(slot, fleet_id = %fid, from = %record.node, cookies, "adopted an identity whose daemon is gone");
                     self.leases.events().emit(
                         "identity_adopted",
-                        Some(spare),
+                        Some(slot),
                         None,
                         serde_json::json!({"fleet_id": fid, "from": record.node, "cookies": cookies,
-                            "session_generation": record.identity.generation}),
+                            "session_generation": record.identity.generation,
+                            "signed_in": record.signed_in, "beyond_spares": f.is_beyond(slot)}),
                     );
                     f.push.notify_one();
                 }
@@ -56,6 +87,9 @@ impl FleetSync {
                     tracing::warn!(fleet_id = %fid, error = %e, "adoption failed; the lease is given back");
                     let _ = c.release(&fid).await;
                 }
+            }
+            if rooms.is_empty() {
+                break;
             }
         }
         Ok(())
@@ -211,6 +245,9 @@ impl FleetSync {
         let mut fids: Vec<String> = records.keys().cloned().collect();
         fids.sort();
         let owners = c.owners(&fids).await?;
+        let waiting = c.unhosted(fids.len().max(LISTED)).await?;
+        let without: std::collections::HashSet<&str> =
+            waiting.oldest.iter().map(|(f, _)| f.as_str()).collect();
         let mut identities = Vec::new();
         for (fid, owner) in fids.iter().zip(owners) {
             let sites = c.sites(fid).await?;
@@ -231,10 +268,28 @@ impl FleetSync {
                 .get(fid)
                 .and_then(|r| serde_json::from_str::<IdentityRecord>(r).ok())
                 .map(|r| r.slot);
+            let hosted = !without.contains(fid.as_str())
+                && owner
+                    .as_ref()
+                    .is_some_and(|o| nodes.iter().any(|n| &n.node == o));
             identities.push(serde_json::json!({
-                "fleet_id": fid, "owner": owner, "slot": slot, "breakers": breakers}));
+                "fleet_id": fid, "owner": owner, "hosted": hosted, "slot": slot, "breakers": breakers}));
         }
-        Ok(serde_json::json!({"nodes": nodes, "identities": identities}))
+        let unhosted: Vec<serde_json::Value> = (waiting.oldest.iter().take(LISTED))
+            .map(|(fid, waited)| {
+                let r =
+                    (records.get(fid)).and_then(|r| serde_json::from_str::<IdentityRecord>(r).ok());
+                serde_json::json!({
+                    "fleet_id": fid,
+                    "waiting_secs": waited.as_secs(),
+                    "last_node": r.as_ref().map(|r| r.node.clone()),
+                    "profile": r.as_ref().map(|r| r.profile.clone()),
+                    "signed_in": r.map(|r| r.signed_in).unwrap_or_default(),
+                })
+            })
+            .collect();
+        Ok(serde_json::json!({"nodes": nodes, "identities": identities,
+            "unhosted": {"count": waiting.count, "listed": unhosted}}))
     }
 
     /// A live daemon other than this one holding an identity admitted for

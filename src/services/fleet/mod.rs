@@ -1,23 +1,35 @@
 //! The pool in a fleet (`[cluster]`): which slots hold which fleet
-//! identities, and the heartbeat that keeps the fleet's store true.
+//! identities, and the two loops that keep the fleet's store true.
 //!
-//! Every `lease_ttl / 4` the heartbeat (between beats, finished calls and
-//! breaker, login or retirement events write step 3 alone, coalesced):
-//! 1. registers the node (address, identities, free spares) for one lease
-//!    TTL and reads the live daemons back, in one script: every lease this
-//!    daemon holds lives as long as that registration; a daemon whose last
-//!    beat is older than two beats is counted out of the bounds' shares;
-//! 2. checks the leases it holds in one read; one found held by another
-//!    live daemon is dropped here at once (never used by two);
-//! 3. writes what changed of each held identity: its record, its jar, its
+//! **The beat**, every `lease_ttl / 4` on its own clock, ahead of any other
+//! work of this daemon's, is one script (one round trip): it registers the
+//! node (address, identities, free spares) for one lease TTL, checks and
+//! takes back every lease this daemon holds or should hold (each lives as
+//! long as the registration), and reads back the live daemons and the
+//! identities without a host. A lease found held by another live daemon is
+//! dropped here at once (never used by two); a daemon whose last beat is
+//! older than two beats is counted out of the bounds' shares. Each beat's
+//! time from when it was due to when Redis had it is kept for a minute:
+//! the slowest is what `idpool doctor` holds against the TTL.
+//!
+//! **The sync**, every beat and whenever calls, breakers, logins or
+//! retirements change something (coalesced):
+//! 1. writes what changed of each held identity: its record, its jar, its
 //!    site states (breakers, holds, tier memory, login states; a success
 //!    count alone at most every 30 s); an unchanged identity costs nothing;
-//! 4. with `adopt = true`, takes over identities whose owner's registration
-//!    lapsed into free spare slots: same cookies, same proxy session, same
-//!    site state, a fresh Chromium profile.
+//! 2. seats identities that come back to this daemon (its own, held by
+//!    another daemon that died);
+//! 3. with `adopt = true`, adopts identities without a host into the room
+//!    it has (free spares, configured slots whose identity another daemon
+//!    holds, then `adopt_beyond_spares` while memory allows), signed-in
+//!    ones first, then the longest waiting: same cookies, same proxy
+//!    session, same site state, a fresh Chromium profile. An identity is
+//!    without a host once its daemon's registration lapsed (one TTL
+//!    without a beat), and adopted only a beat after that: a daemon whose
+//!    beat was late, not missed, keeps what it holds.
 //!
 //! Redis away: nothing here blocks a call; the slots keep serving with
-//! local state. Redis back: the same beat reconciles (leases re-taken,
+//! local state. Redis back: the next beat reconciles (leases re-taken,
 //! everything written again), and adoption waits one lease TTL first so
 //! every owner re-takes its own before anyone adopts.
 
@@ -48,16 +60,27 @@ pub struct FleetSync {
     leases: Arc<Leases>,
     fleet: Arc<Fleet>,
     stop: CancellationToken,
+    /// Configured identities the beat found back in this daemon's hands,
+    /// for the sync to seat (slot → fleet id).
+    regains: parking_lot::Mutex<std::collections::BTreeMap<usize, String>>,
+    /// `browser.max_rss_mb`: what a slot of `adopt_beyond_spares` needs free.
+    browser_mb: u64,
 }
 
 impl FleetSync {
     /// The fleet side of `leases`, when `[cluster]` is on.
-    pub fn new(leases: Arc<Leases>, stop: CancellationToken) -> Option<Arc<FleetSync>> {
+    pub fn new(
+        leases: Arc<Leases>,
+        stop: CancellationToken,
+        browser_mb: u64,
+    ) -> Option<Arc<FleetSync>> {
         let fleet = leases.fleet()?.clone();
         Some(Arc::new(FleetSync {
             leases,
             fleet,
             stop,
+            regains: Default::default(),
+            browser_mb,
         }))
     }
 
@@ -66,15 +89,17 @@ impl FleetSync {
         &self.fleet
     }
 
-    /// Wait (bounded by the commands' timeouts) until the first heartbeat
-    /// ran: before it, this daemon does not know which of its identities
-    /// another one adopted while it was away.
+    /// Wait (bounded by the commands' timeouts) until the first beat ran
+    /// and the fleet has this daemon's identities: before the beat, this
+    /// daemon does not know which of its identities another one adopted
+    /// while it was away; before the write, a daemon that dies leaves
+    /// nothing of them to adopt.
     pub async fn ready(&self) {
         let f = &self.fleet;
         let wait = async {
             loop {
                 let n = f.ready_notify.notified();
-                if f.ready.load(Ordering::Acquire) {
+                if f.written.load(Ordering::Acquire) {
                     return;
                 }
                 n.await;
@@ -87,7 +112,6 @@ impl FleetSync {
         let (f, Ok(rt)) = (&self.fleet, tokio::runtime::Handle::try_current()) else {
             return;
         };
-        let weak = Arc::downgrade(self);
         let stop = self.stop.clone();
         let every = f.cluster.beat_every();
         rt.spawn(crate::cluster::relay_events(
@@ -97,38 +121,50 @@ impl FleetSync {
         ));
         self.spawn_event_publisher();
         self.spawn_budget_listener();
+        // The beat, on its own clock: nothing else this daemon does delays it.
+        let weak = Arc::downgrade(self);
+        let beat_stop = stop.clone();
+        rt.spawn(async move {
+            let mut due = Instant::now();
+            loop {
+                let Some(sync) = weak.upgrade() else { return };
+                sync.beat(due).await;
+                drop(sync);
+                due += every;
+                // A beat that ran past the next one's time: the next now.
+                due = due.max(Instant::now());
+                tokio::select! {
+                    () = beat_stop.cancelled() => return,
+                    () = tokio::time::sleep_until(due) => {}
+                }
+            }
+        });
+        let weak = Arc::downgrade(self);
         let wake = f.push.clone();
         rt.spawn(async move {
-            let mut next_full = Instant::now();
             loop {
                 let push = wake.notified();
                 tokio::pin!(push);
                 push.as_mut().enable();
                 let Some(sync) = weak.upgrade() else { return };
-                if Instant::now() >= next_full {
-                    sync.beat().await;
-                    next_full = Instant::now() + every;
-                } else if sync.fleet.cluster.is_up() {
-                    // Woken by calls: their identities' new state only;
-                    // leases, registration and adoption keep their pace.
-                    let _ = sync.write_identities().await;
-                }
+                let at = Instant::now();
+                sync.sync().await;
                 drop(sync);
                 tokio::select! {
                     () = stop.cancelled() => return,
-                    () = tokio::time::sleep_until(next_full) => {}
+                    () = tokio::time::sleep(every) => {}
                     () = push => {
                         // Coalesce: a busy pool writes a few times a second,
                         // not once per call.
-                        tokio::time::sleep(COALESCE).await;
+                        tokio::time::sleep_until(at + COALESCE).await;
                     }
                 }
             }
         });
     }
 
-    /// One heartbeat (see the module's notes).
-    async fn beat(&self) {
+    /// One beat, due at `due` (see the module's notes).
+    async fn beat(&self, due: Instant) {
         let f = &self.fleet;
         let c = &f.cluster;
         if !c.is_up() {
@@ -142,15 +178,29 @@ impl FleetSync {
                 .lock()
                 .iter_mut()
                 .for_each(|m| m.pushed = crate::cluster::Pushed::default());
+            *f.holdings_sent.lock() = None;
             self.leases.events().emit(
                 "fleet_reconciled",
                 None,
                 None,
                 serde_json::json!({"node": c.node(), "identities": f.held().len()}),
             );
+            f.push.notify_one();
         }
-        // Registered first: this daemon's leases live as long as its
-        // registration, and the answer is the fleet's live daemons.
+        // The leases to check: every one this daemon holds or should hold
+        // (its configured identities), but, just after (re)connecting, not
+        // one another daemon held: whoever held it takes it again first.
+        let grace = Instant::now() < *f.adopt_after.lock();
+        let mine: Vec<(usize, String)> = {
+            let m = f.members.lock();
+            m.iter()
+                .enumerate()
+                .filter(|(_, m)| m.owned || !m.spare)
+                .filter(|(_, m)| !(m.lost && grace))
+                .filter_map(|(i, m)| Some((i, m.fleet_id.clone()?)))
+                .collect()
+        };
+        let check: Vec<String> = mine.iter().map(|(_, fid)| fid.clone()).collect();
         let info = NodeInfo {
             node: c.node().to_string(),
             advertise: c.advertise().to_string(),
@@ -158,54 +208,46 @@ impl FleetSync {
             spare: f.spares_free(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             sent: self.leases.sites().sent_rates(),
+            beat_ms: f.slowest_beat().as_millis() as u64,
             stale: false,
         };
-        if let Ok(live) = c.register(&info).await {
-            f.set_live(live);
-            if self.renew_leases().await.is_ok() {
-                let _ = self.write_identities().await;
-                if f.adopt && Instant::now() >= *f.adopt_after.lock() && f.free_spare().is_some() {
-                    let _ = self.adopt_lapsed().await;
-                }
+        let holdings = hash_of(&info.identities.join("\n"));
+        let changed = *f.holdings_sent.lock() != Some(holdings);
+        if let Ok(beat) = c.register(&info, &check, changed).await {
+            let took = due.elapsed();
+            f.beat_took(due, took);
+            metrics::histogram!("idpool_fleet_beat_seconds").record(took.as_secs_f64());
+            *f.holdings_sent.lock() = Some(holdings);
+            f.set_live(beat.live);
+            *f.unhosted.lock() = (beat.unhosted, beat.oldest_unhosted);
+            self.take_owners(mine, beat.owners);
+            if beat.unhosted > 0 && f.adopt {
+                f.push.notify_one();
             }
         }
         if !f.ready.swap(true, Ordering::AcqRel) {
-            f.ready_notify.notify_waiters();
+            // The sync writes this daemon's identities now.
+            f.push.notify_one();
         }
     }
 
-    /// Check every lease this daemon holds (or believes it should) with one
-    /// read: a lease of a live daemon's is its own; one without a live holder
-    /// is taken; one held by another daemon is dropped here at once.
-    async fn renew_leases(&self) -> crate::error::Result<()> {
+    /// What the beat found of the leases it checked: a lease this daemon
+    /// holds is its own (one it had lost comes back through the sync); one
+    /// held by another live daemon is dropped here at once.
+    fn take_owners(&self, mine: Vec<(usize, String)>, owners: Vec<String>) {
         let f = &self.fleet;
-        let mine: Vec<(usize, String)> = {
-            let m = f.members.lock();
-            m.iter()
-                .enumerate()
-                .filter(|(_, m)| m.owned || !m.spare)
-                .filter_map(|(i, m)| Some((i, m.fleet_id.clone()?)))
-                .collect()
-        };
-        let grace = Instant::now() < *f.adopt_after.lock();
-        let fids: Vec<String> = mine.iter().map(|(_, fid)| fid.clone()).collect();
-        let holders = f.cluster.owners(&fids).await?;
-        let live = f.live_names();
-        for ((slot, fid), holder) in mine.into_iter().zip(holders) {
-            let lost = f.members.lock().get(slot).is_some_and(|m| m.lost);
-            if lost && grace {
-                // Just (re)connected: whoever held it takes it again first.
-                continue;
-            }
-            let owner = match holder {
-                Some(h) if h == f.cluster.node() || live.contains(&h) => h,
-                _ => f.cluster.take(&fid).await?,
-            };
-            let owned = owner == f.cluster.node();
-            let was = f.usable(slot);
+        let me = f.cluster.node();
+        for ((slot, fid), owner) in mine.into_iter().zip(owners) {
+            let owned = owner == me;
+            let (was, lost) = (
+                f.usable(slot),
+                f.members.lock().get(slot).is_some_and(|m| m.lost),
+            );
             if owned && lost {
-                // Back from the daemon that held it: take what it left.
-                self.regain(slot, &fid).await;
+                // Back from the daemon that held it: the sync takes what
+                // that daemon left.
+                self.regains.lock().insert(slot, fid);
+                f.push.notify_one();
                 continue;
             }
             f.set(slot, Some(fid.clone()), owned);
@@ -220,20 +262,58 @@ impl FleetSync {
                     None,
                     serde_json::json!({"fleet_id": fid, "owner": owner}),
                 );
-                let _ = self.leases.identities().close_browser(slot).await;
+                let leases = self.leases.clone();
+                tokio::spawn(async move {
+                    let _ = leases.identities().close_browser(slot).await;
+                });
             }
         }
-        Ok(())
+    }
+
+    /// The sync (see the module's notes).
+    async fn sync(&self) {
+        let f = &self.fleet;
+        if !f.ready.load(Ordering::Acquire) {
+            return;
+        }
+        let written = if f.cluster.is_up() {
+            self.write_identities().await
+        } else {
+            Ok(())
+        };
+        if !f.written.swap(true, Ordering::AcqRel) {
+            f.ready_notify.notify_waiters();
+        }
+        if let Err(e) = written {
+            tracing::warn!(error = %e, "cannot write this daemon's identities to the fleet; the next beat tries again");
+            return;
+        }
+        if !f.cluster.is_up() {
+            return;
+        }
+        let regains: Vec<(usize, String)> = std::mem::take(&mut *self.regains.lock())
+            .into_iter()
+            .collect();
+        for (slot, fid) in regains {
+            self.regain(slot, &fid).await;
+        }
+        if f.adopt
+            && f.unhosted().0 > 0
+            && Instant::now() >= *f.adopt_after.lock()
+            && let Err(e) = self.adopt_unhosted().await
+        {
+            tracing::debug!(error = %e, "adoption waits for the next beat");
+        }
     }
 
     /// A configured identity comes back from the daemon that held it: its
     /// cookies, session and site states as that daemon left them.
     async fn regain(&self, slot: usize, fid: &str) {
         let f = &self.fleet;
-        let record = match f.cluster.identities().await {
-            Ok(r) => r
-                .get(fid)
-                .and_then(|j| serde_json::from_str::<IdentityRecord>(j).ok()),
+        let record = match f.cluster.records(&[fid.to_string()]).await {
+            Ok(mut r) => {
+                (r.pop().flatten()).and_then(|j| serde_json::from_str::<IdentityRecord>(&j).ok())
+            }
             Err(_) => return,
         };
         let result = match record {
@@ -245,9 +325,6 @@ impl FleetSync {
         };
         match result {
             Ok(()) => {
-                if let Some(m) = f.members.lock().get_mut(slot) {
-                    m.lost = false;
-                }
                 self.leases.events().emit(
                     "identity_regained",
                     Some(slot),
@@ -292,6 +369,7 @@ impl FleetSync {
                 slot,
                 profile: profile.name.clone(),
                 identity,
+                signed_in: self.signed_in(slot),
             };
             let record = serde_json::to_string(&record).unwrap_or_default();
             let cookies = serde_json::to_string(&jar.export_all()).unwrap_or_default();
@@ -344,6 +422,22 @@ impl FleetSync {
             }
         }
         Ok(())
+    }
+
+    /// The sites slot `slot` is signed in to (sorted).
+    fn signed_in(&self, slot: usize) -> Vec<String> {
+        let router = self.leases.router();
+        let mut sites: Vec<String> = (router.sites.iter())
+            .filter(|(_, sites)| {
+                sites.get(&slot).is_some_and(|s| {
+                    (s.login.as_ref())
+                        .is_some_and(|l| l.state == crate::strategy::LoginState::LoggedIn)
+                })
+            })
+            .map(|(strategy, _)| strategy.clone())
+            .collect();
+        sites.sort();
+        sites
     }
 
     /// The slot `slot`'s site state per strategy, as the fleet stores it, with

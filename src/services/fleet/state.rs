@@ -24,6 +24,10 @@ pub struct IdentityRecord {
     pub profile: String,
     /// Its proxy session and generation (the same IP wherever it runs).
     pub identity: SlotIdentity,
+    /// The sites it is signed in to (an identity without a host that is
+    /// signed in somewhere is adopted before others).
+    #[serde(default)]
+    pub signed_in: Vec<String>,
 }
 
 /// One (identity, strategy)'s site state.

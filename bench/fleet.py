@@ -127,8 +127,10 @@ class Redis:
 class Fleet:
     """N daemons of `slots` identities each (and `spares` spare slots)."""
 
-    def __init__(self, procs, bin_dir, work, redis, n, slots, bound, spares=1, ttl=5):
+    def __init__(self, procs, bin_dir, work, redis, n, slots, bound, spares=1, ttl=5, start=0,
+                 wait=True):
         self.procs, self.work, self.n = procs, work, n
+        self.bin_dir, self.redis, self.ttl, self.spares, self.slots = bin_dir, redis, ttl, spares, slots
         strategies = work / "strategies"
         shutil.rmtree(strategies, ignore_errors=True)
         strategies.mkdir(parents=True)
@@ -140,13 +142,21 @@ class Fleet:
         key.write_text(os.urandom(24).hex())
         key.chmod(0o600)
         self.daemons = []
-        env = dict(os.environ, IDPOOL_REDIS_URL=redis.url(), RUST_LOG="warn")
-        for i in range(n):
-            d = work / f"n{i:02}"
-            shutil.rmtree(d, ignore_errors=True)
-            d.mkdir(parents=True)
-            port = API_BASE + i
-            (d / "idpool.toml").write_text(f"""[server]
+        self.strategies, self.key = strategies, key
+        for i in range(start, start + n):
+            shutil.rmtree(work / f"n{i:02}", ignore_errors=True)
+            self.daemons.append(self.launch(i))
+        if wait:
+            self.wait_ready()
+
+    def launch(self, i):
+        """Start daemon i (its folder kept: a restart is the same daemon)."""
+        work, slots, spares, strategies, key = self.work, self.slots, self.spares, self.strategies, self.key
+        env = dict(os.environ, IDPOOL_REDIS_URL=self.redis.url(), RUST_LOG="warn")
+        d = work / f"n{i:02}"
+        d.mkdir(parents=True, exist_ok=True)
+        port = API_BASE + i
+        (d / "idpool.toml").write_text(f"""[server]
 listen = "127.0.0.1:{port}"
 anonymous_role = "operator"
 
@@ -164,15 +174,17 @@ extra_root_certs = ["{work / 'testbed/ca.pem'}"]
 [cluster]
 node = "n{i:02}"
 key_file = "{key}"
-lease_ttl_secs = {ttl}
+lease_ttl_secs = {self.ttl}
 adopt = true
 spare_slots = {spares}
 """)
-            p = procs.start([str(bin_dir / "idpool"), "--config", str(d / "idpool.toml"), "serve"],
-                            stdout=subprocess.DEVNULL, stderr=open(d / "daemon.log", "wb"), env=env)
-            self.daemons.append((f"n{i:02}", port, p))
+        p = self.procs.start([str(self.bin_dir / "idpool"), "--config", str(d / "idpool.toml"), "serve"],
+                             stdout=subprocess.DEVNULL, stderr=open(d / "daemon.log", "ab"), env=env)
+        return (f"n{i:02}", port, p)
+
+    def wait_ready(self, secs=600):
         for name, port, _ in self.daemons:
-            wait_for(lambda port=port: http_json(port, "GET", "/readyz")[0] == 200, 120, f"{name} ready")
+            wait_for(lambda port=port: http_json(port, "GET", "/readyz")[0] == 200, secs, f"{name} ready")
 
     def ports(self):
         return [port for _, port, p in self.daemons if p.poll() is None]
@@ -186,6 +198,9 @@ spare_slots = {spares}
     def stop(self):
         for _, _, p in self.daemons:
             self.procs.end(p)
+
+    def cluster(self, port):
+        return self.status(port)["cluster"]
 
 
 def load(ports, callers, calls=None, secs=None, tag="B"):
@@ -262,6 +277,181 @@ def measured_run(redis, fleet, callers, calls, idle):
     return out
 
 
+def site_limit(redis, fleet, callers, secs, idle):
+    """`callers` closed-loop callers spread over every daemon for `secs`
+    against a site-wide limit of 10 requests/s (429, Retry-After: 1): what
+    the fleet sends after its first 10 s, how much is refused, and what
+    Redis runs meanwhile (callers wait on the resting site) against its
+    idle rate."""
+    log(f"site-wide limit 10/s for {secs} s, {callers} callers over {len(fleet.ports())} daemons")
+    before = http_json(TB_HTTP, "GET", "/__control/log")[1]
+    from_ms = max((e["done_ms"] for e in before), default=0)
+    tb_mode({"site_limit": {"max_per_sec": 10, "retry_after": 1}})
+    c0, t0 = redis.commands(), time.time()
+    ok, failed, _, _ = load(fleet.ports(), callers, secs=secs, tag="L")
+    redis_per_sec = (redis.commands() - c0) / (time.time() - t0)
+    tb_mode({"site_limit": None})
+    seen = [e for e in http_json(TB_HTTP, "GET", "/__control/log")[1] if e["at_ms"] > from_ms]
+    # From the phase's first request (the testbed's clock).
+    first_s = min(e["at_ms"] for e in seen) // 1000 + 1
+    last_s = max(e["at_ms"] for e in seen) // 1000
+    # Whole seconds after the first 10 (the last, partial one left out).
+    judged = [e for e in seen if first_s + 10 <= e["at_ms"] // 1000 < last_s]
+    n_secs = max(last_s - first_s - 10, 1)
+    refused = sum(1 for e in judged if e["status"] == 429)
+    budget = fleet.status(fleet.ports()[0])["strategies"]["testshop"]
+    return {"daemons": len(fleet.ports()), "callers": callers, "calls_ok": ok, "calls_failed": failed,
+            "judged_secs": n_secs,
+            "sent_per_sec_after_10s": round(len(judged) / n_secs, 2),
+            "refused_after_10s": refused, "refused_share": round(refused / max(len(judged), 1), 4),
+            "refused_first_10s": sum(1 for e in seen if e["status"] == 429 and e["at_ms"] // 1000 < first_s + 10),
+            "redis_per_sec": round(redis_per_sec, 1), "idle_redis_per_sec": round(idle, 1),
+            "redis_over_idle": round(redis_per_sec / max(idle, 0.1), 2),
+            "budget": budget}
+
+
+def events_of(port, kinds):
+    """How many of this daemon's recent events are of each of `kinds`."""
+    code, v = http_json(port, "GET", "/api/v1/events/recent")
+    evs = v.get("events", []) if code == 200 and isinstance(v, dict) else []
+    return {k: sum(1 for e in evs if e.get("kind") == k) for k in kinds}
+
+
+def sweep(fleet):
+    """Every live daemon's held identities: (ids held twice, seconds the sweep took)."""
+    t = time.time()
+    seen = {}
+    twice = set()
+    for _, p, proc in fleet.daemons:
+        if proc.poll() is not None:
+            continue
+        try:
+            for fid in fleet.held(p):
+                if fid in seen:
+                    twice.add(fid)
+                seen[fid] = p
+        except (OSError, KeyError, TypeError, http.client.HTTPException):
+            pass
+    return twice, time.time() - t
+
+
+def scale(procs, bin_dir, work, redis, n, m, secs):
+    """n daemons x m identities started together: what moved between live
+    daemons while they started, the slowest heartbeat, Redis per idle
+    identity, and what the fleet sends under a site-wide 10/s limit."""
+    log(f"{n} daemons x {m} identities, started together")
+    redis.cli("FLUSHALL")
+    t0 = time.time()
+    fleet = Fleet(procs, bin_dir, work, redis, n, m, 16, wait=False)
+    twice, sweeps, sweep_secs = set(), 0, []
+    ready = set()
+    while len(ready) < n and time.time() - t0 < 900:
+        for name, port, _ in fleet.daemons:
+            if name not in ready:
+                try:
+                    if http_json(port, "GET", "/readyz", timeout=5)[0] == 200:
+                        ready.add(name)
+                except (OSError, http.client.HTTPException):
+                    pass
+        t, took = sweep(fleet)
+        twice |= t
+        sweeps += 1
+        sweep_secs.append(took)
+        time.sleep(0.5)
+    if len(ready) < n:
+        raise SystemExit(f"fleet-bench: only {len(ready)} of {n} daemons ready")
+    start_secs = time.time() - t0
+    # Two TTLs more: a late renewal would have cost an identity by now.
+    settle = time.time() + 2 * fleet.ttl
+    while time.time() < settle:
+        t, took = sweep(fleet)
+        twice |= t
+        sweeps += 1
+        sweep_secs.append(took)
+    ports = fleet.ports()
+    kinds = ("identity_lost", "identity_adopted")
+    moved = {k: 0 for k in kinds}
+    adopted, slowest, unhosted = 0, 0, 0
+    for p in ports:
+        for k, v in events_of(p, kinds).items():
+            moved[k] += v
+        c = fleet.cluster(p)
+        adopted += c.get("adopted", 0)
+        slowest = max(slowest, c.get("slowest_beat_ms", 0))
+        unhosted = max(unhosted, c.get("unhosted", 0))
+    idle = idle_cost(redis, 15)
+    sweep_secs.sort()
+    r = {"daemons": n, "identities_each": m, "lease_ttl_s": fleet.ttl, "all_ready_after_s": round(start_secs, 1),
+         "adopted_from_live_daemons": adopted, "identity_lost_events": moved["identity_lost"],
+         "identity_adopted_events": moved["identity_adopted"], "held_twice": sorted(twice), "sweeps": sweeps,
+         "sweep_p50_s": round(sweep_secs[len(sweep_secs) // 2], 3), "sweep_max_s": round(sweep_secs[-1], 3),
+         "slowest_beat_ms_last_minute": slowest, "unhosted": unhosted,
+         "idle_redis_per_sec": round(idle, 1), "idle_per_identity_per_sec": round(idle / (n * m), 4)}
+    log(json.dumps(r))
+    r["site_limit_10"] = site_limit(redis, fleet, max(20, n), secs, idle)
+    log(json.dumps(r["site_limit_10"]))
+    fleet.stop()
+    return r
+
+
+def unhosted_run(procs, bin_dir, work, redis, fleet, kill, idle):
+    """SIGKILL `kill` daemons of `fleet` (more identities than the others'
+    spare slots): when every view counts their identities without a host,
+    how many stay so, and how soon the first killed daemon, restarted,
+    takes its own back."""
+    victims = fleet.daemons[-kill:]
+    live = [d for d in fleet.daemons if d not in victims]
+    watch = live[0][1]
+    spare_room = len(live) * fleet.spares
+    lost = kill * fleet.slots
+    t = time.time()
+    for _, _, p in victims:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    seen = stable = None
+    peak = 0
+    expect = max(lost - spare_room, 0)
+    while time.time() - t < 6 * fleet.ttl and stable is None:
+        c = fleet.cluster(watch)
+        peak = max(peak, c.get("unhosted", 0))
+        if seen is None and c.get("unhosted", 0) > 0:
+            seen = time.time() - t
+        if seen is not None and c.get("unhosted", 0) == expect:
+            stable = time.time() - t
+        time.sleep(0.1)
+    _, v = http_json(watch, "GET", "/metrics")
+    gauge = next((l for l in str(v).splitlines() if l.startswith("idpool_fleet_unhosted_identities ")), "")
+    _, fv = http_json(watch, "POST", "/api/v1/tools/pool_status", {"fleet": True})
+    listed = fv.get("fleet", {}).get("unhosted", {}) if isinstance(fv, dict) else {}
+    name = victims[0][0]
+    own = sum(1 for u in listed.get("listed", []) if u.get("fleet_id", "").startswith(name + "/"))
+    # The first victim comes back.
+    name, port, _ = victims[0]
+    i = int(name[1:])
+    t_restart = time.time()
+    back = fleet.launch(i)
+    fleet.daemons[fleet.daemons.index(victims[0])] = back
+    wait_for(lambda: http_json(port, "GET", "/readyz")[0] == 200, 120, f"{name} ready again")
+    ready_after = time.time() - t_restart
+    taken = None
+    while time.time() - t_restart < 6 * fleet.ttl:
+        if fleet.cluster(watch).get("unhosted", 0) <= expect - own:
+            taken = time.time() - t_restart
+            break
+        time.sleep(0.1)
+    r = {"killed": kill, "identities_lost": lost, "spare_slots_left": spare_room, "lease_ttl_s": fleet.ttl,
+         "unhosted_seen_after_s": seen and round(seen, 2), "unhosted_settled_after_s": stable and round(stable, 2),
+         "unhosted_settled": expect if stable else peak, "metrics_gauge": gauge,
+         "listed_in_fleet_view": listed.get("count"),
+         "restarted_own_unhosted": own,
+         "restarted_ready_after_s": round(ready_after, 2),
+         "restarted_took_its_own_after_s": taken and round(taken, 2),
+         "restarted_holds": len(fleet.held(port)),
+         "unhosted_after_restart": fleet.cluster(watch).get("unhosted")}
+    log(json.dumps(r))
+    return r
+
+
 def tb_mode(mode):
     code, v = http_json(TB_HTTP, "POST", "/__control/mode", mode)
     if code != 200:
@@ -273,6 +463,8 @@ def main():
     ap.add_argument("--bin", default=str(ROOT / "target/release"))
     ap.add_argument("--calls", type=int, default=20000, help="the closed-loop run's calls")
     ap.add_argument("--quick", action="store_true", help="small runs (a smoke test of the bench)")
+    ap.add_argument("--daemons", type=int, help="only the scale run: this many daemons, started together")
+    ap.add_argument("--identities", type=int, default=200, help="the scale run's identities per daemon")
     a = ap.parse_args()
     bin_dir = pathlib.Path(a.bin)
     calls = 2000 if a.quick else a.calls
@@ -289,99 +481,91 @@ def main():
         wait_for(lambda: b"ready" in (work / "testbed.out").read_bytes(), 20, "the testbed ready")
         del tb
 
-        # 1. 10 x 4, 20 callers, bound 16 then 24.
-        for bound in (16, 24):
-            log(f"10 daemons x 4 identities, fleet in-flight bound {bound}")
-            fleet = Fleet(procs, bin_dir, work, redis, 10, 4, bound)
-            time.sleep(3)
-            idle = idle_cost(redis, 5)
-            n = calls if bound == 16 else max(calls // 5, 1000)
-            r = measured_run(redis, fleet, 20, n, idle)
-            r["idle_redis_per_sec"] = round(idle, 1)
-            report[f"10x4_bound{bound}"] = r
-            log(json.dumps(r))
-            if bound == 24:
-                break
-            # 2. A site-wide limit of 10 requests/s (429, Retry-After: 1).
-            secs = 20 if a.quick else 40
-            log(f"site-wide limit 10/s for {secs} s")
-            before = http_json(TB_HTTP, "GET", "/__control/log")[1]
-            from_ms = max((e["done_ms"] for e in before), default=0)
-            tb_mode({"site_limit": {"max_per_sec": 10, "retry_after": 1}})
-            ok, failed, _, _ = load(fleet.ports(), 20, secs=secs, tag="L")
-            tb_mode({"site_limit": None})
-            seen = [e for e in http_json(TB_HTTP, "GET", "/__control/log")[1] if e["at_ms"] > from_ms]
-            first_s = from_ms // 1000 + 1
-            last_s = max(e["at_ms"] for e in seen) // 1000
-            # Whole seconds after the first 10 (the last, partial one left out).
-            judged = [e for e in seen if first_s + 10 <= e["at_ms"] // 1000 < last_s]
-            n_secs = max(last_s - first_s - 10, 1)
-            refused = sum(1 for e in judged if e["status"] == 429)
-            budget = fleet.status(fleet.ports()[0])["strategies"]["testshop"]
-            r = {"calls_ok": ok, "calls_failed": failed, "judged_secs": n_secs,
-                 "sent_per_sec_after_10s": round(len(judged) / n_secs, 2),
-                 "refused_after_10s": refused, "refused_share": round(refused / max(len(judged), 1), 4),
-                 "refused_first_10s": sum(1 for e in seen if e["status"] == 429 and e["at_ms"] // 1000 < first_s + 10),
-                 "budget": budget}
-            report["site_limit_10"] = r
-            log(json.dumps(r))
-
-            # 3. SIGKILL a daemon under load.
-            log("SIGKILL of a daemon under load")
-            victim = fleet.daemons[-1]
-            others = [d for d in fleet.daemons if d is not victim]
-            result = {}
-
-            def watch():
-                time.sleep(2)
-                victim[2].send_signal(signal.SIGKILL)
-                victim[2].wait()
-                t = time.time()
-                twice = set()
-                freed = adopted = None
-                while time.time() - t < 30 and (freed is None or adopted is None):
-                    places = sum(fleet.status(p)["strategies"]["testshop"]["in_flight"] for _, p, _ in others)
-                    if freed is None and places == 16:
-                        freed = time.time() - t
-                    seen = []
-                    for _, p, _ in others:
-                        seen += fleet.held(p)
-                    twice |= {x for x in seen if seen.count(x) > 1}
-                    if adopted is None and len(set(seen)) == 40:
-                        adopted = time.time() - t
-                    time.sleep(0.05)
-                result.update(places_free_after_s=freed and round(freed, 2),
-                              adopted_after_s=adopted and round(adopted, 2), held_twice=sorted(twice))
-
-            w = threading.Thread(target=watch)
-            w.start()
-            ok, failed, _, first = load([p for _, p, _ in others], 20, secs=20 if not a.quick else 14, tag="K")
-            w.join()
-            result.update(lease_ttl_s=5, calls_ok=ok, calls_failed=failed, first_failure=first)
-            report["sigkill"] = result
-            log(json.dumps(result))
-            fleet.stop()
-            redis.cli("FLUSHALL")
-
-        # 4. 25 x 40 = 1,000 identities.
-        if not a.quick:
-            log("25 daemons x 40 identities")
-            redis.cli("FLUSHALL")
-            fleet = Fleet(procs, bin_dir, work, redis, 25, 40, 16)
-            time.sleep(5)
-            idle = idle_cost(redis, 15)
-            r = measured_run(redis, fleet, 20, 1000, idle)
-            r["idle_redis_per_sec"] = round(idle, 1)
-            r["idle_per_identity_per_sec"] = round(idle / 1000, 4)
-            report["25x40"] = r
-            log(json.dumps(r))
-            fleet.stop()
+        if a.daemons:
+            report[f"{a.daemons}x{a.identities}"] = scale(procs, bin_dir, work, redis, a.daemons,
+                                                          a.identities, 20 if a.quick else 40)
+        else:
+            standard(procs, bin_dir, work, redis, a, calls, report)
     finally:
         procs.end_all()
     out = work / "report.json"
     out.write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))
     log(f"report in {out}")
+
+
+def standard(procs, bin_dir, work, redis, a, calls, report):
+    """The scenarios docs/fleet.md quotes (see the module's notes)."""
+    # 1. 10 x 4, 20 callers, bound 16 then 24.
+    for bound in (16, 24):
+        log(f"10 daemons x 4 identities, fleet in-flight bound {bound}")
+        fleet = Fleet(procs, bin_dir, work, redis, 10, 4, bound)
+        time.sleep(3)
+        idle = idle_cost(redis, 5)
+        n = calls if bound == 16 else max(calls // 5, 1000)
+        r = measured_run(redis, fleet, 20, n, idle)
+        r["idle_redis_per_sec"] = round(idle, 1)
+        report[f"10x4_bound{bound}"] = r
+        log(json.dumps(r))
+        if bound == 24:
+            break
+        # 2. A site-wide limit of 10 requests/s (429, Retry-After: 1).
+        secs = 20 if a.quick else 40
+        r = site_limit(redis, fleet, 20, secs, idle)
+        report["site_limit_10"] = r
+        log(json.dumps(r))
+
+        # 3. SIGKILL a daemon under load.
+        log("SIGKILL of a daemon under load")
+        victim = fleet.daemons[-1]
+        others = [d for d in fleet.daemons if d is not victim]
+        result = {}
+
+        def watch():
+            time.sleep(2)
+            victim[2].send_signal(signal.SIGKILL)
+            victim[2].wait()
+            t = time.time()
+            twice = set()
+            freed = adopted = None
+            while time.time() - t < 30 and (freed is None or adopted is None):
+                places = sum(fleet.status(p)["strategies"]["testshop"]["in_flight"] for _, p, _ in others)
+                if freed is None and places == 16:
+                    freed = time.time() - t
+                seen = []
+                for _, p, _ in others:
+                    seen += fleet.held(p)
+                twice |= {x for x in seen if seen.count(x) > 1}
+                if adopted is None and len(set(seen)) == 40:
+                    adopted = time.time() - t
+                time.sleep(0.05)
+            result.update(places_free_after_s=freed and round(freed, 2),
+                          adopted_after_s=adopted and round(adopted, 2), held_twice=sorted(twice))
+
+        w = threading.Thread(target=watch)
+        w.start()
+        ok, failed, _, first = load([p for _, p, _ in others], 20, secs=20 if not a.quick else 14, tag="K")
+        w.join()
+        result.update(lease_ttl_s=5, calls_ok=ok, calls_failed=failed, first_failure=first)
+        report["sigkill"] = result
+        log(json.dumps(result))
+        fleet.stop()
+        redis.cli("FLUSHALL")
+
+    # 4. 25 x 40 = 1,000 identities.
+    if not a.quick:
+        log("25 daemons x 40 identities")
+        redis.cli("FLUSHALL")
+        fleet = Fleet(procs, bin_dir, work, redis, 25, 40, 16)
+        time.sleep(5)
+        idle = idle_cost(redis, 15)
+        r = measured_run(redis, fleet, 20, 1000, idle)
+        r["idle_redis_per_sec"] = round(idle, 1)
+        r["idle_per_identity_per_sec"] = round(idle / 1000, 4)
+        report["25x40"] = r
+        log(json.dumps(r))
+        report["25x40_unhosted"] = unhosted_run(procs, bin_dir, work, redis, fleet, 3, idle)
+        fleet.stop()
 
 
 if __name__ == "__main__":

@@ -457,6 +457,9 @@ fn local_event_line(ev: &Value) -> String {
                 .map(|x| format!(", {x:.0} s"))
                 .unwrap_or_default()
         ),
+        "budget" if d["why"] == "measure" => {
+            "budget: the site pushed back; the fleet measures what it takes before it cuts".into()
+        }
         "budget" => format!(
             "budget {} -> {} ({})",
             per_minute(&d["from"]),

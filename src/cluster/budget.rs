@@ -32,6 +32,9 @@ pub struct PaceAsk {
     /// last call: what the next cut measures the site by.
     pub taken: u64,
     pub refused: u64,
+    /// The generation (the budget's cuts so far) those answers' requests
+    /// were reserved under: counted only when it is the budget's own.
+    pub generation: u64,
     /// `max_requests_per_minute`, when set.
     pub cap: Option<f64>,
     pub max_wait: Duration,
@@ -45,6 +48,8 @@ pub struct Paced {
     pub turn: std::result::Result<Duration, Duration>,
     /// The fleet's rate in force, per minute (`None`: none).
     pub rate: Option<f64>,
+    /// The budget's generation: its cuts so far.
+    pub generation: u64,
 }
 
 /// What a pushback tells the fleet's budget.
@@ -63,6 +68,12 @@ pub struct CutAsk {
     /// The floor and the cap (`min_requests_per_minute`, `max_…`).
     pub floor: f64,
     pub cap: Option<f64>,
+    /// The generation the pushed-back request was reserved under: one
+    /// reserved before the budget's last cut is old news.
+    pub generation: u64,
+    /// The rate the fleet's budget measures at after the site's first word
+    /// (requests a minute: high enough to pace nothing).
+    pub measuring: f64,
 }
 
 /// A cut's answer.
@@ -70,11 +81,16 @@ pub struct CutAsk {
 pub struct Cut {
     /// Whether this call cut (false: another daemon cut just before).
     pub cut: bool,
+    /// Whether this call started the measurement the next cut starts from
+    /// (the site's first word: not a cut yet).
+    pub measuring: bool,
     pub from: Option<f64>,
     pub to: Option<f64>,
     /// The rate the site accepted the cut started from (measured by the
     /// fleet, or the caller's estimate before the first cut).
     pub accepted: Option<f64>,
+    /// The budget's generation after the call.
+    pub generation: u64,
 }
 
 fn rate_of(tenths: i64) -> Option<f64> {
@@ -86,7 +102,7 @@ impl Cluster {
     pub async fn pace(&self, strategy: &str, ask: PaceAsk) -> Result<Paced> {
         let key = self.key_of(&["budget", strategy]);
         let s = &self.scripts.pace;
-        let (ok, wait, tenths): (i64, i64, i64) = self
+        let (ok, wait, tenths, generation): (i64, i64, i64, i64) = self
             .run("pace", async move |c| {
                 s.prepare_invoke()
                     .key(&key)
@@ -98,6 +114,7 @@ impl Cluster {
                     .arg(ask.taken)
                     .arg(ask.refused)
                     .arg(MEASURE_BUCKET.as_millis() as u64)
+                    .arg(ask.generation)
                     .invoke_async(c)
                     .await
             })
@@ -106,6 +123,7 @@ impl Cluster {
         Ok(Paced {
             turn: if ok == 1 { Ok(wait) } else { Err(wait) },
             rate: rate_of(tenths),
+            generation: generation.max(0) as u64,
         })
     }
 
@@ -116,7 +134,7 @@ impl Cluster {
         let key = self.key_of(&["budget", strategy]);
         let pushbacks = self.key_of(&["pushbacks", strategy]);
         let s = &self.scripts.cut;
-        let (cut, from, to, accepted): (i64, i64, i64, i64) = self
+        let (cut, from, to, accepted, generation): (i64, i64, i64, i64, i64) = self
             .run("cut", async move |c| {
                 s.prepare_invoke()
                     .key(&key)
@@ -129,15 +147,19 @@ impl Cluster {
                     .arg(&ask.identity)
                     .arg(ask.window.as_millis() as u64)
                     .arg(ask.identities)
+                    .arg(ask.generation)
+                    .arg(ask.measuring)
                     .invoke_async(c)
                     .await
             })
             .await?;
         Ok(Cut {
             cut: cut == 1,
+            measuring: cut == 2,
             from: rate_of(from),
             to: rate_of(to),
             accepted: rate_of(accepted),
+            generation: generation.max(0) as u64,
         })
     }
 }

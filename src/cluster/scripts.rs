@@ -176,16 +176,19 @@ return 0
 /// filling now, `p_…` the one before). `ARGV`: the strategy's own rate (0:
 /// none), the longest wait the caller takes (ms), `1` when the budget is
 /// adaptive, the growth this daemon's successes earned since its last call,
-/// the cap (0: none), the answers it heard the site take and refuse since.
-/// Answers `{1, wait_ms, rate×10}` (reserved: start after that wait) or
-/// `{0, wait_ms, rate×10}` (nothing reserved: too far away); rate×10 is
-/// -10 with no rate in force. Four commands in all (`EVALSHA`, `TIME`,
-/// `HMGET`, `HSET`).
+/// the cap (0: none), the answers it heard the site take and refuse since,
+/// the bucket's length, and the generation (the budget's `cuts` when their
+/// requests were reserved): answers of an older generation are not counted.
+/// Answers `{1, wait_ms, rate×10, cuts}` (reserved: start after that wait)
+/// or `{0, wait_ms, rate×10, cuts}` (nothing reserved: too far away);
+/// rate×10 is -10 with no rate in force. Four commands in all (`EVALSHA`,
+/// `TIME`, `HMGET`, `HSET`).
 pub const PACE: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local h = KEYS[1]
-local f = redis.call('HMGET', h, 'rate', 'next', 'at', 'sent', 'taken', 'refused')
+local f = redis.call('HMGET', h, 'rate', 'next', 'at', 'sent', 'taken', 'refused', 'cuts')
+local cuts = tonumber(f[7] or '0')
 local rate = tonumber(ARGV[1])
 local set = {}
 local counted = ARGV[3] == '1' and f[1]
@@ -199,7 +202,7 @@ if counted then
   end
 end
 if rate <= 0 then
-  return {1, 0, -10}
+  return {1, 0, -10, cuts}
 end
 local at = math.max(now, tonumber(f[2] or '0'))
 local reserved = at - now <= tonumber(ARGV[2])
@@ -225,8 +228,10 @@ if counted then
     b0, sent, taken, refused = now, 0, 0, 0
   end
   if reserved then sent = sent + 1 end
-  taken = taken + tonumber(ARGV[6])
-  refused = refused + tonumber(ARGV[7])
+  if tonumber(ARGV[9]) == cuts then
+    taken = taken + tonumber(ARGV[6])
+    refused = refused + tonumber(ARGV[7])
+  end
   for _, v in ipairs({'at', b0, 'sent', sent, 'taken', taken, 'refused', refused}) do
     set[#set + 1] = v
   end
@@ -235,9 +240,9 @@ if #set > 0 then
   redis.call('HSET', h, unpack(set))
 end
 if not reserved then
-  return {0, at - now, math.floor(rate * 10)}
+  return {0, at - now, math.floor(rate * 10), cuts}
 end
-return {1, at - now, math.floor(rate * 10)}
+return {1, at - now, math.floor(rate * 10), cuts}
 ";
 
 /// The site pushed back on one of the fleet's identities (`ARGV[6]`):
@@ -250,16 +255,25 @@ return {1, at - now, math.floor(rate * 10)}
 /// `ARGV[4]` (0: none). The rate accepted is measured once the budget was
 /// cut before ([`PACE`] counts the fleet's starts and answers since: starts
 /// a minute over the last one or two buckets times the share of answers
-/// the site took); before the first cut it is `ARGV[5]`, the caller's
-/// estimate. `KEYS[1]` the hash [`PACE`] keeps (forgotten an hour after
+/// the site took), else `ARGV[5]`, the caller's estimate. The first word
+/// from the site does not cut: it starts the measurement (at `ARGV[10]`, a
+/// rate that paces nothing, or the cap), and answers `{2, -10, rate×10,
+/// -10, cuts}`. `KEYS[1]` the hash [`PACE`] keeps (forgotten an hour after
 /// the last cut), `KEYS[2]` the recent pushbacks (identity → when).
-/// Answers `{1, from×10, to×10, accepted×10}` (cut; from -10: no rate was
-/// in force) or `{0, 0, rate×10, -10}` (not cut).
+/// `ARGV[9]`: the generation the pushed-back request was reserved under (a
+/// request paced by the rate before the last cut is old news). Answers
+/// `{1, from×10, to×10, accepted×10, cuts}` (cut; from -10: no rate was
+/// in force) or `{0, 0, rate×10, -10, cuts}` (not cut).
 pub const CUT: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local h = KEYS[1]
 local window = tonumber(ARGV[7])
+local pre = redis.call('HMGET', h, 'cuts', 'rate')
+local cuts = tonumber(pre[1] or '0')
+if tonumber(ARGV[9]) < cuts then
+  return {0, 0, math.floor((tonumber(pre[2]) or -1) * 10), -10, cuts}
+end
 redis.call('ZADD', KEYS[2], now, ARGV[6])
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
 redis.call('PEXPIRE', KEYS[2], window)
@@ -267,10 +281,26 @@ local f = redis.call('HMGET', h, 'rate', 'cut_at', 'at', 'sent', 'taken', 'refus
   'p_at', 'p_sent', 'p_taken', 'p_refused')
 local rate = tonumber(f[1])
 if redis.call('ZCARD', KEYS[2]) < tonumber(ARGV[8]) then
-  return {0, 0, math.floor((rate or -1) * 10), -10}
+  return {0, 0, math.floor((rate or -1) * 10), -10, cuts}
 end
 if now - tonumber(f[2] or '0') < tonumber(ARGV[1]) then
-  return {0, 0, math.floor((rate or -1) * 10), -10}
+  return {0, 0, math.floor((rate or -1) * 10), -10, cuts}
+end
+if not f[2] then
+  -- The site's first word: the fleet measures what the site takes before
+  -- it cuts. From now every reservation counts its start and hands on its
+  -- answers, paced by ARGV[10] (the cap, if less: near enough unpaced,
+  -- the rate the fleet was sending anyway); the next pushback, at least
+  -- ARGV[1] ms on, cuts from that measurement.
+  local r = tonumber(ARGV[10])
+  local cap = tonumber(ARGV[4])
+  if cap > 0 and r > cap then r = cap end
+  redis.call('HSET', h, 'rate', tostring(r), 'cut_at', string.format('%d', now),
+    'at', string.format('%d', now), 'sent', 0, 'taken', 0, 'refused', 0)
+  redis.call('HINCRBY', h, 'cuts', 1)
+  redis.call('PEXPIRE', h, 3600000)
+  redis.call('DEL', KEYS[2])
+  return {2, -10, math.floor(r * 10), -10, cuts + 1}
 end
 local accepted = tonumber(ARGV[5])
 if accepted <= 0 then accepted = -1 end
@@ -288,7 +318,7 @@ if accepted >= 0 and ((not base) or accepted < base) then
   base = accepted
 end
 if not base then
-  return {0, 0, -10, -10}
+  return {0, 0, -10, -10, cuts}
 end
 local to = math.max(base * tonumber(ARGV[2]), tonumber(ARGV[3]))
 local cap = tonumber(ARGV[4])
@@ -299,5 +329,5 @@ redis.call('HDEL', h, 'p_at', 'p_sent', 'p_taken', 'p_refused')
 redis.call('HINCRBY', h, 'cuts', 1)
 redis.call('PEXPIRE', h, 3600000)
 redis.call('DEL', KEYS[2])
-return {1, math.floor((rate or -1) * 10), math.floor(to * 10), math.floor(accepted * 10)}
+return {1, math.floor((rate or -1) * 10), math.floor(to * 10), math.floor(accepted * 10), cuts + 1}
 ";

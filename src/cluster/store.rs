@@ -23,6 +23,10 @@ pub struct NodeInfo {
     /// a cut of the fleet's budget sums as the fleet's rate).
     #[serde(default)]
     pub sent: std::collections::BTreeMap<String, f64>,
+    /// Per strategy: answers it heard the site take a minute over the last
+    /// 5 s (what the fleet's first cut sums as the rate the site took).
+    #[serde(default)]
+    pub taken: std::collections::BTreeMap<String, f64>,
     /// The slowest heartbeat of its last minute: from when the beat was
     /// due to when Redis had it (ms). A lease TTL that is not three times
     /// this is too short for this daemon (`idpool doctor` warns).

@@ -80,6 +80,9 @@ pub struct Lease {
     /// When its latest request had its turn (a fleet's cut after it makes
     /// that request's pushback old news).
     pub(super) sent_at: Mutex<Instant>,
+    /// The request budget's generation its request was reserved under (in
+    /// a fleet: the fleet budget's cuts so far).
+    pub(super) generation: std::sync::atomic::AtomicU64,
     /// The caller's grants (`None`: any identity, any site): every hop and
     /// every page a tab lands on is held to them, like the first URL.
     pub(super) scope: Option<Arc<crate::routing::Scope>>,
@@ -115,6 +118,7 @@ impl Lease {
             finished: false,
             paid: std::sync::atomic::AtomicBool::new(false),
             sent_at: Mutex::new(Instant::now()),
+            generation: std::sync::atomic::AtomicU64::new(0),
             scope: None,
         }
     }
@@ -710,6 +714,7 @@ impl Lease {
             budget.note_outcome(
                 now,
                 !matches!(verdict, Verdict::HardBlock | Verdict::RateLimited(_)),
+                self.generation.load(std::sync::atomic::Ordering::Acquire),
             );
         }
         // Like the breaker, the budget hears a pushback once per identity:
@@ -738,8 +743,14 @@ impl Lease {
         };
         drop(router);
         if cut_fleet && let Some(f) = fleet {
-            self.leases
-                .cut_fleet(f, self.slot.id, &self.strategy, &self.politeness);
+            let generation = self.generation.load(std::sync::atomic::Ordering::Acquire);
+            (self.leases).cut_fleet(
+                f,
+                self.slot.id,
+                &self.strategy,
+                &self.politeness,
+                generation,
+            );
         }
         if let Some(c) = change {
             self.leases.events.emit(

@@ -14,10 +14,15 @@ use crate::strategy::Politeness;
 
 impl Leases {
     /// Reserve the next start in `strategy`'s request budget: how long
-    /// from now it is, or a refusal when it is further than
-    /// `http.max_queue_wait_secs` away (nothing reserved). In a fleet the
-    /// budget is the fleet's (Redis away: the local one, degraded).
-    pub(super) async fn reserve_start(&self, strategy: &str, pol: &Politeness) -> Result<Duration> {
+    /// from now it is and the budget's generation it was reserved under,
+    /// or a refusal when it is further than `http.max_queue_wait_secs`
+    /// away (nothing reserved). In a fleet the budget is the fleet's (Redis
+    /// away: the local one, degraded).
+    pub(super) async fn reserve_start(
+        &self,
+        strategy: &str,
+        pol: &Politeness,
+    ) -> Result<(Duration, u64)> {
         // A fleet's budget is asked only while a rate is in force (the
         // strategy's fixed one, or a cut's): an unlimited call costs Redis
         // nothing; a cut reaches every daemon by its event.
@@ -27,9 +32,9 @@ impl Leases {
         };
         if let Some(f) = self.fleet.as_ref().filter(|f| f.cluster().is_up())
             && limited()
-            && let Some(wait) = self.reserve_fleet(f, strategy, pol).await?
+            && let Some(turn) = self.reserve_fleet(f, strategy, pol).await?
         {
-            return Ok(wait);
+            return Ok(turn);
         }
         let now = Instant::now();
         let at = {
@@ -38,11 +43,13 @@ impl Leases {
             // The rate only for the refusal's message (a report counts
             // the starts: not on every request).
             let rate = budget.rate();
+            let generation = budget.generation();
             budget
                 .reserve(now, self.cfg.max_wait)
+                .map(|at| (at, generation))
                 .map_err(|wait| (wait, rate))
         };
-        at.map(|at| at.saturating_duration_since(now))
+        at.map(|(at, generation)| (at.saturating_duration_since(now), generation))
             .map_err(|(wait, rate)| {
                 Error::new(
                     ErrorKind::Unavailable,
@@ -61,14 +68,15 @@ impl Leases {
     /// The fleet's budget: one start every `60 / rate` seconds across every
     /// daemon, reserved by an atomic script in Redis that also hands on
     /// the growth this daemon's successes earned and answers the rate in
-    /// force (mirrored into the local budget for reports). `None`: Redis
-    /// did not answer (the local budget paces this one).
+    /// force (mirrored into the local budget for reports), with its
+    /// generation. `None`: Redis did not answer (the local budget paces
+    /// this one).
     async fn reserve_fleet(
         &self,
         f: &crate::cluster::Fleet,
         strategy: &str,
         pol: &Politeness,
-    ) -> Result<Option<Duration>> {
+    ) -> Result<Option<(Duration, u64)>> {
         let heard = self.router.lock().budget(strategy, pol).take_reported();
         let ask = crate::cluster::PaceAsk {
             rate: pol.max_requests_per_minute,
@@ -76,6 +84,7 @@ impl Leases {
             grow: heard.grow,
             taken: heard.taken,
             refused: heard.refused,
+            generation: heard.generation,
             cap: pol.max_requests_per_minute,
             max_wait: self.cfg.max_wait,
         };
@@ -86,13 +95,14 @@ impl Leases {
         {
             let mut router = self.router.lock();
             let budget = router.budget(strategy, pol);
+            budget.set_generation(paced.generation);
             budget.set_fleet_rate(paced.rate);
             if let Ok(wait) = paced.turn {
                 budget.note_sent(now, now + wait);
             }
         }
         match paced.turn {
-            Ok(wait) => Ok(Some(wait)),
+            Ok(wait) => Ok(Some((wait, paced.generation))),
             Err(wait) => Err(Error::new(
                 ErrorKind::Unavailable,
                 format!(
@@ -117,6 +127,7 @@ impl Leases {
         slot: usize,
         strategy: &str,
         pol: &Politeness,
+        generation: u64,
     ) {
         let identity = f
             .fleet_id(slot)
@@ -126,19 +137,21 @@ impl Leases {
         };
         let (c, leases) = (f.cluster().clone(), self.clone());
         let (strategy, pol) = (strategy.to_string(), pol.clone());
-        // Before the fleet's first cut, the rate the site took is this
-        // daemon's estimate: the fleet's rate sent (the others' as they
-        // registered it, this daemon's now) times the share of answers the
-        // site took here. Later cuts measure it in Redis.
+        // Before the fleet's first cut, the rate the site took is the sum
+        // of what each daemon heard it take (the others' as they
+        // registered it at their last beat, this daemon's now): one
+        // daemon's share of a fleet's answers is too few to scale by once
+        // the fleet has tens of daemons. Later cuts measure it in Redis.
+        // A site that took nothing: the floor.
         let accepted = {
             let mut router = self.router.lock();
             let b = router.budget(&strategy, &pol);
-            let mine = b.report(&pol).sent_per_minute;
+            let mine = b.taken_per_minute(Instant::now());
             let others: f64 = (f.live().iter())
                 .filter(|n| n.node != c.node())
-                .filter_map(|n| n.sent.get(&strategy))
+                .filter_map(|n| n.taken.get(&strategy))
                 .sum();
-            (mine + others) * b.accepted_share(Instant::now())
+            (mine + others).max(0.001)
         };
         rt.spawn(async move {
             let ask = crate::cluster::CutAsk {
@@ -148,6 +161,8 @@ impl Leases {
                 accepted,
                 floor: pol.min_requests_per_minute,
                 cap: pol.max_requests_per_minute,
+                generation,
+                measuring: crate::routing::budget::MEASURING,
             };
             let Ok(cut) = c.cut(&strategy, &ask).await
             else {
@@ -156,6 +171,7 @@ impl Leases {
             let budget_to = {
                 let mut router = leases.router.lock();
                 let budget = router.budget(&strategy, &pol);
+                budget.set_generation(cut.generation);
                 if cut.cut {
                     budget.fleet_cut(cut.to);
                 } else {
@@ -163,13 +179,16 @@ impl Leases {
                 }
                 cut.to
             };
-            if cut.cut {
+            if cut.cut || cut.measuring {
                 leases.events.emit(
                     "budget",
                     None,
                     Some(&strategy),
-                    serde_json::json!({"from": cut.from, "to": budget_to, "why": "cut", "scope": "fleet",
-                        "accepted": cut.accepted.map(|a| a.round())}),
+                    serde_json::json!({"from": cut.from.filter(|r| *r < crate::routing::budget::MEASURING),
+                        "to": budget_to.filter(|_| cut.cut),
+                        "why": if cut.cut { "cut" } else { "measure" }, "scope": "fleet",
+                        "measuring": cut.measuring,
+                        "accepted": cut.accepted.map(|a| a.round()), "generation": cut.generation}),
                 );
             }
         });
@@ -184,9 +203,10 @@ impl Lease {
         if self.paid.swap(false, Ordering::AcqRel) {
             return Ok(());
         }
-        let wait = (self.leases)
+        let (wait, generation) = (self.leases)
             .reserve_start(&self.strategy, &self.politeness)
             .await?;
+        self.generation.store(generation, Ordering::Release);
         tokio::time::sleep(wait).await;
         *self.sent_at.lock() = Instant::now();
         Ok(())

@@ -58,9 +58,22 @@ impl Sites<'_> {
             .collect()
     }
 
+    /// Per strategy: answers the site took a minute over the last 5 s (what
+    /// the fleet sums for its budget's first cut).
+    pub fn taken_rates(&self) -> std::collections::BTreeMap<String, f64> {
+        let router = self.leases.router.lock();
+        let now = tokio::time::Instant::now();
+        router
+            .budgets()
+            .map(|(s, b)| (s.clone(), b.taken_per_minute(now)))
+            .filter(|(_, r)| *r > 0.0)
+            .collect()
+    }
+
     /// In a fleet: another daemon cut `strategy`'s budget to `rate` (its
-    /// event, relayed): pace by it from the next request.
-    pub fn heard_fleet_cut(&self, strategy: &str, rate: Option<f64>) {
+    /// event, relayed), its generation now `generation`: pace by it from
+    /// the next request.
+    pub fn heard_fleet_cut(&self, strategy: &str, rate: Option<f64>, generation: u64) {
         if self.leases.strategy(strategy).is_none() {
             return;
         }
@@ -69,7 +82,7 @@ impl Sites<'_> {
             .router
             .lock()
             .budget(strategy, &pol)
-            .heard_fleet_cut(rate);
+            .heard_fleet_cut(rate, generation);
     }
 
     /// Whether `slot` would be admitted for `strategy` now (its breaker

@@ -66,7 +66,7 @@ impl Leases {
         };
         let deadline = Instant::now() + self.cfg.max_wait;
         // The request budget's turn, once reserved, is kept across picks.
-        let mut paid = false;
+        let (mut paid, mut generation) = (false, 0);
         loop {
             let released = self.released.notified();
             tokio::pin!(released);
@@ -95,9 +95,12 @@ impl Leases {
                     let wait = if paid {
                         Duration::ZERO
                     } else {
-                        self.reserve_start(strategy, &pol).await?
+                        let (wait, g) = self.reserve_start(strategy, &pol).await?;
+                        generation = g;
+                        wait
                     };
                     lease.paid.store(true, std::sync::atomic::Ordering::Release);
+                    (lease.generation).store(generation, std::sync::atomic::Ordering::Release);
                     if wait.is_zero() {
                         return Ok(lease);
                     }

@@ -31,8 +31,12 @@ pub const PUSHBACK_IDENTITIES: usize = 2;
 pub const PUSHBACK_WINDOW: Duration = Duration::from_secs(30);
 /// How far back the rate sent is measured when the first cut comes.
 pub const MEASURE_WINDOW: Duration = Duration::from_secs(10);
-/// How far back the share of answers the site took is measured (what a
-/// fleet's cut starts from: the rate the site accepted, not the rate sent).
+/// The rate a fleet's budget paces by while it measures what the site takes
+/// (after the site's first word, before its first cut): requests a minute,
+/// high enough to pace nothing. Reports show no rate while it is in force.
+pub const MEASURING: f64 = 1_000_000.0;
+/// How far back the answers the site took are counted (what a fleet's first
+/// cut sums over its daemons: the rate the site accepted, not the rate sent).
 pub const OUTCOME_WINDOW: Duration = Duration::from_secs(5);
 
 /// One strategy's request budget.
@@ -56,6 +60,11 @@ pub struct Budget {
     /// When this daemon last heard the fleet's budget was cut: answers to
     /// requests sent before it say nothing about the rate after it.
     fleet_cut_seen: Option<Instant>,
+    /// In a fleet: the fleet budget's cuts so far as this daemon last heard
+    /// (its generation). Only answers to requests reserved under it are
+    /// handed on: an answer to one paced by the rate before the last cut
+    /// says nothing about the rate after it.
+    generation: u64,
 }
 
 /// What a daemon hands on to the fleet's budget with its next reservation.
@@ -66,6 +75,9 @@ pub struct Reported {
     /// Answers the site took, and refused (blocks and rate limits).
     pub taken: u64,
     pub refused: u64,
+    /// The fleet budget's generation those answers' requests were reserved
+    /// under.
+    pub generation: u64,
 }
 
 /// A budget change, for events.
@@ -153,6 +165,7 @@ impl Budget {
             outcomes: VecDeque::new(),
             answers: (0, 0),
             fleet_cut_seen: None,
+            generation: 0,
         }
     }
 
@@ -195,9 +208,10 @@ impl Budget {
 
     /// In a fleet: another daemon cut the fleet's budget to `rate` (its
     /// event, relayed).
-    pub fn heard_fleet_cut(&mut self, rate: Option<f64>) {
+    pub fn heard_fleet_cut(&mut self, rate: Option<f64>, generation: u64) {
         self.rate = rate;
         self.fleet_cut_seen = Some(Instant::now());
+        self.set_generation(generation);
     }
 
     /// Whether a pushback to a request started at `sent` is news to the
@@ -212,9 +226,33 @@ impl Budget {
         self.rate
     }
 
-    /// An answer arrived: whether the site took it (a block or rate limit
-    /// did not).
-    pub fn note_outcome(&mut self, now: Instant, accepted: bool) {
+    /// In a fleet: the fleet budget's generation (its cuts so far) heard
+    /// from Redis; a newer one drops the answers to requests reserved
+    /// under the one before.
+    pub fn set_generation(&mut self, generation: u64) {
+        if generation > self.generation {
+            self.generation = generation;
+            self.answers = (0, 0);
+        }
+    }
+
+    /// The fleet budget's generation as this daemon last heard.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Answers the site took a minute over the last [`OUTCOME_WINDOW`]
+    /// (what the fleet sums for the first cut of its budget).
+    pub fn taken_per_minute(&self, now: Instant) -> f64 {
+        let taken = (self.outcomes.iter())
+            .filter(|(t, ok)| *ok && now.saturating_duration_since(*t) <= OUTCOME_WINDOW)
+            .count();
+        taken as f64 * 60.0 / OUTCOME_WINDOW.as_secs_f64()
+    }
+
+    /// An answer arrived to a request reserved under `generation`: whether
+    /// the site took it (a block or rate limit did not).
+    pub fn note_outcome(&mut self, now: Instant, accepted: bool, generation: u64) {
         while self
             .outcomes
             .front()
@@ -226,25 +264,14 @@ impl Budget {
             self.outcomes.pop_front();
         }
         self.outcomes.push_back((now, accepted));
+        if generation != self.generation {
+            return;
+        }
         if accepted {
             self.answers.0 += 1;
         } else {
             self.answers.1 += 1;
         }
-    }
-
-    /// The share of answers the site took over the last [`OUTCOME_WINDOW`]
-    /// (1 with none), never under 1 %.
-    pub fn accepted_share(&self, now: Instant) -> f64 {
-        let recent = (self.outcomes.iter())
-            .filter(|(t, _)| now.saturating_duration_since(*t) <= OUTCOME_WINDOW);
-        let (n, ok) = recent.fold((0usize, 0usize), |(n, ok), (_, a)| {
-            (n + 1, ok + usize::from(*a))
-        });
-        if n == 0 {
-            return 1.0;
-        }
-        (ok as f64 / n as f64).max(0.01)
     }
 
     /// What this budget heard since the fleet last did: the growth its
@@ -255,6 +282,7 @@ impl Budget {
             grow: std::mem::take(&mut self.growth),
             taken,
             refused,
+            generation: self.generation,
         }
     }
 
@@ -319,7 +347,8 @@ impl Budget {
 
     pub fn report(&self, p: &Politeness) -> BudgetReport {
         BudgetReport {
-            requests_per_minute: self.rate.map(|r| (r * 10.0).round() / 10.0),
+            requests_per_minute: (self.rate.filter(|r| *r < MEASURING))
+                .map(|r| (r * 10.0).round() / 10.0),
             max_requests_per_minute: p.max_requests_per_minute,
             adaptive: p.adaptive,
             cuts: self.cuts,
@@ -417,18 +446,18 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn the_share_the_site_took_is_measured_over_the_outcome_window() {
+    async fn what_the_site_took_is_measured_over_the_outcome_window() {
         let p = politeness(None);
         let mut b = Budget::new(&p);
-        assert_eq!(b.accepted_share(Instant::now()), 1.0, "nothing heard yet");
+        assert_eq!(b.taken_per_minute(Instant::now()), 0.0, "nothing heard yet");
         for k in 0..10 {
-            b.note_outcome(Instant::now(), k % 4 != 0);
+            b.note_outcome(Instant::now(), k % 4 != 0, 0);
         }
+        assert_eq!(b.taken_per_minute(Instant::now()), 7.0 * 12.0);
         // 3 of 10 refused.
-        assert!((b.accepted_share(Instant::now()) - 0.7).abs() < 1e-9);
         advance(OUTCOME_WINDOW + Duration::from_secs(1)).await;
-        b.note_outcome(Instant::now(), false);
-        assert_eq!(b.accepted_share(Instant::now()), 0.01, "the floor");
+        b.note_outcome(Instant::now(), false, 0);
+        assert_eq!(b.taken_per_minute(Instant::now()), 0.0);
         // Successes earn growth for the fleet, handed on once with the
         // answers heard since.
         b.success(&p);
@@ -437,9 +466,20 @@ mod tests {
             grow: 20.0,
             taken: 7,
             refused: 4,
+            generation: 0,
         };
         assert_eq!(b.take_reported(), heard);
         assert_eq!(b.take_reported(), Reported::default());
+        // A newer generation: answers to requests reserved under the one
+        // before are not handed on.
+        b.note_outcome(Instant::now(), true, 0);
+        b.set_generation(2);
+        b.note_outcome(Instant::now(), false, 1);
+        b.note_outcome(Instant::now(), true, 2);
+        let heard = b.take_reported();
+        assert_eq!((heard.taken, heard.refused, heard.generation), (1, 0, 2));
+        b.set_generation(1);
+        assert_eq!(b.generation(), 2, "never back");
     }
 
     #[tokio::test(start_paused = true)]
@@ -461,7 +501,7 @@ mod tests {
         assert!(b.pushback_is_news(after));
         // Another daemon's cut, relayed.
         advance(Duration::from_millis(10)).await;
-        b.heard_fleet_cut(Some(500.0));
+        b.heard_fleet_cut(Some(500.0), 1);
         assert!(!b.pushback_is_news(after));
         let after = Instant::now();
         assert!(b.pushback_is_news(after));

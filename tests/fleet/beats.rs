@@ -31,6 +31,7 @@ fn info(node: &str) -> NodeInfo {
         spare: 0,
         version: "test".into(),
         sent: Default::default(),
+        taken: Default::default(),
         beat_ms: 0,
         stale: false,
     }

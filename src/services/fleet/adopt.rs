@@ -188,9 +188,15 @@ impl FleetSync {
                 else {
                     continue;
                 };
-                leases
-                    .sites()
-                    .heard_fleet_cut(strategy, v["detail"]["to"].as_f64());
+                leases.sites().heard_fleet_cut(
+                    strategy,
+                    if v["detail"]["measuring"] == true {
+                        Some(crate::routing::budget::MEASURING)
+                    } else {
+                        v["detail"]["to"].as_f64()
+                    },
+                    v["detail"]["generation"].as_u64().unwrap_or(0),
+                );
             }
         });
     }

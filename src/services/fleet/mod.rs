@@ -208,6 +208,7 @@ impl FleetSync {
             spare: f.spares_free(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             sent: self.leases.sites().sent_rates(),
+            taken: self.leases.sites().taken_rates(),
             beat_ms: f.slowest_beat().as_millis() as u64,
             stale: false,
         };

@@ -33,6 +33,7 @@ pub const REGISTER: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local me = ARGV[3]
+local count = redis.call('ZCARD', KEYS[5])
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('SADD', KEYS[2], me)
 redis.call('HSET', KEYS[3], me, string.format('%d', now))
@@ -48,7 +49,7 @@ if ARGV[6] ~= '' then
     for _, fid in ipairs(new) do keep[fid] = true end
     for _, fid in ipairs(old) do
       if type(fid) == 'string' and not keep[fid] and redis.call('GET', ARGV[5] .. fid) == me then
-        redis.call('ZADD', KEYS[5], 'NX', now, fid)
+        count = count + redis.call('ZADD', KEYS[5], 'NX', now, fid)
       end
     end
   end
@@ -63,7 +64,9 @@ while first <= #ARGV do
     fids[#fids + 1] = ARGV[i]
     lk[#lk + 1] = ARGV[5] .. ARGV[i]
   end
-  redis.call('ZREM', KEYS[5], unpack(fids))
+  if count > 0 then
+    count = count - redis.call('ZREM', KEYS[5], unpack(fids))
+  end
   local cur = redis.call('MGET', unpack(lk))
   for i = 1, #fids do
     local o = cur[i]
@@ -93,7 +96,7 @@ for i, n in ipairs(names) do
       if ok and type(fids) == 'table' then
         for _, fid in ipairs(fids) do
           if type(fid) == 'string' and redis.call('GET', ARGV[5] .. fid) == n then
-            redis.call('ZADD', KEYS[5], 'NX', now, fid)
+            count = count + redis.call('ZADD', KEYS[5], 'NX', now, fid)
           end
         end
       end
@@ -102,7 +105,6 @@ for i, n in ipairs(names) do
     redis.call('HDEL', KEYS[3], n)
   end
 end
-local count = redis.call('ZCARD', KEYS[5])
 local oldest = 0
 if count > 0 then
   local o = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')

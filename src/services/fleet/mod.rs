@@ -219,7 +219,14 @@ impl FleetSync {
             f.beat_took(due, took);
             metrics::histogram!("idpool_fleet_beat_seconds").record(took.as_secs_f64());
             *f.holdings_sent.lock() = Some(holdings);
+            let counted = |nodes: &[NodeInfo]| nodes.iter().filter(|n| !n.stale).count();
+            let (before, after) = (counted(&f.live()), counted(&beat.live));
             f.set_live(beat.live);
+            if before != after {
+                // This daemon's share of every fleet-wide bound moved: calls
+                // waiting for a place look again now, not at their timer.
+                self.leases.wake();
+            }
             *f.unhosted.lock() = (beat.unhosted, beat.oldest_unhosted);
             self.take_owners(mine, beat.owners);
             if beat.unhosted > 0 && f.adopt {

@@ -101,13 +101,24 @@ fn unhosted(u: &Value) -> String {
         "{count} {} without a host (their daemon is gone and no daemon had room):\n",
         if count == 1 { "identity" } else { "identities" }
     );
+    let silent = u["silent"].as_u64().unwrap_or(0);
+    if silent > 0 {
+        out.push_str(&format!(
+            "  ({silent} of them on a daemon silent for two beats: adopted once its registration lapses and a beat more passed)\n"
+        ));
+    }
     let listed = u["listed"].as_array().map_or(&[][..], Vec::as_slice);
     for i in listed {
         let signed: Vec<&str> = (i["signed_in"].as_array().into_iter().flatten())
             .filter_map(Value::as_str)
             .collect();
+        let on = if i["silent"] == true {
+            "on silent"
+        } else {
+            "last on"
+        };
         out.push_str(&format!(
-            "  {:<16} waiting {:>5} s, last on {}{}\n",
+            "  {:<16} waiting {:>5} s, {on} {}{}\n",
             i["fleet_id"].as_str().unwrap_or("?"),
             i["waiting_secs"].as_u64().unwrap_or(0),
             i["last_node"].as_str().unwrap_or("?"),

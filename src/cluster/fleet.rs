@@ -48,6 +48,16 @@ pub struct Fleet {
     pub(crate) beat_times: Mutex<std::collections::VecDeque<(Instant, std::time::Duration)>>,
 }
 
+/// The fleet's identities without a host (see [`Fleet::without_host`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WithoutHost {
+    pub count: usize,
+    /// Of them, those whose daemon is silent (its registration not lapsed).
+    pub silent: usize,
+    /// How long the longest waiting has waited.
+    pub oldest: std::time::Duration,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Member {
     pub(crate) fleet_id: Option<String>,
@@ -123,6 +133,25 @@ impl Fleet {
     /// heartbeat counted them, and how long the oldest had waited then.
     pub fn unhosted(&self) -> (usize, std::time::Duration) {
         *self.unhosted.lock()
+    }
+
+    /// Identities without a host as the last heartbeat read the fleet:
+    /// those it lists (their daemon's registration lapsed, or it shut
+    /// down) and those of another daemon silent for two beats (adoptable
+    /// once its registration lapses and a beat more passed).
+    pub fn without_host(&self) -> WithoutHost {
+        let (listed, oldest) = self.unhosted();
+        let view = self.view.lock();
+        let me = self.cluster.node();
+        let silent = (view.iter()).filter(|n| n.stale && n.node != me);
+        let (count, longest) = silent.fold((0, 0), |(c, l), n| {
+            (c + n.identities.len(), l.max(n.silent_ms))
+        });
+        WithoutHost {
+            count: listed + count,
+            silent: count,
+            oldest: oldest.max(std::time::Duration::from_millis(longest)),
+        }
     }
 
     /// The slowest heartbeat of the last minute: from when it was due to

@@ -85,8 +85,8 @@ impl Cluster {
         let fresh = self.fresh_within().as_millis();
         Ok(Beat {
             live: parse_nodes(found.chunks_exact(2).map(|pair| {
-                let stale = pair[1].parse::<u128>().is_ok_and(|age| age > fresh);
-                (pair[0].as_str(), stale)
+                let age = pair[1].parse::<u64>().unwrap_or(0);
+                (pair[0].as_str(), age, u128::from(age) > fresh)
             })),
             owners,
             unhosted: usize::try_from(unhosted).unwrap_or(usize::MAX),

@@ -33,9 +33,13 @@ pub struct NodeInfo {
     #[serde(default)]
     pub beat_ms: u64,
     /// Its last beat is older than [`Cluster::fresh_within`] (as read by
-    /// the last heartbeat here): still registered, not counted in shares.
+    /// the last heartbeat here): still registered, not counted in shares,
+    /// and what it holds is shown as without a host (silent).
     #[serde(skip)]
     pub stale: bool,
+    /// How long ago it last beat (as read by the last heartbeat here).
+    #[serde(skip)]
+    pub silent_ms: u64,
 }
 
 impl Cluster {
@@ -57,7 +61,7 @@ impl Cluster {
             })
             .await?;
         Ok(parse_nodes(
-            found.iter().flatten().map(|j| (j.as_str(), false)),
+            found.iter().flatten().map(|j| (j.as_str(), 0, false)),
         ))
     }
 
@@ -170,12 +174,18 @@ impl Cluster {
 
 /// Node records as stored, each with whether it is stale, sorted by name
 /// (unreadable ones left out).
-pub(super) fn parse_nodes<'a>(found: impl IntoIterator<Item = (&'a str, bool)>) -> Vec<NodeInfo> {
+pub(super) fn parse_nodes<'a>(
+    found: impl IntoIterator<Item = (&'a str, u64, bool)>,
+) -> Vec<NodeInfo> {
     let mut out: Vec<NodeInfo> = found
         .into_iter()
-        .filter_map(|(j, stale)| {
+        .filter_map(|(j, silent_ms, stale)| {
             let n: NodeInfo = serde_json::from_str(j).ok()?;
-            Some(NodeInfo { stale, ..n })
+            Some(NodeInfo {
+                stale,
+                silent_ms,
+                ..n
+            })
         })
         .collect();
     out.sort_by(|a, b| a.node.cmp(&b.node));

@@ -370,7 +370,7 @@ const HELP: &[(Kind, &str, Option<metrics::Unit>, &str)] = {
             Gauge,
             "idpool_fleet_unhosted_identities",
             None,
-            "Identities whose daemon is gone and that no daemon took yet (the fleet's count, as this daemon's last beat read it).",
+            "Identities whose daemon is gone (its registration lapsed, or it has been silent for two beats) and that no daemon took yet (the fleet's count, as this daemon's last beat read it).",
         ),
         (
             Gauge,
@@ -507,9 +507,9 @@ pub fn render(core: &Core, http_sessions: usize, sse_sessions: usize) -> String 
     if let Some(f) = pool.leases().fleet() {
         // The series exists from the start (adoptions count it up).
         metrics::counter!("idpool_fleet_adoptions_total").increment(0);
-        let (unhosted, oldest) = f.unhosted();
-        metrics::gauge!("idpool_fleet_unhosted_identities").set(unhosted as f64);
-        metrics::gauge!("idpool_fleet_unhosted_oldest_seconds").set(oldest.as_secs_f64());
+        let without = f.without_host();
+        metrics::gauge!("idpool_fleet_unhosted_identities").set(without.count as f64);
+        metrics::gauge!("idpool_fleet_unhosted_oldest_seconds").set(without.oldest.as_secs_f64());
     }
     process().collect();
     handle.run_upkeep();

@@ -174,9 +174,10 @@ impl Reports<'_> {
             "cluster": leases.fleet().map(|f| {
                 let mut r = json!(f.cluster().report());
                 r["adopted"] = json!(f.adopted());
-                let (unhosted, oldest) = f.unhosted();
-                r["unhosted"] = json!(unhosted);
-                r["unhosted_oldest_secs"] = json!(oldest.as_secs());
+                let without = f.without_host();
+                r["unhosted"] = json!(without.count);
+                r["unhosted_silent"] = json!(without.silent);
+                r["unhosted_oldest_secs"] = json!(without.oldest.as_secs());
                 r["slowest_beat_ms"] = json!(f.slowest_beat().as_millis() as u64);
                 r["lease_ttl_secs"] = json!(f.cluster().lease_ttl().as_secs());
                 r

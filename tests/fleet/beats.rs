@@ -34,6 +34,7 @@ fn info(node: &str) -> NodeInfo {
         taken: Default::default(),
         beat_ms: 0,
         stale: false,
+        silent_ms: 0,
     }
 }
 

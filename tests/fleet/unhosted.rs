@@ -83,16 +83,29 @@ async fn identities_without_a_host_are_shown_everywhere_and_taken_signed_in_firs
     })
     .await;
     assert!(written.is_some(), "z's record never reached the fleet");
-    // z dies: a, still alive, sees its one identity without a host.
+    // z dies: a, still alive, sees its one identity without a host: first
+    // as a silent daemon's (two beats without one, before its registration
+    // lapses), then as one the fleet lists.
     z.signal(libc::SIGKILL);
     let killed = Instant::now();
+    let first = parking_lot::Mutex::new(None);
     let seen = within(Duration::from_secs(TTL + 3), || async {
-        unhosted(&a).await == 1
+        let c = status(&a, false).await["cluster"].clone();
+        let shown = c["unhosted"] == json!(1);
+        if shown {
+            first.lock().get_or_insert(c["unhosted_silent"].clone());
+        }
+        shown && c["unhosted_silent"] == json!(0)
     })
     .await;
     assert!(seen.is_some(), "z/0 never showed without a host");
+    assert_eq!(
+        first.lock().take(),
+        Some(json!(1)),
+        "first shown as a silent daemon's, before its registration lapsed"
+    );
     println!(
-        "z SIGKILLed: a's pool_status counted z/0 without a host after {:?} (TTL {TTL} s)",
+        "z SIGKILLed: a's pool_status listed z/0 without a host after {:?} (TTL {TTL} s)",
         killed.elapsed()
     );
     tokio::time::sleep(Duration::from_millis(1500)).await;

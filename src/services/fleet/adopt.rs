@@ -254,6 +254,11 @@ impl FleetSync {
         let waiting = c.unhosted(fids.len().max(LISTED)).await?;
         let without: std::collections::HashSet<&str> =
             waiting.oldest.iter().map(|(f, _)| f.as_str()).collect();
+        // Another daemon silent for two beats: what it holds has no host
+        // that answers (adoptable once its registration lapses).
+        let silent: Vec<crate::cluster::NodeInfo> = (self.fleet.live().into_iter())
+            .filter(|n| n.stale && n.node != c.node())
+            .collect();
         let mut identities = Vec::new();
         for (fid, owner) in fids.iter().zip(owners) {
             let sites = c.sites(fid).await?;
@@ -275,12 +280,19 @@ impl FleetSync {
                 .and_then(|r| serde_json::from_str::<IdentityRecord>(r).ok())
                 .map(|r| r.slot);
             let hosted = !without.contains(fid.as_str())
-                && owner
-                    .as_ref()
-                    .is_some_and(|o| nodes.iter().any(|n| &n.node == o));
+                && owner.as_ref().is_some_and(|o| {
+                    nodes.iter().any(|n| &n.node == o) && !silent.iter().any(|n| &n.node == o)
+                });
             identities.push(serde_json::json!({
                 "fleet_id": fid, "owner": owner, "hosted": hosted, "slot": slot, "breakers": breakers}));
         }
+        let quiet = (silent.iter()).flat_map(|n| {
+            (n.identities.iter()).map(move |fid| {
+                serde_json::json!({"fleet_id": fid, "waiting_secs": n.silent_ms / 1000,
+                    "last_node": n.node, "silent": true})
+            })
+        });
+        let silent_count: usize = silent.iter().map(|n| n.identities.len()).sum();
         let unhosted: Vec<serde_json::Value> = (waiting.oldest.iter().take(LISTED))
             .map(|(fid, waited)| {
                 let r =
@@ -293,9 +305,11 @@ impl FleetSync {
                     "signed_in": r.map(|r| r.signed_in).unwrap_or_default(),
                 })
             })
+            .chain(quiet.take(LISTED))
             .collect();
         Ok(serde_json::json!({"nodes": nodes, "identities": identities,
-            "unhosted": {"count": waiting.count, "listed": unhosted}}))
+            "unhosted": {"count": waiting.count + silent_count, "silent": silent_count,
+                "listed": unhosted}}))
     }
 
     /// A live daemon other than this one holding an identity admitted for

@@ -211,6 +211,7 @@ impl FleetSync {
             taken: self.leases.sites().taken_rates(),
             beat_ms: f.slowest_beat().as_millis() as u64,
             stale: false,
+            silent_ms: 0,
         };
         let holdings = hash_of(&info.identities.join("\n"));
         let changed = *f.holdings_sent.lock() != Some(holdings);

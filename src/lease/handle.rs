@@ -727,8 +727,10 @@ impl Lease {
                 // within the window: the site's word) and cuts its budget;
                 // a request paced by the rate before its last cut tells it
                 // nothing.
-                cut_fleet =
-                    self.politeness.adaptive && budget.pushback_is_news(*self.sent_at.lock());
+                cut_fleet = self.politeness.adaptive
+                    && budget.pushback_is_news(*self.sent_at.lock())
+                    && self.generation.load(std::sync::atomic::Ordering::Acquire)
+                        >= budget.generation();
                 None
             }
             Verdict::HardBlock | Verdict::RateLimited(_) if current => {

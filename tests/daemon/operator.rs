@@ -94,6 +94,22 @@ async fn the_status_page_works_in_chromium_and_the_dashboards_name_only_real_ser
         .collect();
     assert!(tiers.contains(&3), "the browser served: {r}");
 
+    // A daemon of the fleet that died (its registration gone, its lease
+    // and record left): the next beat lists its identity without a host.
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+        .to_string();
+    for args in [
+        &["SADD", "idpool:nodes", "ghost"][..],
+        &["HSET", "idpool:beats", "ghost", &ms],
+        &["HSET", "idpool:holdings", "ghost", "[\"ghost/0\"]"],
+        &["SET", "idpool:lease:ghost/0", "ghost"],
+        &["HSET", "idpool:identities", "ghost/0", "{}"],
+    ] {
+        redis.cli(args).await;
+    }
+
     let chromium = Chromium::start(env.path("").as_path()).await;
     status_page(&d, &env, &chromium, &admin, &viewer).await;
     chromium.stop().await;
@@ -201,12 +217,22 @@ async fn status_page(
         !events.as_str().unwrap_or_default().contains("{\""),
         "{events}"
     );
-    // The fleet view lists this daemon's identities.
+    // The fleet view lists this daemon's identities, and the dead one's
+    // without a host, counted in the totals.
     until(
         &page,
         "document.querySelectorAll('#fleet [data-fleet-id]').length >= 2",
         20,
         "the fleet's identities",
+    )
+    .await;
+    until(
+        &page,
+        "document.getElementById('totals').innerText.includes('identities without a host') \
+         && (document.querySelector('#fleet [data-fleet-id=\"ghost/0\"]') || {innerText: ''}).innerText.includes('ghost is gone') \
+         && document.getElementById('fleet-nodes').innerText.includes('1 identity without a host')",
+        20,
+        "the identity without a host, in the totals and its card",
     )
     .await;
     assert_eq!(eval(&page, FITS).await, json!(true), "fits at 1280 px");

@@ -263,4 +263,34 @@ async fn identities_without_a_host_are_shown_everywhere_and_taken_signed_in_firs
     assert_eq!(h, ["a/0", "a/1"], "a/2 stays with b");
     let table = fleet_cli(&env, "b", &b).await;
     assert!(table.contains("no identity is without a host"), "{table}");
+
+    // A daemon whose heartbeats take longer than a third of the TTL (its
+    // registration as the fleet has it): doctor says so, with the fix.
+    let slow = json!({"node": "slowpoke", "advertise": "http://127.0.0.1:9", "identities": [],
+        "spare": 0, "version": "0", "beat_ms": 1500});
+    redis.cli(&["SADD", "idpool:nodes", "slowpoke"]).await;
+    redis
+        .cli(&[
+            "SET",
+            "idpool:node:slowpoke",
+            &slow.to_string(),
+            "PX",
+            "60000",
+        ])
+        .await;
+    let doctor = tokio::process::Command::new(env!("CARGO_BIN_EXE_idpool"))
+        .arg("--config")
+        .arg(env.path("b").join("idpool.toml"))
+        .arg("doctor")
+        .output()
+        .await
+        .expect("doctor");
+    let out = String::from_utf8_lossy(&doctor.stdout);
+    let line = out.lines().find(|l| l.contains("fleet:")).unwrap_or("");
+    assert!(
+        line.starts_with("warn")
+            && line.contains("slowpoke (1500 ms)")
+            && line.contains("lease_ttl_secs"),
+        "{out}"
+    );
 }

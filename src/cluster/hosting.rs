@@ -122,6 +122,7 @@ impl Cluster {
     pub async fn adopt(&self, fleet_id: &str, waited: Duration) -> Result<Option<String>> {
         let key = self.key_of(&["lease", fleet_id]);
         let unhosted = self.key_of(&["unhosted"]);
+        let holdings = self.key_of(&["holdings"]);
         let s = &self.scripts.adopt;
         let node = self.node.clone();
         let waited = waited.as_millis() as u64;
@@ -130,6 +131,7 @@ impl Cluster {
                 s.prepare_invoke()
                     .key(&key)
                     .key(&unhosted)
+                    .key(&holdings)
                     .arg(&node)
                     .arg(waited)
                     .arg(fleet_id)

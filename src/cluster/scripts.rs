@@ -55,7 +55,7 @@ if ARGV[6] ~= '' then
   end
   redis.call('HSET', KEYS[4], me, ARGV[6])
 end
-local owners = {}
+local owners, taken = {}, {}
 local first = 7
 while first <= #ARGV do
   local last = math.min(first + 499, #ARGV)
@@ -72,11 +72,24 @@ while first <= #ARGV do
     local o = cur[i]
     if o ~= me and ((not o) or redis.call('EXISTS', ARGV[4] .. o) == 0) then
       redis.call('SET', lk[i], me)
+      taken[#taken + 1] = fids[i]
       o = me
     end
     owners[#owners + 1] = o
   end
   first = last + 1
+end
+if #taken > 0 then
+  -- Its holdings name what it took at once: dead before its next beat, it
+  -- leaves them listed.
+  local ok, held = pcall(cjson.decode, redis.call('HGET', KEYS[4], me) or '[]')
+  if not (ok and type(held) == 'table') then held = {} end
+  local has = {}
+  for _, fid in ipairs(held) do has[fid] = true end
+  for _, fid in ipairs(taken) do
+    if not has[fid] then held[#held + 1] = fid end
+  end
+  redis.call('HSET', KEYS[4], me, cjson.encode(held))
 end
 local names = redis.call('SMEMBERS', KEYS[2])
 local keys = {}
@@ -132,14 +145,17 @@ redis.call('HDEL', KEYS[4], ARGV[1])
 return 1
 ";
 
-/// Adopt an identity without a host, once the fleet has known it to be
+/// Adopt an identity without a host (and name it in this daemon's
+/// holdings at once: dead before its next beat, it leaves it listed), once
+/// the fleet has known it to be
 /// without one for `ARGV[2]` ms (one more beat: a daemon whose beat was
 /// late, not missed, comes back first and keeps it; a daemon back from a
 /// restart takes its earlier life's at once). Being without a host is the
 /// fleet's word, whoever the lease still names: a daemon that comes back
 /// takes its own out of the set in the same script that renews it.
-/// `KEYS[1]` the lease, `KEYS[2]` the identities without a host;
-/// `ARGV[1]` this node, `ARGV[2]` the wait (ms), `ARGV[3]` the fleet id.
+/// `KEYS[1]` the lease, `KEYS[2]` the identities without a host, `KEYS[3]`
+/// the holdings; `ARGV[1]` this node, `ARGV[2]` the wait (ms), `ARGV[3]`
+/// the fleet id.
 /// Answers the owner after the call (`''`: nobody).
 pub const ADOPT: &str = r"
 local t = redis.call('TIME')
@@ -154,6 +170,13 @@ if owner ~= ARGV[1] and now - tonumber(since) < tonumber(ARGV[2]) then
 end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[3])
+local ok, held = pcall(cjson.decode, redis.call('HGET', KEYS[3], ARGV[1]) or '[]')
+if not (ok and type(held) == 'table') then held = {} end
+for _, fid in ipairs(held) do
+  if fid == ARGV[3] then return ARGV[1] end
+end
+held[#held + 1] = ARGV[3]
+redis.call('HSET', KEYS[3], ARGV[1], cjson.encode(held))
 return ARGV[1]
 ";
 

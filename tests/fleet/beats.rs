@@ -27,7 +27,7 @@ fn info(node: &str) -> NodeInfo {
     NodeInfo {
         node: node.into(),
         advertise: "http://127.0.0.1:9".into(),
-        identities: vec![format!("{node}/0")],
+        identities: vec![format!("{node}/0"), format!("{node}/1")],
         spare: 0,
         version: "test".into(),
         sent: Default::default(),
@@ -107,8 +107,8 @@ async fn a_late_daemon_keeps_its_identities_and_a_dead_ones_wait_a_beat_for_adop
     assert_eq!(first.owners, ["a", "a"], "both leases are a's");
     assert_eq!(first.unhosted, 0);
     // One batched check: b's own, one that is a's (live: left to it), one
-    // nobody holds (taken).
-    let check = ["b/0".to_string(), "a/1".to_string(), "x/0".to_string()];
+    // of b's that nobody holds yet (taken).
+    let check = ["b/0".to_string(), "a/1".to_string(), "b/1".to_string()];
     let beat = b.register(&info("b"), &check, true).await.expect("b beats");
     assert_eq!(beat.owners, ["b", "a", "b"]);
 
@@ -153,6 +153,11 @@ async fn a_late_daemon_keeps_its_identities_and_a_dead_ones_wait_a_beat_for_adop
         Some("b".to_string()),
         "a beat later: adopted"
     );
+    // b's holdings name it at once: were b to die before its next beat,
+    // a/0 would be listed again, not lost.
+    let held = redis.cli(&["HGET", "idpool:holdings", "b"]).await;
+    let held: Vec<String> = serde_json::from_str(held.trim()).expect("holdings JSON");
+    assert_eq!(held, ["b/0", "b/1", "a/0"], "the adopter's holdings");
     assert_eq!(
         c.adopt("a/0", c.beat_every()).await.expect("adopt"),
         Some("b".to_string()),

@@ -92,7 +92,15 @@ async fn a_killed_fleet_daemons_browsers_end_at_its_next_start_and_with_doctor()
         held(&b).await.contains(&"a/0".to_string())
     })
     .await;
-    assert!(adopted.is_some(), "b holds a/0 again");
+    assert!(
+        adopted.is_some(),
+        "b holds a/0 again: {} {} {}",
+        common::fleet::status(&b, true).await,
+        redis
+            .cli(&["ZRANGE", "idpool:unhosted", "0", "-1", "WITHSCORES"])
+            .await,
+        redis.cli(&["HGETALL", "idpool:holdings"]).await
+    );
     browse(&env, &b, 4).await;
     assert_eq!(running(), (1, 1));
     kill(b);

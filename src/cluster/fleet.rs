@@ -199,11 +199,6 @@ impl Fleet {
         self.view.lock().clone()
     }
 
-    /// The names of the live daemons.
-    pub fn live_names(&self) -> std::collections::HashSet<String> {
-        self.view.lock().iter().map(|v| v.node.clone()).collect()
-    }
-
     pub(crate) fn set_live(&self, mut nodes: Vec<super::NodeInfo>) {
         nodes.sort_by(|a, b| a.node.cmp(&b.node));
         *self.view.lock() = nodes;

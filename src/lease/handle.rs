@@ -77,11 +77,9 @@ pub struct Lease {
     /// Its first request's turn in the request budget came before the
     /// lease was handed out (`Leases::next_slot`).
     pub(super) paid: std::sync::atomic::AtomicBool,
-    /// When its latest request had its turn (a fleet's cut after it makes
-    /// that request's pushback old news).
-    pub(super) sent_at: Mutex<Instant>,
-    /// The request budget's generation its request was reserved under (in
-    /// a fleet: the fleet budget's cuts so far).
+    /// The request budget's generation its latest request was reserved
+    /// under (in a fleet: the fleet budget's cuts so far; a cut after it
+    /// makes that request's pushback old news).
     pub(super) generation: std::sync::atomic::AtomicU64,
     /// The caller's grants (`None`: any identity, any site): every hop and
     /// every page a tab lands on is held to them, like the first URL.
@@ -117,7 +115,6 @@ impl Lease {
             retry_after: Mutex::new(None),
             finished: false,
             paid: std::sync::atomic::AtomicBool::new(false),
-            sent_at: Mutex::new(Instant::now()),
             generation: std::sync::atomic::AtomicU64::new(0),
             scope: None,
         }
@@ -728,9 +725,9 @@ impl Lease {
                 // a request paced by the rate before its last cut tells it
                 // nothing.
                 cut_fleet = self.politeness.adaptive
-                    && budget.pushback_is_news(*self.sent_at.lock())
-                    && self.generation.load(std::sync::atomic::Ordering::Acquire)
-                        >= budget.generation();
+                    && budget.pushback_is_news(
+                        self.generation.load(std::sync::atomic::Ordering::Acquire),
+                    );
                 None
             }
             Verdict::HardBlock | Verdict::RateLimited(_) if current => {

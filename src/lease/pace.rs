@@ -208,7 +208,6 @@ impl Lease {
             .await?;
         self.generation.store(generation, Ordering::Release);
         tokio::time::sleep(wait).await;
-        *self.sent_at.lock() = Instant::now();
         Ok(())
     }
 }

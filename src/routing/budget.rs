@@ -57,13 +57,10 @@ pub struct Budget {
     /// Answers since the fleet last heard: taken, refused (a fleet's budget
     /// measures what the site took from them).
     answers: (u64, u64),
-    /// When this daemon last heard the fleet's budget was cut: answers to
-    /// requests sent before it say nothing about the rate after it.
-    fleet_cut_seen: Option<Instant>,
     /// In a fleet: the fleet budget's cuts so far as this daemon last heard
     /// (its generation). Only answers to requests reserved under it are
-    /// handed on: an answer to one paced by the rate before the last cut
-    /// says nothing about the rate after it.
+    /// handed on, and only their pushbacks are news: an answer to one paced
+    /// by the rate before the last cut says nothing about the rate after it.
     generation: u64,
 }
 
@@ -164,7 +161,6 @@ impl Budget {
             growth: 0.0,
             outcomes: VecDeque::new(),
             answers: (0, 0),
-            fleet_cut_seen: None,
             generation: 0,
         }
     }
@@ -198,11 +194,6 @@ impl Budget {
     /// In a fleet: the fleet's rate in force (its budget is the one that
     /// paces), mirrored here for reports and for knowing whether to ask.
     pub fn set_fleet_rate(&mut self, rate: Option<f64>) {
-        // Well under what this daemon knew: a cut it has not heard of yet
-        // (growth handed on out of order only lowers it by a few steps).
-        if rate.is_some_and(|to| self.rate.is_none_or(|from| to < 0.9 * from)) {
-            self.fleet_cut_seen = Some(Instant::now());
-        }
         self.rate = rate;
     }
 
@@ -210,15 +201,14 @@ impl Budget {
     /// event, relayed).
     pub fn heard_fleet_cut(&mut self, rate: Option<f64>, generation: u64) {
         self.rate = rate;
-        self.fleet_cut_seen = Some(Instant::now());
         self.set_generation(generation);
     }
 
-    /// Whether a pushback to a request started at `sent` is news to the
-    /// fleet's budget: not when the request went out before this daemon
-    /// heard of the last cut (it was paced by the rate before it).
-    pub fn pushback_is_news(&self, sent: Instant) -> bool {
-        self.fleet_cut_seen.is_none_or(|cut| sent >= cut)
+    /// Whether a pushback to a request reserved under `generation` is news
+    /// to the fleet's budget: not when it was reserved before the last cut
+    /// this daemon heard of (it was paced by the rate before it).
+    pub fn pushback_is_news(&self, generation: u64) -> bool {
+        generation >= self.generation
     }
 
     /// Requests a minute allowed now (`None`: no limit in force).
@@ -286,11 +276,11 @@ impl Budget {
         }
     }
 
-    /// In a fleet: this daemon's pushback cut the fleet's budget to `to`.
+    /// In a fleet: this daemon's pushback cut the fleet's budget to `to`
+    /// (its generation set from the cut's answer).
     pub fn fleet_cut(&mut self, to: Option<f64>) {
         self.rate = to;
         self.cuts += 1;
-        self.fleet_cut_seen = Some(Instant::now());
     }
 
     /// A block or rate limit reached `slot`: whether the site as a whole
@@ -483,33 +473,31 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_pushback_to_a_request_sent_before_a_fleet_cut_is_old_news() {
+    async fn a_pushback_to_a_request_reserved_before_a_fleet_cut_is_old_news() {
         let p = politeness(None);
         let mut b = Budget::new(&p);
-        let before = Instant::now();
+        let before = b.generation();
         assert!(b.pushback_is_news(before), "no cut heard yet");
-        advance(Duration::from_millis(10)).await;
         // A rate in force, first heard from a reservation: a cut.
+        b.set_generation(1);
         b.set_fleet_rate(Some(600.0));
-        let after = Instant::now();
+        let after = b.generation();
         assert!(!b.pushback_is_news(before));
         assert!(b.pushback_is_news(after));
         // Growth handed back by a reservation, even out of order, is none.
-        advance(Duration::from_millis(10)).await;
         b.set_fleet_rate(Some(620.0));
         b.set_fleet_rate(Some(590.0));
         assert!(b.pushback_is_news(after));
         // Another daemon's cut, relayed.
-        advance(Duration::from_millis(10)).await;
-        b.heard_fleet_cut(Some(500.0), 1);
+        b.heard_fleet_cut(Some(500.0), 2);
         assert!(!b.pushback_is_news(after));
-        let after = Instant::now();
+        let after = b.generation();
         assert!(b.pushback_is_news(after));
-        // This daemon's own cut.
-        advance(Duration::from_millis(10)).await;
+        // This daemon's own cut (its generation from the cut's answer).
+        b.set_generation(3);
         b.fleet_cut(Some(400.0));
         assert!(!b.pushback_is_news(after));
-        assert!(b.pushback_is_news(Instant::now()));
+        assert!(b.pushback_is_news(b.generation()));
     }
 
     #[tokio::test(start_paused = true)]

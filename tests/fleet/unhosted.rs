@@ -39,6 +39,27 @@ async fn fleet_cli(env: &common::Env, name: &str, d: &common::daemon::Daemon) ->
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `idpool doctor` with daemon `name`'s config: its `fleet` line, and all
+/// it printed.
+async fn doctor_fleet(env: &common::Env, name: &str) -> (String, String) {
+    let doctor = tokio::process::Command::new(env!("CARGO_BIN_EXE_idpool"))
+        .arg("--config")
+        .arg(env.path(name).join("idpool.toml"))
+        .arg("doctor")
+        .output()
+        .await
+        .expect("doctor");
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&doctor.stdout),
+        String::from_utf8_lossy(&doctor.stderr)
+    );
+    let line = (out.lines().find(|l| l.contains("fleet:")))
+        .unwrap_or("")
+        .to_string();
+    (line, out)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn identities_without_a_host_are_shown_everywhere_and_taken_signed_in_first() {
     let env = common::shop(1).await;
@@ -205,19 +226,10 @@ async fn identities_without_a_host_are_shown_everywhere_and_taken_signed_in_firs
             .collect::<Vec<_>>()
             .join("\n")
     );
-    let doctor = tokio::process::Command::new(env!("CARGO_BIN_EXE_idpool"))
-        .arg("--config")
-        .arg(env.path("b").join("idpool.toml"))
-        .arg("doctor")
-        .output()
-        .await
-        .expect("doctor");
-    let out = String::from_utf8_lossy(&doctor.stdout);
-    let line = out.lines().find(|l| l.contains("fleet:")).unwrap_or("");
+    let (line, out) = doctor_fleet(&env, "b").await;
     assert!(
         line.starts_with("warn") && line.contains("2 identities have no daemon"),
-        "{out}{}",
-        String::from_utf8_lossy(&doctor.stderr)
+        "{out}"
     );
     // b's adoptions said which was signed in and which took a slot beyond
     // the spares.
@@ -278,15 +290,7 @@ async fn identities_without_a_host_are_shown_everywhere_and_taken_signed_in_firs
             "60000",
         ])
         .await;
-    let doctor = tokio::process::Command::new(env!("CARGO_BIN_EXE_idpool"))
-        .arg("--config")
-        .arg(env.path("b").join("idpool.toml"))
-        .arg("doctor")
-        .output()
-        .await
-        .expect("doctor");
-    let out = String::from_utf8_lossy(&doctor.stdout);
-    let line = out.lines().find(|l| l.contains("fleet:")).unwrap_or("");
+    let (line, out) = doctor_fleet(&env, "b").await;
     assert!(
         line.starts_with("warn")
             && line.contains("slowpoke (1500 ms)")

@@ -221,7 +221,7 @@ impl FleetSync {
             metrics::histogram!("idpool_fleet_beat_seconds").record(took.as_secs_f64());
             *f.holdings_sent.lock() = Some(holdings);
             let counted = |nodes: &[NodeInfo]| nodes.iter().filter(|n| !n.stale).count();
-            let (before, after) = (counted(&f.live()), counted(&beat.live));
+            let (before, after) = (counted(&f.view.lock()), counted(&beat.live));
             f.set_live(beat.live);
             if before != after {
                 // This daemon's share of every fleet-wide bound moved: calls
